@@ -1,0 +1,34 @@
+# Every target bootstraps .venv on its own when it is missing.
+PY := .venv/bin/python
+VENV_STAMP := .venv/.croupier-installed
+DEMO_MINUTES ?= 4
+
+.PHONY: setup test lint format demo bench clean
+
+setup: $(VENV_STAMP)
+
+$(VENV_STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(VENV_STAMP)
+
+test: setup
+	$(PY) -m ruff check src tests examples
+	$(PY) -m pytest -q
+
+lint: setup
+	$(PY) -m ruff check src tests examples
+	$(PY) -m ruff format --check src tests examples
+
+format: setup
+	$(PY) -m ruff format src tests examples
+	$(PY) -m ruff check --fix src tests examples
+
+demo: setup
+	$(PY) -m croupier.demo --minutes $(DEMO_MINUTES)
+
+clean:
+	rm -rf .venv runs .pytest_cache

@@ -1,0 +1,76 @@
+"""HTTP API v1 routes. Thin: parse, call the decision service, answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from croupier.api.schemas import (
+    CreateGame,
+    DecideRequest,
+    DecideResponse,
+    EndRequest,
+    GameCreated,
+    GameEndedResponse,
+    Problem,
+)
+from croupier.sessions.service import DecisionService
+
+router = APIRouter()
+
+GAME_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "Unknown game"},
+    409: {"model": Problem, "description": "The game has already ended"},
+    422: {"model": Problem, "description": "Seat not in the game, or a bad state"},
+}
+
+
+def service(request: Request) -> DecisionService:
+    return request.app.state.service
+
+
+@router.post(
+    "/v1/games",
+    status_code=201,
+    response_model=GameCreated,
+    responses={409: {"model": Problem, "description": "Duplicate game_id"}},
+)
+async def create_game(body: CreateGame, request: Request) -> GameCreated:
+    """Start a game: each seat gets a policy (and, for learned seats, a weights version)."""
+    created = service(request).create_game(
+        body.game, body.game_id, body.seats, body.pin, body.record
+    )
+    return GameCreated.model_validate(created)
+
+
+@router.post("/v1/games/{game_id}/decide", response_model=DecideResponse, responses=GAME_ERRORS)
+async def decide(game_id: str, body: DecideRequest, request: Request) -> DecideResponse:
+    """The seat's next action for this state."""
+    decision = await service(request).decide(game_id, body.seat, body.state, body.reward)
+    return DecideResponse(**decision.to_dict())
+
+
+@router.post("/v1/games/{game_id}/end", response_model=GameEndedResponse, responses=GAME_ERRORS)
+async def end_game(game_id: str, body: EndRequest, request: Request) -> GameEndedResponse:
+    """Close the game with every seat's payoff; learned seats' episodes go to the trainer."""
+    return GameEndedResponse(**service(request).end_game(game_id, body.payoffs))
+
+
+@router.delete("/v1/games/{game_id}", status_code=204, responses={404: GAME_ERRORS[404]})
+async def abort_game(game_id: str, request: Request) -> Response:
+    """Abort the game and discard whatever it recorded."""
+    service(request).abort_game(game_id)
+    return Response(status_code=204)
+
+
+@router.get("/v1/policies")
+async def policies(request: Request) -> dict[str, Any]:
+    """The policies this server can seat, and the learned policy's loaded versions."""
+    return service(request).policies()
+
+
+@router.get("/healthz")
+async def healthz(request: Request) -> dict[str, Any]:
+    """Liveness plus the counters an operator looks at first."""
+    return service(request).health()

@@ -1,0 +1,79 @@
+"""Request and response bodies of HTTP API v1 (they are also the OpenAPI docs at /docs)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+GameId = str
+# Numbers must be JSON numbers: no "0.5" strings or booleans silently turned into floats.
+Number = Annotated[float, Field(strict=True)]
+GAME_ID_PATTERN = r"^[A-Za-z0-9._~:-]+$"  # safe in a URL path without escaping
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateGame(_Body):
+    game: str = Field(description="The game this server plays, e.g. 'leduc-holdem'.")
+    game_id: GameId | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        pattern=GAME_ID_PATTERN,
+        description="Your id for the game (letters, digits, . _ ~ : -); generated if absent.",
+    )
+    seats: dict[str, str] | None = Field(
+        None,
+        description="Policy per seat ('rules', 'random', 'learned', 'learned@latest', "
+        "'frozen@N', 'frozen@-K'); seats not given are filled from the server's seat mix.",
+    )
+    pin: Literal["created", "latest"] | None = Field(
+        None,
+        description="'created': learned seats keep the version current now; 'latest': they "
+        "follow each new version. Default: the server's setting.",
+    )
+    record: bool = Field(True, description="Record the learned seats' episodes for training.")
+
+
+class SeatInfo(BaseModel):
+    policy: str
+    version: int | None
+
+
+class GameCreated(BaseModel):
+    game_id: GameId
+    seats: dict[str, SeatInfo]
+
+
+class DecideRequest(_Body):
+    seat: str = Field(max_length=64, description="The seat to act, e.g. '0'.")
+    state: dict[str, Any] = Field(description="The game state as the engine sees it for the seat.")
+    reward: Number | None = Field(
+        None, description="What this seat received since its last decision."
+    )
+
+
+class DecideResponse(BaseModel):
+    action: Any = Field(description="The engine's own action value to apply.")
+    action_index: int
+    policy: str
+    version: int | None
+
+
+class EndRequest(_Body):
+    payoffs: dict[str, Number] = Field(
+        description="Every seat's final reward (in games that also report rewards through "
+        "`decide`, what they have not yet received)."
+    )
+
+
+class GameEndedResponse(BaseModel):
+    game_id: GameId
+    episodes: int = Field(description="Episodes recorded for training from this game.")
+
+
+class Problem(BaseModel):
+    detail: Any

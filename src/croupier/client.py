@@ -1,0 +1,157 @@
+"""An async HTTP client for the croupier decision API.
+
+    async with CroupierClient("http://localhost:8000") as c:
+        g = await c.create_game("leduc-holdem")
+        d = await c.decide(g["game_id"], "0", state)
+        ...
+        await c.end(g["game_id"], {"0": 1.0, "1": -1.0})
+
+One aiohttp session (one connection pool) per client: share the client between tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+
+_JSON = {"Content-Type": "application/json"}
+
+
+class CroupierError(Exception):
+    """The server answered with a non-2xx status."""
+
+    def __init__(self, status: int, detail: Any):
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+def route_game(game_id: str, urls: list[str]) -> str:
+    """The server that owns `game_id`, by rendezvous hashing.
+
+    Every client picks the same server without coordination, and adding or removing one of
+    N servers moves only ~1/N of the games.
+    """
+    if not urls:
+        raise ValueError("no server urls to route to")
+
+    def score(url: str) -> tuple[int, str]:
+        digest = hashlib.blake2b(f"{url}\x00{game_id}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big"), url  # url breaks (astronomically rare) ties
+
+    return max(urls, key=score)
+
+
+def _q(game_id: str) -> str:
+    # A game id is caller-chosen text: keep "/" or "?" in it from changing the route.
+    return quote(str(game_id), safe="")
+
+
+def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if v is not None}
+
+
+class CroupierClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        max_connections: int = 256,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> CroupierClient:
+        self._open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _open(self) -> aiohttp.ClientSession:
+        # Created lazily: aiohttp sessions must be made inside a running event loop.
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                timeout=self._timeout,
+                headers=self._headers,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else orjson.dumps(body)
+        headers = _JSON if body is not None else None
+        async with self._open().request(
+            method, self.base_url + path, data=data, headers=headers
+        ) as resp:
+            raw = await resp.read()
+            status = resp.status
+        try:
+            payload = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            payload = raw.decode(errors="replace")
+        if not 200 <= status < 300:
+            detail = payload.get("detail", payload) if isinstance(payload, dict) else payload
+            raise CroupierError(status, detail)
+        return payload
+
+    # --- the API --------------------------------------------------------------------------
+
+    async def create_game(
+        self,
+        game: str,
+        *,
+        seats: dict[str, str] | None = None,
+        game_id: str | None = None,
+        pin: str | None = None,
+        record: bool | None = None,
+    ) -> dict[str, Any]:
+        """Open a game; returns {"game_id", "seats": {seat: {"policy", "version"}}}."""
+        body = _drop_none(
+            {"game": game, "game_id": game_id, "seats": seats, "pin": pin, "record": record}
+        )
+        return await self._request("POST", "/v1/games", body)
+
+    async def decide(
+        self,
+        game_id: str,
+        seat: str,
+        state: dict[str, Any],
+        *,
+        reward: float | None = None,
+    ) -> dict[str, Any]:
+        """Ask for `seat`'s action; returns {"action", "action_index", "policy", "version"}."""
+        body = _drop_none({"seat": seat, "state": state, "reward": reward})
+        return await self._request("POST", f"/v1/games/{_q(game_id)}/decide", body)
+
+    async def end(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
+        return await self._request("POST", f"/v1/games/{_q(game_id)}/end", {"payoffs": payoffs})
+
+    async def abort(self, game_id: str) -> None:
+        await self._request("DELETE", f"/v1/games/{_q(game_id)}")
+
+    async def policies(self) -> dict[str, Any]:
+        return await self._request("GET", "/v1/policies")
+
+    async def health(self) -> dict[str, Any]:
+        return await self._request("GET", "/healthz")

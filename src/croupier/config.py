@@ -1,0 +1,40 @@
+"""The policy server's settings: one dataclass, filled from CLI flags (or by tests directly)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class ServerConfig:
+    game: str = "leduc-holdem"
+    # For the `vector` game (and adapters that take sizes): observation and action sizes.
+    obs_size: int | None = None
+    num_actions: int | None = None
+    num_players: int = 2
+    # Seats not named in POST /v1/games get these policies, rotated one place per new game so
+    # every policy plays every seat equally often.
+    seat_mix: list[str] = field(default_factory=lambda: ["learned", "rules"])
+    # "created": a learned seat keeps the version current when its game started;
+    # "latest": it follows every new version.
+    pin: str = "created"
+    # Batching of learned-policy forwards.
+    max_batch: int = 256
+    max_wait_ms: float = 0.0
+    # Weights versions kept in memory, and where each received version is written.
+    keep_versions: int = 8
+    weights_dir: Path | None = None
+    # Finished episodes waiting for the trainer (oldest dropped, counted, past this).
+    outbox_max_episodes: int = 50_000
+    # Games remembered after they end (to answer 409 instead of 404).
+    ended_games_remembered: int = 100_000
+    # Trainer link: host:port, or None to serve without training.
+    trainer: str | None = None
+    ship_max_steps: int = 512
+    ship_max_seconds: float = 0.5
+    # The link's shared token (sent in the first message); None: no token.
+    link_token: str | None = None
+    # Accept RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled config).
+    rllib_compat: bool = False
+    seed: int = 0

@@ -1,0 +1,1 @@
+"""The reference engine: RLCard tables that play hands through the croupier API."""

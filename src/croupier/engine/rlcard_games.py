@@ -1,0 +1,68 @@
+"""One RLCard table: deal a hand, hand out JSON states, apply raw actions.
+
+Each table owns its own env (RLCard envs keep the hand in mutable state); under asyncio one
+table is driven by one task, so no locking is needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import rlcard
+
+GAMES = ("leduc-holdem", "uno")
+
+
+def to_json(x: Any) -> Any:
+    """RLCard's raw observation as plain JSON types: no numpy scalars, no tuples."""
+    if isinstance(x, dict):
+        return {str(k): to_json(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [to_json(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return to_json(x.tolist())
+    if isinstance(x, np.generic):  # np.int64, np.str_, np.bool_, ...
+        return x.item()
+    return x
+
+
+class RLCardTable:
+    """A single-hand-at-a-time wrapper around one RLCard env."""
+
+    def __init__(self, game: str):
+        if game not in GAMES:
+            raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
+        self.game = game
+        self.env = rlcard.make(game)
+        self._dealt = False
+
+    def reset(self, seed: int | None = None) -> None:
+        """Deal a new hand; the same seed deals the same cards."""
+        self.env.seed(seed)
+        self.env.reset()
+        self._dealt = True
+
+    def current_player(self) -> int:
+        return int(self.env.get_player_id())
+
+    def legal_actions(self) -> list[str]:
+        return [str(a) for a in self.env.game.get_legal_actions()]
+
+    def state_json(self, player: int) -> dict[str, Any]:
+        # game.get_state is the raw observation; env.get_state would also build the obs array.
+        return to_json(self.env.game.get_state(player))
+
+    def step(self, action_value: str) -> None:
+        # RLCard applies whatever it is given; an illegal action corrupts the hand silently.
+        if not self._dealt or self.is_over():
+            raise RuntimeError("no hand in progress")
+        if action_value not in self.legal_actions():
+            raise ValueError(f"illegal action {action_value!r}; legal: {self.legal_actions()}")
+        self.env.step(action_value, raw_action=True)
+
+    def is_over(self) -> bool:
+        return bool(self.env.is_over())
+
+    def payoffs(self) -> list[float]:
+        return [float(p) for p in self.env.get_payoffs()]

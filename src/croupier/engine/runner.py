@@ -1,0 +1,259 @@
+"""The reference engine: RLCard tables playing hands through a croupier server.
+
+`games` tables run concurrently, one asyncio task each. A table loops: open a game, play one
+hand by asking the server for every decision, report the payoffs, repeat, until the run's
+hand budget or time budget is spent. Each hand's payoff is credited to the policy that sat
+in each seat, giving a mean payoff per policy with a 95% confidence interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import aiohttp
+
+from croupier.client import CroupierClient, CroupierError
+from croupier.engine.rlcard_games import GAMES, RLCardTable
+
+log = logging.getLogger(__name__)
+
+SEATS = ("0", "1")
+# A guard, not a rule: far above any real hand (Leduc <= 8 decisions, UNO ~ tens to hundreds).
+MAX_DECISIONS_PER_HAND = 10_000
+PROGRESS_EVERY_S = 2.0
+_MAX_ERROR_SAMPLES = 5
+
+
+class HandError(Exception):
+    """A hand that cannot go on (bad response, illegal action): abort it, count it."""
+
+
+_HAND_ERRORS = (CroupierError, HandError, aiohttp.ClientError, TimeoutError)
+
+
+@dataclass
+class PolicyStats:
+    n: int
+    mean: float
+    ci95: float  # half-width: 1.96 * std / sqrt(n)
+
+
+@dataclass
+class EngineSummary:
+    game: str
+    hands: int
+    decisions: int
+    seconds: float
+    decisions_per_s: float
+    hands_per_s: float
+    errors: int
+    policies: dict[str, PolicyStats] = field(default_factory=dict)
+    error_samples: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def format_table(self) -> str:
+        lines = [
+            f"{self.game}: {self.hands} hands, {self.decisions} decisions in "
+            f"{self.seconds:.1f} s ({self.hands_per_s:.1f} hands/s, "
+            f"{self.decisions_per_s:.1f} decisions/s), {self.errors} errors",
+            f"{'policy':<20} {'n':>8} {'mean':>9} {'±95%':>8}",
+        ]
+        for name, s in sorted(self.policies.items()):
+            lines.append(f"{name:<20} {s.n:>8} {s.mean:>+9.4f} {s.ci95:>8.4f}")
+        lines += [f"error: {e}" for e in self.error_samples]
+        return "\n".join(lines)
+
+
+class _Running:
+    """Welford's running mean/variance, so long runs need no per-hand list."""
+
+    __slots__ = ("n", "mean", "m2")
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        delta = x - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (x - self.mean)
+
+    def stats(self) -> PolicyStats:
+        std = math.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else 0.0
+        return PolicyStats(self.n, self.mean, 1.96 * std / math.sqrt(self.n) if self.n else 0.0)
+
+
+class _Tally:
+    """Shared by all tables. asyncio runs one task at a time, so no lock."""
+
+    def __init__(self, game: str, hands: int | None, seconds: float | None):
+        self.game = game
+        self.t0 = time.monotonic()
+        self.deadline = None if seconds is None else self.t0 + seconds
+        self.budget = hands
+        self.started = 0  # hand slots handed out, failed ones included, so every loop ends
+        self.hands = 0
+        self.decisions = 0
+        self.errors = 0
+        self.error_samples: list[str] = []
+        self.per_policy: dict[str, _Running] = {}
+
+    def claim(self) -> int | None:
+        """The next hand's number, or None when the run's budget is spent."""
+        if self.budget is not None and self.started >= self.budget:
+            return None
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return None
+        self.started += 1
+        return self.started - 1
+
+    def record(self, policies: dict[str, str], payoffs: list[float]) -> None:
+        self.hands += 1
+        for seat, payoff in zip(SEATS, payoffs, strict=True):
+            self.per_policy.setdefault(policies[seat], _Running()).add(payoff)
+
+    def error(self, e: BaseException) -> None:
+        self.errors += 1
+        sample = f"{type(e).__name__}: {e}"
+        if len(self.error_samples) < _MAX_ERROR_SAMPLES and sample not in self.error_samples:
+            self.error_samples.append(sample)
+
+    def summary(self) -> EngineSummary:
+        secs = max(time.monotonic() - self.t0, 1e-9)
+        return EngineSummary(
+            game=self.game,
+            hands=self.hands,
+            decisions=self.decisions,
+            seconds=secs,
+            decisions_per_s=self.decisions / secs,
+            hands_per_s=self.hands / secs,
+            errors=self.errors,
+            policies={k: r.stats() for k, r in self.per_policy.items()},
+            error_samples=list(self.error_samples),
+        )
+
+
+def _seat_policies(resp: Any) -> tuple[str, dict[str, str]]:
+    """(game_id, {seat: policy}) from a create_game response, checked."""
+    try:
+        game_id = resp["game_id"]
+        policies = {seat: str(resp["seats"][seat]["policy"]) for seat in SEATS}
+    except (KeyError, TypeError) as e:
+        raise HandError(f"malformed create_game response {resp!r}") from e
+    return str(game_id), policies
+
+
+async def _play_hand(
+    client: CroupierClient,
+    table: RLCardTable,
+    tally: _Tally,
+    seats: dict[str, str] | None,
+    seed: int,
+) -> None:
+    game_id: str | None = None
+    try:
+        game_id, policies = _seat_policies(await client.create_game(table.game, seats=seats))
+        table.reset(seed)
+        for _ in range(MAX_DECISIONS_PER_HAND):
+            if table.is_over():
+                break
+            player = table.current_player()
+            state = table.state_json(player)
+            decision = await client.decide(game_id, SEATS[player], state)
+            action = decision.get("action") if isinstance(decision, dict) else None
+            if action not in state["legal_actions"]:
+                raise HandError(f"server chose {action!r}, legal: {state['legal_actions']}")
+            table.step(action)
+            tally.decisions += 1
+        else:
+            raise HandError(f"hand still running after {MAX_DECISIONS_PER_HAND} decisions")
+        payoffs = table.payoffs()
+        await client.end(game_id, dict(zip(SEATS, payoffs, strict=True)))
+        tally.record(policies, payoffs)
+    except _HAND_ERRORS as e:
+        tally.error(e)
+        if game_id is not None:
+            # Free the server's game; it may already be gone, which is fine.
+            with contextlib.suppress(*_HAND_ERRORS):
+                await client.abort(game_id)
+
+
+async def _table_loop(
+    client: CroupierClient,
+    game: str,
+    index: int,
+    tally: _Tally,
+    seats: list[str] | None,
+    seed: int,
+) -> None:
+    table = RLCardTable(game)
+    while (hand := tally.claim()) is not None:
+        seating = None
+        if seats is not None:
+            # Alternate who sits first (Leduc's blinds and UNO's first turn favour a seat);
+            # the table offset keeps the split even across tables too.
+            a, b = seats if (hand + index) % 2 == 0 else (seats[1], seats[0])
+            seating = {"0": a, "1": b}
+        await _play_hand(client, table, tally, seating, seed + hand)
+
+
+async def _report(progress: Callable[[EngineSummary], Any], tally: _Tally) -> None:
+    while True:
+        await asyncio.sleep(PROGRESS_EVERY_S)
+        try:
+            progress(tally.summary())
+        except Exception:  # a display callback must not stop the run
+            log.exception("progress callback failed")
+
+
+async def run_engine(
+    url: str,
+    game: str,
+    games: int,
+    seats: list[str] | None,
+    hands: int | None,
+    seconds: float | None,
+    seed: int = 0,
+    progress: Callable[[EngineSummary], Any] | None = None,
+) -> EngineSummary:
+    """Play hands of `game` on `games` concurrent tables against the server at `url`.
+
+    `seats`: two policy names, alternated between seats every hand; None lets the server
+    seat whoever it likes. Stops after `hands` hands (failed ones count) or `seconds`,
+    whichever comes first; hands already in progress are finished.
+    """
+    if game not in GAMES:
+        raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
+    if games < 1:
+        raise ValueError("games must be at least 1")
+    if seats is not None and len(seats) != len(SEATS):
+        raise ValueError(f"seats must name {len(SEATS)} policies, got {seats!r}")
+    if hands is None and seconds is None:
+        raise ValueError("give hands or seconds (or both): the run must be bounded")
+    if (hands is not None and hands < 0) or (seconds is not None and seconds <= 0):
+        raise ValueError("hands must be >= 0 and seconds > 0")
+
+    tally = _Tally(game, hands, seconds)
+    # Each table has at most one request in flight: one connection per table is enough.
+    async with CroupierClient(url, max_connections=games) as client:
+        reporter = asyncio.create_task(_report(progress, tally)) if progress else None
+        try:
+            # TaskGroup: a bug in one table cancels the others instead of leaving them running.
+            async with asyncio.TaskGroup() as tg:
+                for i in range(games):
+                    tg.create_task(_table_loop(client, game, i, tally, seats, seed))
+        finally:
+            if reporter is not None:
+                reporter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reporter
+    return tally.summary()

@@ -1,0 +1,74 @@
+"""An in-process gymnasium env: one seat of an RLCard game against a fixed opponent.
+
+The same adapter encodes the same JSON states the engine would send over HTTP, so RLlib
+stepping this env (no HTTP, no link) trains the same module on the same problem. It is the
+anchor the external path is measured against, and a quick place to tune hyperparameters.
+
+Hands in which the opponent ends the game before the learner acts have no decision for the
+learner; `reset` deals on until the learner has one (count them in `skipped_hands`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from croupier.engine.rlcard_games import RLCardTable
+from croupier.games.registry import load_adapter
+
+MAX_DEALS_PER_RESET = 1000
+
+
+class SeatEnv(gym.Env):
+    def __init__(self, config: dict[str, Any] | None = None):
+        config = dict(config or {})
+        self.adapter = load_adapter(config.get("game", "leduc-holdem"))
+        self.table = RLCardTable(self.adapter.name)
+        opponent = config.get("opponent", "rules")
+        rules = self.adapter.rules()
+        if opponent == "rules" and rules is None:
+            raise ValueError(f"{self.adapter.name} has no rules policy")
+        self._opponent = rules if opponent == "rules" else self._random_action
+        self.observation_space = self.adapter.observation_space
+        self.action_space = self.adapter.action_space
+        self._rng = np.random.default_rng(config.get("seed"))
+        self._seat = 0
+        self._state: dict[str, Any] = {}
+        self.skipped_hands = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        for _ in range(MAX_DEALS_PER_RESET):
+            self.table.reset(int(self._rng.integers(2**31)))
+            self._seat = int(self._rng.integers(self.adapter.num_players))
+            self._play_opponents()
+            if not self.table.is_over():
+                return self._observe(), {}
+            self.skipped_hands += 1
+        raise RuntimeError("the learner never got a decision")
+
+    def step(self, action: int) -> tuple[Any, float, bool, bool, dict]:
+        self.table.step(self.adapter.action_value(int(action), self._state))
+        self._play_opponents()
+        if self.table.is_over():
+            obs, mask = self.adapter.terminal_observation()
+            reward = float(self.table.payoffs()[self._seat])
+            return {"observations": obs, "action_mask": mask}, reward, True, False, {}
+        return self._observe(), 0.0, False, False, {}
+
+    def _play_opponents(self) -> None:
+        while not self.table.is_over() and self.table.current_player() != self._seat:
+            player = self.table.current_player()
+            self.table.step(self._opponent(self.table.state_json(player)))
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        self._state = self.table.state_json(self._seat)
+        obs, mask = self.adapter.encode(self._state)
+        return {"observations": obs, "action_mask": mask}
+
+    def _random_action(self, state: dict[str, Any]) -> Any:
+        legal = state["legal_actions"]
+        return legal[int(self._rng.integers(len(legal)))]

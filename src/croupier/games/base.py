@@ -1,0 +1,103 @@
+"""The adapter interface: an engine's JSON game state in, a policy's view of it out.
+
+A policy never sees the engine's own data structures. It sees a fixed-size observation
+vector and a legal-action mask over a fixed `Discrete(num_actions)` action space. An adapter
+translates both ways: `encode` maps the engine's state to (observation, mask), `action_value`
+maps an action index back to whatever the engine calls that action.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+# What a rule-based bot is: engine state in, engine action value out.
+RulesFn = Callable[[dict[str, Any]], Any]
+
+
+class InvalidState(ValueError):
+    """The engine sent a state this adapter cannot turn into an observation (answered 422)."""
+
+
+class GameAdapter(ABC):
+    """Turns one game's engine states into observations and legal-action masks."""
+
+    name: str
+    obs_size: int
+    num_actions: int
+    num_players: int = 2
+
+    @abstractmethod
+    def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Return (observation float32[obs_size], legal mask float32[num_actions]).
+
+        Raises InvalidState when the state is malformed or has no legal action.
+        """
+
+    @abstractmethod
+    def action_value(self, index: int, state: dict[str, Any]) -> Any:
+        """The engine's own value for action `index` (what the engine applies)."""
+
+    @abstractmethod
+    def action_index(self, value: Any, state: dict[str, Any]) -> int:
+        """Inverse of `action_value`: the index of an engine action value."""
+
+    def rules(self) -> RulesFn | None:
+        """The game's rule-based bot, if it has one."""
+        return None
+
+    # --- derived, shared by every adapter -------------------------------------------------
+
+    @property
+    def seats(self) -> list[str]:
+        return [str(i) for i in range(self.num_players)]
+
+    @property
+    def observation_space(self) -> gym.spaces.Dict:
+        """The space the learned policy sees: observation plus the legal-action mask."""
+        return gym.spaces.Dict(
+            {
+                "observations": gym.spaces.Box(-np.inf, np.inf, (self.obs_size,), np.float32),
+                "action_mask": gym.spaces.Box(0.0, 1.0, (self.num_actions,), np.float32),
+            }
+        )
+
+    @property
+    def action_space(self) -> gym.spaces.Discrete:
+        return gym.spaces.Discrete(self.num_actions)
+
+    def terminal_observation(self) -> tuple[np.ndarray, np.ndarray]:
+        """What closes an episode: zeros, with an all-ones mask (an all-zero mask would give
+        the learner NaN logits on the final observation)."""
+        return (
+            np.zeros(self.obs_size, np.float32),
+            np.ones(self.num_actions, np.float32),
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "obs_size": self.obs_size,
+            "num_actions": self.num_actions,
+            "num_players": self.num_players,
+            "has_rules": self.rules() is not None,
+        }
+
+
+def mask_from_indices(indices: Any, num_actions: int) -> np.ndarray:
+    """A legal-action mask from a list of action ids, validated without a Python loop."""
+    try:
+        ids = np.asarray(indices, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise InvalidState(f"legal actions must be integer ids: {e}") from None
+    if ids.ndim != 1 or ids.size == 0:
+        raise InvalidState("the state lists no legal action")
+    if ids.min() < 0 or ids.max() >= num_actions:
+        raise InvalidState(f"legal action id out of range 0..{num_actions - 1}")
+    mask = np.zeros(num_actions, np.float32)
+    mask[ids] = 1.0
+    return mask

@@ -1,0 +1,133 @@
+"""Leduc Hold'em, as RLCard plays it (`leduc-holdem`).
+
+State: RLCard's raw observation, e.g.
+    {"hand": "SJ", "public_card": null, "all_chips": [2, 1], "my_chips": 1,
+     "legal_actions": ["call", "raise", "fold"], "current_player": 1}
+Observation: RLCard's own 36-slot encoding (see `LeducholdemEnv._extract_state`):
+    [0:3] hand rank, [3:6] public card rank, [6:21] my chips, [21:36] opponent's chips.
+Actions: RLCard's order, ["call", "raise", "fold", "check"]; an action's engine value is its name.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import rlcard
+
+from croupier.games.base import GameAdapter, InvalidState, RulesFn
+
+ACTIONS: tuple[str, ...] = ("call", "raise", "fold", "check")
+_ACTION_INDEX = {a: i for i, a in enumerate(ACTIONS)}
+
+# RLCard's own card -> rank index table (suit is ignored: "SJ" and "HJ" are both 0).
+CARD_INDEX: dict[str, int] = json.loads(
+    (Path(rlcard.__path__[0]) / "games/leducholdem/card2index.json").read_text()
+)
+
+OBS_SIZE = 36
+_PUBLIC_OFFSET = 3
+_MY_CHIPS_OFFSET = 6
+_OPP_CHIPS_OFFSET = 21
+# Each chip one-hot has 15 slots; more chips would bleed into the next block or off the end.
+MAX_CHIPS = 14
+
+_REQUIRED = ("hand", "public_card", "all_chips", "my_chips", "legal_actions")
+
+
+def _is_int(x: Any) -> bool:
+    # bool is an int subclass; True as a chip count is a malformed state, not 1.
+    return isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_)
+
+
+def _card(state: dict[str, Any], key: str) -> int:
+    card = state[key]
+    if not isinstance(card, str) or card not in CARD_INDEX:
+        raise InvalidState(f"{key!r} must be one of {sorted(CARD_INDEX)}, got {card!r}")
+    return CARD_INDEX[card]
+
+
+def legal_indices(legal: Any, index: dict[str, int]) -> list[int]:
+    """Legal action names -> ids, rejecting a non-list, an empty list or an unknown name."""
+    if not isinstance(legal, list):
+        raise InvalidState(f"'legal_actions' must be a list of action names, got {legal!r}")
+    if not legal:
+        raise InvalidState("the state lists no legal action")
+    ids = [index.get(a, -1) if isinstance(a, str) else -1 for a in legal]
+    if min(ids) < 0:
+        bad = [a for a, i in zip(legal, ids, strict=True) if i < 0]
+        raise InvalidState(f"unknown action(s) {bad!r}")
+    return ids
+
+
+class LeducAdapter(GameAdapter):
+    name = "leduc-holdem"
+    obs_size = OBS_SIZE
+    num_actions = len(ACTIONS)
+    num_players = 2
+
+    def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        if not isinstance(state, dict):
+            raise InvalidState(f"state must be a JSON object, got {type(state).__name__}")
+        missing = [k for k in _REQUIRED if k not in state]
+        if missing:
+            raise InvalidState(f"state is missing {missing}")
+
+        hand = _card(state, "hand")
+        public = None if state["public_card"] is None else _card(state, "public_card")
+
+        chips, mine = state["all_chips"], state["my_chips"]
+        if not isinstance(chips, list) or len(chips) != self.num_players:
+            raise InvalidState(f"'all_chips' must be a list of {self.num_players} integers")
+        if not all(_is_int(c) for c in chips) or not _is_int(mine):
+            raise InvalidState("'all_chips' and 'my_chips' must be integers")
+        if mine not in chips:
+            raise InvalidState(f"'my_chips' ({mine}) is not one of 'all_chips' {chips}")
+        opp = sum(chips) - mine
+        if not (0 <= mine <= MAX_CHIPS and 0 <= opp <= MAX_CHIPS):
+            raise InvalidState(f"chips must lie in 0..{MAX_CHIPS}, got mine={mine} opp={opp}")
+
+        ids = legal_indices(state["legal_actions"], _ACTION_INDEX)
+
+        hot = [hand, _MY_CHIPS_OFFSET + int(mine), _OPP_CHIPS_OFFSET + int(opp)]
+        if public is not None:
+            hot.append(_PUBLIC_OFFSET + public)
+        obs = np.zeros(OBS_SIZE, np.float32)
+        obs[hot] = 1.0
+        mask = np.zeros(self.num_actions, np.float32)
+        mask[ids] = 1.0
+        return obs, mask
+
+    def action_value(self, index: int, state: dict[str, Any]) -> str:
+        if not 0 <= int(index) < self.num_actions:
+            raise InvalidState(f"action index {index!r} out of range 0..{self.num_actions - 1}")
+        return ACTIONS[int(index)]
+
+    def action_index(self, value: Any, state: dict[str, Any]) -> int:
+        if not isinstance(value, str) or value not in _ACTION_INDEX:
+            raise InvalidState(f"unknown action {value!r}; expected one of {list(ACTIONS)}")
+        return _ACTION_INDEX[value]
+
+    def rules(self) -> RulesFn:
+        # describe() calls rules() just to ask whether there is one: don't load RLCard here.
+        def rule_action(state: dict[str, Any]) -> str:
+            self.encode(state)  # the same validation a policy's input gets
+            return str(_rule_agent().step(rlcard_view(state)))
+
+        return rule_action
+
+
+def rlcard_view(state: dict[str, Any]) -> dict[str, Any]:
+    """The slice of RLCard's extracted state that its rule agents read."""
+    return {"raw_obs": state, "raw_legal_actions": list(state["legal_actions"])}
+
+
+@functools.cache
+def _rule_agent() -> Any:
+    # rlcard.models registers its model ids on import; `rlcard.models.load` needs that first.
+    import rlcard.models
+
+    return rlcard.models.load("leduc-holdem-rule-v1").agents[0]

@@ -1,0 +1,40 @@
+"""Find a game's adapter by name: built-in, or a user's class named by import path."""
+
+from __future__ import annotations
+
+import importlib
+
+from croupier.games.base import GameAdapter
+from croupier.games.vector import VectorAdapter
+
+BUILT_IN = ("leduc-holdem", "uno", "vector")
+
+
+def load_adapter(
+    name: str,
+    *,
+    obs_size: int | None = None,
+    num_actions: int | None = None,
+    num_players: int = 2,
+) -> GameAdapter:
+    """`leduc-holdem`, `uno`, `vector` (sizes required) or `package.module:AdapterClass`."""
+    if name == "leduc-holdem":
+        from croupier.games.leduc import LeducAdapter
+
+        return LeducAdapter()
+    if name == "uno":
+        from croupier.games.uno import UnoAdapter
+
+        return UnoAdapter()
+    if name == "vector":
+        if obs_size is None or num_actions is None:
+            raise ValueError("the vector game needs --obs-size and --num-actions")
+        return VectorAdapter(obs_size, num_actions, num_players)
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        target = getattr(importlib.import_module(module_name), attr)
+        adapter = target() if isinstance(target, type) else target
+        if not isinstance(adapter, GameAdapter):
+            raise TypeError(f"{name} is not a croupier GameAdapter")
+        return adapter
+    raise ValueError(f"unknown game {name!r}: one of {BUILT_IN} or 'package.module:Adapter'")

@@ -1,0 +1,136 @@
+"""RLlink framing with a decoder that never unpickles.
+
+The frame is RLlib's (`ray.rllib.env.external.rllink`): 8 ASCII digits giving the body length,
+then a msgpack body whose map has a "type" (an `RLlink` message name). Numpy arrays travel in
+msgpack-numpy's layout, so RLlib's own peers read ours and we read theirs. The difference is the
+decoder: msgpack-numpy unpickles object arrays (`kind == b"O"`), which would let any peer run
+code in this process. We accept plain numeric dtypes only, check sizes against shapes, and cap
+the frame length before allocating anything.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import msgpack
+import numpy as np
+from ray.rllib.env.external.rllink import RLlink
+
+HEADER_BYTES = 8
+DEFAULT_MAX_FRAME = 64 * 1024 * 1024
+_SAFE_KINDS = frozenset("biuf")  # bool, int, unsigned, float
+
+
+class FrameError(ConnectionError):
+    """A frame that is malformed, too large or unsafe: the connection must be dropped."""
+
+
+# --- numpy <-> msgpack (msgpack-numpy's layout) --------------------------------------------
+
+
+def _encode_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in _SAFE_KINDS:
+            raise TypeError(f"refusing to send a {obj.dtype} array")
+        arr = np.ascontiguousarray(obj)
+        return {
+            b"nd": True,
+            b"type": arr.dtype.str,
+            b"kind": b"",
+            b"shape": list(arr.shape),
+            b"data": arr.tobytes(),
+        }
+    if isinstance(obj, np.bool_ | np.number):
+        return {b"nd": False, b"type": obj.dtype.str, b"data": obj.tobytes()}
+    if isinstance(obj, tuple):
+        return list(obj)
+    raise TypeError(f"cannot send {type(obj).__name__} over the link")
+
+
+def _decode_hook(obj: dict[Any, Any]) -> Any:
+    if b"nd" not in obj:
+        return obj
+    kind = obj.get(b"kind", b"")
+    if kind not in (b"", ""):
+        raise FrameError(f"refusing an array of kind {kind!r} (object arrays would unpickle)")
+    try:
+        dtype = np.dtype(obj[b"type"])
+        data = obj[b"data"]
+        if dtype.kind not in _SAFE_KINDS or dtype.hasobject or not isinstance(data, bytes):
+            raise FrameError(f"refusing array dtype {dtype}")
+        if obj[b"nd"] is True:
+            shape = tuple(int(d) for d in obj[b"shape"])
+            if any(d < 0 for d in shape) or int(np.prod(shape)) * dtype.itemsize != len(data):
+                raise FrameError("array data does not match its shape")
+            return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+        if len(data) != dtype.itemsize:
+            raise FrameError("scalar data does not match its dtype")
+        return np.frombuffer(data, dtype=dtype)[0]
+    except FrameError:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        raise FrameError(f"malformed array: {e}") from None
+
+
+def pack(message: dict[str, Any]) -> bytes:
+    """A whole frame (header + body) for `message`, which must carry a "type"."""
+    body = msgpack.packb(message, default=_encode_default, use_bin_type=True)
+    if len(body) >= 10**HEADER_BYTES:
+        raise ValueError("message too large for an RLlink frame")
+    return str(len(body)).zfill(HEADER_BYTES).encode("ascii") + body
+
+
+def unpack_body(body: bytes) -> tuple[RLlink, dict[str, Any]]:
+    try:
+        message = msgpack.unpackb(
+            body, raw=False, object_hook=_decode_hook, strict_map_key=False, use_list=True
+        )
+    except FrameError:
+        raise
+    except Exception as e:  # msgpack raises several types for garbage
+        raise FrameError(f"undecodable message body: {type(e).__name__}: {e}") from None
+    if not isinstance(message, dict) or "type" not in message:
+        raise FrameError("message is not a map with a 'type'")
+    try:
+        kind = RLlink(message.pop("type"))
+    except (ValueError, TypeError):
+        raise FrameError("unknown message type") from None
+    return kind, message
+
+
+def parse_header(header: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> int:
+    if len(header) != HEADER_BYTES or not header.isdigit():
+        raise FrameError(f"bad frame header {header[:HEADER_BYTES]!r}")
+    length = int(header)
+    if length > max_frame:
+        raise FrameError(f"frame of {length} bytes exceeds the {max_frame}-byte limit")
+    return length
+
+
+# --- blocking socket helpers --------------------------------------------------------------
+
+
+def send(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(pack(message))
+
+
+def send_frame(sock: socket.socket, frame: bytes) -> None:
+    sock.sendall(frame)
+
+
+def recv(sock: socket.socket, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[RLlink, dict[str, Any]]:
+    length = parse_header(_recv_exact(sock, HEADER_BYTES), max_frame)
+    return unpack_body(_recv_exact(sock, length))
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    remaining = n
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 20))
+        if not chunk:
+            raise ConnectionError("peer closed the connection")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,178 @@
+"""The learned policy: the last K weights versions, swapped atomically, and the batched forward.
+
+Readers take a reference to the current `{version: module}` mapping once and keep using it; a
+new version builds a fresh module off to the side and then replaces the mapping in a single
+assignment. In-flight forwards finish on the weights they started with and nobody waits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from croupier.games.base import GameAdapter
+from croupier.policies.module import ModelSpec, build_inference_module
+
+log = logging.getLogger(__name__)
+
+WeightsState = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class ActResult:
+    """One batched forward: per-row action index, its log-prob and the masked logits."""
+
+    actions: np.ndarray  # int64[B]
+    logp: np.ndarray  # float32[B]
+    logits: np.ndarray  # float32[B, A]
+
+
+def module_weights(module: Any) -> WeightsState:
+    return {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
+
+
+class PolicyVersions:
+    """The learned policy's weights versions kept in memory (the newest `keep` of them)."""
+
+    def __init__(
+        self,
+        adapter: GameAdapter,
+        spec: ModelSpec | None = None,
+        keep: int = 8,
+        weights_dir: Path | None = None,
+        seed: int = 0,
+    ):
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
+        self.adapter = adapter
+        self.spec = spec or ModelSpec()
+        self.keep = keep
+        self.weights_dir = Path(weights_dir) if weights_dir else None
+        self._install_lock = threading.Lock()  # writers only; readers never lock
+        self._modules: dict[int, Any] = {}
+        self._latest = 0
+        if not self._load_newest_from_disk():
+            torch.manual_seed(seed)
+            self._modules = {0: self._build()}
+
+    # --- reading (hot path) --------------------------------------------------------------
+
+    @property
+    def latest(self) -> int:
+        return self._latest
+
+    def versions(self) -> list[int]:
+        return sorted(self._modules)
+
+    def resolve(self, wanted: int | None) -> tuple[int, Any]:
+        """The version to serve for `wanted` (None: latest). A version already evicted is
+        served by the oldest kept one after it, so a pinned game stays as close as it can."""
+        modules, latest = self._modules, self._latest
+        if wanted is None or wanted >= latest:
+            return latest, modules[latest]
+        if wanted in modules:
+            return wanted, modules[wanted]
+        newer = [v for v in modules if v > wanted]
+        v = min(newer) if newer else latest
+        return v, modules[v]
+
+    # --- writing -------------------------------------------------------------------------
+
+    def install(self, version: int, weights: WeightsState, *, force: bool = False) -> bool:
+        """Install a version. Older-or-equal versions are ignored unless `force` (the trainer's
+        first state after a (re)connect is authoritative, even if its numbers restarted)."""
+        with self._install_lock:
+            if version <= self._latest and not force:
+                return False
+            module = self._build()
+            module.load_state_dict(
+                {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}, strict=True
+            )
+            kept = {v: m for v, m in self._modules.items() if v < version}
+            kept[version] = module
+            for old in sorted(kept)[: -self.keep]:
+                del kept[old]
+            self._modules = kept  # the atomic swap
+            self._latest = version
+        if self.weights_dir is not None:
+            self._save(version, weights)
+        return True
+
+    def reset_spec(self, spec: ModelSpec) -> None:
+        """Rebuild with another architecture (the trainer's), dropping all versions."""
+        with self._install_lock:
+            self.spec = spec
+            self._modules = {0: self._build()}
+            self._latest = 0
+
+    def weights(self, version: int | None = None) -> WeightsState:
+        return module_weights(self.resolve(version)[1])
+
+    # --- forward -------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def act(
+        self, module: Any, obs: np.ndarray, mask: np.ndarray, explore: bool = True
+    ) -> ActResult:
+        batch = {
+            "obs": {
+                "observations": torch.from_numpy(obs),
+                "action_mask": torch.from_numpy(mask),
+            }
+        }
+        logits = module.forward_inference(batch)["action_dist_inputs"]
+        logp_all = torch.log_softmax(logits, dim=-1)
+        if explore:
+            actions = torch.multinomial(logp_all.exp(), 1).squeeze(-1)
+        else:
+            actions = logits.argmax(dim=-1)
+        logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        return ActResult(actions.numpy(), logp.numpy(), logits.numpy())
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _build(self) -> Any:
+        return build_inference_module(
+            self.spec, self.adapter.observation_space, self.adapter.action_space
+        )
+
+    def _save(self, version: int, weights: WeightsState) -> None:
+        # npz + json: no pickle anywhere, and the rename makes each file appear whole.
+        assert self.weights_dir is not None
+        self.weights_dir.mkdir(parents=True, exist_ok=True)
+        path = self.weights_dir / f"v{version:08d}.npz"
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, **weights)
+        os.replace(tmp, path)
+        meta = {"version": version, "spec": self.spec.to_dict(), "file": path.name}
+        tmp_meta = self.weights_dir / "latest.json.tmp"
+        tmp_meta.write_text(json.dumps(meta))
+        os.replace(tmp_meta, self.weights_dir / "latest.json")
+        for old in sorted(self.weights_dir.glob("v*.npz"))[: -self.keep]:
+            old.unlink(missing_ok=True)
+
+    def _load_newest_from_disk(self) -> bool:
+        if self.weights_dir is None or not (self.weights_dir / "latest.json").exists():
+            return False
+        try:
+            meta = json.loads((self.weights_dir / "latest.json").read_text())
+            self.spec = ModelSpec.from_dict(meta["spec"])
+            with np.load(self.weights_dir / meta["file"], allow_pickle=False) as data:
+                weights = {k: data[k] for k in data.files}
+            module = self._build()
+            module.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
+        except (OSError, KeyError, ValueError, RuntimeError) as e:
+            log.warning("ignoring unreadable weights in %s: %s", self.weights_dir, e)
+            return False
+        self._modules = {int(meta["version"]): module}
+        self._latest = int(meta["version"])
+        log.info("serving weights version %d from %s", self._latest, self.weights_dir)
+        return True

@@ -1,0 +1,160 @@
+"""The action-masking RLModule: the one network class that is served and trained.
+
+The observation space is a Dict {"observations": Box, "action_mask": Box}. The module runs
+RLlib's default PPO/APPO networks on "observations" and pushes illegal actions' logits to
+the most negative float, so an illegal action gets probability zero and is never sampled.
+
+The batch passed in is never mutated (RLlib's example pops the mask out of the caller's dict,
+which breaks anyone reusing that dict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import torch
+from ray.rllib.algorithms.appo.default_appo_rl_module import TARGET_NETWORK_ACTION_DIST_INPUTS
+from ray.rllib.algorithms.appo.torch.default_appo_torch_rl_module import (
+    DefaultAPPOTorchRLModule,
+)
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.utils.torch_utils import FLOAT_MIN
+
+
+def apply_mask(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Illegal actions (mask 0) get the most negative float added: probability zero."""
+    return logits + torch.clamp(torch.log(mask), min=FLOAT_MIN)
+
+
+class _MaskingMixin:
+    """Splits the Dict observation, runs the parent's networks, masks the logits."""
+
+    def __init__(self, *, observation_space: gym.spaces.Dict | None = None, **kwargs: Any):
+        if not isinstance(observation_space, gym.spaces.Dict) or set(observation_space) != {
+            "observations",
+            "action_mask",
+        }:
+            raise ValueError(
+                "croupier's masked module needs a Dict observation space with the keys "
+                "'observations' and 'action_mask'"
+            )
+        self._space_with_mask = observation_space
+        # RLlib's catalog builds the encoder from the plain observation Box.
+        super().__init__(observation_space=observation_space["observations"], **kwargs)
+
+    def setup(self) -> None:
+        super().setup()
+        self.observation_space = self._space_with_mask
+
+    @staticmethod
+    def _split(batch: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor]:
+        obs = batch[Columns.OBS]
+        inner = dict(batch)
+        inner[Columns.OBS] = obs["observations"]
+        return inner, obs["action_mask"]
+
+    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        inner, mask = self._split(batch)
+        out = super()._forward(inner, **kwargs)
+        out[Columns.ACTION_DIST_INPUTS] = apply_mask(out[Columns.ACTION_DIST_INPUTS], mask)
+        return out
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        inner, mask = self._split(batch)
+        out = super()._forward_train(inner, **kwargs)
+        out[Columns.ACTION_DIST_INPUTS] = apply_mask(out[Columns.ACTION_DIST_INPUTS], mask)
+        return out
+
+    def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
+        if isinstance(batch[Columns.OBS], dict):
+            batch, _ = self._split(batch)
+        return super().compute_values(batch, embeddings)
+
+
+class MaskedPPOModule(_MaskingMixin, DefaultPPOTorchRLModule):
+    """PPO's default actor-critic with action masking."""
+
+
+class MaskedAPPOModule(_MaskingMixin, DefaultAPPOTorchRLModule):
+    """APPO's default actor-critic (with its target networks) with action masking."""
+
+    def forward_target(self, batch: dict[str, Any]) -> dict[str, Any]:
+        inner, mask = self._split(batch)
+        out = super().forward_target(inner)
+        out[TARGET_NETWORK_ACTION_DIST_INPUTS] = apply_mask(
+            out[TARGET_NETWORK_ACTION_DIST_INPUTS], mask
+        )
+        return out
+
+
+MODULE_CLASSES: dict[str, type] = {"ppo": MaskedPPOModule, "appo": MaskedAPPOModule}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything needed to rebuild the network anywhere: plain data, sent over the link."""
+
+    algo: str = "appo"
+    hiddens: list[int] = field(default_factory=lambda: [128, 128])
+    activation: str = "relu"
+    vf_share_layers: bool = False
+
+    def model_config(self) -> DefaultModelConfig:
+        return DefaultModelConfig(
+            fcnet_hiddens=list(self.hiddens),
+            fcnet_activation=self.activation,
+            vf_share_layers=self.vf_share_layers,
+        )
+
+    def module_class(self) -> type:
+        if self.algo not in MODULE_CLASSES:
+            raise ValueError(f"unknown algorithm {self.algo!r}; one of {sorted(MODULE_CLASSES)}")
+        return MODULE_CLASSES[self.algo]
+
+    def rl_module_spec(
+        self,
+        observation_space: gym.spaces.Dict | None = None,
+        action_space: gym.spaces.Discrete | None = None,
+        inference_only: bool = False,
+    ) -> RLModuleSpec:
+        return RLModuleSpec(
+            module_class=self.module_class(),
+            observation_space=observation_space,
+            action_space=action_space,
+            model_config=self.model_config(),
+            inference_only=inference_only,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "algo": self.algo,
+            "hiddens": list(self.hiddens),
+            "activation": self.activation,
+            "vf_share_layers": self.vf_share_layers,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
+        hiddens = [int(h) for h in data.get("hiddens", [128, 128])]
+        if not hiddens or any(h < 1 or h > 65536 for h in hiddens):
+            raise ValueError("model hiddens must be positive sizes")
+        return cls(
+            algo=str(data.get("algo", "appo")),
+            hiddens=hiddens,
+            activation=str(data.get("activation", "relu")),
+            vf_share_layers=bool(data.get("vf_share_layers", False)),
+        )
+
+
+def build_inference_module(
+    spec: ModelSpec, observation_space: gym.spaces.Dict, action_space: gym.spaces.Discrete
+) -> Any:
+    """A module for serving: no value head, eval mode, plain torch (no Ray session)."""
+    module = spec.rl_module_spec(observation_space, action_space, inference_only=True).build()
+    module.eval()
+    return module

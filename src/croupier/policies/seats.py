@@ -1,0 +1,74 @@
+"""Seat policy specs: the strings a game's seats are given, parsed once at game creation.
+
+- `rules`: the game's rule-based bot (what the studio runs today)
+- `random`: uniform over the legal actions
+- `learned`: the learning policy; recorded for training. Pinned to the version current at game
+  creation, or following the newest version when the game (or server) says `pin: latest`
+- `learned@latest`: the learning policy, always the newest version, recorded
+- `frozen@N` / `frozen@-K`: a fixed earlier version (absolute, or K versions before the newest);
+  an opponent, never recorded
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+PolicyKind = Literal["rules", "random", "learned", "frozen"]
+PIN_CHOICES = ("created", "latest")
+
+
+class BadPolicySpec(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class SeatPolicy:
+    kind: PolicyKind
+    version: int | None = None  # the pinned version (learned/frozen); None follows the newest
+    record: bool = False
+
+    @property
+    def uses_model(self) -> bool:
+        return self.kind in ("learned", "frozen")
+
+    def label(self) -> str:
+        if self.kind == "frozen":
+            return f"frozen@{self.version}"
+        if self.kind == "learned" and self.version is None:
+            return "learned@latest"
+        return self.kind
+
+
+def parse_seat_policy(spec: str, *, latest: int, pin: str = "created") -> SeatPolicy:
+    """Parse a seat spec against the newest version `latest`."""
+    if pin not in PIN_CHOICES:
+        raise BadPolicySpec(f"pin must be one of {PIN_CHOICES}, got {pin!r}")
+    name, _, arg = spec.strip().partition("@")
+    if name in ("rules", "random") and not arg:
+        return SeatPolicy(name)  # type: ignore[arg-type]
+    if name == "learned":
+        if arg == "latest" or (not arg and pin == "latest"):
+            return SeatPolicy("learned", None, record=True)
+        if not arg:
+            return SeatPolicy("learned", latest, record=True)
+    if name == "frozen" and arg:
+        try:
+            n = int(arg)
+        except ValueError:
+            raise BadPolicySpec(f"frozen@ needs a version number, got {arg!r}") from None
+        return SeatPolicy("frozen", max(0, latest + n) if n < 0 else n)
+    raise BadPolicySpec(
+        f"unknown seat policy {spec!r}: use rules, random, learned, learned@latest, "
+        "frozen@N or frozen@-K"
+    )
+
+
+def parse_seat_mix(text: str) -> list[str]:
+    """`learned,rules` -> ['learned', 'rules'], each checked for syntax."""
+    specs = [s.strip() for s in text.split(",") if s.strip()]
+    if not specs:
+        raise BadPolicySpec("the seat mix is empty")
+    for s in specs:
+        parse_seat_policy(s, latest=0)
+    return specs

@@ -1,0 +1,81 @@
+"""Game sessions: which policy plays each seat, and the recorders of the learned seats."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from croupier.policies.seats import SeatPolicy
+from croupier.trajectories.recorder import SeatRecorder
+
+
+class GameNotFound(KeyError):
+    pass
+
+
+class GameEnded(RuntimeError):
+    pass
+
+
+class GameExists(RuntimeError):
+    pass
+
+
+@dataclass
+class GameSession:
+    game_id: str
+    seats: dict[str, SeatPolicy]
+    recorders: dict[str, SeatRecorder]
+    created: float = field(default_factory=time.monotonic)
+    last_seen: float = field(default_factory=time.monotonic)
+
+
+class GameStore:
+    """Games in flight, plus a bounded memory of ended ones (so a late call gets 409, not 404)."""
+
+    def __init__(self, ended_remembered: int = 100_000):
+        self._live: dict[str, GameSession] = {}
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._ended_remembered = ended_remembered
+        self.created_total = 0
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def add(self, session: GameSession) -> None:
+        if session.game_id in self._live or session.game_id in self._ended:
+            raise GameExists(session.game_id)
+        self._live[session.game_id] = session
+        self.created_total += 1
+
+    def is_live(self, game_id: str) -> bool:
+        return game_id in self._live
+
+    def get(self, game_id: str) -> GameSession:
+        session = self._live.get(game_id)
+        if session is None:
+            if game_id in self._ended:
+                raise GameEnded(game_id)
+            raise GameNotFound(game_id)
+        session.last_seen = time.monotonic()
+        return session
+
+    def finish(self, game_id: str) -> GameSession:
+        """Remove a live game and remember that it ended."""
+        session = self.get(game_id)
+        del self._live[game_id]
+        self._ended[game_id] = None
+        while len(self._ended) > self._ended_remembered:
+            self._ended.popitem(last=False)
+        return session
+
+    def discard(self, game_id: str) -> GameSession | None:
+        """Drop a game, live or ended, recording nothing. None when unknown."""
+        if game_id in self._ended:
+            del self._ended[game_id]
+            return None
+        session = self._live.pop(game_id, None)
+        if session is None:
+            raise GameNotFound(game_id)
+        return session

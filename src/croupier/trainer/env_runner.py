@@ -1,0 +1,405 @@
+"""The trainer's EnvRunner: policy servers connect to it over TCP and send finished episodes.
+
+It subclasses RLlib's `EnvRunner` and speaks RLlib's RLlink framing, but unlike RLlib's stock
+`EnvRunnerServerForExternalInference` it
+
+- accepts many policy servers at once: a reader and a writer thread per connection, so a slow
+  or stuck server never blocks another, and a weights push never waits on a reader;
+- answers GET_CONFIG with plain data (spaces, module class path, model spec), never a pickle,
+  and decodes frames without ever unpickling (see `croupier.link.wire`);
+- validates every episode and counts what it rejects, drops duplicates (at-least-once delivery
+  from the servers) and episodes older than `max_version_lag`, and measures ingest lag;
+- pushes each new weights version to every connected server as soon as the Algorithm sets it.
+
+`sample()` returns the episodes received since the last call, waiting until `sample_min_steps`
+env steps are in or `sample_timeout_s` passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+from ray.rllib.env import INPUT_ENV_SPACES
+from ray.rllib.env.env_runner import EnvRunner
+from ray.rllib.env.external.rllink import RLlink
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.utils.checkpoints import Checkpointable
+from ray.rllib.utils.metrics import (
+    EPISODE_LEN_MEAN,
+    EPISODE_RETURN_MEAN,
+    WEIGHTS_SEQ_NO,
+)
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+from ray.rllib.utils.serialization import gym_space_to_dict
+
+from croupier.link import wire
+from croupier.policies.module import ModelSpec
+from croupier.trainer.episodes import EpisodeRejected, validate_episode
+
+log = logging.getLogger(__name__)
+
+CONFIG_FORMAT = "croupier/1"
+_RECENT_IDS = 200_000
+MAX_IDLE_S = 300.0
+
+
+@dataclass(frozen=True)
+class LinkOptions:
+    """The runner's settings, carried in `config.env_config["croupier"]` (plain data)."""
+
+    host: str = "127.0.0.1"
+    port: int = 5555
+    token: str | None = None
+    max_version_lag: int | None = None
+    sample_min_steps: int = 500
+    sample_timeout_s: float = 2.0
+    max_frame_bytes: int = wire.DEFAULT_MAX_FRAME
+    game: str = ""
+    model: dict[str, Any] | None = None
+
+    @classmethod
+    def from_config(cls, env_config: dict[str, Any]) -> LinkOptions:
+        return cls(**env_config.get("croupier", {}))
+
+
+class _Connection:
+    """One policy server. Replies and pushes go through its own writer thread."""
+
+    def __init__(self, sock: socket.socket, addr: Any, runner: LinkEnvRunner):
+        self.sock = sock
+        self.addr = addr
+        self.runner = runner
+        self.name = f"{addr[0]}:{addr[1]}"
+        self.authed = runner.options.token is None
+        self.open = True
+        self._out: deque[tuple[bytes, bool]] = deque()  # (frame, is a weights push)
+        self._cv = threading.Condition()
+        threading.Thread(target=self._read_loop, daemon=True, name=f"link-r-{self.name}").start()
+        threading.Thread(target=self._write_loop, daemon=True, name=f"link-w-{self.name}").start()
+
+    def send(self, frame: bytes, is_state: bool = False) -> None:
+        with self._cv:
+            if is_state:
+                # Coalesce: a server that has not taken the last push only needs the newest.
+                self._out = deque(item for item in self._out if not item[1])
+            self._out.append((frame, is_state))
+            self._cv.notify()
+
+    def close(self) -> None:
+        with self._cv:
+            self.open = False
+            self._cv.notify()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+    def _write_loop(self) -> None:
+        try:
+            while True:
+                with self._cv:
+                    while self.open and not self._out:
+                        self._cv.wait()
+                    if not self.open:
+                        return
+                    frame, _ = self._out.popleft()
+                wire.send_frame(self.sock, frame)
+        except OSError:
+            self.runner._drop(self, "send failed")
+
+    def _read_loop(self) -> None:
+        runner = self.runner
+        try:
+            while self.open:
+                kind, body = wire.recv(self.sock, runner.options.max_frame_bytes)
+                if not self.authed:
+                    if kind is not RLlink.PING or body.get("token") != runner.options.token:
+                        runner._count("connections_refused")
+                        runner._drop(self, "no valid token in the first message")
+                        return
+                    self.authed = True
+                runner._handle(self, kind, body)
+        except wire.FrameError as e:
+            runner._count("frames_rejected")
+            runner._drop(self, f"bad frame: {e}")
+        except (ConnectionError, OSError) as e:
+            runner._drop(self, f"connection closed: {e}")
+        except Exception as e:  # never let one peer take the runner down
+            runner._count("frames_rejected")
+            runner._drop(self, f"unexpected {type(e).__name__}: {e}")
+
+
+class LinkEnvRunner(EnvRunner, Checkpointable):
+    def __init__(self, *, config: Any, **kwargs: Any):
+        super().__init__(config=config, **kwargs)
+        self.worker_index: int = kwargs.get("worker_index", 0)
+        self.options = LinkOptions.from_config(config.env_config)
+        self.spec = ModelSpec.from_dict(self.options.model or {})
+        self.module = config.get_rl_module_spec(
+            spaces=self.get_spaces(), inference_only=True
+        ).build()
+        self._weights_seq_no = 0
+        self.metrics = MetricsLogger(stats_cls_lookup=config.stats_cls_lookup, root=False)
+
+        self._inbox: list[SingleAgentEpisode] = []
+        self._inbox_steps = 0
+        self._cv = threading.Condition()
+        self._recent_ids: OrderedDict[str, None] = OrderedDict()
+        self.counters: Counter[str] = Counter()
+        self.lag_histogram: Counter[int] = Counter()
+        self._done_for_metrics: list[SingleAgentEpisode] = []
+        self._conns: set[_Connection] = set()
+        self._conns_lock = threading.Lock()
+        self._state_frame = self._encode_state()
+
+        self.listening = None
+        # With remote runners, the local one (index 0) only holds weights: it must not accept
+        # servers whose episodes nobody would sample.
+        if self.worker_index > 0 or config.num_env_runners == 0:
+            self._listen()
+
+    # --- EnvRunner API -------------------------------------------------------------------
+
+    def assert_healthy(self) -> None:
+        assert self.listening is not None or self.worker_index == 0, "not listening"
+
+    def get_spaces(self) -> dict[str, Any]:
+        spaces = (self.config.observation_space, self.config.action_space)
+        return {INPUT_ENV_SPACES: spaces, DEFAULT_MODULE_ID: spaces}
+
+    def sample(self, **kwargs: Any) -> list[SingleAgentEpisode]:
+        # RLlib's learner connectors fail on an empty list, so wait for at least one episode
+        # (the training loop calls `wait_for_steps` first, so this rarely waits long).
+        self.wait_for_steps(self.options.sample_min_steps, self.options.sample_timeout_s)
+        self.wait_for_steps(1, MAX_IDLE_S)
+        with self._cv:
+            episodes, self._inbox, steps, self._inbox_steps = self._inbox, [], self._inbox_steps, 0
+        SingleAgentEnvRunner._increase_sampled_metrics(self, steps, len(episodes))
+        self._done_for_metrics.extend(episodes)
+        return episodes
+
+    def wait_for_steps(self, steps: int, timeout_s: float) -> bool:
+        """Block until `steps` env steps are waiting to be sampled, or `timeout_s` passed."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while self._inbox_steps < steps:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cv.wait(remaining)
+            return True
+
+    def get_metrics(self) -> Any:
+        win = self.config.metrics_num_episodes_for_smoothing
+        for eps in self._done_for_metrics:
+            self.metrics.log_value(EPISODE_LEN_MEAN, len(eps), window=win)
+            self.metrics.log_value(EPISODE_RETURN_MEAN, eps.get_return(), window=win)
+        self._done_for_metrics.clear()
+        for key, value in self.link_stats().items():
+            if isinstance(value, int | float):
+                self.metrics.log_value(("croupier", key), value, window=1)
+        return self.metrics.reduce()
+
+    def stop(self) -> None:
+        if self.listening is not None:
+            with contextlib.suppress(OSError):
+                self.listening.close()
+            self.listening = None
+        with self._conns_lock:
+            conns = list(self._conns)
+        for conn in conns:
+            conn.close()
+
+    # --- Checkpointable ------------------------------------------------------------------
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple, dict[str, Any]]:
+        return (), {"config": self.config}
+
+    def get_checkpointable_components(self) -> list[tuple[str, Any]]:
+        return [(COMPONENT_RL_MODULE, self.module)]
+
+    def get_state(
+        self,
+        components: str | Collection[str] | None = None,
+        *,
+        not_components: str | Collection[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        if components is not None and COMPONENT_RL_MODULE not in components:
+            return {}  # no connectors live here: the policy servers do the env-to-module work
+        return {COMPONENT_RL_MODULE: self.module.get_state(), WEIGHTS_SEQ_NO: self._weights_seq_no}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if COMPONENT_RL_MODULE not in state:
+            return
+        seq = int(state.get(WEIGHTS_SEQ_NO, 0))
+        if seq == 0 or seq > self._weights_seq_no:
+            module_state = state[COMPONENT_RL_MODULE]
+            if isinstance(module_state, ray.ObjectRef):
+                module_state = ray.get(module_state)
+            if isinstance(module_state, dict) and DEFAULT_MODULE_ID in module_state:
+                module_state = module_state[DEFAULT_MODULE_ID]
+            self.module.set_state(module_state)
+        if seq > 0:
+            self._weights_seq_no = seq
+        self._state_frame = self._encode_state()
+        self._broadcast(self._state_frame)
+
+    # --- what the link exposes -----------------------------------------------------------
+
+    @property
+    def weights_seq_no(self) -> int:
+        return self._weights_seq_no
+
+    @property
+    def port(self) -> int | None:
+        return self.listening.getsockname()[1] if self.listening is not None else None
+
+    def link_stats(self) -> dict[str, Any]:
+        with self._conns_lock:
+            connected = len(self._conns)
+        return {
+            "connected_servers": connected,
+            "weights_seq_no": self._weights_seq_no,
+            **{
+                k: self.counters[k]
+                for k in (
+                    "episodes_received",
+                    "episodes_rejected",
+                    "episodes_duplicate",
+                    "episodes_dropped_lag",
+                    "steps_received",
+                    "frames_rejected",
+                    "connections_refused",
+                    "connections_total",
+                )
+            },
+            "lag_histogram": dict(sorted(self.lag_histogram.items())),
+        }
+
+    def plain_config(self) -> dict[str, Any]:
+        module_class = self.spec.module_class()
+        return {
+            "format": CONFIG_FORMAT,
+            "game": self.options.game,
+            "obs_size": int(self.config.observation_space["observations"].shape[0]),
+            "num_actions": int(self.config.action_space.n),
+            "observation_space": gym_space_to_dict(self.config.observation_space),
+            "action_space": gym_space_to_dict(self.config.action_space),
+            "module_class": f"{module_class.__module__}:{module_class.__qualname__}",
+            "model": self.spec.to_dict(),
+            "weights_seq_no": self._weights_seq_no,
+        }
+
+    # --- connections ---------------------------------------------------------------------
+
+    def _listen(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        port = self.options.port + self.worker_index if self.options.port else 0
+        sock.bind((self.options.host, port))
+        sock.listen(64)
+        self.listening = sock
+        threading.Thread(target=self._accept_loop, args=(sock,), daemon=True).start()
+        log.info("trainer link listening on %s:%d", self.options.host, self.port)
+
+    def _accept_loop(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                client, addr = sock.accept()
+            except OSError:
+                return  # closed by stop()
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._count("connections_total")
+            conn = _Connection(client, addr, self)
+            with self._conns_lock:
+                self._conns.add(conn)
+
+    def _drop(self, conn: _Connection, why: str) -> None:
+        with self._conns_lock:
+            known = conn in self._conns
+            self._conns.discard(conn)
+        if known:
+            log.info("policy server %s disconnected: %s", conn.name, why)
+            conn.close()
+
+    def _count(self, key: str, n: int = 1) -> None:
+        self.counters[key] += n
+
+    def _broadcast(self, frame: bytes) -> None:
+        with self._conns_lock:
+            conns = [c for c in self._conns if c.authed]
+        for conn in conns:
+            conn.send(frame, is_state=True)
+
+    def _encode_state(self) -> bytes:
+        return wire.pack(
+            {
+                "type": RLlink.SET_STATE.name,
+                "state": {
+                    COMPONENT_RL_MODULE: self.module.get_state(),
+                    WEIGHTS_SEQ_NO: self._weights_seq_no,
+                },
+            }
+        )
+
+    def _handle(self, conn: _Connection, kind: RLlink, body: dict[str, Any]) -> None:
+        if kind is RLlink.PING:
+            conn.send(wire.pack({"type": RLlink.PONG.name}))
+        elif kind is RLlink.GET_CONFIG:
+            conn.send(wire.pack({"type": RLlink.SET_CONFIG.name, "config": self.plain_config()}))
+        elif kind is RLlink.GET_STATE:
+            conn.send(self._state_frame, is_state=True)
+        elif kind in (RLlink.EPISODES, RLlink.EPISODES_AND_GET_STATE):
+            self._ingest(body.get("episodes"))
+            # EPISODES_AND_GET_STATE is answered by the next push, which every server gets.
+        else:
+            raise wire.FrameError(f"unexpected message {kind.name}")
+
+    def _ingest(self, states: Any) -> None:
+        if not isinstance(states, list):
+            raise wire.FrameError("EPISODES needs a list of episodes")
+        obs_size = self.config.observation_space["observations"].shape[0]
+        num_actions = int(self.config.action_space.n)
+        accepted: list[SingleAgentEpisode] = []
+        for state in states:
+            try:
+                episode = validate_episode(state, obs_size, num_actions)
+            except EpisodeRejected as e:
+                self._count("episodes_rejected")
+                log.debug("rejected episode: %s", e)
+                continue
+            except Exception as e:  # from_state on odd input: reject, never crash
+                self._count("episodes_rejected")
+                log.debug("rejected episode: %s: %s", type(e).__name__, e)
+                continue
+            if episode.id_ in self._recent_ids:
+                self._count("episodes_duplicate")
+                continue
+            self._recent_ids[episode.id_] = None
+            if len(self._recent_ids) > _RECENT_IDS:
+                self._recent_ids.popitem(last=False)
+            lag = max(0, self._weights_seq_no - min(episode.custom_data["versions"]))
+            self.lag_histogram[lag] += 1
+            max_lag = self.options.max_version_lag
+            if max_lag is not None and lag > max_lag:
+                self._count("episodes_dropped_lag")
+                continue
+            accepted.append(episode)
+        self._count("episodes_received", len(accepted))
+        steps = sum(len(e) for e in accepted)
+        self._count("steps_received", steps)
+        with self._cv:
+            self._inbox.extend(accepted)
+            self._inbox_steps += steps
+            self._cv.notify_all()

@@ -1,0 +1,125 @@
+"""Records one learned seat's decisions and closes them into an RLlib episode state.
+
+The output is exactly the dict `SingleAgentEpisode.get_state()` produces for a finished,
+numpy-ised episode, so the trainer rebuilds it with `SingleAgentEpisode.from_state`. It holds
+only plain data (str, int, float, lists, float/int numpy arrays): no object arrays, so the
+msgpack link never has to carry (or accept) a pickle.
+
+Rewards: RLlib's `rewards[t]` is what followed action t. The reward a decide call reports
+("what this seat received since its last decision") therefore belongs to the previous step, and
+the final payoff given at `end` belongs to the last step.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class SeatRecorder:
+    """Per learned seat: the steps so far, appended on each decision."""
+
+    game_id: str
+    seat: str
+    policy: str
+    episode_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    obs: list[np.ndarray] = field(default_factory=list)
+    masks: list[np.ndarray] = field(default_factory=list)
+    actions: list[int] = field(default_factory=list)
+    logp: list[float] = field(default_factory=list)
+    logits: list[np.ndarray] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    last_step: float = field(default_factory=time.perf_counter)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def add_reward(self, reward: float) -> None:
+        """Reward received since the last decision (none before the first decision)."""
+        if self.actions:
+            self.rewards[-1] += float(reward)
+
+    def add_decision(
+        self,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        action: int,
+        logp: float,
+        logits: np.ndarray,
+        version: int,
+    ) -> None:
+        self.obs.append(obs)
+        self.masks.append(mask)
+        self.actions.append(int(action))
+        self.logp.append(float(logp))
+        self.logits.append(logits)
+        self.versions.append(int(version))
+        self.rewards.append(0.0)
+        self.last_step = time.perf_counter()
+
+    def close(
+        self, final_reward: float, terminal: tuple[np.ndarray, np.ndarray]
+    ) -> dict[str, Any] | None:
+        """The finished episode's state, or None when this seat never decided."""
+        if not self.actions:
+            return None
+        self.add_reward(final_reward)
+        final_obs, final_mask = terminal
+        n = len(self.actions)
+        return {
+            "id_": self.episode_id,
+            "agent_id": None,
+            "module_id": None,
+            "multi_agent_episode_id": None,
+            "observations": _buffer(
+                {
+                    "observations": np.stack([*self.obs, final_obs]).astype(np.float32),
+                    "action_mask": np.stack([*self.masks, final_mask]).astype(np.float32),
+                }
+            ),
+            "actions": _buffer(np.asarray(self.actions, np.int64)),
+            "rewards": _buffer(np.asarray(self.rewards, np.float32)),
+            "infos": {
+                "data": [{} for _ in range(n + 1)],
+                "lookback": 0,
+                "finalized": False,
+                "space": None,
+            },
+            "extra_model_outputs": {
+                "action_logp": _buffer(np.asarray(self.logp, np.float32)),
+                "action_dist_inputs": _buffer(np.stack(self.logits).astype(np.float32)),
+            },
+            "is_terminated": True,
+            "is_truncated": False,
+            "t_started": 0,
+            "t": n,
+            "_observation_space": None,
+            "_action_space": None,
+            "_start_time": self.started,
+            "_last_step_time": self.last_step,
+            "custom_data": {
+                "game_id": self.game_id,
+                "seat": self.seat,
+                "policy": self.policy,
+                "versions": list(self.versions),
+            },
+        }
+
+
+def _buffer(data: Any) -> dict[str, Any]:
+    return {"data": data, "lookback": 0, "finalized": True, "space": None}
+
+
+def episode_len(state: dict[str, Any]) -> int:
+    return int(state["t"]) - int(state["t_started"])
+
+
+def episode_versions(state: dict[str, Any]) -> list[int]:
+    return list(state.get("custom_data", {}).get("versions", []))

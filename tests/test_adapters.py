@@ -1,0 +1,223 @@
+"""Game adapters against RLCard's own encodings, their validation, and request routing."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import numpy as np
+import pytest
+import rlcard
+
+from croupier.client import route_game
+from croupier.engine.rlcard_games import to_json
+from croupier.games.base import InvalidState
+from croupier.games.leduc import LeducAdapter
+from croupier.games.uno import UnoAdapter
+from croupier.games.vector import VectorAdapter
+
+ADAPTERS = {"leduc-holdem": LeducAdapter(), "uno": UnoAdapter()}
+
+
+def rlcard_states(game: str, hands: int, seed: int, max_steps: int = 400):
+    """(rlcard extracted state, JSON raw state) for every decision of random-play hands."""
+    env = rlcard.make(game, config={"seed": seed})
+    rng = random.Random(seed)
+    for _ in range(hands):
+        state, player = env.reset()
+        for _ in range(max_steps):
+            if env.is_over():
+                break
+            yield state, to_json(state["raw_obs"])
+            state, player = env.step(rng.choice(state["raw_legal_actions"]), raw_action=True)
+
+
+@pytest.mark.parametrize("game", list(ADAPTERS))
+def test_encoding_matches_rlcard(game):
+    adapter = ADAPTERS[game]
+    n = 0
+    for rl_state, raw in rlcard_states(game, hands=60, seed=7):
+        obs, mask = adapter.encode(raw)
+        assert obs.dtype == np.float32 and obs.shape == (adapter.obs_size,)
+        np.testing.assert_array_equal(obs, np.asarray(rl_state["obs"], np.float32).reshape(-1))
+        assert mask.dtype == np.float32 and mask.shape == (adapter.num_actions,)
+        assert sorted(np.flatnonzero(mask).tolist()) == sorted(rl_state["legal_actions"])
+        for a in raw["legal_actions"]:
+            i = adapter.action_index(a, raw)
+            assert adapter.action_value(i, raw) == a
+            assert mask[i] == 1.0
+        n += 1
+    assert n > 100
+
+
+@pytest.mark.parametrize("game", list(ADAPTERS))
+def test_action_round_trip(game):
+    adapter = ADAPTERS[game]
+    for i in range(adapter.num_actions):
+        assert adapter.action_index(adapter.action_value(i, {}), {}) == i
+    with pytest.raises(InvalidState):
+        adapter.action_value(adapter.num_actions, {})
+    with pytest.raises(InvalidState):
+        adapter.action_index("nope", {})
+
+
+def test_leduc_action_order_is_rlcards():
+    env = rlcard.make("leduc-holdem")
+    assert [LeducAdapter().action_value(i, {}) for i in range(4)] == env.actions
+
+
+@pytest.mark.parametrize("game", list(ADAPTERS))
+def test_rules_pick_legal_actions(game):
+    rules = ADAPTERS[game].rules()
+    assert rules is not None
+    for _, raw in rlcard_states(game, hands=10, seed=3):
+        action = rules(raw)
+        assert isinstance(action, str) and action in raw["legal_actions"]
+
+
+def test_describe_reports_rules():
+    assert LeducAdapter().describe()["has_rules"] and UnoAdapter().describe()["has_rules"]
+
+
+LEDUC = {
+    "hand": "SJ",
+    "public_card": None,
+    "all_chips": [2, 1],
+    "my_chips": 1,
+    "legal_actions": ["call", "raise", "fold"],
+    "current_player": 1,
+}
+UNO = {
+    "hand": ["r-1", "r-1", "b-wild", "g-skip"],
+    "target": "b-5",
+    "played_cards": ["b-5"],
+    "legal_actions": ["b-wild", "r-wild", "g-wild", "y-wild"],
+    "num_cards": [4, 7],
+    "num_players": 2,
+    "current_player": 0,
+}
+
+
+def changed(base: dict, **kw) -> dict:
+    s = copy.deepcopy(base)
+    for k, v in kw.items():
+        if v is ...:
+            del s[k]
+        else:
+            s[k] = v
+    return s
+
+
+def test_leduc_example_encoding():
+    obs, mask = LeducAdapter().encode(LEDUC)
+    assert np.flatnonzero(obs).tolist() == [0, 6 + 1, 21 + 2]
+    assert mask.tolist() == [1, 1, 1, 0]
+    obs, _ = LeducAdapter().encode(changed(LEDUC, public_card="HK", all_chips=[4, 14], my_chips=14))
+    assert np.flatnonzero(obs).tolist() == [0, 3 + 2, 6 + 14, 21 + 4]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        changed(LEDUC, hand=...),
+        changed(LEDUC, public_card=...),
+        changed(LEDUC, legal_actions=...),
+        changed(LEDUC, hand="SA"),
+        changed(LEDUC, hand=3),
+        changed(LEDUC, public_card="XQ"),
+        changed(LEDUC, all_chips="2,1"),
+        changed(LEDUC, all_chips=[2, 1, 1]),
+        changed(LEDUC, all_chips=[2.5, 1]),
+        changed(LEDUC, my_chips="1"),
+        changed(LEDUC, my_chips=True, all_chips=[True, 2]),
+        changed(LEDUC, my_chips=3),  # not one of all_chips
+        changed(LEDUC, all_chips=[15, 1], my_chips=15),
+        changed(LEDUC, all_chips=[1, 15]),
+        changed(LEDUC, all_chips=[-1, 1]),
+        changed(LEDUC, legal_actions=[]),
+        changed(LEDUC, legal_actions=["call", "shove"]),
+        changed(LEDUC, legal_actions="call"),
+        changed(LEDUC, legal_actions=[["call"]]),
+        "not a dict",
+    ],
+)
+def test_leduc_invalid_states(bad):
+    with pytest.raises(InvalidState):
+        LeducAdapter().encode(bad)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        changed(UNO, hand=...),
+        changed(UNO, target=...),
+        changed(UNO, legal_actions=...),
+        changed(UNO, hand="r-1"),
+        changed(UNO, hand=["r-1", 5]),
+        changed(UNO, hand=["r-10"]),
+        changed(UNO, hand=["draw"]),
+        changed(UNO, hand=["r-1", "r-1", "r-1"]),
+        changed(UNO, target="p-5"),
+        changed(UNO, target=["b-5"]),
+        changed(UNO, legal_actions=[]),
+        changed(UNO, legal_actions=["b-six"]),
+        changed(UNO, legal_actions="draw"),
+        None,
+    ],
+)
+def test_uno_invalid_states(bad):
+    with pytest.raises(InvalidState):
+        UnoAdapter().encode(bad)
+
+
+def test_uno_wild_copies_are_fine():
+    # Recoloured wilds can repeat after a reshuffle; RLCard's encoding ignores their count.
+    obs, _ = UnoAdapter().encode(changed(UNO, hand=["r-wild", "r-wild", "r-wild"]))
+    assert obs.shape == (240,)
+
+
+def test_rules_reject_invalid_state():
+    with pytest.raises(InvalidState):
+        LeducAdapter().rules()(changed(LEDUC, legal_actions=[]))
+    with pytest.raises(InvalidState):
+        UnoAdapter().rules()(changed(UNO, hand=["x"]))
+
+
+def test_vector_adapter_validation():
+    v = VectorAdapter(obs_size=3, num_actions=4)
+    obs, mask = v.encode({"obs": [0.0, 1.0, 2.0], "legal_actions": [0, 3]})
+    assert obs.tolist() == [0, 1, 2] and mask.tolist() == [1, 0, 0, 1]
+    for bad in (
+        {"obs": [0.0, 1.0], "legal_actions": [0]},
+        {"obs": [0.0, 1.0, 2.0], "legal_actions": []},
+        {"obs": [0.0, 1.0, 2.0], "legal_actions": [4]},
+        {"obs": [0.0, 1.0, 2.0], "legal_actions": [-1]},
+        {"obs": [0.0, 1.0, 2.0]},
+    ):
+        with pytest.raises(InvalidState):
+            v.encode(bad)
+    with pytest.raises(InvalidState):
+        v.action_index(4, {})
+
+
+URLS = ["http://a:8000", "http://b:8000", "http://c:8000"]
+IDS = [f"game-{i}" for i in range(3000)]
+
+
+def test_route_game_is_stable_and_spread():
+    first = [route_game(g, URLS) for g in IDS]
+    assert first == [route_game(g, URLS) for g in IDS]
+    assert first == [route_game(g, list(reversed(URLS))) for g in IDS]  # order-free
+    for url in URLS:
+        assert 0.20 <= first.count(url) / len(IDS) <= 0.47
+    with pytest.raises(ValueError):
+        route_game("g", [])
+
+
+def test_route_game_moves_few_keys_on_scale_out():
+    before = [route_game(g, URLS) for g in IDS]
+    after = [route_game(g, [*URLS, "http://d:8000"]) for g in IDS]
+    moved = [(b, a) for b, a in zip(before, after, strict=True) if b != a]
+    # Only keys won by the new server move (~1/4), never between old servers.
+    assert all(a == "http://d:8000" for _, a in moved)
+    assert 0.15 <= len(moved) / len(IDS) <= 0.35

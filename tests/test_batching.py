@@ -1,0 +1,177 @@
+"""Dynamic batching: concurrent learned decisions share forward passes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import torch
+
+from croupier.games.leduc import LeducAdapter
+from croupier.policies.learned import PolicyVersions
+from croupier.sessions.batcher import InferenceBatcher
+
+N_GAMES = 200
+
+
+@pytest.fixture(scope="module")
+def versions() -> PolicyVersions:
+    torch.set_num_threads(1)
+    return PolicyVersions(LeducAdapter(), seed=0)
+
+
+def random_inputs(n: int, adapter, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    obs = rng.standard_normal((n, adapter.obs_size)).astype(np.float32)
+    mask = (rng.random((n, adapter.num_actions)) < 0.5).astype(np.float32)
+    mask[np.arange(n), rng.integers(0, adapter.num_actions, n)] = 1.0  # never empty
+    return obs, mask
+
+
+def test_concurrent_http_decides_are_batched(inprocess, leduc_states):
+    states = [leduc_states[i % len(leduc_states)] for i in range(N_GAMES)]
+
+    async def body(client, service):
+        games = []
+        for _ in range(N_GAMES):
+            r = await client.post(
+                "/v1/games", json={"game": "leduc-holdem", "seats": {"0": "learned", "1": "rules"}}
+            )
+            assert r.status_code == 201
+            games.append(r.json()["game_id"])
+        before = service.batcher.stats()
+        responses = await asyncio.gather(
+            *(
+                client.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": state})
+                for gid, state in zip(games, states, strict=True)
+            )
+        )
+        health = (await client.get("/healthz")).json()
+        return before, responses, health
+
+    before, responses, health = inprocess(body)
+    assert before["decisions"] == 0
+    for r, state in zip(responses, states, strict=True):
+        assert r.status_code == 200, r.text
+        assert r.json()["action"] in state["legal_actions"]
+        assert r.json()["policy"] == "learned"
+    batcher = health["batcher"]
+    assert batcher["decisions"] == N_GAMES
+    assert health["decisions"]["learned"] == N_GAMES
+    assert batcher["forward_passes"] <= N_GAMES // 2, batcher
+    assert batcher["max_batch_seen"] > 1
+
+
+def _run_batcher(versions, requests, **kwargs):
+    """Start a batcher, submit every (obs, mask, version) at once, return (results, stats)."""
+
+    async def main():
+        batcher = InferenceBatcher(versions, **kwargs)
+        await batcher.start()
+        try:
+            results = await asyncio.wait_for(
+                asyncio.gather(*(batcher.decide(o, m, v) for o, m, v in requests)), 30
+            )
+        finally:
+            await batcher.stop()
+        return results, batcher.stats()
+
+    return asyncio.run(main())
+
+
+def assert_legal(results, masks):
+    for res, mask in zip(results, masks, strict=True):
+        assert mask[res.action] == 1.0
+        assert res.logp <= 0.0 and np.isfinite(res.logp)
+        logp_all = torch.log_softmax(torch.from_numpy(res.logits), -1).numpy()
+        assert res.logp == pytest.approx(float(logp_all[res.action]), abs=1e-5)
+
+
+def test_batcher_batches_simultaneous_requests(versions):
+    obs, mask = random_inputs(64, versions.adapter, seed=1)
+    results, stats = _run_batcher(versions, [(o, m, None) for o, m in zip(obs, mask, strict=True)])
+    assert len(results) == 64
+    assert_legal(results, mask)
+    assert stats["decisions"] == 64
+    assert stats["forward_passes"] < 64
+    assert stats["max_batch_seen"] > 1
+    assert all(r.version == 0 for r in results)
+
+
+def test_batcher_respects_max_batch(versions):
+    obs, mask = random_inputs(64, versions.adapter, seed=2)
+    results, stats = _run_batcher(
+        versions, [(o, m, None) for o, m in zip(obs, mask, strict=True)], max_batch=8
+    )
+    assert_legal(results, mask)
+    assert stats["max_batch_seen"] <= 8
+    assert stats["forward_passes"] >= 8
+
+
+def test_batcher_max_wait_collects_staggered_requests(versions):
+    obs, mask = random_inputs(16, versions.adapter, seed=3)
+
+    async def main(max_wait_ms):
+        batcher = InferenceBatcher(versions, max_wait_ms=max_wait_ms)
+        await batcher.start()
+
+        async def late(i):
+            await asyncio.sleep(0.002 * i)  # arrive one by one, 2 ms apart
+            return await batcher.decide(obs[i], mask[i], None)
+
+        try:
+            results = await asyncio.wait_for(asyncio.gather(*(late(i) for i in range(16))), 30)
+        finally:
+            await batcher.stop()
+        return results, batcher.stats()
+
+    results, stats = asyncio.run(main(300.0))
+    assert_legal(results, mask)
+    assert stats["decisions"] == 16
+    assert stats["max_wait_ms"] == pytest.approx(300.0)
+    # Everything arrives within ~30 ms, well inside one 300 ms wait.
+    assert stats["forward_passes"] <= 2, stats
+
+    # A lone request with a wait configured is still answered (after about the wait).
+    async def lone():
+        batcher = InferenceBatcher(versions, max_wait_ms=5.0)
+        await batcher.start()
+        try:
+            return await asyncio.wait_for(batcher.decide(obs[0], mask[0], None), 10)
+        finally:
+            await batcher.stop()
+
+    assert mask[0][asyncio.run(lone()).action] == 1.0
+
+
+def test_batcher_groups_pinned_versions():
+    adapter = LeducAdapter()
+    versions = PolicyVersions(adapter, seed=0)
+    weights = versions.weights(0)
+    rng = np.random.default_rng(5)
+    changed = {k: (v + rng.standard_normal(v.shape).astype(v.dtype)) for k, v in weights.items()}
+    assert versions.install(1, changed)
+    assert versions.versions() == [0, 1] and versions.latest == 1
+
+    obs, mask = random_inputs(64, adapter, seed=6)
+    pinned = [0 if i % 2 == 0 else None for i in range(64)]
+    results, stats = _run_batcher(versions, list(zip(obs, mask, pinned, strict=True)))
+    assert_legal(results, mask)
+    assert [r.version for r in results] == [0 if p == 0 else 1 for p in pinned]
+    # Submitted together, they form one batch: one forward per version present in it.
+    assert stats["max_batch_seen"] == 64, stats
+    assert stats["forward_passes"] == 2, stats
+
+    # Each row got the logits of the weights it was served with.
+    for v in (0, 1):
+        rows = [i for i, r in enumerate(results) if r.version == v]
+        _, module = versions.resolve(v)
+        want = versions.act(module, obs[rows], mask[rows]).logits
+        got = np.stack([results[i].logits for i in rows])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        # ... and not those of the other version (the two do differ).
+        _, other = versions.resolve(1 - v)
+        wrong = versions.act(other, obs[rows], mask[rows]).logits
+        legal = mask[rows].astype(bool)
+        assert not np.allclose(got[legal], wrong[legal], atol=1e-3)

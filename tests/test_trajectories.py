@@ -1,0 +1,218 @@
+"""Recorded episodes: what the learned seats' games turn into for the trainer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import numpy as np
+import pytest
+import torch
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+from croupier.games.leduc import LeducAdapter
+from croupier.trainer.episodes import validate_episode
+from croupier.trajectories.recorder import episode_len, episode_versions
+
+GAME = "leduc-holdem"
+ADAPTER = LeducAdapter()
+ENGINE_TIMEOUT_S = 120
+
+
+def test_engine_run_records_one_episode_per_hand_the_learned_seat_played(server_factory):
+    with server_factory("--game", GAME, "--seats", "learned,rules") as url:
+        cmd = [sys.executable, "-m", "croupier", "engine", "--url", url, "--game", GAME]
+        cmd += ["--games", "16", "--seats", "learned,rules", "--hands", "300", "--json"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=ENGINE_TIMEOUT_S)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summary = json.loads(proc.stdout)
+        health = httpx.get(url + "/healthz", timeout=10).json()
+    assert summary["hands"] == 300 and summary["errors"] == 0
+    assert summary["policies"]["learned"]["n"] == 300
+    assert health["games_created"] == 300 and health["games_in_flight"] == 0
+    episodes = health["episodes"]
+    # One episode per hand in which the learned seat decided at least once: at most one per
+    # hand, and the learned seat only misses a hand when the rules seat folds before it acts.
+    assert 200 < episodes["recorded"] <= 300
+    assert episodes["pending"] == episodes["recorded"] and episodes["dropped"] == 0
+    # Every learned decision is a step of exactly one recorded episode ...
+    learned = health["decisions"]["learned"]
+    assert episodes["pending_steps"] == learned == health["batcher"]["decisions"]
+    # ... so the episodes hold all of them, at least one step each.
+    assert episodes["recorded"] <= learned
+    assert summary["decisions"] == learned + health["decisions"]["rules"]
+
+
+# --- in-process: the recorder through the decision service --------------------------------
+
+
+def _states(leduc_states, n):
+    """n states for one seat (the service does not check that they follow each other)."""
+    picked = [s for s in leduc_states if len(s["legal_actions"]) >= 2][:n]
+    assert len(picked) == n
+    return picked
+
+
+def check_episode(state: dict, steps: list[tuple[dict, float | None]], final: float) -> None:
+    """`steps`: (game state, reward sent with that decide) in order; `final`: the end payoff."""
+    T = len(steps)
+    assert episode_len(state) == T and state["t"] == T and state["t_started"] == 0
+    assert state["is_terminated"] is True and state["is_truncated"] is False
+
+    obs = state["observations"]["data"]["observations"]
+    masks = state["observations"]["data"]["action_mask"]
+    assert obs.shape == (T + 1, ADAPTER.obs_size) and obs.dtype == np.float32
+    assert masks.shape == (T + 1, ADAPTER.num_actions)
+    for t, (game_state, _) in enumerate(steps):
+        o, m = ADAPTER.encode(game_state)
+        np.testing.assert_array_equal(obs[t], o)
+        np.testing.assert_array_equal(masks[t], m)
+    np.testing.assert_array_equal(obs[T], np.zeros(ADAPTER.obs_size))
+    np.testing.assert_array_equal(masks[T], np.ones(ADAPTER.num_actions))
+
+    actions = state["actions"]["data"]
+    assert actions.shape == (T,) and actions.dtype == np.int64
+    assert (masks[np.arange(T), actions] == 1.0).all()
+
+    # RLlib: rewards[t] is what followed action t. A decide's reward is "since the last
+    # decision" (so it belongs to the step before); the end payoff belongs to the last step.
+    want = np.zeros(T, np.float32)
+    for t, (_, reward) in enumerate(steps):
+        if t > 0 and reward is not None:
+            want[t - 1] += reward
+    want[T - 1] += final
+    np.testing.assert_allclose(state["rewards"]["data"], want)
+
+    logp = state["extra_model_outputs"]["action_logp"]["data"]
+    logits = state["extra_model_outputs"]["action_dist_inputs"]["data"]
+    assert logp.shape == (T,) and logits.shape == (T, ADAPTER.num_actions)
+    assert (logp <= 0).all()
+    log_softmax = torch.log_softmax(torch.from_numpy(logits), -1).numpy()
+    np.testing.assert_allclose(logp, log_softmax[np.arange(T), actions], rtol=1e-5, atol=1e-5)
+    assert len(episode_versions(state)) == T
+
+    ep = SingleAgentEpisode.from_state(state)
+    assert len(ep) == T
+    assert ep.get_return() == pytest.approx(float(want.sum()))
+    assert ep.is_done
+    clean = validate_episode(state, ADAPTER.obs_size, ADAPTER.num_actions)
+    assert len(clean) == T and clean.get_return() == pytest.approx(float(want.sum()))
+
+
+def test_recorded_episode_layout(inprocess, leduc_states):
+    states = _states(leduc_states, 4)
+    rewards = [None, 0.5, None, 0.0]
+
+    async def body(client, service):
+        g = service.create_game(GAME, seats={"0": "learned", "1": "rules"})
+        gid = g["game_id"]
+        for state, reward in zip(states, rewards, strict=True):
+            d = await service.decide(gid, "0", state, reward)
+            assert d.policy == "learned" and d.action in state["legal_actions"]
+            await service.decide(gid, "1", state)  # the rules seat: not recorded
+        assert service.outbox.stats()["recorded"] == 0  # nothing before the end
+        ended = service.end_game(gid, {"0": 2.0, "1": -2.0})
+        return ended, service.outbox.take()
+
+    ended, episodes = inprocess(body)
+    assert ended["episodes"] == 1 and len(episodes) == 1
+    ep = episodes[0]
+    assert ep["custom_data"]["seat"] == "0" and ep["custom_data"]["policy"] == "learned"
+    assert episode_versions(ep) == [0, 0, 0, 0]
+    check_episode(ep, list(zip(states, rewards, strict=True)), final=2.0)
+    np.testing.assert_allclose(ep["rewards"]["data"], [0.5, 0.0, 0.0, 2.0])
+
+
+def test_versions_recorded_per_step(inprocess, leduc_states):
+    """A `learned@latest` seat follows a new version mid-game; each step keeps its own."""
+    states = _states(leduc_states, 3)
+
+    async def body(client, service):
+        g = service.create_game(GAME, seats={"0": "learned@latest", "1": "learned"})
+        gid = g["game_id"]
+        await service.decide(gid, "0", states[0])
+        await service.decide(gid, "1", states[0])
+        service.versions.install(1, service.versions.weights(0))
+        await service.decide(gid, "0", states[1], 0.25)
+        await service.decide(gid, "1", states[1], 0.25)
+        await service.decide(gid, "0", states[2])
+        ended = service.end_game(gid, {"0": -1.0, "1": 1.0})
+        return ended, service.outbox.take()
+
+    ended, episodes = inprocess(body)
+    assert ended["episodes"] == 2
+    by_seat = {e["custom_data"]["seat"]: e for e in episodes}
+    assert episode_versions(by_seat["0"]) == [0, 1, 1]  # follows the newest
+    assert episode_versions(by_seat["1"]) == [0, 0]  # pinned at creation
+    check_episode(by_seat["0"], [(states[0], None), (states[1], 0.25), (states[2], None)], -1.0)
+    check_episode(by_seat["1"], [(states[0], None), (states[1], 0.25)], 1.0)
+    np.testing.assert_allclose(by_seat["0"]["rewards"]["data"], [0.25, 0.0, -1.0])
+    np.testing.assert_allclose(by_seat["1"]["rewards"]["data"], [0.25, 1.0])
+
+
+def test_single_step_episode_and_reward_before_first_decision(inprocess, leduc_states):
+    (state,) = _states(leduc_states, 1)
+
+    async def body(client, service):
+        g = service.create_game(GAME, seats={"0": "learned", "1": "rules"})
+        # A reward before the seat's first decision has no step to belong to.
+        await service.decide(g["game_id"], "0", state, 7.0)
+        service.end_game(g["game_id"], {"0": 1.5, "1": -1.5})
+        return service.outbox.take()
+
+    (ep,) = inprocess(body)
+    check_episode(ep, [(state, None)], 1.5)
+
+
+def test_which_games_are_recorded(inprocess, leduc_states):
+    state = _states(leduc_states, 1)[0]
+    payoffs = {"0": 1.0, "1": -1.0}
+
+    async def body(client, service):
+        async def play(seats, **kw):
+            r = await client.post("/v1/games", json={"game": GAME, "seats": seats, **kw})
+            assert r.status_code == 201, r.text
+            gid = r.json()["game_id"]
+            for seat in ("0", "1"):
+                d = await client.post(
+                    f"/v1/games/{gid}/decide", json={"seat": seat, "state": state}
+                )
+                assert d.status_code == 200, d.text
+            e = await client.post(f"/v1/games/{gid}/end", json={"payoffs": payoffs})
+            assert e.status_code == 200, e.text
+            return e.json()["episodes"], service.outbox.take()
+
+        return {
+            "learned-learned": await play({"0": "learned", "1": "learned"}),
+            "no-record": await play({"0": "learned", "1": "learned"}, record=False),
+            "frozen-learned": await play({"0": "frozen@0", "1": "learned"}),
+            "frozen-rules": await play({"0": "frozen@0", "1": "rules"}),
+            "random-rules": await play({"0": "random", "1": "rules"}),
+        }
+
+    out = inprocess(body)
+    n, eps = out["learned-learned"]
+    assert n == 2 and sorted(e["custom_data"]["seat"] for e in eps) == ["0", "1"]
+    assert out["no-record"][0] == 0 and out["no-record"][1] == []
+    n, eps = out["frozen-learned"]
+    assert n == 1 and [e["custom_data"]["seat"] for e in eps] == ["1"]
+    assert out["frozen-rules"] == (0, [])
+    assert out["random-rules"] == (0, [])
+    for _, eps in out.values():
+        for e in eps:
+            validate_episode(e, ADAPTER.obs_size, ADAPTER.num_actions)
+
+
+def test_aborted_and_late_games_record_nothing(inprocess, leduc_states):
+    state = _states(leduc_states, 1)[0]
+
+    async def body(client, service):
+        g = service.create_game(GAME, seats={"0": "learned", "1": "learned"})
+        await service.decide(g["game_id"], "0", state)
+        service.abort_game(g["game_id"])
+        return service.outbox.stats()
+
+    stats = inprocess(body)
+    assert stats["recorded"] == 0 and stats["pending"] == 0
