@@ -146,3 +146,134 @@ def leduc_states() -> list[dict]:
     states = _rlcard_states("leduc-holdem", hands=80, seed=11)
     assert len(states) > 150
     return states
+
+
+# --- trainer-link helpers: a server whose log can be read, background play -----------------
+
+
+class LoggedServer:
+    """A running `croupier serve` (see `running_server_logged`): its URL and its log so far."""
+
+    def __init__(self, url: str, log_path: str, proc: subprocess.Popen):
+        self.url = url
+        self.log_path = log_path
+        self.proc = proc
+
+    def log(self) -> str:
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def get(self, path: str) -> Any:
+        resp = httpx.get(self.url + path, timeout=10.0)
+        resp.raise_for_status()
+        return resp.json()
+
+    def latest(self) -> int:
+        return int(self.get("/v1/policies")["policies"]["learned"]["latest"])
+
+
+@contextlib.contextmanager
+def running_server_logged(
+    *args: str, timeout_s: float = STARTUP_TIMEOUT_S
+) -> Iterator[LoggedServer]:
+    """Like `running_server`, but yields a `LoggedServer` (URL + readable log, at info level
+    unless `--log-level` is given)."""
+    extra = () if "--log-level" in args else ("--log-level", "info")
+    for _attempt in range(3):
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        cmd = [sys.executable, "-m", "croupier", "serve", "--port", str(port), *args, *extra]
+        with tempfile.NamedTemporaryFile(prefix="croupier-serve-", suffix=".log") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                try:
+                    healthy = _wait_healthy(proc, url, timeout_s)
+                except TimeoutError as e:
+                    raise AssertionError(f"{e}\n--- server log ---\n{_log_tail(log)}") from None
+                if not healthy:
+                    tail = _log_tail(log)
+                    if "address already in use" in tail.lower():
+                        continue
+                    raise AssertionError(f"server exited with {proc.returncode}:\n{tail}")
+                yield LoggedServer(url, log.name, proc)
+                return
+            finally:
+                _stop(proc)
+    raise AssertionError("could not bind a free loopback port for the server")
+
+
+class BackgroundPlay:
+    """Plays hands against a server from a thread (the reference engine, in short bounded
+    runs) until stopped. `with BackgroundPlay(url):` ... ; `summaries` holds each run's."""
+
+    def __init__(
+        self,
+        url: str,
+        seats: list[str] | None = None,
+        games: int = 8,
+        chunk_s: float = 2.0,
+        game: str = "leduc-holdem",
+    ):
+        import threading
+
+        self.url, self.seats, self.games, self.chunk_s, self.game = url, seats, games, chunk_s, game
+        self.summaries: list[Any] = []
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="background-play")
+
+    def _run(self) -> None:
+        from croupier.engine.runner import run_engine
+
+        try:
+            while not self._stop.is_set():
+                self.summaries.append(
+                    asyncio.run(
+                        run_engine(
+                            self.url, self.game, self.games, self.seats, None, self.chunk_s,
+                            seed=len(self.summaries) * 100_003,
+                        )
+                    )
+                )  # fmt: skip
+        except BaseException as e:  # surfaced by stop()
+            self.error = e
+
+    @property
+    def hands(self) -> int:
+        return sum(s.hands for s in self.summaries)
+
+    @property
+    def errors(self) -> int:
+        return sum(s.errors for s in self.summaries)
+
+    def start(self) -> BackgroundPlay:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout_s)
+        assert not self._thread.is_alive(), "background play did not stop"
+        if self.error is not None:
+            raise AssertionError(f"background play failed: {self.error!r}") from self.error
+
+    def __enter__(self) -> BackgroundPlay:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def wait_for(
+    predicate: Callable[[], Any], timeout_s: float, interval_s: float = 0.2, what: str = ""
+) -> Any:
+    """Poll `predicate` until it returns something truthy (returned); AssertionError after
+    `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or predicate}")
+        time.sleep(interval_s)

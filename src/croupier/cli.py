@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from pathlib import Path
@@ -32,6 +31,9 @@ def serve(
         str, typer.Option(help="Seat mix for seats a game does not name, e.g. learned,rules")
     ] = "learned,rules",
     pin: Annotated[str, typer.Option(help="created | latest")] = "created",
+    rules: Annotated[
+        str | None, typer.Option(help="Your rules policy: pkg.module:function(state) -> action")
+    ] = None,
     trainer: Annotated[str | None, typer.Option(help="Trainer link host:port")] = None,
     weights_dir: Annotated[Path | None, typer.Option(help="Where received versions go")] = None,
     keep_versions: int = 8,
@@ -62,6 +64,7 @@ def serve(
         num_players=num_players,
         seat_mix=parse_seat_mix(seats),
         pin=pin,
+        rules=rules,
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,
         keep_versions=keep_versions,
@@ -93,9 +96,14 @@ def engine(
     hands: Annotated[int | None, typer.Option(help="Stop after this many hands")] = None,
     seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds")] = None,
     seed: int = 0,
+    batch: Annotated[
+        bool, typer.Option(help="Send decisions of many tables per request (/v1/decide:batch)")
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
 ) -> None:
     """Play RLCard games through a croupier server's HTTP API, as a studio engine would."""
+    import uvloop
+
     from croupier.engine.runner import run_engine
 
     if hands is None and seconds is None:
@@ -110,8 +118,10 @@ def engine(
                 err=True,
             )
 
-    summary = asyncio.run(
-        run_engine(url, game, games, seat_list, hands, seconds, seed=seed, progress=progress)
+    summary = uvloop.run(
+        run_engine(
+            url, game, games, seat_list, hands, seconds, seed=seed, progress=progress, batch=batch
+        )
     )
     if json_out:
         typer.echo(json.dumps(summary.to_dict(), indent=2))

@@ -144,6 +144,11 @@ class CroupierClient:
         body = _drop_none({"seat": seat, "state": state, "reward": reward})
         return await self._request("POST", f"/v1/games/{_q(game_id)}/decide", body)
 
+    async def decide_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Many decisions in one request: items {game_id, seat, state, reward?}; per item,
+        the decision or {"error": {"status", "detail"}}, in order."""
+        return (await self._request("POST", "/v1/decide:batch", {"items": items}))["results"]
+
     async def end(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
         return await self._request("POST", f"/v1/games/{_q(game_id)}/end", {"payoffs": payoffs})
 

@@ -13,6 +13,9 @@ class ServerConfig:
     obs_size: int | None = None
     num_actions: int | None = None
     num_players: int = 2
+    # A rules policy named by import path (`pkg.mod:fn`, state -> engine action); overrides the
+    # adapter's own (for the built-in games, RLCard's rule agents).
+    rules: str | None = None
     # Seats not named in POST /v1/games get these policies, rotated one place per new game so
     # every policy plays every seat equally often.
     seat_mix: list[str] = field(default_factory=lambda: ["learned", "rules"])

@@ -11,13 +11,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from croupier.api.errors import CLIENT_ERRORS, status_and_detail
 from croupier.api.routes import router
 from croupier.config import ServerConfig
 from croupier.games.registry import load_adapter
 from croupier.policies.learned import PolicyVersions
 from croupier.sessions.batcher import InferenceBatcher
-from croupier.sessions.games import GameEnded, GameExists, GameNotFound
-from croupier.sessions.service import DecisionService, Unprocessable
+from croupier.sessions.service import DecisionService
 from croupier.trajectories.outbox import EpisodeOutbox
 
 log = logging.getLogger(__name__)
@@ -70,11 +70,9 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.state.link = None
     app.include_router(router)
 
-    def problem(status: int):
-        async def handler(request: Request, exc: Exception) -> JSONResponse:
-            return JSONResponse({"detail": _detail(exc)}, status_code=status)
-
-        return handler
+    async def client_error(request: Request, exc: Exception) -> JSONResponse:
+        status, detail = status_and_detail(exc)
+        return JSONResponse({"detail": detail}, status_code=status)
 
     async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
         # FastAPI's default handler echoes the offending input back; a NaN or undecodable bytes
@@ -91,18 +89,6 @@ def create_app(config: ServerConfig) -> FastAPI:
         return JSONResponse({"detail": detail}, status_code=422)
 
     app.add_exception_handler(RequestValidationError, invalid_request)
-    app.add_exception_handler(GameNotFound, problem(404))
-    app.add_exception_handler(GameEnded, problem(409))
-    app.add_exception_handler(GameExists, problem(409))
-    app.add_exception_handler(Unprocessable, problem(422))
+    for exc_type in CLIENT_ERRORS:
+        app.add_exception_handler(exc_type, client_error)
     return app
-
-
-def _detail(exc: Exception) -> str:
-    if isinstance(exc, GameNotFound):
-        return f"unknown game {exc.args[0]!r}"
-    if isinstance(exc, GameEnded):
-        return f"game {exc.args[0]!r} has already ended"
-    if isinstance(exc, GameExists):
-        return f"game {exc.args[0]!r} already exists"
-    return str(exc)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from pydantic import ValidationError
 
+from croupier.api.errors import CLIENT_ERRORS, status_and_detail
 from croupier.api.schemas import (
+    BatchItem,
+    BatchResult,
     CreateGame,
+    DecideBatchRequest,
+    DecideBatchResponse,
     DecideRequest,
     DecideResponse,
     EndRequest,
@@ -49,6 +56,30 @@ async def decide(game_id: str, body: DecideRequest, request: Request) -> DecideR
     """The seat's next action for this state."""
     decision = await service(request).decide(game_id, body.seat, body.state, body.reward)
     return DecideResponse(**decision.to_dict())
+
+
+@router.post("/v1/decide:batch", response_model=DecideBatchResponse)
+async def decide_batch(body: DecideBatchRequest, request: Request) -> DecideBatchResponse:
+    """Many games' decisions in one request (an engine running many tables in one process
+    amortises HTTP). Learned decisions among them share forward passes."""
+    svc = service(request)
+    results = await asyncio.gather(*(_decide_item(svc, item) for item in body.items))
+    return DecideBatchResponse(results=results)
+
+
+async def _decide_item(svc: DecisionService, raw: dict[str, Any]) -> BatchResult:
+    try:
+        item = BatchItem.model_validate(raw)
+        decision = await svc.decide(item.game_id, item.seat, item.state, item.reward)
+    except ValidationError as e:
+        return _item_error(422, [{"loc": list(x["loc"]), "msg": x["msg"]} for x in e.errors()])
+    except CLIENT_ERRORS as e:
+        return _item_error(*status_and_detail(e))
+    return BatchResult(**decision.to_dict())
+
+
+def _item_error(status: int, detail: Any) -> BatchResult:
+    return BatchResult(error={"status": status, "detail": detail})
 
 
 @router.post("/v1/games/{game_id}/end", response_model=GameEndedResponse, responses=GAME_ERRORS)

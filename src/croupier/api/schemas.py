@@ -56,11 +56,40 @@ class DecideRequest(_Body):
     )
 
 
+class BatchItem(DecideRequest):
+    game_id: GameId = Field(max_length=128)
+
+
+class DecideBatchRequest(_Body):
+    items: list[dict[str, Any]] = Field(
+        max_length=4096,
+        description="Decisions for many games, each {game_id, seat, state, reward?}; answered "
+        "in order. A bad item gets its own error and does not fail the others.",
+    )
+
+
+class ItemError(BaseModel):
+    status: int
+    detail: Any
+
+
 class DecideResponse(BaseModel):
     action: Any = Field(description="The engine's own action value to apply.")
     action_index: int
     policy: str
     version: int | None
+
+
+class BatchResult(BaseModel):
+    action: Any = None
+    action_index: int | None = None
+    policy: str | None = None
+    version: int | None = None
+    error: ItemError | None = None
+
+
+class DecideBatchResponse(BaseModel):
+    results: list[BatchResult]
 
 
 class EndRequest(_Body):

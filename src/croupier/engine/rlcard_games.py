@@ -38,8 +38,10 @@ class RLCardTable:
         self._dealt = False
 
     def reset(self, seed: int | None = None) -> None:
-        """Deal a new hand; the same seed deals the same cards."""
-        self.env.seed(seed)
+        """Deal a new hand; the same seed deals the same cards. Without a seed the table's
+        generator goes on (re-seeding costs more than a whole leduc hand)."""
+        if seed is not None:
+            self.env.seed(seed)
         self.env.reset()
         self._dealt = True
 

@@ -13,13 +13,14 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import aiohttp
 
 from croupier.client import CroupierClient, CroupierError
+from croupier.engine.batching import BatchedDecider
 from croupier.engine.rlcard_games import GAMES, RLCardTable
 
 log = logging.getLogger(__name__)
@@ -152,23 +153,26 @@ def _seat_policies(resp: Any) -> tuple[str, dict[str, str]]:
     return str(game_id), policies
 
 
+DecideFn = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
 async def _play_hand(
     client: CroupierClient,
+    decide: DecideFn,
     table: RLCardTable,
     tally: _Tally,
     seats: dict[str, str] | None,
-    seed: int,
 ) -> None:
     game_id: str | None = None
     try:
         game_id, policies = _seat_policies(await client.create_game(table.game, seats=seats))
-        table.reset(seed)
+        table.reset()
         for _ in range(MAX_DECISIONS_PER_HAND):
             if table.is_over():
                 break
             player = table.current_player()
             state = table.state_json(player)
-            decision = await client.decide(game_id, SEATS[player], state)
+            decision = await decide(game_id, SEATS[player], state)
             action = decision.get("action") if isinstance(decision, dict) else None
             if action not in state["legal_actions"]:
                 raise HandError(f"server chose {action!r}, legal: {state['legal_actions']}")
@@ -189,6 +193,7 @@ async def _play_hand(
 
 async def _table_loop(
     client: CroupierClient,
+    decide: DecideFn,
     game: str,
     index: int,
     tally: _Tally,
@@ -196,6 +201,7 @@ async def _table_loop(
     seed: int,
 ) -> None:
     table = RLCardTable(game)
+    table.reset(seed + index)  # seeded once: each table deals its own reproducible sequence
     while (hand := tally.claim()) is not None:
         seating = None
         if seats is not None:
@@ -203,7 +209,7 @@ async def _table_loop(
             # the table offset keeps the split even across tables too.
             a, b = seats if (hand + index) % 2 == 0 else (seats[1], seats[0])
             seating = {"0": a, "1": b}
-        await _play_hand(client, table, tally, seating, seed + hand)
+        await _play_hand(client, decide, table, tally, seating)
 
 
 async def _report(progress: Callable[[EngineSummary], Any], tally: _Tally) -> None:
@@ -224,12 +230,14 @@ async def run_engine(
     seconds: float | None,
     seed: int = 0,
     progress: Callable[[EngineSummary], Any] | None = None,
+    batch: bool = False,
 ) -> EngineSummary:
     """Play hands of `game` on `games` concurrent tables against the server at `url`.
 
     `seats`: two policy names, alternated between seats every hand; None lets the server
     seat whoever it likes. Stops after `hands` hands (failed ones count) or `seconds`,
-    whichever comes first; hands already in progress are finished.
+    whichever comes first; hands already in progress are finished. `batch`: send the tables'
+    decisions together through `POST /v1/decide:batch` instead of one request each.
     """
     if game not in GAMES:
         raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
@@ -244,13 +252,17 @@ async def run_engine(
 
     tally = _Tally(game, hands, seconds)
     # Each table has at most one request in flight: one connection per table is enough.
-    async with CroupierClient(url, max_connections=games) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(CroupierClient(url, max_connections=games))
+        decide: DecideFn = client.decide
+        if batch:
+            decide = (await stack.enter_async_context(BatchedDecider(client))).decide
         reporter = asyncio.create_task(_report(progress, tally)) if progress else None
         try:
             # TaskGroup: a bug in one table cancels the others instead of leaving them running.
             async with asyncio.TaskGroup() as tg:
                 for i in range(games):
-                    tg.create_task(_table_loop(client, game, i, tally, seats, seed))
+                    tg.create_task(_table_loop(client, decide, game, i, tally, seats, seed))
         finally:
             if reporter is not None:
                 reporter.cancel()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
-from croupier.games.base import GameAdapter
+from croupier.games.base import GameAdapter, RulesFn
 from croupier.games.vector import VectorAdapter
 
 BUILT_IN = ("leduc-holdem", "uno", "vector")
@@ -31,10 +32,25 @@ def load_adapter(
             raise ValueError("the vector game needs --obs-size and --num-actions")
         return VectorAdapter(obs_size, num_actions, num_players)
     if ":" in name:
-        module_name, _, attr = name.partition(":")
-        target = getattr(importlib.import_module(module_name), attr)
+        target = import_object(name)
         adapter = target() if isinstance(target, type) else target
         if not isinstance(adapter, GameAdapter):
             raise TypeError(f"{name} is not a croupier GameAdapter")
         return adapter
     raise ValueError(f"unknown game {name!r}: one of {BUILT_IN} or 'package.module:Adapter'")
+
+
+def import_object(path: str) -> Any:
+    """`package.module:attribute` -> the attribute (a user's adapter or rules function)."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected 'package.module:name', got {path!r}")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def load_rules(path: str) -> RulesFn:
+    """A user's rule-based bot: a callable taking the engine's state, returning its action."""
+    rules = import_object(path)
+    if not callable(rules):
+        raise TypeError(f"{path} is not callable")
+    return rules

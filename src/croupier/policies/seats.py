@@ -5,8 +5,9 @@
 - `learned`: the learning policy; recorded for training. Pinned to the version current at game
   creation, or following the newest version when the game (or server) says `pin: latest`
 - `learned@latest`: the learning policy, always the newest version, recorded
-- `frozen@N` / `frozen@-K`: a fixed earlier version (absolute, or K versions before the newest);
-  an opponent, never recorded
+- `frozen@N` / `frozen@-K`: a fixed version: N itself, or the one K places before the newest
+  among the versions loaded (version numbers are the learner's update counter and jump); an
+  opponent, never recorded
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ class SeatPolicy:
         return self.kind
 
 
-def parse_seat_policy(spec: str, *, latest: int, pin: str = "created") -> SeatPolicy:
-    """Parse a seat spec against the newest version `latest`."""
+def parse_seat_policy(
+    spec: str, *, latest: int, pin: str = "created", loaded: list[int] | None = None
+) -> SeatPolicy:
+    """Parse a seat spec against the newest version `latest` and the `loaded` versions."""
     if pin not in PIN_CHOICES:
         raise BadPolicySpec(f"pin must be one of {PIN_CHOICES}, got {pin!r}")
     name, _, arg = spec.strip().partition("@")
@@ -57,7 +60,10 @@ def parse_seat_policy(spec: str, *, latest: int, pin: str = "created") -> SeatPo
             n = int(arg)
         except ValueError:
             raise BadPolicySpec(f"frozen@ needs a version number, got {arg!r}") from None
-        return SeatPolicy("frozen", max(0, latest + n) if n < 0 else n)
+        if n >= 0:
+            return SeatPolicy("frozen", n)
+        versions = sorted(loaded or [latest])
+        return SeatPolicy("frozen", versions[max(0, len(versions) - 1 + n)])
     raise BadPolicySpec(
         f"unknown seat policy {spec!r}: use rules, random, learned, learned@latest, "
         "frozen@N or frozen@-K"

@@ -15,6 +15,7 @@ import numpy as np
 
 from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter, InvalidState
+from croupier.games.registry import load_rules
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.seats import BadPolicySpec, SeatPolicy, parse_seat_policy
 from croupier.sessions.batcher import InferenceBatcher
@@ -58,7 +59,7 @@ class DecisionService:
         self.batcher = batcher
         self.outbox = outbox
         self.games = GameStore(config.ended_games_remembered)
-        self._rules = adapter.rules()
+        self._rules = load_rules(config.rules) if config.rules else adapter.rules()
         self._rng = np.random.default_rng(config.seed)
         self.decisions_by_policy: dict[str, int] = {}
 
@@ -80,20 +81,20 @@ class DecisionService:
             raise Unprocessable(f"unknown seats {sorted(unknown)}; seats are {self.adapter.seats}")
         mix = self.config.seat_mix
         shift = self.games.created_total % len(mix)
-        latest = self.versions.latest
+        latest, loaded = self.versions.latest, self.versions.versions()
         plan: dict[str, SeatPolicy] = {}
         for i, seat in enumerate(self.adapter.seats):
             spec = seats.get(seat) or mix[(i + shift) % len(mix)]
             try:
-                policy = parse_seat_policy(spec, latest=latest, pin=pin or self.config.pin)
+                policy = parse_seat_policy(
+                    spec, latest=latest, pin=pin or self.config.pin, loaded=loaded
+                )
             except BadPolicySpec as e:
                 raise Unprocessable(str(e)) from None
             if policy.kind == "rules" and self._rules is None:
                 raise Unprocessable(f"{self.adapter.name!r} has no rules policy")
-            if policy.kind == "frozen" and policy.version not in self.versions.versions():
-                raise Unprocessable(
-                    f"version {policy.version} is not loaded; loaded: {self.versions.versions()}"
-                )
+            if policy.kind == "frozen" and policy.version not in loaded:
+                raise Unprocessable(f"version {policy.version} is not loaded; loaded: {loaded}")
             if not record and policy.record:
                 policy = SeatPolicy(policy.kind, policy.version, record=False)
             plan[seat] = policy

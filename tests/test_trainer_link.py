@@ -1,0 +1,565 @@
+"""The trainer link end to end: real `croupier serve` processes feeding an in-process trainer.
+
+One Ray session for the module. The trainer runs RLlib in this process (`num_env_runners=0`),
+its `LinkEnvRunner` listens on loopback, and `Trainer.run()` loops in a background thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import pickle
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from conftest import BackgroundPlay, LoggedServer, free_port, running_server_logged, wait_for
+
+from croupier.engine.rlcard_games import RLCardTable
+from croupier.engine.runner import run_engine
+from croupier.link import wire
+from croupier.trainer.algo import Hyper
+from croupier.trainer.run import Trainer, TrainOptions
+from croupier.trajectories.recorder import SeatRecorder
+
+pytestmark = pytest.mark.ray
+
+GAME = "leduc-holdem"
+HYPER = Hyper(train_batch_size=200, minibatch_size=100, num_epochs=2, lr=1e-3)
+STOP_TIMEOUT_S = 90.0
+
+
+# --- fixtures and helpers ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    import ray
+    import torch
+
+    torch.set_num_threads(1)
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def synthetic_episode(version: int, n: int = 4, seed: int = 0) -> dict[str, Any]:
+    """A valid finished Leduc episode state (as a server's recorder makes), played at `version`."""
+    from croupier.games.registry import load_adapter
+
+    adapter = load_adapter(GAME)
+    rng = np.random.default_rng(seed)
+    rec = SeatRecorder(game_id=f"synthetic-{seed}", seat="0", policy="learned")
+    logp = float(-np.log(adapter.num_actions))
+    for _ in range(n):
+        rec.add_decision(
+            rng.standard_normal(adapter.obs_size).astype(np.float32),
+            np.ones(adapter.num_actions, np.float32),
+            int(rng.integers(adapter.num_actions)),
+            logp,
+            np.zeros(adapter.num_actions, np.float32),
+            version,
+        )
+    episode = rec.close(float(rng.choice([-1.0, 1.0])), adapter.terminal_observation())
+    assert episode is not None
+    return episode
+
+
+class RunningTrainer:
+    """A built `Trainer` whose `run()` loops in a thread. `close()` ends it and frees its port.
+
+    An RLlib iteration that has started waits (up to `MAX_IDLE_S`) for episodes, so when no
+    server plays any more, `close()` feeds synthetic episodes until the loop has ended."""
+
+    def __init__(self, options: TrainOptions):
+        self.trainer = Trainer(options)
+        self.trainer.build()
+        self.result: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def runner(self) -> Any:
+        return self.trainer.algo.env_runner
+
+    @property
+    def port(self) -> int:
+        return int(self.runner.port)
+
+    def stats(self) -> dict[str, Any]:
+        return self.trainer.link_stats()
+
+    def seq(self) -> int:
+        return int(self.trainer.weights_seq_no())
+
+    def start(self) -> RunningTrainer:
+        def run() -> None:
+            try:
+                self.result = self.trainer.run()
+            except BaseException as e:
+                self.error = e
+
+        self._thread = threading.Thread(target=run, daemon=True, name="trainer-run")
+        self._thread.start()
+        return self
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self, timeout_s: float, feed: bool = False) -> None:
+        """Wait for `run()` to return (feeding synthetic episodes if `feed`); raise its error."""
+        deadline = time.monotonic() + timeout_s
+        seed = 10_000
+        while self.alive() and time.monotonic() < deadline:
+            assert self._thread is not None
+            self._thread.join(0.5)
+            if feed and self.alive() and self.runner._inbox_steps < HYPER.train_batch_size:
+                seed += 60
+                eps = [synthetic_episode(self.seq(), seed=seed + i) for i in range(60)]
+                self.runner._ingest(eps)
+        assert not self.alive(), f"Trainer.run() still running after {timeout_s} s"
+        if self.error is not None:
+            raise AssertionError(f"Trainer.run() failed: {self.error!r}") from self.error
+
+    def close(self) -> None:
+        try:
+            if self.alive():
+                self.trainer.stop_requested.set()
+                self.join(STOP_TIMEOUT_S, feed=True)
+        finally:
+            if self.trainer.algo is not None:
+                self.trainer.algo.stop()  # not Trainer.close(): that would end our Ray session
+                self.trainer.algo = None
+
+
+def trainer_options(tmp: Path, **over: Any) -> TrainOptions:
+    base: dict[str, Any] = {
+        "game": GAME,
+        "algo": "ppo",
+        "listen": "127.0.0.1:0",
+        "checkpoint_dir": tmp,
+        "hiddens": [64, 64],
+        "hyper": HYPER,
+        "checkpoint_every": 1000,
+    }
+    return TrainOptions(**{**base, **over})
+
+
+def post(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    resp = httpx.post(url + path, json=body, timeout=30.0)
+    assert resp.status_code in (200, 201), (resp.status_code, resp.text)
+    return resp.json() if resp.content else {}
+
+
+def play_hand(
+    url: str, seats: dict[str, str], seed: int, pin: str | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """Play one whole hand through the HTTP API: (create response, decisions, end response)."""
+    body: dict[str, Any] = {"game": GAME, "seats": seats}
+    if pin is not None:
+        body["pin"] = pin
+    created = post(url, "/v1/games", body)
+    table = RLCardTable(GAME)
+    table.reset(seed)
+    decisions = []
+    for _ in range(100):
+        if table.is_over():
+            break
+        player = table.current_player()
+        state = table.state_json(player)
+        d = post(
+            url, f"/v1/games/{created['game_id']}/decide", {"seat": str(player), "state": state}
+        )
+        decisions.append({**d, "seat": str(player)})
+        table.step(d["action"])
+    assert table.is_over()
+    payoffs = dict(zip(("0", "1"), table.payoffs(), strict=True))
+    ended = post(url, f"/v1/games/{created['game_id']}/end", {"payoffs": payoffs})
+    return created, decisions, ended
+
+
+def seat0_first_seed(start: int = 0) -> int:
+    """A deal seed whose first decision is seat 0's."""
+    table = RLCardTable(GAME)
+    for seed in range(start, start + 200):
+        table.reset(seed)
+        if table.current_player() == 0:
+            return seed
+    raise AssertionError("no deal with seat 0 to act first")
+
+
+def health(server: LoggedServer) -> dict[str, Any]:
+    return server.get("/healthz")
+
+
+def wait_quiet(trainer: RunningTrainer, servers: list[LoggedServer], timeout_s: float = 30) -> int:
+    """Wait until no server has episodes waiting and the trainer's count is steady: return it."""
+
+    def steady() -> int | None:
+        if any(health(s)["episodes"]["pending"] for s in servers):
+            return None
+        before = trainer.stats()["episodes_received"]
+        time.sleep(1.0)  # one ship interval (0.5 s) and then some
+        after = trainer.stats()["episodes_received"]
+        if after != before or any(health(s)["episodes"]["pending"] for s in servers):
+            return None
+        return after + 1  # truthy even for 0
+
+    return wait_for(steady, timeout_s, 0.2, "servers and trainer to go quiet") - 1
+
+
+@dataclasses.dataclass
+class Shared:
+    trainer: RunningTrainer
+    servers: list[LoggedServer]
+
+
+@pytest.fixture(scope="module")
+def shared(ray_session, tmp_path_factory) -> Iterator[Shared]:
+    """One PPO trainer (training in the background) and two servers connected to it."""
+    rt = RunningTrainer(trainer_options(tmp_path_factory.mktemp("shared-trainer")))
+    with contextlib.ExitStack() as stack:
+        stack.callback(rt.close)
+        rt.start()
+        args = ("--trainer", f"127.0.0.1:{rt.port}", "--seats", "learned,rules")
+        servers = [stack.enter_context(running_server_logged(*args)) for _ in range(2)]
+        wait_for(lambda: rt.stats()["connected_servers"] == 2, 30, what="2 servers connected")
+        yield Shared(rt, servers)
+        # Servers stop first (ExitStack order), then the trainer (fed until its loop ends).
+    assert rt.error is None, rt.error
+
+
+# --- a. two servers, one trainer --------------------------------------------------------------
+
+
+def test_two_servers_feed_one_trainer(shared):
+    rt, servers = shared.trainer, shared.servers
+    assert rt.stats()["connected_servers"] == 2
+    received0 = rt.stats()["episodes_received"]
+    shipped0 = [health(s)["episodes"]["shipped"] for s in servers]
+    polls: list[list[int]] = [[s.latest()] for s in servers]
+    plays = [BackgroundPlay(s.url, games=8).start() for s in servers]
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 90:
+            time.sleep(2.5)
+            for seen, s in zip(polls, servers, strict=True):
+                seen.append(s.latest())
+            if time.monotonic() - t0 >= 12 and all(len(set(p)) >= 4 for p in polls):
+                break
+    finally:
+        for p in plays:
+            p.stop()
+    print("versions seen per server:", polls)
+    for p in plays:
+        assert p.errors == 0 and p.hands > 50, (p.hands, [s.error_samples for s in p.summaries])
+    for seen in polls:
+        assert seen == sorted(seen), f"a server's version went back: {seen}"
+        assert len(set(seen)) >= 4, f"versions did not advance over time: {seen}"
+
+    received = wait_quiet(rt, servers) - received0
+    stats = rt.stats()
+    shipped = [
+        health(s)["episodes"]["shipped"] - s0 for s, s0 in zip(servers, shipped0, strict=True)
+    ]
+    print("shipped per server:", shipped, "trainer received:", received, stats)
+    assert all(n > 20 for n in shipped), shipped  # both servers' episodes went out...
+    assert received == sum(shipped)  # ...and every one of them arrived and was accepted
+    assert stats["episodes_rejected"] == stats["episodes_duplicate"] == 0
+    assert stats["episodes_dropped_lag"] == 0 and stats["frames_rejected"] == 0
+    assert stats["connected_servers"] == 2
+
+    # Once idle, both servers hold the trainer's newest version.
+    def in_sync() -> bool:
+        seq = rt.seq()
+        return all(s.latest() == seq for s in servers) and rt.seq() == seq
+
+    wait_for(in_sync, 30, 0.5, "servers to reach the trainer's weights_seq_no")
+    assert rt.seq() > max(p[0] for p in polls)
+
+
+# --- b. pinning ---------------------------------------------------------------------------------
+
+
+def test_pinned_game_keeps_its_version(shared):
+    server = shared.servers[0]
+    url = server.url
+    seed = seat0_first_seed()
+    created = post(url, "/v1/games", {"game": GAME, "seats": {"0": "learned", "1": "rules"}})
+    v = created["seats"]["0"]["version"]
+    assert created["seats"]["0"]["policy"] == "learned" and v == server.latest()
+    with BackgroundPlay(url, games=8):
+        wait_for(lambda: server.latest() > v, 90, 0.5, f"a version newer than {v}")
+        table = RLCardTable(GAME)
+        table.reset(seed)
+        state = table.state_json(0)
+        d = post(url, f"/v1/games/{created['game_id']}/decide", {"seat": "0", "state": state})
+        assert d["policy"] == "learned"
+        assert d["version"] == v, f"pinned game decided with {d['version']}, created at {v}"
+        assert server.latest() > v
+
+        # pin=latest: the game follows the newest version.
+        g2 = post(
+            url,
+            "/v1/games",
+            {"game": GAME, "seats": {"0": "learned", "1": "rules"}, "pin": "latest"},
+        )
+        assert g2["seats"]["0"]["policy"] == "learned@latest"
+        low = server.latest()
+        d2 = post(url, f"/v1/games/{g2['game_id']}/decide", {"seat": "0", "state": state})
+        high = server.latest()
+        assert low <= d2["version"] <= high and d2["version"] > v, (v, low, d2, high)
+    for gid in (created["game_id"], g2["game_id"]):
+        assert httpx.delete(f"{url}/v1/games/{gid}", timeout=10).status_code == 204
+
+
+# --- c. learned vs learned ------------------------------------------------------------------
+
+
+def test_learned_vs_learned_ships_two_episodes(shared):
+    rt, servers = shared.trainer, shared.servers
+    before = wait_quiet(rt, servers)
+    shipped0 = health(servers[1])["episodes"]["shipped"]
+    created, decisions, ended = play_hand(
+        servers[1].url, {"0": "learned", "1": "learned"}, seed=seat0_first_seed(7)
+    )
+    assert {d["seat"] for d in decisions} == {"0", "1"}
+    assert all(d["policy"] == "learned" for d in decisions)
+    assert ended["episodes"] == 2
+    wait_for(lambda: rt.stats()["episodes_received"] >= before + 2, 30, what="2 episodes in")
+    time.sleep(1.5)  # nothing more may come
+    assert rt.stats()["episodes_received"] == before + 2
+    assert health(servers[1])["episodes"]["shipped"] == shipped0 + 2
+
+
+# --- d. garbage on the trainer port -----------------------------------------------------------
+
+_UNPICKLED: list[str] = []
+
+
+def _mark(path: str) -> str:
+    _UNPICKLED.append(path)
+    Path(path).touch()
+    return "pwned"
+
+
+class _Evil:
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):  # noqa: ANN204
+        return (_mark, (self.path,))
+
+
+def _frame(body: bytes) -> bytes:
+    return str(len(body)).zfill(wire.HEADER_BYTES).encode() + body
+
+
+def _closed_by_peer(sock: socket.socket, timeout_s: float = 15.0) -> bool:
+    """Read until EOF (or reset): True if the peer closed within `timeout_s`."""
+    sock.settimeout(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            if not sock.recv(65536):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+    return False
+
+
+def test_garbage_on_the_trainer_port(shared, tmp_path):
+    import msgpack
+
+    rt, servers = shared.trainer, shared.servers
+    flag = tmp_path / "unpickled"
+    evil_array = {
+        b"nd": True,
+        b"kind": b"O",
+        b"type": "|O",
+        b"shape": [1],
+        b"data": pickle.dumps(np.array([_Evil(str(flag))], dtype=object)),
+    }
+    junk = random.Random(7).randbytes(40)
+    bad_frames = [
+        b"garbage!" + os.urandom(200),
+        b"00000040" + junk,  # a valid header, then random bytes
+        b"99999999" + b"x" * 100,  # claims ~100 MB
+        # A good frame first, then an object array (msgpack-numpy would unpickle it).
+        wire.pack({"type": "PING"})
+        + _frame(msgpack.packb({"type": "EPISODES", "episodes": [evil_array]}, use_bin_type=True)),
+    ]
+    before = rt.stats()
+    seq_before = rt.seq()
+    for frame in bad_frames:
+        with socket.create_connection(("127.0.0.1", rt.port), timeout=10) as sock:
+            sock.sendall(frame)
+            assert _closed_by_peer(sock), f"trainer kept a connection that sent {frame[:16]!r}"
+    wait_for(
+        lambda: rt.stats()["frames_rejected"] >= before["frames_rejected"] + len(bad_frames),
+        15,
+        what="frames_rejected to count every bad connection",
+    )
+    assert not flag.exists() and _UNPICKLED == [], "the trainer unpickled a peer's payload"
+
+    # A well-formed message with a bad episode: the episode is rejected, the link stays up.
+    with socket.create_connection(("127.0.0.1", rt.port), timeout=10) as sock:
+        bad = [{"t": "x"}, {**synthetic_episode(0), "t": 99}]
+        wire.send(sock, {"type": "EPISODES", "episodes": bad})
+        wire.send(sock, {"type": "PING"})
+        sock.settimeout(15)
+        assert wire.recv(sock)[0].name == "PONG"
+    after = rt.stats()
+    print("before:", before, "after:", after)
+    assert after["frames_rejected"] == before["frames_rejected"] + len(bad_frames)
+    assert after["episodes_rejected"] == before["episodes_rejected"] + 2
+    assert after["connections_total"] >= before["connections_total"] + len(bad_frames) + 1
+    wait_for(lambda: rt.stats()["connected_servers"] == 2, 15, what="only the 2 servers left")
+
+    # Training goes on, and the real servers still get every new version.
+    with BackgroundPlay(servers[0].url, games=8):
+        wait_for(lambda: rt.seq() > seq_before + 1, 90, 0.5, "weights_seq_no to grow")
+        wait_for(lambda: servers[0].latest() > seq_before + 1, 30, 0.5, "server 0 to follow")
+    wait_for(lambda: servers[1].latest() > seq_before + 1, 30, 0.5, "server 1 to follow")
+
+
+# --- g. max_version_lag -----------------------------------------------------------------------
+
+
+def test_ingest_drops_episodes_past_the_version_lag(ray_session):
+    from croupier.games.registry import load_adapter
+    from croupier.policies.module import ModelSpec
+    from croupier.trainer.algo import build_config
+    from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
+
+    config = build_config(
+        load_adapter(GAME),
+        LinkOptions(host="127.0.0.1", port=0, max_version_lag=0),
+        ModelSpec(algo="ppo", hiddens=[64, 64]),
+        HYPER,
+    )
+    runner = LinkEnvRunner(config=config)
+    try:
+        runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 10})
+        assert runner.weights_seq_no == 10
+        current = synthetic_episode(10, seed=1)
+        runner._ingest(
+            [
+                current,
+                synthetic_episode(9, seed=2),  # one version late
+                synthetic_episode(3, seed=3),
+                {**synthetic_episode(10, seed=4), "custom_data": {"versions": [10, 10, 6, 10]}},
+                current,  # a duplicate (at-least-once delivery)
+            ]
+        )
+        stats = runner.link_stats()
+        assert stats["episodes_received"] == 1
+        assert stats["episodes_dropped_lag"] == 3
+        assert stats["episodes_duplicate"] == 1
+        assert stats["lag_histogram"] == {0: 1, 1: 1, 4: 1, 7: 1}
+        assert runner.wait_for_steps(4, 0.1) and not runner.wait_for_steps(5, 0.1)
+        episodes = runner.sample()
+        assert [e.id_ for e in episodes] == [current["id_"]]
+    finally:
+        runner.stop()
+
+
+# --- e. restart from a checkpoint ---------------------------------------------------------------
+
+
+def test_restart_from_checkpoint_and_weights_dir(ray_session, tmp_path):
+    """APPO (the CLI's default) trains, checkpoints, resumes at the same version; a server
+    keeps the versions it received across a restart."""
+    port = free_port()
+    ckpt, weights = tmp_path / "trainer", tmp_path / "weights"
+
+    def options(iterations: int) -> TrainOptions:
+        return trainer_options(ckpt, algo="appo", listen=f"127.0.0.1:{port}", iterations=iterations)
+
+    args = ("--trainer", f"127.0.0.1:{port}", "--weights-dir", str(weights))
+    with running_server_logged(*args, "--seats", "learned,rules") as server:
+        rt1 = RunningTrainer(options(iterations=3))
+        try:
+            with BackgroundPlay(server.url, games=8):
+                rt1.start().join(150)  # ends by itself after 3 iterations, with a checkpoint
+                final1 = rt1.seq()
+                assert final1 > 0 and rt1.result and rt1.result["version"] == final1
+                wait_for(lambda: server.latest() == final1, 30, 0.5, f"server at {final1}")
+        finally:
+            rt1.close()
+        assert (ckpt / "checkpoint").is_dir()
+        assert sum(1 for _ in (ckpt / "progress.jsonl").open()) == 3
+
+        rt2 = RunningTrainer(options(iterations=2))
+        try:
+            assert rt2.seq() == final1, "the resumed trainer did not start at its saved version"
+            wait_for(lambda: rt2.stats()["connected_servers"] == 1, 30, what="reconnect")
+            assert server.latest() == final1
+            with BackgroundPlay(server.url, games=8):
+                rt2.start().join(150)
+                final2 = rt2.seq()
+                wait_for(lambda: server.latest() == final2, 30, 0.5, f"server at {final2}")
+        finally:
+            rt2.close()
+        assert final2 > final1, (final1, final2)
+        last = server.latest()
+        assert last == final2
+
+    with running_server_logged("--weights-dir", str(weights), "--seats", "learned,rules") as again:
+        policies = again.get("/v1/policies")["policies"]["learned"]
+        assert policies["latest"] == last and policies["versions"] == [last]
+        assert policies["model"]["algo"] == "appo" and policies["model"]["hiddens"] == [64, 64]
+        _, decisions, _ = play_hand(again.url, {"0": "learned", "1": "rules"}, seed=3)
+        assert {d["version"] for d in decisions if d["seat"] == "0"} == {last}
+
+
+# --- f. learning: payoff against random ---------------------------------------------------------
+
+
+def _evaluate(url: str, version: int, hands: int = 3000) -> Any:
+    summary = asyncio.run(run_engine(url, GAME, 32, [f"frozen@{version}", "random"], hands, None))
+    assert summary.errors == 0, summary.error_samples
+    assert summary.hands == hands
+    return summary.policies[f"frozen@{version}"]
+
+
+def test_training_improves_payoff_against_random(ray_session, tmp_path):
+    rt = RunningTrainer(trainer_options(tmp_path))
+    try:
+        args = ("--trainer", f"127.0.0.1:{rt.port}", "--seats", "learned,random")
+        with running_server_logged(*args) as server:
+            wait_for(lambda: rt.stats()["connected_servers"] == 1, 30, what="server connected")
+            v0 = server.latest()
+            assert v0 == 0
+            untrained = _evaluate(server.url, v0)
+            assert rt.stats()["episodes_received"] == 0  # frozen seats are never recorded
+            rt.start()
+            with BackgroundPlay(server.url, games=16):
+                t0 = time.monotonic()
+                wait_for(lambda: rt.seq() >= 1, 60, 0.5, "a first update")
+                while time.monotonic() - t0 < 45:
+                    time.sleep(1)
+                trained_v = wait_for(server.latest, 5)
+            trained = _evaluate(server.url, trained_v)
+    finally:
+        rt.close()
+    print(
+        f"\npayoff vs random over 3000 hands: version {v0}: {untrained.mean:+.3f} "
+        f"± {untrained.ci95:.3f};  version {trained_v}: {trained.mean:+.3f} ± {trained.ci95:.3f}"
+    )
+    assert abs(untrained.mean) < 0.35, untrained  # an untrained net plays about like random
+    assert trained.mean - untrained.mean > 0.4, (untrained, trained)
+    assert trained.mean - trained.ci95 > untrained.mean + untrained.ci95, (untrained, trained)
