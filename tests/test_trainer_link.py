@@ -22,7 +22,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from conftest import BackgroundPlay, LoggedServer, free_port, running_server_logged, wait_for
 
 from croupier.engine.rlcard_games import RLCardTable
 from croupier.engine.runner import run_engine
@@ -30,6 +29,17 @@ from croupier.link import wire
 from croupier.trainer.algo import Hyper
 from croupier.trainer.run import Trainer, TrainOptions
 from croupier.trajectories.recorder import SeatRecorder
+
+try:  # tests/ is a package in some checkouts, a rootdir of plain modules in others
+    from tests.conftest import (
+        BackgroundPlay,
+        LoggedServer,
+        free_port,
+        running_server_logged,
+        wait_for,
+    )
+except ImportError:
+    from conftest import BackgroundPlay, LoggedServer, free_port, running_server_logged, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -404,10 +414,11 @@ def test_garbage_on_the_trainer_port(shared, tmp_path):
     ]
     before = rt.stats()
     seq_before = rt.seq()
+    closed = []
     for frame in bad_frames:
         with socket.create_connection(("127.0.0.1", rt.port), timeout=10) as sock:
             sock.sendall(frame)
-            assert _closed_by_peer(sock), f"trainer kept a connection that sent {frame[:16]!r}"
+            closed.append(_closed_by_peer(sock, 5.0))
     wait_for(
         lambda: rt.stats()["frames_rejected"] >= before["frames_rejected"] + len(bad_frames),
         15,
@@ -427,13 +438,16 @@ def test_garbage_on_the_trainer_port(shared, tmp_path):
     assert after["frames_rejected"] == before["frames_rejected"] + len(bad_frames)
     assert after["episodes_rejected"] == before["episodes_rejected"] + 2
     assert after["connections_total"] >= before["connections_total"] + len(bad_frames) + 1
-    wait_for(lambda: rt.stats()["connected_servers"] == 2, 15, what="only the 2 servers left")
 
     # Training goes on, and the real servers still get every new version.
     with BackgroundPlay(servers[0].url, games=8):
         wait_for(lambda: rt.seq() > seq_before + 1, 90, 0.5, "weights_seq_no to grow")
         wait_for(lambda: servers[0].latest() > seq_before + 1, 30, 0.5, "server 0 to follow")
     wait_for(lambda: servers[1].latest() > seq_before + 1, 30, 0.5, "server 1 to follow")
+
+    # Every bad connection was closed by the trainer, and none is counted as a server.
+    assert closed == [True] * len(bad_frames), f"trainer left bad connections open: {closed}"
+    assert rt.stats()["connected_servers"] == 2, rt.stats()
 
 
 # --- g. max_version_lag -----------------------------------------------------------------------

@@ -67,7 +67,7 @@ async def decide_batch(body: DecideBatchRequest, request: Request) -> DecideBatc
     return DecideBatchResponse(results=results)
 
 
-async def _decide_item(svc: DecisionService, raw: dict[str, Any]) -> BatchResult:
+async def _decide_item(svc: DecisionService, raw: Any) -> BatchResult:
     try:
         item = BatchItem.model_validate(raw)
         decision = await svc.decide(item.game_id, item.seat, item.state, item.reward)
@@ -103,5 +103,8 @@ async def policies(request: Request) -> dict[str, Any]:
 
 @router.get("/healthz")
 async def healthz(request: Request) -> dict[str, Any]:
-    """Liveness plus the counters an operator looks at first."""
-    return service(request).health()
+    """Liveness plus the counters an operator looks at first, and the trainer link's state."""
+    health = service(request).health()
+    link = request.app.state.link
+    health["trainer_link"] = link.stats() if link is not None else None
+    return health

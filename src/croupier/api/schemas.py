@@ -61,7 +61,7 @@ class BatchItem(DecideRequest):
 
 
 class DecideBatchRequest(_Body):
-    items: list[dict[str, Any]] = Field(
+    items: list[Any] = Field(
         max_length=4096,
         description="Decisions for many games, each {game_id, seat, state, reward?}; answered "
         "in order. A bad item gets its own error and does not fail the others.",
