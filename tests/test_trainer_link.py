@@ -418,7 +418,7 @@ def test_garbage_on_the_trainer_port(shared, tmp_path):
     for frame in bad_frames:
         with socket.create_connection(("127.0.0.1", rt.port), timeout=10) as sock:
             sock.sendall(frame)
-            closed.append(_closed_by_peer(sock, 5.0))
+            closed.append(_closed_by_peer(sock, 3.0))
     wait_for(
         lambda: rt.stats()["frames_rejected"] >= before["frames_rejected"] + len(bad_frames),
         15,
@@ -512,6 +512,10 @@ def test_restart_from_checkpoint_and_weights_dir(ray_session, tmp_path):
                 final1 = rt1.seq()
                 assert final1 > 0 and rt1.result and rt1.result["version"] == final1
                 wait_for(lambda: server.latest() == final1, 30, 0.5, f"server at {final1}")
+            # APPO's learner may be a few updates past the last broadcast: the checkpoint
+            # holds the learner's weights and number.
+            saved = rt1.trainer.algo.learner_group._learner._weights_seq_no
+            assert saved >= final1
         finally:
             rt1.close()
         assert (ckpt / "checkpoint").is_dir()
@@ -519,16 +523,19 @@ def test_restart_from_checkpoint_and_weights_dir(ray_session, tmp_path):
 
         rt2 = RunningTrainer(options(iterations=2))
         try:
-            assert rt2.seq() == final1, "the resumed trainer did not start at its saved version"
+            # The checkpoint was written after the last broadcast (so >= what servers saw), and
+            # APPO's learner thread may have gone on after it (so <= what it reached).
+            resumed = rt2.seq()
+            assert final1 <= resumed <= saved, ("resumed at the wrong version", final1, saved)
             wait_for(lambda: rt2.stats()["connected_servers"] == 1, 30, what="reconnect")
-            assert server.latest() == final1
+            wait_for(lambda: server.latest() == resumed, 10, 0.2, f"server at {resumed}")
             with BackgroundPlay(server.url, games=8):
                 rt2.start().join(150)
                 final2 = rt2.seq()
                 wait_for(lambda: server.latest() == final2, 30, 0.5, f"server at {final2}")
         finally:
             rt2.close()
-        assert final2 > final1, (final1, final2)
+        assert final2 > resumed >= final1, (final1, resumed, final2)
         last = server.latest()
         assert last == final2
 
@@ -558,13 +565,15 @@ def test_training_improves_payoff_against_random(ray_session, tmp_path):
             wait_for(lambda: rt.stats()["connected_servers"] == 1, 30, what="server connected")
             v0 = server.latest()
             assert v0 == 0
+            t_eval = time.monotonic()
             untrained = _evaluate(server.url, v0)
+            print(f"\nevaluation of 3000 hands took {time.monotonic() - t_eval:.1f} s")
             assert rt.stats()["episodes_received"] == 0  # frozen seats are never recorded
             rt.start()
             with BackgroundPlay(server.url, games=16):
                 t0 = time.monotonic()
                 wait_for(lambda: rt.seq() >= 1, 60, 0.5, "a first update")
-                while time.monotonic() - t0 < 45:
+                while time.monotonic() - t0 < 30:
                     time.sleep(1)
                 trained_v = wait_for(server.latest, 5)
             trained = _evaluate(server.url, trained_v)

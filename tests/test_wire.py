@@ -24,10 +24,13 @@ _MSGPACK_NAMES += ("unpack", "unpackb")
 @pytest.fixture(autouse=True)
 def restore_msgpack() -> Iterator[None]:
     """Undo any msgpack_numpy patch a test (or RLlib) applies, so tests stay independent."""
+    from ray.rllib.env.external import rllink
+
     saved = {n: getattr(msgpack, n) for n in _MSGPACK_NAMES if hasattr(msgpack, n)}
     yield
     for name, value in saved.items():
         setattr(msgpack, name, value)
+    rllink.msgpack = None  # RLlib caches "msgpack is patched": make it patch again when used
 
 
 @pytest.fixture

@@ -37,8 +37,14 @@ def serve(
     trainer: Annotated[str | None, typer.Option(help="Trainer link host:port")] = None,
     weights_dir: Annotated[Path | None, typer.Option(help="Where received versions go")] = None,
     keep_versions: int = 8,
+    behaviour_lag: Annotated[
+        int, typer.Option(help="Experiments: serve the version N places behind the newest")
+    ] = 0,
     max_batch: int = 256,
     max_wait_ms: float = 0.0,
+    forward_thread: Annotated[
+        bool, typer.Option(help="Run batched forwards on their own thread (else inline)")
+    ] = True,
     obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
     num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
     num_players: int = 2,
@@ -67,7 +73,9 @@ def serve(
         rules=rules,
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,
+        forward_thread=forward_thread,
         keep_versions=keep_versions,
+        behaviour_lag=behaviour_lag,
         weights_dir=weights_dir,
         trainer=trainer,
         link_token=link_token,
@@ -148,11 +156,13 @@ def train(
         int | None, typer.Option(help="Drop episodes played this many versions back or more")
     ] = None,
     link_token: Annotated[str | None, typer.Option(envvar="CROUPIER_LINK_TOKEN")] = None,
-    lr: float = 1e-3,
-    train_batch_size: int = 1000,
-    minibatch_size: int = 250,
-    num_epochs: int = 4,
-    entropy_coeff: float = 0.01,
+    lr: Annotated[float | None, typer.Option(help="Default: ppo 5e-4, appo 1e-3")] = None,
+    train_batch_size: Annotated[
+        int | None, typer.Option(help="Default: ppo 4000, appo 128")
+    ] = None,
+    minibatch_size: Annotated[int | None, typer.Option(help="PPO; default 500")] = None,
+    num_epochs: Annotated[int | None, typer.Option(help="PPO; default 4")] = None,
+    entropy_coeff: Annotated[float | None, typer.Option(help="Default 0.01")] = None,
     hiddens: Annotated[str, typer.Option(help="Hidden layer sizes")] = "128,128",
     checkpoint_every: int = 10,
     num_env_runners: int = 0,
@@ -168,6 +178,17 @@ def train(
     from croupier.trainer.run import train as run_training
 
     _setup_logging(log_level)
+    hyper = Hyper.defaults(algo)
+    overrides = {
+        "lr": lr,
+        "train_batch_size": train_batch_size,
+        "minibatch_size": minibatch_size,
+        "num_epochs": num_epochs,
+        "entropy_coeff": entropy_coeff,
+    }
+    for name, value in overrides.items():
+        if value is not None:
+            setattr(hyper, name, value)
     options = TrainOptions(
         game=game,
         algo=algo,
@@ -180,13 +201,7 @@ def train(
         token=link_token,
         checkpoint_every=checkpoint_every,
         hiddens=[int(h) for h in hiddens.split(",")],
-        hyper=Hyper(
-            lr=lr,
-            train_batch_size=train_batch_size,
-            minibatch_size=minibatch_size,
-            num_epochs=num_epochs,
-            entropy_coeff=entropy_coeff,
-        ),
+        hyper=hyper,
         num_env_runners=num_env_runners,
         num_learners=num_learners,
         num_gpus_per_learner=num_gpus_per_learner,
@@ -195,6 +210,57 @@ def train(
     )
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))
+
+
+bench_app = typer.Typer(help="Benchmarks (results under bench/results/).", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("serve")
+def bench_serve(
+    games: Annotated[str, typer.Option(help="Concurrent games, comma separated")] = "100,1000",
+    seconds: Annotated[float, typer.Option(help="Measured seconds per scenario")] = 10.0,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API."""
+    from croupier.bench.serve import bench_serve as run
+    from croupier.bench.serve import format_table, ratios
+
+    report = run([int(g) for g in games.split(",")], seconds, out)
+    from croupier.bench.serve import Result
+
+    results = [Result(**r) for r in report["results"]]
+    typer.echo(format_table(results))
+    typer.echo(json.dumps(ratios(results), indent=2))
+
+
+@bench_app.command("train")
+def bench_train(
+    game: str = "leduc-holdem",
+    algo: str = "ppo",
+    minutes: float = 3.0,
+    eval_hands: int = 10_000,
+    out: Path = Path("bench/results"),
+) -> None:
+    """External path vs RLlib in-process (the anchor): env steps/s and payoff vs rules."""
+    from croupier.bench.train import bench_train as run
+    from croupier.bench.train import format_report
+
+    typer.echo(format_report(run(game, algo, minutes, out, eval_hands)))
+
+
+@bench_app.command("lag")
+def bench_lag(
+    game: str = "leduc-holdem",
+    algos: str = "appo,ppo",
+    lags: str = "0,2,8,32",
+    minutes: float = 2.0,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Learning curves when the behaviour policy lags the learner by N versions."""
+    from croupier.bench.lag import bench_lag as run
+
+    run(game, algos.split(","), [int(x) for x in lags.split(",")], minutes, out)
 
 
 def main() -> None:

@@ -25,8 +25,11 @@ class ServerConfig:
     # Batching of learned-policy forwards.
     max_batch: int = 256
     max_wait_ms: float = 0.0
+    forward_thread: bool = True
     # Weights versions kept in memory, and where each received version is written.
     keep_versions: int = 8
+    # Experiments: serve the version this many places behind the newest (`bench lag`).
+    behaviour_lag: int = 0
     weights_dir: Path | None = None
     # Finished episodes waiting for the trainer (oldest dropped, counted, past this).
     outbox_max_episodes: int = 50_000

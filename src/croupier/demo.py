@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -119,66 +120,44 @@ def plot_curve(points: list[dict[str, Any]], final: dict[str, Any], path: Path, 
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--minutes", type=float, default=float(os.environ.get("DEMO_MINUTES", 5)))
-    ap.add_argument("--game", default="leduc-holdem")
-    ap.add_argument("--games", type=int, default=128, help="concurrent tables")
-    ap.add_argument("--algo", default="ppo", help="ppo (learned fastest here) or appo")
-    ap.add_argument("--eval-hands", type=int, default=10_000)
-    ap.add_argument("--runs-dir", type=Path, default=Path("runs"))
-    args = ap.parse_args(argv)
+@dataclass
+class ExternalRun:
+    """One run of the whole external path: trainer + server processes, engine here."""
 
-    run_dir = args.runs_dir / time.strftime("%Y%m%d-%H%M%S")
+    game: str = "leduc-holdem"
+    minutes: float = 5.0
+    algo: str = "ppo"
+    tables: int = 128
+    eval_hands: int = 10_000
+    run_dir: Path = Path("runs/demo")
+    train_args: list[str] = field(default_factory=list)
+    server_args: list[str] = field(default_factory=list)
+    quiet: bool = False
+
+
+def run_external(run: ExternalRun) -> dict[str, Any]:
+    """Train for `run.minutes` while the engine plays learned vs rules through HTTP, then
+    evaluate the final version against the rules (`frozen@<version>`, not recorded)."""
+    run_dir = run.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     link_port, http_port = free_port(), free_port()
     url = f"http://127.0.0.1:{http_port}"
     exe = [sys.executable, "-m", "croupier"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    print(
-        f"croupier demo: {args.game}, {args.games} tables, {args.minutes:g} min of training "
-        f"({args.algo}); logs in {run_dir}/",
-        flush=True,
-    )
-
-    train_args = ["--algo", args.algo, "--checkpoint-dir", str(run_dir / "trainer")]
-    if args.algo == "ppo":
-        train_args += ["--train-batch-size", "4000", "--minibatch-size", "500", "--lr", "5e-4"]
+    say = (lambda *a, **k: None) if run.quiet else print
+    train_args = list(run.train_args)
     trainer = subprocess.Popen(
-        [
-            *exe,
-            "train",
-            "--game",
-            args.game,
-            "--listen",
-            f"127.0.0.1:{link_port}",
-            "--minutes",
-            str(args.minutes),
-            *train_args,
-        ],
-        stdout=(run_dir / "trainer.log").open("w"),
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+        [*exe, "train", "--game", run.game, "--algo", run.algo,
+         "--listen", f"127.0.0.1:{link_port}", "--minutes", str(run.minutes),
+         "--checkpoint-dir", str(run_dir / "trainer"), *train_args],
+        stdout=(run_dir / "trainer.log").open("w"), stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
     server = subprocess.Popen(
-        [
-            *exe,
-            "serve",
-            "--game",
-            args.game,
-            "--port",
-            str(http_port),
-            "--seats",
-            "learned,rules",
-            "--trainer",
-            f"127.0.0.1:{link_port}",
-            "--weights-dir",
-            str(run_dir / "weights"),
-        ],
-        stdout=(run_dir / "server.log").open("w"),
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+        [*exe, "serve", "--game", run.game, "--port", str(http_port), "--seats", "learned,rules",
+         "--trainer", f"127.0.0.1:{link_port}", "--weights-dir", str(run_dir / "weights"),
+         *run.server_args],
+        stdout=(run_dir / "server.log").open("w"), stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
     try:
         wait_until_up(url, server)
         started = time.monotonic()
@@ -189,10 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             p = last_progress(progress_file)
             w = curve.window(summary, p)
             if p is None:
-                print(f"  waiting for the trainer... {summary.hands} hands played", flush=True)
+                say(f"  waiting for the trainer... {summary.hands} hands played", flush=True)
                 return
             payoff = "   n/a" if w["payoff"] is None else f"{w['payoff']:+.3f}"
-            print(
+            say(
                 f"  {w['seconds']:5.0f}s  iter {p['iteration']:4d}  "
                 f"{p['env_steps_per_s']:6.0f} steps/s  version {p['version']:4d}  "
                 f"lag p50/p90 {p['lag']['p50']:.0f}/{p['lag']['p90']:.0f}  "
@@ -200,62 +179,20 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
-        play_s = max(10.0, args.minutes * 60 - (time.monotonic() - started))
+        play_s = max(10.0, run.minutes * 60 - (time.monotonic() - started))
         training = uvloop.run(
-            run_engine(
-                url,
-                args.game,
-                args.games,
-                ["learned", "rules"],
-                None,
-                play_s,
-                progress=show,
-                batch=True,
-            )
-        )
+            run_engine(url, run.game, run.tables, ["learned", "rules"], None, play_s,
+                       progress=show, batch=True)
+        )  # fmt: skip
         trainer.wait(timeout=600)
         time.sleep(2.0)  # the final push reaches the server
         version = get_json(url + "/v1/policies")["policies"]["learned"]["latest"]
-        print(
-            f"training done; evaluating version {version} against the rules "
-            f"over {args.eval_hands} hands...",
-            flush=True,
-        )
+        say(f"training done; evaluating version {version} against the rules "
+            f"over {run.eval_hands} hands...", flush=True)  # fmt: skip
         final = uvloop.run(
-            run_engine(
-                url,
-                args.game,
-                args.games,
-                [f"frozen@{version}", "rules"],
-                args.eval_hands,
-                None,
-                batch=True,
-            )
-        )
-        stats = final.policies[f"frozen@{version}"]
-        result = {"n": stats.n, "mean": stats.mean, "ci95": stats.ci95}
-        report = {
-            "game": args.game,
-            "algo": args.algo,
-            "minutes": args.minutes,
-            "tables": args.games,
-            "final_version": version,
-            "final_vs_rules": result,
-            "beats_rules": stats.mean - stats.ci95 > 0,
-            "training_engine": training.to_dict(),
-            "eval_engine": final.to_dict(),
-            "trainer_last": last_progress(progress_file),
-            "curve": curve.points,
-        }
-        (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=float))
-        plot_curve(curve.points, result, run_dir / "learning_curve.png", args.game)
-        print(final.format_table())
-        print(
-            f"final version {version} vs rules: {stats.mean:+.3f} ± {stats.ci95:.3f} per hand "
-            f"(leduc's best response to the rules: +1.133); report: {run_dir / 'report.json'}, "
-            f"curve: {run_dir / 'learning_curve.png'}"
-        )
-        return 0
+            run_engine(url, run.game, run.tables, [f"frozen@{version}", "rules"],
+                       run.eval_hands, None, batch=True)
+        )  # fmt: skip
     finally:
         for proc in (server, trainer):
             if proc.poll() is None:
@@ -265,6 +202,54 @@ def main(argv: list[str] | None = None) -> int:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+    stats = final.policies[f"frozen@{version}"]
+    result = {"n": stats.n, "mean": stats.mean, "ci95": stats.ci95}
+    report = {
+        "game": run.game,
+        "algo": run.algo,
+        "minutes": run.minutes,
+        "tables": run.tables,
+        "final_version": version,
+        "final_vs_rules": result,
+        "beats_rules": stats.mean - stats.ci95 > 0,
+        "training_engine": training.to_dict(),
+        "eval_engine": final.to_dict(),
+        "trainer_last": last_progress(progress_file),
+        "curve": curve.points,
+    }
+    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=float))
+    plot_curve(curve.points, result, run_dir / "learning_curve.png", run.game)
+    report["eval_table"] = final.format_table()
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=float(os.environ.get("DEMO_MINUTES", 5)))
+    ap.add_argument("--game", default="leduc-holdem")
+    ap.add_argument("--games", type=int, default=128, help="concurrent tables")
+    ap.add_argument("--algo", default="ppo", help="ppo (learned fastest here) or appo")
+    ap.add_argument("--eval-hands", type=int, default=10_000)
+    ap.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    args = ap.parse_args(argv)
+    run = ExternalRun(
+        game=args.game,
+        minutes=args.minutes,
+        algo=args.algo,
+        tables=args.games,
+        eval_hands=args.eval_hands,
+        run_dir=args.runs_dir / time.strftime("%Y%m%d-%H%M%S"),
+    )
+    print(f"croupier demo: {run.game}, {run.tables} tables, {run.minutes:g} min of training "
+          f"({run.algo}); logs in {run.run_dir}/", flush=True)  # fmt: skip
+    report = run_external(run)
+    final = report["final_vs_rules"]
+    print(report["eval_table"])
+    best = " (leduc's best response to the rules: +1.133)" if run.game == "leduc-holdem" else ""
+    print(f"final version {report['final_version']} vs rules: {final['mean']:+.3f} ± "
+          f"{final['ci95']:.3f} per hand{best}; report: {run.run_dir / 'report.json'}, "
+          f"curve: {run.run_dir / 'learning_curve.png'}")  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":

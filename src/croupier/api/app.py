@@ -31,9 +31,15 @@ def build_service(config: ServerConfig) -> DecisionService:
         num_players=config.num_players,
     )
     versions = PolicyVersions(
-        adapter, keep=config.keep_versions, weights_dir=config.weights_dir, seed=config.seed
+        adapter,
+        keep=config.keep_versions,
+        weights_dir=config.weights_dir,
+        seed=config.seed,
+        behaviour_lag=config.behaviour_lag,
     )
-    batcher = InferenceBatcher(versions, config.max_batch, config.max_wait_ms)
+    batcher = InferenceBatcher(
+        versions, config.max_batch, config.max_wait_ms, config.forward_thread
+    )
     outbox = EpisodeOutbox(config.outbox_max_episodes)
     return DecisionService(config, adapter, versions, batcher, outbox)
 

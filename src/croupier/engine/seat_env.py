@@ -5,7 +5,8 @@ stepping this env (no HTTP, no link) trains the same module on the same problem.
 anchor the external path is measured against, and a quick place to tune hyperparameters.
 
 Hands in which the opponent ends the game before the learner acts have no decision for the
-learner; `reset` deals on until the learner has one (count them in `skipped_hands`).
+learner; `reset` deals on until the learner has one, keeping their payoffs in
+`skipped_payoffs` (payoff per hand must count every hand, not only RLlib's episodes).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class SeatEnv(gym.Env):
         self._rng = np.random.default_rng(config.get("seed"))
         self._seat = 0
         self._state: dict[str, Any] = {}
-        self.skipped_hands = 0
+        self.skipped_payoffs: list[float] = []
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         if seed is not None:
@@ -47,7 +48,7 @@ class SeatEnv(gym.Env):
             self._play_opponents()
             if not self.table.is_over():
                 return self._observe(), {}
-            self.skipped_hands += 1
+            self.skipped_payoffs.append(float(self.table.payoffs()[self._seat]))
         raise RuntimeError("the learner never got a decision")
 
     def step(self, action: int) -> tuple[Any, float, bool, bool, dict]:

@@ -13,9 +13,18 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-import msgpack
 import numpy as np
 from ray.rllib.env.external.rllink import RLlink
+
+# msgpack's own implementation, bound directly: RLlib's `try_import_msgpack()` runs
+# `msgpack_numpy.patch()`, which replaces `msgpack.packb/unpackb` process-wide with versions
+# that unpickle object arrays before any hook of ours could refuse them.
+try:
+    from msgpack._cmsgpack import Packer as _Packer
+    from msgpack._cmsgpack import unpackb as _unpackb
+except ImportError:  # pure-Python msgpack
+    from msgpack.fallback import Packer as _Packer
+    from msgpack.fallback import unpackb as _unpackb
 
 HEADER_BYTES = 8
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
@@ -75,7 +84,7 @@ def _decode_hook(obj: dict[Any, Any]) -> Any:
 
 def pack(message: dict[str, Any]) -> bytes:
     """A whole frame (header + body) for `message`, which must carry a "type"."""
-    body = msgpack.packb(message, default=_encode_default, use_bin_type=True)
+    body = _Packer(default=_encode_default, use_bin_type=True).pack(message)
     if len(body) >= 10**HEADER_BYTES:
         raise ValueError("message too large for an RLlink frame")
     return str(len(body)).zfill(HEADER_BYTES).encode("ascii") + body
@@ -83,7 +92,7 @@ def pack(message: dict[str, Any]) -> bytes:
 
 def unpack_body(body: bytes) -> tuple[RLlink, dict[str, Any]]:
     try:
-        message = msgpack.unpackb(
+        message = _unpackb(
             body, raw=False, object_hook=_decode_hook, strict_map_key=False, use_list=True
         )
     except FrameError:

@@ -38,7 +38,13 @@ class _Request:
 
 
 class InferenceBatcher:
-    def __init__(self, versions: PolicyVersions, max_batch: int = 256, max_wait_ms: float = 0.0):
+    def __init__(
+        self,
+        versions: PolicyVersions,
+        max_batch: int = 256,
+        max_wait_ms: float = 0.0,
+        forward_thread: bool = True,
+    ):
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self.versions = versions
@@ -48,6 +54,9 @@ class InferenceBatcher:
         self._running: list[_Request] = []  # the batch on the forward thread right now
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        # On its own thread the forward overlaps request handling (torch drops the GIL inside
+        # its kernels); inline, it saves the hand-off. `croupier bench serve` measures both.
+        self.forward_thread = forward_thread
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="croupier-forward")
         self.forward_passes = 0
         self.decisions = 0
@@ -92,7 +101,10 @@ class InferenceBatcher:
             batch = self._running = self._pending[: self.max_batch]
             del self._pending[: self.max_batch]
             try:
-                results = await loop.run_in_executor(self._executor, self._forward, batch)
+                if self.forward_thread:
+                    results = await loop.run_in_executor(self._executor, self._forward, batch)
+                else:
+                    results = self._forward(batch)
             except Exception as e:  # a broken model must fail its requests, not the worker
                 results = None
                 for req in batch:

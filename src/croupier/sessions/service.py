@@ -81,7 +81,7 @@ class DecisionService:
             raise Unprocessable(f"unknown seats {sorted(unknown)}; seats are {self.adapter.seats}")
         mix = self.config.seat_mix
         shift = self.games.created_total % len(mix)
-        latest, loaded = self.versions.latest, self.versions.versions()
+        latest, loaded = self.versions.current, self.versions.versions()
         plan: dict[str, SeatPolicy] = {}
         for i, seat in enumerate(self.adapter.seats):
             spec = seats.get(seat) or mix[(i + shift) % len(mix)]

@@ -2,7 +2,8 @@
 
 No environment lives in the trainer: the spaces come from the game adapter, the samples from
 `LinkEnvRunner`, the network is croupier's masked module. APPO (V-trace corrects the lag of
-episodes played with older weights) is the default; PPO stays selectable.
+episodes played with older weights) is the default; PPO stays selectable. `anchor_config` is
+the same algorithm on the same module stepping the game in-process: the benchmark's anchor.
 """
 
 from __future__ import annotations
@@ -21,17 +22,53 @@ from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
 
 @dataclass
 class Hyper:
-    """Training hyperparameters. The defaults learned leduc-holdem against its rules quickly
-    on a 2-core machine; see docs for what was measured."""
+    """Training hyperparameters; `Hyper.defaults(algo)` gives what learned leduc-holdem
+    against its rules fastest on a 2-core machine (docs/training.md)."""
 
     lr: float = 1e-3
     gamma: float = 1.0
-    train_batch_size: int = 1000
-    minibatch_size: int = 250
+    train_batch_size: int = 128
+    minibatch_size: int = 500  # PPO
     num_epochs: int = 4  # PPO
     entropy_coeff: float = 0.01
     vf_loss_coeff: float = 0.5
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def defaults(cls, algo: str) -> Hyper:
+        if algo == "ppo":
+            return cls(lr=5e-4, train_batch_size=4000, minibatch_size=500, num_epochs=4)
+        # APPO in ray 2.60 takes one gradient step per train batch: small batches learn faster.
+        return cls(lr=1e-3, train_batch_size=128)
+
+
+def base_config(spec: ModelSpec, hyper: Hyper) -> AlgorithmConfig:
+    """Algorithm, module and training settings, shared by the trainer and the anchor."""
+    if spec.algo == "appo":
+        config: AlgorithmConfig = APPOConfig()
+        training: dict[str, Any] = {"vtrace": True, "use_kl_loss": False}
+    elif spec.algo == "ppo":
+        config = PPOConfig()
+        training = {
+            "num_epochs": hyper.num_epochs,
+            "minibatch_size": hyper.minibatch_size,
+            "use_kl_loss": False,
+        }
+    else:
+        raise ValueError(f"unknown algorithm {spec.algo!r}: appo or ppo")
+    return (
+        config.rl_module(rl_module_spec=spec.rl_module_spec())
+        .training(
+            lr=hyper.lr,
+            gamma=hyper.gamma,
+            train_batch_size_per_learner=hyper.train_batch_size,
+            entropy_coeff=hyper.entropy_coeff,
+            vf_loss_coeff=hyper.vf_loss_coeff,
+            **training,
+            **hyper.extra,
+        )
+        .reporting(metrics_num_episodes_for_smoothing=200, min_time_s_per_iteration=2)
+    )
 
 
 def build_config(
@@ -43,24 +80,7 @@ def build_config(
     num_learners: int = 0,
     num_gpus_per_learner: float = 0,
 ) -> AlgorithmConfig:
-    hyper = hyper or Hyper()
-    if spec.algo == "appo":
-        config: AlgorithmConfig = APPOConfig()
-        training: dict[str, Any] = {
-            "vtrace": True,
-            "use_kl_loss": False,
-            "circular_buffer_num_batches": 4,
-            "circular_buffer_iterations_per_batch": 2,
-        }
-    elif spec.algo == "ppo":
-        config = PPOConfig()
-        training = {
-            "num_epochs": hyper.num_epochs,
-            "minibatch_size": hyper.minibatch_size,
-            "use_kl_loss": False,
-        }
-    else:
-        raise ValueError(f"unknown algorithm {spec.algo!r}: appo or ppo")
+    hyper = hyper or Hyper.defaults(spec.algo)
     # IMPALA/APPO counts every `sample()` result as `rollout_fragment_length` steps when it
     # packs learner batches, and our runner returns at least `sample_min_steps`: make them one
     # train batch, so each sample is one learner update.
@@ -73,7 +93,8 @@ def build_config(
         }
     )
     return (
-        config.environment(
+        base_config(spec, hyper)
+        .environment(
             observation_space=adapter.observation_space,
             action_space=adapter.action_space,
             env_config={"croupier": asdict(link)},
@@ -84,15 +105,18 @@ def build_config(
             rollout_fragment_length=hyper.train_batch_size,
         )
         .learners(num_learners=num_learners, num_gpus_per_learner=num_gpus_per_learner)
-        .rl_module(rl_module_spec=spec.rl_module_spec())
-        .training(
-            lr=hyper.lr,
-            gamma=hyper.gamma,
-            train_batch_size_per_learner=hyper.train_batch_size,
-            entropy_coeff=hyper.entropy_coeff,
-            vf_loss_coeff=hyper.vf_loss_coeff,
-            **training,
-            **hyper.extra,
-        )
-        .reporting(metrics_num_episodes_for_smoothing=200, min_time_s_per_iteration=2)
+    )
+
+
+def anchor_config(
+    game: str, spec: ModelSpec, hyper: Hyper | None = None, num_envs: int = 64
+) -> AlgorithmConfig:
+    """The same algorithm and module stepping the game in-process (learner vs the rules)."""
+    from croupier.engine.seat_env import SeatEnv
+
+    hyper = hyper or Hyper.defaults(spec.algo)
+    return (
+        base_config(spec, hyper)
+        .environment(SeatEnv, env_config={"game": game, "opponent": "rules"})
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=num_envs)
     )

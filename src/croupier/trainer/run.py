@@ -39,7 +39,7 @@ class TrainOptions:
     token: str | None = None
     checkpoint_every: int = 10
     hiddens: list[int] = field(default_factory=lambda: [128, 128])
-    hyper: Hyper = field(default_factory=Hyper)
+    hyper: Hyper | None = None  # None: Hyper.defaults(algo)
     num_env_runners: int = 0
     num_learners: int = 0
     num_gpus_per_learner: float = 0
@@ -106,6 +106,8 @@ class Trainer:
             host=host, port=port, token=opts.token, max_version_lag=opts.max_version_lag
         )
         spec = ModelSpec(algo=opts.algo, hiddens=list(opts.hiddens))
+        if opts.hyper is None:
+            opts.hyper = Hyper.defaults(opts.algo)
         config = build_config(
             adapter,
             link,
@@ -165,7 +167,7 @@ class Trainer:
         deadline = time.monotonic() + opts.minutes * 60 if opts.minutes else None
         Path(opts.checkpoint_dir).mkdir(parents=True, exist_ok=True)
         runner = self._runner()
-        min_steps = opts.hyper.train_batch_size
+        min_steps = opts.hyper.train_batch_size if opts.hyper else 1
         iteration = 0
         last: dict[str, Any] = {}
         t_last, steps_last = time.monotonic(), self.link_stats()["steps_received"]

@@ -1,0 +1,36 @@
+-- wrk script for `croupier bench serve`: POST prepared decide requests, round robin.
+-- The bodies are prepared by the Python side (one per line in BENCH_BODIES, path first,
+-- a tab, then the JSON body), so the load generator does no work per request.
+
+local requests = {}
+local n = 0
+
+function init(args)
+  local file = assert(io.open(os.getenv("BENCH_BODIES"), "r"))
+  for line in file:lines() do
+    local tab = string.find(line, "\t", 1, true)
+    local path = string.sub(line, 1, tab - 1)
+    local body = string.sub(line, tab + 1)
+    n = n + 1
+    requests[n] = wrk.format("POST", path, {["Content-Type"] = "application/json"}, body)
+  end
+  file:close()
+end
+
+local i = 0
+function request()
+  i = i % n + 1
+  return requests[i]
+end
+
+function done(summary, latency, requests)
+  local out = io.open(os.getenv("BENCH_OUT"), "w")
+  out:write(string.format(
+    '{"requests": %d, "duration_us": %d, "errors_connect": %d, "errors_read": %d, ' ..
+    '"errors_write": %d, "errors_status": %d, "errors_timeout": %d, ' ..
+    '"p50_us": %d, "p90_us": %d, "p99_us": %d, "max_us": %d}\n',
+    summary.requests, summary.duration, summary.errors.connect, summary.errors.read,
+    summary.errors.write, summary.errors.status, summary.errors.timeout,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max))
+  out:close()
+end

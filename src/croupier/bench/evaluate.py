@@ -1,0 +1,60 @@
+"""Play a policy's weights against the rules in-process: the same yardstick for any run.
+
+Both sides of `bench train` are scored here (the anchor's module and the external path's last
+served version), so neither gains from how it is evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from croupier.engine.seat_env import SeatEnv
+from croupier.policies.learned import PolicyVersions, WeightsState
+from croupier.policies.module import ModelSpec
+
+MAX_STEPS_PER_HAND = 10_000
+
+
+def load_served_weights(weights_dir: Path) -> tuple[int, ModelSpec, WeightsState]:
+    """The newest version a policy server wrote to its `--weights-dir`."""
+    meta = json.loads((weights_dir / "latest.json").read_text())
+    with np.load(weights_dir / meta["file"], allow_pickle=False) as data:
+        weights = {k: data[k] for k in data.files}
+    return int(meta["version"]), ModelSpec.from_dict(meta["spec"]), weights
+
+
+def payoff_vs(
+    game: str,
+    spec: ModelSpec,
+    weights: WeightsState,
+    hands: int,
+    opponent: str = "rules",
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Mean payoff per hand (sampled actions, seats random) with a 95% CI half-width."""
+    env = SeatEnv({"game": game, "opponent": opponent, "seed": seed})
+    versions = PolicyVersions(env.adapter, spec)
+    versions.install(1, weights)
+    _, module = versions.resolve(None)
+    payoffs = []
+    for _ in range(hands):
+        obs, _ = env.reset()
+        for _ in range(MAX_STEPS_PER_HAND):
+            act = versions.act(module, obs["observations"][None], obs["action_mask"][None])
+            obs, reward, terminated, _, _ = env.step(int(act.actions[0]))
+            if terminated:
+                payoffs.append(reward)
+                break
+    # Hands the opponent ended before the learner acted count too, at what they paid.
+    payoffs += env.skipped_payoffs
+    x = np.asarray(payoffs)
+    return {
+        "n": int(x.size),
+        "mean": float(x.mean()),
+        "ci95": float(1.96 * x.std(ddof=1) / math.sqrt(x.size)),
+    }
