@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from croupier.sessions.games import GameEnded, GameExists, GameNotFound
-from croupier.sessions.service import Unprocessable
+from croupier.sessions.service import CLIENT_ERRORS
 
-CLIENT_ERRORS = (GameNotFound, GameEnded, GameExists, Unprocessable)
+__all__ = ["CLIENT_ERRORS", "status_and_detail"]
 
 
 def status_and_detail(exc: Exception) -> tuple[int, str]:

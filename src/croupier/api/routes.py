@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
 from croupier.api.schemas import (
@@ -62,24 +61,41 @@ async def decide(game_id: str, body: DecideRequest, request: Request) -> DecideR
 async def decide_batch(body: DecideBatchRequest, request: Request) -> DecideBatchResponse:
     """Many games' decisions in one request (an engine running many tables in one process
     amortises HTTP). Learned decisions among them share forward passes."""
-    svc = service(request)
-    results = await asyncio.gather(*(_decide_item(svc, item) for item in body.items))
-    return DecideBatchResponse(results=results)
+    items = _validate_items(body.items)
+    requests = [
+        it if isinstance(it, Exception) else (it.game_id, it.seat, it.state, it.reward)
+        for it in items
+    ]
+    outcomes = await service(request).decide_many(requests)
+    return DecideBatchResponse(results=[_batch_result(o) for o in outcomes])
 
 
-async def _decide_item(svc: DecisionService, raw: Any) -> BatchResult:
+_ITEMS = TypeAdapter(list[BatchItem])
+
+
+def _validate_items(raw: list[Any]) -> list[BatchItem | Exception]:
+    """All items in one validation; only when something is off, item by item."""
     try:
-        item = BatchItem.model_validate(raw)
-        decision = await svc.decide(item.game_id, item.seat, item.state, item.reward)
-    except ValidationError as e:
-        return _item_error(422, [{"loc": list(x["loc"]), "msg": x["msg"]} for x in e.errors()])
-    except CLIENT_ERRORS as e:
-        return _item_error(*status_and_detail(e))
-    return BatchResult(**decision.to_dict())
+        return list(_ITEMS.validate_python(raw))
+    except ValidationError:
+        pass
+    out: list[BatchItem | Exception] = []
+    for item in raw:
+        try:
+            out.append(BatchItem.model_validate(item))
+        except ValidationError as e:
+            out.append(e)
+    return out
 
 
-def _item_error(status: int, detail: Any) -> BatchResult:
-    return BatchResult(error={"status": status, "detail": detail})
+def _batch_result(outcome: Any) -> BatchResult:
+    if isinstance(outcome, ValidationError):
+        detail = [{"loc": list(x["loc"]), "msg": x["msg"]} for x in outcome.errors()]
+        return BatchResult(error={"status": 422, "detail": detail})
+    if isinstance(outcome, CLIENT_ERRORS):
+        status, detail = status_and_detail(outcome)
+        return BatchResult(error={"status": status, "detail": detail})
+    return BatchResult(**outcome.to_dict())
 
 
 @router.post("/v1/games/{game_id}/end", response_model=GameEndedResponse, responses=GAME_ERRORS)

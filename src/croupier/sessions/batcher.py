@@ -81,13 +81,18 @@ class InferenceBatcher:
     def queued(self) -> int:
         return len(self._pending)
 
-    async def decide(self, obs: np.ndarray, mask: np.ndarray, version: int | None) -> ModelDecision:
-        """Queue one decision; resolves after the batch that carries it has run."""
+    def submit(
+        self, obs: np.ndarray, mask: np.ndarray, version: int | None
+    ) -> asyncio.Future[ModelDecision]:
+        """Queue one decision; the future resolves after the batch that carries it has run."""
         assert self._wake is not None, "batcher not started"
         future: asyncio.Future[ModelDecision] = asyncio.get_running_loop().create_future()
         self._pending.append(_Request(obs, mask, version, future))
         self._wake.set()
-        return await future
+        return future
+
+    async def decide(self, obs: np.ndarray, mask: np.ndarray, version: int | None) -> ModelDecision:
+        return await self.submit(obs, mask, version)
 
     async def _worker(self) -> None:
         assert self._wake is not None

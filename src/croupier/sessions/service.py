@@ -6,6 +6,7 @@ its status code, so every client mistake has a clear 4xx and none reaches a 500.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from dataclasses import dataclass
@@ -18,14 +19,17 @@ from croupier.games.base import GameAdapter, InvalidState
 from croupier.games.registry import load_rules
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.seats import BadPolicySpec, SeatPolicy, parse_seat_policy
-from croupier.sessions.batcher import InferenceBatcher
-from croupier.sessions.games import GameSession, GameStore
+from croupier.sessions.batcher import InferenceBatcher, ModelDecision
+from croupier.sessions.games import GameEnded, GameExists, GameNotFound, GameSession, GameStore
 from croupier.trajectories.outbox import EpisodeOutbox
 from croupier.trajectories.recorder import SeatRecorder
 
 
 class Unprocessable(ValueError):
     """The request is well-formed JSON but makes no sense for this game (422)."""
+
+
+CLIENT_ERRORS = (GameNotFound, GameEnded, GameExists, Unprocessable)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,21 @@ class Decision:
             "policy": self.policy,
             "version": self.version,
         }
+
+
+@dataclass
+class _Step:
+    """One decision between validation and answer."""
+
+    session: GameSession
+    seat: str
+    policy: SeatPolicy
+    state: dict[str, Any]
+    reward: float | None
+    obs: np.ndarray
+    mask: np.ndarray
+    index: int = -1
+    pending: asyncio.Future[ModelDecision] | None = None
 
 
 class DecisionService:
@@ -117,6 +136,34 @@ class DecisionService:
     async def decide(
         self, game_id: str, seat: str, state: dict[str, Any], reward: float | None = None
     ) -> Decision:
+        step = self._prepare(game_id, seat, state, reward)
+        if step.pending is not None:
+            await step.pending
+        return self._finish(step)
+
+    async def decide_many(
+        self, requests: list[tuple[str, str, dict[str, Any], float | None] | Exception]
+    ) -> list[Decision | Exception]:
+        """Many decisions at once: the learned ones go to the batcher together (one forward
+        where versions agree) without a task per item; a failing item fails alone."""
+        steps: list[_Step | Exception] = []
+        for request in requests:
+            if isinstance(request, Exception):
+                steps.append(request)
+                continue
+            try:
+                steps.append(self._prepare(*request))
+            except CLIENT_ERRORS as e:
+                steps.append(e)
+        pending = [s.pending for s in steps if isinstance(s, _Step) and s.pending is not None]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        return [s if isinstance(s, Exception) else self._finish(s) for s in steps]
+
+    def _prepare(
+        self, game_id: str, seat: str, state: dict[str, Any], reward: float | None
+    ) -> _Step:
+        """Validate and act where no model is needed; queue the model's work otherwise."""
         session = self.games.get(game_id)
         policy = session.seats.get(seat)
         if policy is None:
@@ -127,23 +174,32 @@ class DecisionService:
             obs, mask = self.adapter.encode(state)
         except InvalidState as e:
             raise Unprocessable(f"bad state: {e}") from None
-
-        version: int | None = None
+        step = _Step(session, seat, policy, state, reward, obs, mask)
         if policy.kind == "rules":
-            index = self._rules_index(state, mask)
+            step.index = self._rules_index(state, mask)
         elif policy.kind == "random":
-            index = int(self._rng.choice(np.flatnonzero(mask)))
+            step.index = int(self._rng.choice(np.flatnonzero(mask)))
         else:
-            result = await self.batcher.decide(obs, mask, policy.version)
-            index, version = result.action, result.version
-            recorder = session.recorders.get(seat)
+            step.pending = self.batcher.submit(obs, mask, policy.version)
+        return step
+
+    def _finish(self, step: _Step) -> Decision:
+        version: int | None = None
+        if step.pending is not None:
+            result = step.pending.result()  # raises what the forward raised
+            step.index, version = result.action, result.version
+            recorder = step.session.recorders.get(step.seat)
             # An abort or end may have landed while this waited on the batcher: record nothing.
-            if recorder is not None and self.games.is_live(game_id):
-                recorder.add_reward(reward or 0.0)
-                recorder.add_decision(obs, mask, index, result.logp, result.logits, version)
-        label = policy.label()
+            if recorder is not None and self.games.is_live(step.session.game_id):
+                recorder.add_reward(step.reward or 0.0)
+                recorder.add_decision(
+                    step.obs, step.mask, step.index, result.logp, result.logits, version
+                )
+        label = step.policy.label()
         self.decisions_by_policy[label] = self.decisions_by_policy.get(label, 0) + 1
-        return Decision(self.adapter.action_value(index, state), index, label, version)
+        return Decision(
+            self.adapter.action_value(step.index, step.state), step.index, label, version
+        )
 
     def end_game(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
         session = self.games.get(game_id)
