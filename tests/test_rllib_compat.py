@@ -164,6 +164,8 @@ def test_stock_trainer_refused_without_compat(stock):
         assert play.hands > 0 and play.errors == 0
         h = server.get("/healthz")
         assert h["episodes"]["recorded"] > 0 and h["episodes"]["shipped"] == 0, h["episodes"]
+        link = h.get("trainer_link") or {}
+        assert link.get("connected") is False and link.get("connects") == 0, link
         assert server.latest() == 0
     assert stock.seq == 0
 
@@ -174,6 +176,7 @@ def test_compat_server_trains_with_the_stock_runner(stock):
     with running_server_logged(*args) as server:
         log = _link_outcome(server, 45.0)
         assert "trainer link up" in log, log[-3000:]
+        assert server.get("/healthz")["trainer_link"]["connected"] is True
         with BackgroundPlay(server.url, games=8) as play:
             # Episodes must be flowing before train(): the stock sample() never times out.
             wait_for(

@@ -153,7 +153,8 @@ def train(
     iterations: Annotated[int | None, typer.Option(help="Stop after this many")] = None,
     ray_address: Annotated[str | None, typer.Option(help="An existing Ray cluster")] = None,
     max_version_lag: Annotated[
-        int | None, typer.Option(help="Drop episodes played this many versions back or more")
+        int | None,
+        typer.Option(help="Drop episodes played more than this many versions behind the newest"),
     ] = None,
     link_token: Annotated[str | None, typer.Option(envvar="CROUPIER_LINK_TOKEN")] = None,
     lr: Annotated[float | None, typer.Option(help="Default: ppo 5e-4, appo 1e-3")] = None,

@@ -180,6 +180,7 @@ class TrainerLink:
             obs_space = getattr(algo_config, "observation_space", None)
             if obs_space is not None and obs_space != self.versions.adapter.observation_space:
                 raise LinkRefused(f"trainer observation space {obs_space} does not match")
+            self._adopt(compat_model_spec(algo_config))
             return
         if not isinstance(config, dict) or config.get("format") != "croupier/1":
             raise LinkRefused(
@@ -198,6 +199,9 @@ class TrainerLink:
         spec = ModelSpec.from_dict(config.get("model") or {})
         if spec.algo not in MODULE_CLASSES:  # never import a class named by the network
             raise LinkRefused(f"unknown module algorithm {spec.algo!r}")
+        self._adopt(spec)
+
+    def _adopt(self, spec: ModelSpec) -> None:
         if spec != self.versions.spec:
             log.info("adopting the trainer's model %s", spec.to_dict())
             self.versions.reset_spec(spec)
@@ -217,6 +221,30 @@ class TrainerLink:
                 self.versions_installed += 1
         except (RuntimeError, ValueError, TypeError) as e:
             raise LinkRefused(f"weights do not fit this server's model: {e}") from None
+
+
+def compat_model_spec(algo_config: Any) -> ModelSpec:
+    """The model of RLlib's stock trainer, read from its AlgorithmConfig (compat mode)."""
+    module_spec = algo_config.rl_module_spec
+    algo = next(
+        (name for name, cls in MODULE_CLASSES.items() if module_spec.module_class is cls), None
+    )
+    if algo is None:
+        raise LinkRefused(
+            f"the trainer trains {module_spec.module_class}, not one of croupier's masked modules"
+        )
+    model = module_spec.model_config or {}
+    if not isinstance(model, dict):
+        model = {
+            k: getattr(model, k) for k in ("fcnet_hiddens", "fcnet_activation", "vf_share_layers")
+        }
+    defaults = ModelSpec()
+    return ModelSpec(
+        algo=algo,
+        hiddens=list(model.get("fcnet_hiddens", defaults.hiddens)),
+        activation=str(model.get("fcnet_activation", defaults.activation)),
+        vf_share_layers=bool(model.get("vf_share_layers", defaults.vf_share_layers)),
+    )
 
 
 def _close(sock: socket.socket) -> None:

@@ -85,6 +85,10 @@ class _Connection:
         self.open = True
         self._out: deque[tuple[bytes, bool]] = deque()  # (frame, is a weights push)
         self._cv = threading.Condition()
+
+    def start(self) -> None:
+        """Start reading and writing; only once the runner knows the connection, so a drop
+        from the first bad frame always finds (and closes) it."""
         threading.Thread(target=self._read_loop, daemon=True, name=f"link-r-{self.name}").start()
         threading.Thread(target=self._write_loop, daemon=True, name=f"link-w-{self.name}").start()
 
@@ -139,6 +143,10 @@ class _Connection:
             runner._drop(self, f"unexpected {type(e).__name__}: {e}")
 
 
+class SamplingStopped(RuntimeError):
+    """`sample()` was asked to stop (or waited `MAX_IDLE_S`) with no episode to return."""
+
+
 class LinkEnvRunner(EnvRunner, Checkpointable):
     def __init__(self, *, config: Any, **kwargs: Any):
         super().__init__(config=config, **kwargs)
@@ -160,6 +168,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self._done_for_metrics: list[SingleAgentEpisode] = []
         self._conns: set[_Connection] = set()
         self._conns_lock = threading.Lock()
+        self._stopping = threading.Event()
         self._state_frame = self._encode_state()
 
         self.listening = None
@@ -179,9 +188,17 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
 
     def sample(self, **kwargs: Any) -> list[SingleAgentEpisode]:
         # RLlib's learner connectors fail on an empty list, so wait for at least one episode
-        # (the training loop calls `wait_for_steps` first, so this rarely waits long).
+        # (the training loop calls `wait_for_steps` first, so this rarely waits long), in
+        # slices, so that a stop request ends the wait.
         self.wait_for_steps(self.options.sample_min_steps, self.options.sample_timeout_s)
-        self.wait_for_steps(1, MAX_IDLE_S)
+        deadline = time.monotonic() + MAX_IDLE_S
+        while not self.wait_for_steps(1, 0.5):
+            if self._stopping.is_set() or time.monotonic() > deadline:
+                raise SamplingStopped(
+                    "no episodes arrived"
+                    if not self._stopping.is_set()
+                    else "the runner is stopping"
+                )
         with self._cv:
             episodes, self._inbox, steps, self._inbox_steps = self._inbox, [], self._inbox_steps, 0
         SingleAgentEnvRunner._increase_sampled_metrics(self, steps, len(episodes))
@@ -210,8 +227,17 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 self.metrics.log_value(("croupier", key), value, window=1)
         return self.metrics.reduce()
 
+    def request_stop(self) -> None:
+        """Make a waiting `sample()` give up (it raises `SamplingStopped`)."""
+        self._stopping.set()
+
     def stop(self) -> None:
+        self._stopping.set()
         if self.listening is not None:
+            # shutdown() wakes the thread blocked in accept(); close() alone would not, and
+            # the port would stay taken.
+            with contextlib.suppress(OSError):
+                self.listening.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 self.listening.close()
             self.listening = None
@@ -324,6 +350,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             conn = _Connection(client, addr, self)
             with self._conns_lock:
                 self._conns.add(conn)
+            conn.start()
 
     def _drop(self, conn: _Connection, why: str) -> None:
         with self._conns_lock:

@@ -128,6 +128,13 @@ class Trainer:
             )
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
 
+    def request_stop(self) -> None:
+        """End the run soon: the loop checkpoints and returns, a waiting sample gives up."""
+        self.stop_requested.set()
+        runner = self._runner() if self.algo is not None else None
+        if runner is not None:
+            runner.request_stop()
+
     # --- views of the runner(s) ----------------------------------------------------------
 
     def _runner(self) -> Any:
@@ -181,7 +188,12 @@ class Trainer:
             # answers signals, deadlines and progress.
             if runner is not None and not runner.wait_for_steps(min_steps, 1.0):
                 continue
-            result = self.algo.train()
+            try:
+                result = self.algo.train()
+            except Exception:
+                if self.stop_requested.is_set():
+                    break  # the runner gave up waiting because we are stopping
+                raise
             iteration += 1
             stats = self.link_stats()
             now = time.monotonic()
@@ -246,7 +258,7 @@ def train(options: TrainOptions, quiet: bool = False) -> dict[str, Any]:
     trainer = Trainer(options)
 
     def request_stop(signum: int, frame: Any) -> None:
-        trainer.stop_requested.set()
+        trainer.request_stop()
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, request_stop)
