@@ -101,3 +101,42 @@ def mask_from_indices(indices: Any, num_actions: int) -> np.ndarray:
     mask = np.zeros(num_actions, np.float32)
     mask[ids] = 1.0
     return mask
+
+
+class NamedActionsAdapter(GameAdapter):
+    """A game whose actions are a fixed list of names (as RLCard's are): the engine's value
+    for an action is its name, its index the name's place in `action_names`."""
+
+    action_names: tuple[str, ...] = ()
+    _action_ids: dict[str, int] = {}
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if cls.action_names:
+            cls.num_actions = len(cls.action_names)
+            cls._action_ids = {a: i for i, a in enumerate(cls.action_names)}
+
+    def action_value(self, index: int, state: dict[str, Any]) -> str:
+        if not 0 <= int(index) < self.num_actions:
+            raise InvalidState(f"action index {index!r} out of range 0..{self.num_actions - 1}")
+        return self.action_names[int(index)]
+
+    def action_index(self, value: Any, state: dict[str, Any]) -> int:
+        if not isinstance(value, str) or value not in self._action_ids:
+            raise InvalidState(f"unknown {self.name} action {value!r}")
+        return self._action_ids[value]
+
+    def legal_mask(self, legal: Any) -> np.ndarray:
+        """The mask for a list of legal action names; rejects a non-list, an empty list and
+        unknown names."""
+        if not isinstance(legal, list):
+            raise InvalidState(f"'legal_actions' must be a list of action names, got {legal!r}")
+        if not legal:
+            raise InvalidState("the state lists no legal action")
+        ids = [self._action_ids.get(a, -1) if isinstance(a, str) else -1 for a in legal]
+        if min(ids) < 0:
+            bad = [a for a, i in zip(legal, ids, strict=True) if i < 0]
+            raise InvalidState(f"unknown action(s) {bad!r}")
+        mask = np.zeros(self.num_actions, np.float32)
+        mask[ids] = 1.0
+        return mask

@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 import rlcard
 
-from croupier.games.base import GameAdapter, InvalidState, RulesFn
+from croupier.games.base import InvalidState, NamedActionsAdapter, RulesFn
 
 ACTIONS: tuple[str, ...] = ("call", "raise", "fold", "check")
-_ACTION_INDEX = {a: i for i, a in enumerate(ACTIONS)}
 
 # RLCard's own card -> rank index table (suit is ignored: "SJ" and "HJ" are both 0).
 CARD_INDEX: dict[str, int] = json.loads(
@@ -50,23 +49,10 @@ def _card(state: dict[str, Any], key: str) -> int:
     return CARD_INDEX[card]
 
 
-def legal_indices(legal: Any, index: dict[str, int]) -> list[int]:
-    """Legal action names -> ids, rejecting a non-list, an empty list or an unknown name."""
-    if not isinstance(legal, list):
-        raise InvalidState(f"'legal_actions' must be a list of action names, got {legal!r}")
-    if not legal:
-        raise InvalidState("the state lists no legal action")
-    ids = [index.get(a, -1) if isinstance(a, str) else -1 for a in legal]
-    if min(ids) < 0:
-        bad = [a for a, i in zip(legal, ids, strict=True) if i < 0]
-        raise InvalidState(f"unknown action(s) {bad!r}")
-    return ids
-
-
-class LeducAdapter(GameAdapter):
+class LeducAdapter(NamedActionsAdapter):
     name = "leduc-holdem"
     obs_size = OBS_SIZE
-    num_actions = len(ACTIONS)
+    action_names = ACTIONS
     num_players = 2
 
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -90,26 +76,14 @@ class LeducAdapter(GameAdapter):
         if not (0 <= mine <= MAX_CHIPS and 0 <= opp <= MAX_CHIPS):
             raise InvalidState(f"chips must lie in 0..{MAX_CHIPS}, got mine={mine} opp={opp}")
 
-        ids = legal_indices(state["legal_actions"], _ACTION_INDEX)
+        mask = self.legal_mask(state["legal_actions"])
 
         hot = [hand, _MY_CHIPS_OFFSET + int(mine), _OPP_CHIPS_OFFSET + int(opp)]
         if public is not None:
             hot.append(_PUBLIC_OFFSET + public)
         obs = np.zeros(OBS_SIZE, np.float32)
         obs[hot] = 1.0
-        mask = np.zeros(self.num_actions, np.float32)
-        mask[ids] = 1.0
         return obs, mask
-
-    def action_value(self, index: int, state: dict[str, Any]) -> str:
-        if not 0 <= int(index) < self.num_actions:
-            raise InvalidState(f"action index {index!r} out of range 0..{self.num_actions - 1}")
-        return ACTIONS[int(index)]
-
-    def action_index(self, value: Any, state: dict[str, Any]) -> int:
-        if not isinstance(value, str) or value not in _ACTION_INDEX:
-            raise InvalidState(f"unknown action {value!r}; expected one of {list(ACTIONS)}")
-        return _ACTION_INDEX[value]
 
     def rules(self) -> RulesFn:
         # describe() calls rules() just to ask whether there is one: don't load RLCard here.

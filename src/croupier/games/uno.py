@@ -17,10 +17,10 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
-from rlcard.games.uno.utils import ACTION_LIST, ACTION_SPACE, encode_hand, encode_target
+from rlcard.games.uno.utils import ACTION_LIST, encode_hand, encode_target
 
-from croupier.games.base import GameAdapter, InvalidState, RulesFn
-from croupier.games.leduc import legal_indices, rlcard_view
+from croupier.games.base import InvalidState, NamedActionsAdapter, RulesFn
+from croupier.games.leduc import rlcard_view
 
 _CARDS = frozenset(a for a in ACTION_LIST if a != "draw")
 _WILD_CARDS = frozenset(c for c in _CARDS if c.split("-", 1)[1] in ("wild", "wild_draw_4"))
@@ -33,10 +33,10 @@ OBS_SIZE = int(np.prod(_PLANES))
 _REQUIRED = ("hand", "target", "legal_actions")
 
 
-class UnoAdapter(GameAdapter):
+class UnoAdapter(NamedActionsAdapter):
     name = "uno"
     obs_size = OBS_SIZE
-    num_actions = len(ACTION_LIST)
+    action_names = tuple(ACTION_LIST)  # RLCard's ids: ACTION_SPACE[name] == position here
     num_players = 2
 
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -59,24 +59,12 @@ class UnoAdapter(GameAdapter):
         if not isinstance(target, str) or target not in _CARDS:
             raise InvalidState(f"'target' must be a card string, got {target!r}")
 
-        ids = legal_indices(state["legal_actions"], ACTION_SPACE)
+        mask = self.legal_mask(state["legal_actions"])
 
         planes = np.zeros(_PLANES, np.float32)
         encode_hand(planes[:3], hand)
         encode_target(planes[3], target)
-        mask = np.zeros(self.num_actions, np.float32)
-        mask[ids] = 1.0
         return planes.reshape(-1), mask
-
-    def action_value(self, index: int, state: dict[str, Any]) -> str:
-        if not 0 <= int(index) < self.num_actions:
-            raise InvalidState(f"action index {index!r} out of range 0..{self.num_actions - 1}")
-        return ACTION_LIST[int(index)]
-
-    def action_index(self, value: Any, state: dict[str, Any]) -> int:
-        if not isinstance(value, str) or value not in ACTION_SPACE:
-            raise InvalidState(f"unknown UNO action {value!r}")
-        return ACTION_SPACE[value]
 
     def rules(self) -> RulesFn:
         # describe() calls rules() just to ask whether there is one: don't load RLCard here.

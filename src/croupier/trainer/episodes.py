@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
+from croupier.trajectories.recorder import episode_state
+
 MAX_EPISODE_LEN = 10_000
 
 
@@ -40,10 +42,6 @@ def _buffer_data(state: dict[str, Any], key: str) -> Any:
     if not isinstance(buf, dict) or "data" not in buf:
         raise EpisodeRejected(f"missing buffer {key!r}")
     return buf["data"]
-
-
-def _buffer(data: Any) -> dict[str, Any]:
-    return {"data": data, "lookback": 0, "finalized": True, "space": None}
 
 
 def validate_episode(state: Any, obs_size: int, num_actions: int) -> SingleAgentEpisode:
@@ -94,36 +92,21 @@ def validate_episode(state: Any, obs_size: int, num_actions: int) -> SingleAgent
     except (TypeError, ValueError):
         raise EpisodeRejected("versions must be integers") from None
 
-    clean = {
-        "id_": episode_id,
-        "agent_id": None,
-        "module_id": None,
-        "multi_agent_episode_id": None,
-        "observations": _buffer({"observations": o, "action_mask": m}),
-        "actions": _buffer(a),
-        "rewards": _buffer(r),
-        "infos": {
-            "data": [{} for _ in range(n + 1)],
-            "lookback": 0,
-            "finalized": False,
-            "space": None,
-        },
-        "extra_model_outputs": {
-            "action_logp": _buffer(logp),
-            "action_dist_inputs": _buffer(logits),
-        },
-        "is_terminated": bool(state.get("is_terminated")),
-        "is_truncated": bool(state.get("is_truncated")) and not state.get("is_terminated"),
-        "t_started": 0,
-        "t": n,
-        "_observation_space": None,
-        "_action_space": None,
-        "_start_time": None,
-        "_last_step_time": None,
-        "custom_data": {
+    terminated = bool(state.get("is_terminated"))
+    clean = episode_state(
+        episode_id=episode_id,
+        observations=o,
+        action_masks=m,
+        actions=a,
+        rewards=r,
+        logp=logp,
+        logits=logits,
+        custom_data={
             "versions": versions,
             "game_id": str(custom.get("game_id", ""))[:128],
             "seat": str(custom.get("seat", ""))[:64],
         },
-    }
+        terminated=terminated,
+        truncated=bool(state.get("is_truncated")) and not terminated,
+    )
     return SingleAgentEpisode.from_state(clean)

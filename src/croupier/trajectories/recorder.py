@@ -72,45 +72,71 @@ class SeatRecorder:
             return None
         self.add_reward(final_reward)
         final_obs, final_mask = terminal
-        n = len(self.actions)
-        return {
-            "id_": self.episode_id,
-            "agent_id": None,
-            "module_id": None,
-            "multi_agent_episode_id": None,
-            "observations": _buffer(
-                {
-                    "observations": np.stack([*self.obs, final_obs]).astype(np.float32),
-                    "action_mask": np.stack([*self.masks, final_mask]).astype(np.float32),
-                }
-            ),
-            "actions": _buffer(np.asarray(self.actions, np.int64)),
-            "rewards": _buffer(np.asarray(self.rewards, np.float32)),
-            "infos": {
-                "data": [{} for _ in range(n + 1)],
-                "lookback": 0,
-                "finalized": False,
-                "space": None,
-            },
-            "extra_model_outputs": {
-                "action_logp": _buffer(np.asarray(self.logp, np.float32)),
-                "action_dist_inputs": _buffer(np.stack(self.logits).astype(np.float32)),
-            },
-            "is_terminated": True,
-            "is_truncated": False,
-            "t_started": 0,
-            "t": n,
-            "_observation_space": None,
-            "_action_space": None,
-            "_start_time": self.started,
-            "_last_step_time": self.last_step,
-            "custom_data": {
+        return episode_state(
+            episode_id=self.episode_id,
+            observations=np.stack([*self.obs, final_obs]).astype(np.float32),
+            action_masks=np.stack([*self.masks, final_mask]).astype(np.float32),
+            actions=np.asarray(self.actions, np.int64),
+            rewards=np.asarray(self.rewards, np.float32),
+            logp=np.asarray(self.logp, np.float32),
+            logits=np.stack(self.logits).astype(np.float32),
+            custom_data={
                 "game_id": self.game_id,
                 "seat": self.seat,
                 "policy": self.policy,
                 "versions": list(self.versions),
             },
-        }
+            start_time=self.started,
+            last_step_time=self.last_step,
+        )
+
+
+def episode_state(
+    *,
+    episode_id: str,
+    observations: np.ndarray,
+    action_masks: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    logp: np.ndarray,
+    logits: np.ndarray,
+    custom_data: dict[str, Any],
+    terminated: bool = True,
+    truncated: bool = False,
+    start_time: float | None = None,
+    last_step_time: float | None = None,
+) -> dict[str, Any]:
+    """The `SingleAgentEpisode.get_state()` layout of a finished, numpy-ised episode of
+    `len(actions)` steps (one more observation than actions)."""
+    n = len(actions)
+    return {
+        "id_": episode_id,
+        "agent_id": None,
+        "module_id": None,
+        "multi_agent_episode_id": None,
+        "observations": _buffer({"observations": observations, "action_mask": action_masks}),
+        "actions": _buffer(actions),
+        "rewards": _buffer(rewards),
+        "infos": {
+            "data": [{} for _ in range(n + 1)],
+            "lookback": 0,
+            "finalized": False,
+            "space": None,
+        },
+        "extra_model_outputs": {
+            "action_logp": _buffer(logp),
+            "action_dist_inputs": _buffer(logits),
+        },
+        "is_terminated": terminated,
+        "is_truncated": truncated,
+        "t_started": 0,
+        "t": n,
+        "_observation_space": None,
+        "_action_space": None,
+        "_start_time": start_time,
+        "_last_step_time": last_step_time,
+        "custom_data": custom_data,
+    }
 
 
 def _buffer(data: Any) -> dict[str, Any]:
