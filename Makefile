@@ -30,5 +30,11 @@ format: setup
 demo: setup
 	$(PY) -m croupier.demo --minutes $(DEMO_MINUTES)
 
+bench: setup
+	command -v wrk >/dev/null || (apt-get install -y wrk || echo "install wrk for bench serve")
+	$(PY) -m croupier bench serve --games 100,1000 --seconds 10
+	$(PY) -m croupier bench train --minutes 3
+	$(PY) -m croupier bench lag --minutes 1.5
+
 clean:
 	rm -rf .venv runs .pytest_cache

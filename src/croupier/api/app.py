@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -51,6 +52,10 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Importing RLlib and torch leaves ~300k long-lived objects; every full collection then
+        # stalls the event loop for ~0.2 s. Freeze them out of the collector's sight.
+        gc.collect()
+        gc.freeze()
         await service.batcher.start()
         link = None
         if config.trainer:

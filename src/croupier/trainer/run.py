@@ -172,6 +172,13 @@ class Trainer:
     def run(self, on_progress: Any = None) -> dict[str, Any]:
         opts = self.options
         deadline = time.monotonic() + opts.minutes * 60 if opts.minutes else None
+        timer = None
+        if opts.minutes:
+            # The deadline must also reach a sample() waiting inside algo.train() for episodes
+            # that may no longer come (games stopped): a timer asks the run to stop.
+            timer = threading.Timer(opts.minutes * 60, self.request_stop)
+            timer.daemon = True
+            timer.start()
         Path(opts.checkpoint_dir).mkdir(parents=True, exist_ok=True)
         runner = self._runner()
         min_steps = opts.hyper.train_batch_size if opts.hyper else 1
@@ -217,6 +224,8 @@ class Trainer:
                 on_progress(last)
             if iteration % opts.checkpoint_every == 0:
                 self.checkpoint()
+        if timer is not None:
+            timer.cancel()
         self.checkpoint()
         return last
 
