@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -277,3 +278,44 @@ def wait_for(
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what or predicate}")
         time.sleep(interval_s)
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    """One local Ray session per test module (2 CPUs, no dashboard), shut down after. RLlib's
+    rllink runs `msgpack_numpy.patch()` in-process; undo it so the next module starts clean."""
+    import importlib
+
+    import msgpack
+    import ray
+    import torch
+    from ray.rllib.env.external import rllink
+
+    torch.set_num_threads(1)
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        importlib.reload(msgpack)
+        rllink.msgpack = None
+
+
+UNPICKLED: list[str] = []
+
+
+def _mark_unpickled(path: str) -> str:
+    UNPICKLED.append(path)
+    Path(path).touch()
+    return "pwned"
+
+
+class PickleBomb:
+    """Unpickling one records the call in `UNPICKLED` and touches `path`: visible proof that
+    some code unpickled a peer's bytes."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):  # noqa: ANN204
+        return (_mark_unpickled, (self.path,))

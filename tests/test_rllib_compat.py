@@ -9,7 +9,6 @@ deadline. One Ray session for the module.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import threading
 import time
 from collections.abc import Iterator
@@ -35,26 +34,6 @@ GAME = "leduc-holdem"
 # The server's default model (croupier's ModelSpec()), so only the link itself is under test.
 SERVER_DEFAULT_HIDDENS = [128, 128]
 TRAIN_TIMEOUT_S = 120.0
-
-
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[None]:
-    import msgpack
-    import ray
-    import torch
-
-    torch.set_num_threads(1)
-    ray.init(num_cpus=2, include_dashboard=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-        # RLlib's rllink ran msgpack_numpy.patch() in this process: undo it for other modules
-        # (and let rllink patch again should anyone use it later).
-        from ray.rllib.env.external import rllink
-
-        importlib.reload(msgpack)
-        rllink.msgpack = None
 
 
 class StockTrainer:

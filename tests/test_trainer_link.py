@@ -32,14 +32,24 @@ from croupier.trajectories.recorder import SeatRecorder
 
 try:  # tests/ is a package in some checkouts, a rootdir of plain modules in others
     from tests.conftest import (
+        UNPICKLED,
         BackgroundPlay,
         LoggedServer,
+        PickleBomb,
         free_port,
         running_server_logged,
         wait_for,
     )
 except ImportError:
-    from conftest import BackgroundPlay, LoggedServer, free_port, running_server_logged, wait_for
+    from conftest import (
+        UNPICKLED,
+        BackgroundPlay,
+        LoggedServer,
+        PickleBomb,
+        free_port,
+        running_server_logged,
+        wait_for,
+    )
 
 pytestmark = pytest.mark.ray
 
@@ -49,19 +59,6 @@ STOP_TIMEOUT_S = 90.0
 
 
 # --- fixtures and helpers ---------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[None]:
-    import ray
-    import torch
-
-    torch.set_num_threads(1)
-    ray.init(num_cpus=2, include_dashboard=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def synthetic_episode(version: int, n: int = 4, seed: int = 0) -> dict[str, Any]:
@@ -364,22 +361,6 @@ def test_learned_vs_learned_ships_two_episodes(shared):
 
 # --- d. garbage on the trainer port -----------------------------------------------------------
 
-_UNPICKLED: list[str] = []
-
-
-def _mark(path: str) -> str:
-    _UNPICKLED.append(path)
-    Path(path).touch()
-    return "pwned"
-
-
-class _Evil:
-    def __init__(self, path: str):
-        self.path = path
-
-    def __reduce__(self):  # noqa: ANN204
-        return (_mark, (self.path,))
-
 
 def _frame(body: bytes) -> bytes:
     return str(len(body)).zfill(wire.HEADER_BYTES).encode() + body
@@ -410,7 +391,7 @@ def test_garbage_on_the_trainer_port(shared, tmp_path):
         b"kind": b"O",
         b"type": "|O",
         b"shape": [1],
-        b"data": pickle.dumps(np.array([_Evil(str(flag))], dtype=object)),
+        b"data": pickle.dumps(np.array([PickleBomb(str(flag))], dtype=object)),
     }
     junk = random.Random(7).randbytes(40)
     bad_frames = [
@@ -433,7 +414,7 @@ def test_garbage_on_the_trainer_port(shared, tmp_path):
         15,
         what="frames_rejected to count every bad connection",
     )
-    assert not flag.exists() and _UNPICKLED == [], "the trainer unpickled a peer's payload"
+    assert not flag.exists() and UNPICKLED == [], "the trainer unpickled a peer's payload"
 
     # A well-formed message with a bad episode: the episode is rejected, the link stays up.
     with socket.create_connection(("127.0.0.1", rt.port), timeout=10) as sock:

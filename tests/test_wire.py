@@ -15,6 +15,7 @@ import pytest
 from ray.rllib.env.external.rllink import RLlink, get_rllink_message, send_rllink_message
 
 from croupier.link import wire
+from tests.conftest import UNPICKLED, PickleBomb
 
 # msgpack_numpy.patch() (run by RLlib's rllink and msgpack checkpoints) rebinds these.
 _MSGPACK_NAMES = ("Packer", "Unpacker", "load", "loads", "dump", "dumps", "pack", "packb")
@@ -57,23 +58,6 @@ def sockpair() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 # --- a payload whose unpickling would be visible ---------------------------------------------
 
-_MARKS: list[str] = []
-
-
-def _mark(path: str) -> str:
-    """Runs only if someone unpickles an `_Evil`: records the call and touches `path`."""
-    _MARKS.append(path)
-    Path(path).touch()
-    return "pwned"
-
-
-class _Evil:
-    def __init__(self, path: str):
-        self.path = path
-
-    def __reduce__(self):  # noqa: ANN204
-        return (_mark, (self.path,))
-
 
 def _object_array_body(flag: Path) -> bytes:
     payload = {
@@ -85,7 +69,7 @@ def _object_array_body(flag: Path) -> bytes:
                     b"kind": b"O",
                     b"type": "|O",
                     b"shape": [1],
-                    b"data": pickle.dumps(np.array([_Evil(str(flag))], dtype=object)),
+                    b"data": pickle.dumps(np.array([PickleBomb(str(flag))], dtype=object)),
                 }
             }
         ],
@@ -99,14 +83,14 @@ def _frame(body: bytes) -> bytes:
 
 def _assert_refused_unpickled(flag: Path, sockpair: tuple[socket.socket, socket.socket]) -> None:
     body = _object_array_body(flag)
-    _MARKS.clear()
+    UNPICKLED.clear()
     with pytest.raises(wire.FrameError):
         wire.unpack_body(body)
     a, b = sockpair
     a.sendall(_frame(body))
     with pytest.raises(wire.FrameError):
         wire.recv(b)
-    assert not flag.exists() and _MARKS == [], "the peer's pickle was loaded"
+    assert not flag.exists() and UNPICKLED == [], "the peer's pickle was loaded"
 
 
 # --- round trips ------------------------------------------------------------------------------
