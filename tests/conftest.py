@@ -63,30 +63,10 @@ def _wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float) -> bool:
 @contextlib.contextmanager
 def running_server(*args: str, timeout_s: float = STARTUP_TIMEOUT_S) -> Iterator[str]:
     """Run `python -m croupier serve --port <free> *args`; yield its base URL; stop it after.
-
-    A port grabbed between our probe and the server's bind makes the server exit at once: that
-    is retried (a few times, each bounded)."""
-    for _attempt in range(3):
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "croupier", "serve", "--port", str(port), *args]
-        with tempfile.TemporaryFile() as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-            try:
-                try:
-                    healthy = _wait_healthy(proc, url, timeout_s)
-                except TimeoutError as e:
-                    raise AssertionError(f"{e}\n--- server log ---\n{_log_tail(log)}") from None
-                if not healthy:
-                    tail = _log_tail(log)
-                    if "address already in use" in tail.lower():
-                        continue
-                    raise AssertionError(f"server exited with {proc.returncode}:\n{tail}")
-                yield url
-                return
-            finally:
-                _stop(proc)
-    raise AssertionError("could not bind a free loopback port for the server")
+    (The server logs at its default level; see `running_server_logged`.)"""
+    level = () if "--log-level" in args else ("--log-level", "warning")
+    with running_server_logged(*args, *level, timeout_s=timeout_s) as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")
@@ -177,8 +157,10 @@ class LoggedServer:
 def running_server_logged(
     *args: str, timeout_s: float = STARTUP_TIMEOUT_S
 ) -> Iterator[LoggedServer]:
-    """Like `running_server`, but yields a `LoggedServer` (URL + readable log, at info level
-    unless `--log-level` is given)."""
+    """Run `python -m croupier serve --port <free> *args` and yield a `LoggedServer` (URL +
+    readable log, at info level unless `--log-level` is given); stop it after. A port grabbed
+    between our probe and the server's bind makes the server exit at once: that is retried (a
+    few times, each bounded)."""
     extra = () if "--log-level" in args else ("--log-level", "info")
     for _attempt in range(3):
         port = free_port()

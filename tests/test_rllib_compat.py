@@ -17,16 +17,13 @@ from typing import Any
 import httpx
 import pytest
 
-try:  # tests/ is a package in some checkouts, a rootdir of plain modules in others
-    from tests.conftest import (
-        BackgroundPlay,
-        LoggedServer,
-        free_port,
-        running_server_logged,
-        wait_for,
-    )
-except ImportError:
-    from conftest import BackgroundPlay, LoggedServer, free_port, running_server_logged, wait_for
+from tests.conftest import (
+    BackgroundPlay,
+    LoggedServer,
+    free_port,
+    running_server_logged,
+    wait_for,
+)
 
 pytestmark = pytest.mark.ray
 

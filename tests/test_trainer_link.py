@@ -29,27 +29,15 @@ from croupier.link import wire
 from croupier.trainer.algo import Hyper
 from croupier.trainer.run import Trainer, TrainOptions
 from croupier.trajectories.recorder import SeatRecorder
-
-try:  # tests/ is a package in some checkouts, a rootdir of plain modules in others
-    from tests.conftest import (
-        UNPICKLED,
-        BackgroundPlay,
-        LoggedServer,
-        PickleBomb,
-        free_port,
-        running_server_logged,
-        wait_for,
-    )
-except ImportError:
-    from conftest import (
-        UNPICKLED,
-        BackgroundPlay,
-        LoggedServer,
-        PickleBomb,
-        free_port,
-        running_server_logged,
-        wait_for,
-    )
+from tests.conftest import (
+    UNPICKLED,
+    BackgroundPlay,
+    LoggedServer,
+    PickleBomb,
+    free_port,
+    running_server_logged,
+    wait_for,
+)
 
 pytestmark = pytest.mark.ray
 

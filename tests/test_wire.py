@@ -279,13 +279,18 @@ def test_rllib_frames_decode_with_our_recv(sockpair):
     send_rllink_message(a, {"type": RLlink.PONG.name})
     importlib.reload(msgpack)  # decode as a croupier process does: msgpack unpatched
     kind, body = wire.recv(b)
+    assert_same_state(kind, body, sent)
+    assert wire.recv(b) == (RLlink.PONG, {})
+
+
+def assert_same_state(kind: RLlink, body: dict, sent: dict) -> None:
+    """The SET_STATE `_rllib_message()` built arrived whole: same seq no, dtypes and values."""
     assert kind is RLlink.SET_STATE and body["state"]["weights_seq_no"] == 12
     got = body["state"]["rl_module"]["default_policy"]
     want = sent["state"]["rl_module"]["default_policy"]
     for key in ("w", "b"):
         assert got[key].dtype == want[key].dtype
         np.testing.assert_array_equal(got[key], want[key])
-    assert wire.recv(b) == (RLlink.PONG, {})
 
 
 def test_our_frames_decode_with_rllib(pristine_msgpack, sockpair):
@@ -303,10 +308,5 @@ def test_our_frames_decode_with_rllib(pristine_msgpack, sockpair):
     t.start()
     t.join(10)
     kind, body = done["msg"]
-    assert kind is RLlink.SET_STATE and body["state"]["weights_seq_no"] == 12
-    got = body["state"]["rl_module"]["default_policy"]
-    want = sent["state"]["rl_module"]["default_policy"]
-    for key in ("w", "b"):
-        assert got[key].dtype == want[key].dtype
-        np.testing.assert_array_equal(got[key], want[key])
+    assert_same_state(kind, body, sent)
     assert get_rllink_message(b) == (RLlink.PING, {})

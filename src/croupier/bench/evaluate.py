@@ -6,9 +6,7 @@ served version), so neither gains from how it is evaluated.
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,14 +16,6 @@ from croupier.policies.learned import PolicyVersions, WeightsState
 from croupier.policies.module import ModelSpec
 
 MAX_STEPS_PER_HAND = 10_000
-
-
-def load_served_weights(weights_dir: Path) -> tuple[int, ModelSpec, WeightsState]:
-    """The newest version a policy server wrote to its `--weights-dir`."""
-    meta = json.loads((weights_dir / "latest.json").read_text())
-    with np.load(weights_dir / meta["file"], allow_pickle=False) as data:
-        weights = {k: data[k] for k in data.files}
-    return int(meta["version"]), ModelSpec.from_dict(meta["spec"]), weights
 
 
 def payoff_vs(

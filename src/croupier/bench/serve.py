@@ -21,13 +21,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from croupier.demo import free_port, wait_until_up
 from croupier.engine.rlcard_games import RLCardTable
 
 LUA = Path(__file__).with_name("decide.lua")
@@ -66,14 +66,6 @@ class Result:
     errors: int
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -101,17 +93,12 @@ def _start_server(port: int, args: list[str]) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).raise_for_status()
-            return proc
-        except httpx.HTTPError:
-            if proc.poll() is not None:
-                raise RuntimeError("server exited during startup") from None
-            time.sleep(0.2)
-    proc.kill()
-    raise TimeoutError("server did not start")
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}", proc, timeout=60)
+    except BaseException:
+        proc.kill()
+        raise
+    return proc
 
 
 def _bodies(url: str, scenario: Scenario, games: int) -> list[str]:
@@ -142,7 +129,7 @@ def _bodies(url: str, scenario: Scenario, games: int) -> list[str]:
 
 
 def run_scenario(scenario: Scenario, games: int, seconds: float) -> Result:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = _start_server(port, scenario.server_args)
     try:

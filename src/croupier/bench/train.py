@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from croupier.bench.evaluate import load_served_weights, payoff_vs
+from croupier.bench.evaluate import payoff_vs
 from croupier.demo import ExternalRun, run_external
+from croupier.policies.learned import read_weights_dir
 from croupier.policies.module import ModelSpec
 
 
@@ -78,7 +79,7 @@ def bench_train(
     last = external["trainer_last"] or {}
     ext_steps = int(last.get("env_steps", 0))
     ext_seconds = minutes * 60
-    version, spec, ext_weights = load_served_weights(run_dir / "weights")
+    version, spec, ext_weights = read_weights_dir(run_dir / "weights")
     print(f"anchor (in-process RLlib): {minutes:g} min ({algo})...", flush=True)
     anchor = run_anchor(game, algo, minutes)
     print(f"evaluating both against the rules over {eval_hands} hands each...", flush=True)

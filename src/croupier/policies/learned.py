@@ -184,16 +184,21 @@ class PolicyVersions:
         if self.weights_dir is None or not (self.weights_dir / "latest.json").exists():
             return False
         try:
-            meta = json.loads((self.weights_dir / "latest.json").read_text())
-            self.spec = ModelSpec.from_dict(meta["spec"])
-            with np.load(self.weights_dir / meta["file"], allow_pickle=False) as data:
-                weights = {k: data[k] for k in data.files}
+            version, self.spec, weights = read_weights_dir(self.weights_dir)
             module = self._build()
             module.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
         except (OSError, KeyError, ValueError, RuntimeError) as e:
             log.warning("ignoring unreadable weights in %s: %s", self.weights_dir, e)
             return False
-        self._modules = {int(meta["version"]): module}
-        self._latest = int(meta["version"])
+        self._modules = {version: module}
+        self._latest = version
         log.info("serving weights version %d from %s", self._latest, self.weights_dir)
         return True
+
+
+def read_weights_dir(weights_dir: Path) -> tuple[int, ModelSpec, WeightsState]:
+    """The newest version a server wrote to its weights directory: (version, model, weights)."""
+    meta = json.loads((weights_dir / "latest.json").read_text())
+    with np.load(weights_dir / meta["file"], allow_pickle=False) as data:
+        weights = {k: data[k] for k in data.files}
+    return int(meta["version"]), ModelSpec.from_dict(meta["spec"]), weights
