@@ -52,6 +52,14 @@ def serve(
     rllib_compat: Annotated[
         bool, typer.Option(help="Talk to RLlib's stock EnvRunnerServerForExternalInference")
     ] = False,
+    api_keys: Annotated[
+        str | None,
+        typer.Option(envvar="CROUPIER_API_KEYS", help="Comma-separated engine bearer keys"),
+    ] = None,
+    admin_keys: Annotated[
+        str | None,
+        typer.Option(envvar="CROUPIER_ADMIN_KEYS", help="Comma-separated admin bearer keys"),
+    ] = None,
     seed: int = 0,
     log_level: str = "warning",
 ) -> None:
@@ -59,6 +67,7 @@ def serve(
     import uvicorn
 
     from croupier.api.app import create_app
+    from croupier.api.auth import parse_keys
     from croupier.config import ServerConfig
     from croupier.policies.seats import parse_seat_mix
 
@@ -80,6 +89,8 @@ def serve(
         trainer=trainer,
         link_token=link_token,
         rllib_compat=rllib_compat,
+        api_keys=parse_keys(api_keys),
+        admin_keys=parse_keys(admin_keys),
         seed=seed,
     )
     uvicorn.run(
@@ -108,6 +119,7 @@ def engine(
         bool, typer.Option(help="Send decisions of many tables per request (/v1/decide:batch)")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+    api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
 ) -> None:
     """Play RLCard games through a croupier server's HTTP API, as a studio engine would."""
     import uvloop
@@ -128,7 +140,16 @@ def engine(
 
     summary = uvloop.run(
         run_engine(
-            url, game, games, seat_list, hands, seconds, seed=seed, progress=progress, batch=batch
+            url,
+            game,
+            games,
+            seat_list,
+            hands,
+            seconds,
+            seed=seed,
+            progress=progress,
+            batch=batch,
+            api_key=api_key,
         )
     )
     if json_out:

@@ -43,4 +43,7 @@ class ServerConfig:
     link_token: str | None = None
     # Accept RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled config).
     rllib_compat: bool = False
+    # API keys (see croupier.api.auth): none configured = an open server.
+    api_keys: list[str] = field(default_factory=list)
+    admin_keys: list[str] = field(default_factory=list)
     seed: int = 0

@@ -12,8 +12,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from croupier.api.auth import ApiKeys
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
-from croupier.api.routes import router
+from croupier.api.routes import open_router, router
 from croupier.config import ServerConfig
 from croupier.games.registry import load_adapter
 from croupier.policies.learned import PolicyVersions
@@ -78,8 +79,10 @@ def create_app(config: ServerConfig) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.service = service
+    app.state.api_keys = ApiKeys(config.api_keys, config.admin_keys)
     app.state.link = None
     app.include_router(router)
+    app.include_router(open_router)
 
     async def client_error(request: Request, exc: Exception) -> JSONResponse:
         status, detail = status_and_detail(exc)

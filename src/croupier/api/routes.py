@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
+from croupier.api.auth import require_engine_key
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
 from croupier.api.schemas import (
     BatchItem,
@@ -23,7 +24,9 @@ from croupier.api.schemas import (
 )
 from croupier.sessions.service import DecisionService
 
-router = APIRouter()
+# Engine routes; /healthz and the docs stay open for load balancers and people.
+router = APIRouter(dependencies=[Depends(require_engine_key)])
+open_router = APIRouter()
 
 GAME_ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "Unknown game"},
@@ -117,7 +120,7 @@ async def policies(request: Request) -> dict[str, Any]:
     return service(request).policies()
 
 
-@router.get("/healthz")
+@open_router.get("/healthz")
 async def healthz(request: Request) -> dict[str, Any]:
     """Liveness plus the counters an operator looks at first, and the trainer link's state."""
     health = service(request).health()

@@ -231,6 +231,7 @@ async def run_engine(
     seed: int = 0,
     progress: Callable[[EngineSummary], Any] | None = None,
     batch: bool = False,
+    api_key: str | None = None,
 ) -> EngineSummary:
     """Play hands of `game` on `games` concurrent tables against the server at `url`.
 
@@ -253,7 +254,9 @@ async def run_engine(
     tally = _Tally(game, hands, seconds)
     # Each table has at most one request in flight: one connection per table is enough.
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(CroupierClient(url, max_connections=games))
+        client = await stack.enter_async_context(
+            CroupierClient(url, api_key=api_key, max_connections=games)
+        )
         decide: DecideFn = client.decide
         if batch:
             decide = (await stack.enter_async_context(BatchedDecider(client))).decide

@@ -1,0 +1,68 @@
+"""API keys: engine routes take a bearer key, admin routes an admin key.
+
+No keys configured means an open server (development, tests). With keys configured:
+no `Authorization: Bearer …` header → 401, a key that is not valid for the route → 403.
+An admin key is also valid on engine routes. Keys are compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+
+from fastapi import HTTPException, Request
+
+
+class ApiKeys:
+    def __init__(self, engine_keys: Iterable[str] = (), admin_keys: Iterable[str] = ()):
+        self.admin = tuple(k.encode() for k in admin_keys if k)
+        self.engine = tuple(k.encode() for k in engine_keys if k) + self.admin
+
+    @property
+    def open(self) -> bool:
+        return not self.engine
+
+    def check(self, authorization: str | None, *, admin: bool) -> None:
+        """Raise 401/403 unless `authorization` carries a key valid for this kind of route."""
+        if self.open:
+            return
+        token = _bearer(authorization)
+        if token is None:
+            raise HTTPException(
+                401, "missing bearer API key", headers={"WWW-Authenticate": "Bearer"}
+            )
+        # Admin routes stay closed when keys exist but no admin key was configured.
+        if not _any_equal(token, self.admin if admin else self.engine):
+            raise HTTPException(403, "this key may not use this route")
+
+
+def _bearer(authorization: str | None) -> bytes | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip().encode("utf-8", "replace")
+
+
+def _any_equal(token: bytes, keys: tuple[bytes, ...]) -> bool:
+    # Compare with every key (no early exit): timing says nothing about which key is close.
+    found = False
+    for key in keys:
+        found |= hmac.compare_digest(token, key)
+    return found
+
+
+def parse_keys(text: str | None) -> list[str]:
+    """`a,b,c` (CLI flag or environment variable) → keys; blanks ignored."""
+    return [k.strip() for k in (text or "").split(",") if k.strip()]
+
+
+def require_engine_key(request: Request) -> None:
+    """FastAPI dependency for engine routes (games, decisions, policies)."""
+    request.app.state.api_keys.check(request.headers.get("authorization"), admin=False)
+
+
+def require_admin_key(request: Request) -> None:
+    """FastAPI dependency for admin routes (promote, rollback, config)."""
+    request.app.state.api_keys.check(request.headers.get("authorization"), admin=True)
