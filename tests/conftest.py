@@ -161,7 +161,17 @@ def running_server_logged(
     readable log, at info level unless `--log-level` is given); stop it after. A port grabbed
     between our probe and the server's bind makes the server exit at once: that is retried (a
     few times, each bounded)."""
-    extra = () if "--log-level" in args else ("--log-level", "info")
+    extra: tuple[str, ...] = () if "--log-level" in args else ("--log-level", "info")
+    with contextlib.ExitStack() as stack:
+        if "--data-dir" not in args:  # each server its own spool, removed after
+            data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="croupier-data-"))
+            extra = (*extra, "--data-dir", data_dir)
+        yield from _run_logged(args, extra, timeout_s)
+
+
+def _run_logged(
+    args: tuple[str, ...], extra: tuple[str, ...], timeout_s: float
+) -> Iterator[LoggedServer]:
     for _attempt in range(3):
         port = free_port()
         url = f"http://127.0.0.1:{port}"

@@ -60,6 +60,27 @@ def serve(
         str | None,
         typer.Option(envvar="CROUPIER_ADMIN_KEYS", help="Comma-separated admin bearer keys"),
     ] = None,
+    data_dir: Annotated[
+        str,
+        typer.Option(
+            help="Episode spool (SQLite) and received weights; '{port}' is replaced by the "
+            "port; 'none' keeps both in memory"
+        ),
+    ] = "croupier-data/{port}",
+    spool_max_episodes: int = 50_000,
+    spool_max_mb: float = 1024.0,
+    decide_deadline_ms: Annotated[
+        float, typer.Option(help="Learned decisions later than this get the fallback; 0: off")
+    ] = 1000.0,
+    fallback: Annotated[str, typer.Option(help="rules | random")] = "rules",
+    max_body_kb: Annotated[float, typer.Option(help="Larger request bodies get 413")] = 1024.0,
+    max_games: Annotated[int, typer.Option(help="Games in flight; more get 503")] = 100_000,
+    max_queued_decisions: Annotated[
+        int, typer.Option(help="Decisions waiting for the model; more get 503")
+    ] = 10_000,
+    idle_game_timeout_s: Annotated[
+        float, typer.Option(help="Abort games idle this long; 0: never")
+    ] = 600.0,
     seed: int = 0,
     log_level: str = "warning",
 ) -> None:
@@ -72,6 +93,8 @@ def serve(
     from croupier.policies.seats import parse_seat_mix
 
     _setup_logging(log_level)
+    if fallback not in ("rules", "random"):
+        raise typer.BadParameter("--fallback must be rules or random")
     config = ServerConfig(
         game=game,
         obs_size=obs_size,
@@ -91,6 +114,15 @@ def serve(
         rllib_compat=rllib_compat,
         api_keys=parse_keys(api_keys),
         admin_keys=parse_keys(admin_keys),
+        data_dir=None if data_dir.lower() == "none" else Path(data_dir.format(port=port)),
+        outbox_max_episodes=spool_max_episodes,
+        spool_max_bytes=int(spool_max_mb * 1024 * 1024),
+        decide_deadline_ms=decide_deadline_ms or None,
+        fallback=fallback,
+        max_body_bytes=int(max_body_kb * 1024),
+        max_games=max_games,
+        max_queued_decisions=max_queued_decisions,
+        idle_game_timeout_s=idle_game_timeout_s or None,
         seed=seed,
     )
     uvicorn.run(

@@ -31,8 +31,12 @@ class ServerConfig:
     # Experiments: serve the version this many places behind the newest (`bench lag`).
     behaviour_lag: int = 0
     weights_dir: Path | None = None
-    # Finished episodes waiting for the trainer (oldest dropped, counted, past this).
+    # The server's data directory: the episode spool (spool.sqlite3) and, unless weights_dir
+    # says otherwise, received weights (weights/). None: both in memory only.
+    data_dir: Path | None = None
+    # Finished episodes waiting for the trainer (oldest dropped, counted, past either bound).
     outbox_max_episodes: int = 50_000
+    spool_max_bytes: int = 1 << 30
     # Games remembered after they end (to answer 409 instead of 404).
     ended_games_remembered: int = 100_000
     # Trainer link: host:port, or None to serve without training.
@@ -46,4 +50,23 @@ class ServerConfig:
     # API keys (see croupier.api.auth): none configured = an open server.
     api_keys: list[str] = field(default_factory=list)
     admin_keys: list[str] = field(default_factory=list)
+    # Idempotent decisions and fallback: a learned decision not ready within this deadline (or
+    # failed) is answered by the fallback policy ("rules", or "random" where a game has none).
+    decide_deadline_ms: float | None = 1000.0
+    fallback: str = "rules"
+    # Limits: request bodies (413), games in flight and decisions waiting for the model (503
+    # with Retry-After past either), idle games aborted after this many seconds (None: never).
+    max_body_bytes: int = 1 << 20
+    max_games: int = 100_000
+    max_queued_decisions: int = 10_000
+    idle_game_timeout_s: float | None = 600.0
+    retry_after_s: int = 1
     seed: int = 0
+
+    def resolved_weights_dir(self) -> Path | None:
+        if self.weights_dir is not None:
+            return self.weights_dir
+        return self.data_dir / "weights" if self.data_dir is not None else None
+
+    def spool_path(self) -> Path | None:
+        return self.data_dir / "spool.sqlite3" if self.data_dir is not None else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -14,13 +16,16 @@ from fastapi.responses import JSONResponse
 
 from croupier.api.auth import ApiKeys
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
+from croupier.api.limits import BodySizeLimit
 from croupier.api.routes import open_router, router
 from croupier.config import ServerConfig
 from croupier.games.registry import load_adapter
 from croupier.policies.learned import PolicyVersions
 from croupier.sessions.batcher import InferenceBatcher
+from croupier.sessions.expiry import expire_idle_games
+from croupier.sessions.guards import Overloaded
 from croupier.sessions.service import DecisionService
-from croupier.trajectories.outbox import EpisodeOutbox
+from croupier.trajectories.spool import EpisodeSpool
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +40,14 @@ def build_service(config: ServerConfig) -> DecisionService:
     versions = PolicyVersions(
         adapter,
         keep=config.keep_versions,
-        weights_dir=config.weights_dir,
+        weights_dir=config.resolved_weights_dir(),
         seed=config.seed,
         behaviour_lag=config.behaviour_lag,
     )
     batcher = InferenceBatcher(
         versions, config.max_batch, config.max_wait_ms, config.forward_thread
     )
-    outbox = EpisodeOutbox(config.outbox_max_episodes)
+    outbox = EpisodeSpool(config.spool_path(), config.outbox_max_episodes, config.spool_max_bytes)
     return DecisionService(config, adapter, versions, batcher, outbox)
 
 
@@ -57,6 +62,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         # stalls the event loop for ~0.2 s. Freeze them out of the collector's sight.
         gc.collect()
         gc.freeze()
+        service.warm_up()
         await service.batcher.start()
         link = None
         if config.trainer:
@@ -65,12 +71,20 @@ def create_app(config: ServerConfig) -> FastAPI:
             link = TrainerLink(config, service.versions, service.outbox)
             link.start()
         app.state.link = link
+        expiry = None
+        if config.idle_game_timeout_s is not None:
+            expiry = asyncio.create_task(expire_idle_games(service, config.idle_game_timeout_s))
         try:
             yield
         finally:
+            if expiry is not None:
+                expiry.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await expiry
             if link is not None:
                 link.stop()
             await service.batcher.stop()
+            service.outbox.close()
 
     app = FastAPI(
         title="croupier",
@@ -86,7 +100,8 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     async def client_error(request: Request, exc: Exception) -> JSONResponse:
         status, detail = status_and_detail(exc)
-        return JSONResponse({"detail": detail}, status_code=status)
+        headers = {"Retry-After": str(config.retry_after_s)} if status == 503 else None
+        return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
     async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
         # FastAPI's default handler echoes the offending input back; a NaN or undecodable bytes
@@ -105,4 +120,8 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.add_exception_handler(RequestValidationError, invalid_request)
     for exc_type in CLIENT_ERRORS:
         app.add_exception_handler(exc_type, client_error)
+    assert Overloaded in CLIENT_ERRORS  # answered 503 + Retry-After above
+    app.add_middleware(
+        BodySizeLimit, max_bytes=config.max_body_bytes, on_refuse=service.count_too_large
+    )
     return app

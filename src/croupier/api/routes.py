@@ -30,8 +30,9 @@ open_router = APIRouter()
 
 GAME_ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "Unknown game"},
-    409: {"model": Problem, "description": "The game has already ended"},
+    409: {"model": Problem, "description": "The game has already ended, or a turn out of order"},
     422: {"model": Problem, "description": "Seat not in the game, or a bad state"},
+    503: {"model": Problem, "description": "Overloaded: retry after `Retry-After` seconds"},
 }
 
 
@@ -56,7 +57,7 @@ async def create_game(body: CreateGame, request: Request) -> GameCreated:
 @router.post("/v1/games/{game_id}/decide", response_model=DecideResponse, responses=GAME_ERRORS)
 async def decide(game_id: str, body: DecideRequest, request: Request) -> DecideResponse:
     """The seat's next action for this state."""
-    decision = await service(request).decide(game_id, body.seat, body.state, body.reward)
+    decision = await service(request).decide(game_id, body.seat, body.state, body.reward, body.turn)
     return DecideResponse(**decision.to_dict())
 
 
@@ -66,7 +67,7 @@ async def decide_batch(body: DecideBatchRequest, request: Request) -> DecideBatc
     amortises HTTP). Learned decisions among them share forward passes."""
     items = _validate_items(body.items)
     requests = [
-        it if isinstance(it, Exception) else (it.game_id, it.seat, it.state, it.reward)
+        it if isinstance(it, Exception) else (it.game_id, it.seat, it.state, it.reward, it.turn)
         for it in items
     ]
     outcomes = await service(request).decide_many(requests)

@@ -54,6 +54,12 @@ class DecideRequest(_Body):
     reward: Number | None = Field(
         None, description="What this seat received since its last decision."
     )
+    turn: Annotated[int, Field(strict=True, ge=0, le=2**53)] | None = Field(
+        None,
+        description="Optional: the game's turn number, increasing through the game. A retry "
+        "of the game's last turn (same seat) returns the same decision and records nothing "
+        "more; an older turn, or the same turn for another seat, is a 409.",
+    )
 
 
 class BatchItem(DecideRequest):
@@ -78,6 +84,11 @@ class DecideResponse(BaseModel):
     action_index: int
     policy: str
     version: int | None
+    fallback: bool = Field(
+        False,
+        description="The learned policy missed its deadline or failed; the fallback policy "
+        "(named in `policy`) answered, and the step is not recorded for training.",
+    )
 
 
 class BatchResult(BaseModel):
@@ -85,6 +96,7 @@ class BatchResult(BaseModel):
     action_index: int | None = None
     policy: str | None = None
     version: int | None = None
+    fallback: bool | None = None
     error: ItemError | None = None
 
 

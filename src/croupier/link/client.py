@@ -4,8 +4,9 @@ A background thread keeps one TCP connection to the trainer: it handshakes (PING
 token, GET_CONFIG, GET_STATE), then ships finished episodes in batches (by steps or by seconds,
 whichever comes first) while a reader thread installs every weights version the trainer pushes.
 When the trainer is not up or goes away, it reconnects with exponential backoff; episodes wait
-in the outbox meanwhile, and a batch whose send failed goes back to its front (the trainer drops
-duplicates by episode id). Games never wait on any of this.
+in the spool meanwhile (on disk), and each episode leaves the spool only when the trainer
+acknowledges its id; after a reconnect every unacknowledged episode is sent again (the trainer
+drops ids it has seen). Games never wait on any of this.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from croupier.config import ServerConfig
 from croupier.link import wire
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.module import MODULE_CLASSES, ModelSpec
-from croupier.trajectories.outbox import EpisodeOutbox
+from croupier.trajectories.spool import EpisodeSpool
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def parse_address(address: str) -> tuple[str, int]:
 
 
 class TrainerLink:
-    def __init__(self, config: ServerConfig, versions: PolicyVersions, outbox: EpisodeOutbox):
+    def __init__(self, config: ServerConfig, versions: PolicyVersions, outbox: EpisodeSpool):
         assert config.trainer
         self.address = parse_address(config.trainer)
         self.config = config
@@ -55,6 +56,9 @@ class TrainerLink:
         self.connects = 0
         self.versions_installed = 0
         self.last_error: str | None = None
+        # Whether the trainer acknowledges episodes (croupier's own does; RLlib's stock runner
+        # does not, and then a completed send counts as delivery).
+        self.trainer_acks = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="trainer-link")
         self._sock: socket.socket | None = None
@@ -75,6 +79,7 @@ class TrainerLink:
             "connected": self.connected,
             "connects": self.connects,
             "versions_installed": self.versions_installed,
+            "trainer_acks": self.trainer_acks,
             "last_error": self.last_error,
         }
 
@@ -113,6 +118,8 @@ class TrainerLink:
         # The trainer's state is authoritative after a (re)connect, even if its numbers restarted.
         self._install(self._expect(sock, RLlink.SET_STATE), force=True)
         sock.settimeout(None)
+        # A new connection: whatever the last one sent but got no ack for is due again.
+        self.outbox.rewind()
         self.connected = True
         self.connects += 1
         self.last_error = None
@@ -137,6 +144,10 @@ class TrainerLink:
                 kind, body = wire.recv(sock)
                 if kind is RLlink.SET_STATE:
                     self._install(body)
+                elif kind is wire.LinkExt.ACK:
+                    ids = body.get("ids")
+                    if isinstance(ids, list):
+                        self.outbox.ack([i for i in ids if isinstance(i, str)])
         except (OSError, ConnectionError) as e:
             self.last_error = f"reader: {e}"
         finally:
@@ -167,10 +178,13 @@ class TrainerLink:
             self.outbox.requeue(episodes)
             raise
         self.outbox.mark_shipped(len(episodes))
+        if not self.trainer_acks:
+            self.outbox.ack([e["id_"] for e in episodes])
 
     # --- what the trainer sends ----------------------------------------------------------
 
     def _apply_config(self, config: Any) -> None:
+        self.trainer_acks = False
         if self.config.rllib_compat:
             # RLlib's stock runner sends its AlgorithmConfig pickled. Unpickling runs code from
             # the peer, so this happens only in the explicit compat mode, for a trainer you run.
@@ -186,6 +200,7 @@ class TrainerLink:
             raise LinkRefused(
                 "trainer sent no croupier/1 config (RLlib's stock runner? use --rllib-compat)"
             )
+        self.trainer_acks = config.get("acks") is True
         adapter = self.versions.adapter
         if (config.get("obs_size"), config.get("num_actions")) != (
             adapter.obs_size,

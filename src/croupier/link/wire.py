@@ -11,6 +11,7 @@ the frame length before allocating anything.
 from __future__ import annotations
 
 import socket
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,16 @@ except ImportError:  # pure-Python msgpack
 HEADER_BYTES = 8
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 _SAFE_KINDS = frozenset("biuf")  # bool, int, unsigned, float
+
+
+class LinkExt(Enum):
+    """Croupier's messages beyond RLlink's. ACK: the trainer has ingested (or deliberately
+    dropped) these episode ids, so the server may delete them from its spool."""
+
+    ACK = "ACK"
+
+
+Kind = RLlink | LinkExt
 
 
 class FrameError(ConnectionError):
@@ -90,22 +101,34 @@ def pack(message: dict[str, Any]) -> bytes:
     return str(len(body)).zfill(HEADER_BYTES).encode("ascii") + body
 
 
-def unpack_body(body: bytes) -> tuple[RLlink, dict[str, Any]]:
+def encode_value(value: Any) -> bytes:
+    """msgpack bytes for plain data with numeric numpy arrays (no frame header)."""
+    return _Packer(default=_encode_default, use_bin_type=True).pack(value)
+
+
+def decode_value(data: bytes) -> Any:
+    """The inverse of `encode_value`, with the same never-unpickle decoder as the link."""
     try:
-        message = _unpackb(
-            body, raw=False, object_hook=_decode_hook, strict_map_key=False, use_list=True
+        return _unpackb(
+            data, raw=False, object_hook=_decode_hook, strict_map_key=False, use_list=True
         )
     except FrameError:
         raise
     except Exception as e:  # msgpack raises several types for garbage
         raise FrameError(f"undecodable message body: {type(e).__name__}: {e}") from None
+
+
+def unpack_body(body: bytes) -> tuple[Kind, dict[str, Any]]:
+    message = decode_value(body)
     if not isinstance(message, dict) or "type" not in message:
         raise FrameError("message is not a map with a 'type'")
-    try:
-        kind = RLlink(message.pop("type"))
-    except (ValueError, TypeError):
-        raise FrameError("unknown message type") from None
-    return kind, message
+    name = message.pop("type")
+    for enum in (RLlink, LinkExt):
+        try:
+            return enum(name), message
+        except (ValueError, TypeError):
+            continue
+    raise FrameError("unknown message type")
 
 
 def parse_header(header: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> int:
@@ -128,7 +151,7 @@ def send_frame(sock: socket.socket, frame: bytes) -> None:
     sock.sendall(frame)
 
 
-def recv(sock: socket.socket, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[RLlink, dict[str, Any]]:
+def recv(sock: socket.socket, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Kind, dict[str, Any]]:
     length = parse_header(_recv_exact(sock, HEADER_BYTES), max_frame)
     return unpack_body(_recv_exact(sock, length))
 

@@ -77,6 +77,15 @@ class InferenceBatcher:
         self._pending.clear()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
+    def warm_up(self, obs: np.ndarray, mask: np.ndarray) -> None:
+        """One forward where the real ones will run, before serving: the forward thread's
+        first task (thread start, torch's lazy init) measured ~1 s on a busy 2-core box."""
+        _, module = self.versions.resolve(None)
+        if self.forward_thread:
+            self._executor.submit(self.versions.act, module, obs, mask).result()
+        else:
+            self.versions.act(module, obs, mask)
+
     @property
     def queued(self) -> int:
         return len(self._pending)

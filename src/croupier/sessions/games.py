@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from croupier.policies.seats import SeatPolicy
 from croupier.trajectories.recorder import SeatRecorder
@@ -29,6 +30,8 @@ class GameSession:
     recorders: dict[str, SeatRecorder]
     created: float = field(default_factory=time.monotonic)
     last_seen: float = field(default_factory=time.monotonic)
+    # Idempotent decisions: (turn, seat, future of its Decision) of the last decide with a turn.
+    last_turn: tuple[int, str, Any] | None = None
 
 
 class GameStore:
@@ -60,6 +63,11 @@ class GameStore:
             raise GameNotFound(game_id)
         session.last_seen = time.monotonic()
         return session
+
+    def idle_game_ids(self, idle_s: float) -> list[str]:
+        """Live games not touched (created, decided) for `idle_s` seconds."""
+        cutoff = time.monotonic() - idle_s
+        return [gid for gid, s in self._live.items() if s.last_seen < cutoff]
 
     def finish(self, game_id: str) -> GameSession:
         """Remove a live game and remember that it ended."""

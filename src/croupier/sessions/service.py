@@ -21,15 +21,16 @@ from croupier.policies.learned import PolicyVersions
 from croupier.policies.seats import BadPolicySpec, SeatPolicy, parse_seat_policy
 from croupier.sessions.batcher import InferenceBatcher, ModelDecision
 from croupier.sessions.games import GameEnded, GameExists, GameNotFound, GameSession, GameStore
-from croupier.trajectories.outbox import EpisodeOutbox
+from croupier.sessions.guards import Overloaded, TurnConflict
 from croupier.trajectories.recorder import SeatRecorder
+from croupier.trajectories.spool import EpisodeSpool
 
 
 class Unprocessable(ValueError):
     """The request is well-formed JSON but makes no sense for this game (422)."""
 
 
-CLIENT_ERRORS = (GameNotFound, GameEnded, GameExists, Unprocessable)
+CLIENT_ERRORS = (GameNotFound, GameEnded, GameExists, Unprocessable, TurnConflict, Overloaded)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class Decision:
     action_index: int
     policy: str
     version: int | None
+    # The learned policy missed its deadline or failed: the fallback policy answered.
+    fallback: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +48,7 @@ class Decision:
             "action_index": self.action_index,
             "policy": self.policy,
             "version": self.version,
+            "fallback": self.fallback,
         }
 
 
@@ -61,6 +65,23 @@ class _Step:
     mask: np.ndarray
     index: int = -1
     pending: asyncio.Future[ModelDecision] | None = None
+    # Idempotent turns: the decision of this (game, seat, turn), once known.
+    turn_result: asyncio.Future[Decision] | None = None
+    replay: bool = False
+
+
+_NO_OBS = np.zeros(0, np.float32)
+
+
+def _model_result(future: asyncio.Future[ModelDecision]) -> ModelDecision | None:
+    """The model's answer, or None when it is late or failed (the fallback answers then)."""
+    if not future.done():
+        # Late: its result is dropped when it comes; retrieve an exception so none is logged.
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        return None
+    if future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()
 
 
 class DecisionService:
@@ -70,7 +91,7 @@ class DecisionService:
         adapter: GameAdapter,
         versions: PolicyVersions,
         batcher: InferenceBatcher,
-        outbox: EpisodeOutbox,
+        outbox: EpisodeSpool,
     ):
         self.config = config
         self.adapter = adapter
@@ -81,6 +102,14 @@ class DecisionService:
         self._rules = load_rules(config.rules) if config.rules else adapter.rules()
         self._rng = np.random.default_rng(config.seed)
         self.decisions_by_policy: dict[str, int] = {}
+        self.fallbacks = 0
+        self.turn_replays = 0
+        self.refused_overload = 0
+        self.refused_too_large = 0
+        self.expired_games = 0
+        self._deadline_s = (
+            config.decide_deadline_ms / 1000.0 if config.decide_deadline_ms is not None else None
+        )
 
     # --- games ---------------------------------------------------------------------------
 
@@ -94,6 +123,9 @@ class DecisionService:
     ) -> dict[str, Any]:
         if game != self.adapter.name:
             raise Unprocessable(f"this server plays {self.adapter.name!r}, not {game!r}")
+        if len(self.games) >= self.config.max_games:
+            self.refused_overload += 1
+            raise Overloaded(f"{len(self.games)} games in flight, the server's limit")
         seats = seats or {}
         unknown = set(seats) - set(self.adapter.seats)
         if unknown:
@@ -134,15 +166,30 @@ class DecisionService:
         }
 
     async def decide(
-        self, game_id: str, seat: str, state: dict[str, Any], reward: float | None = None
+        self,
+        game_id: str,
+        seat: str,
+        state: dict[str, Any],
+        reward: float | None = None,
+        turn: int | None = None,
     ) -> Decision:
-        step = self._prepare(game_id, seat, state, reward)
-        if step.pending is not None:
-            await step.pending
-        return self._finish(step)
+        step = self._prepare(game_id, seat, state, reward, turn)
+        if step.replay:
+            return await self._replay(step, game_id, seat, state, reward, turn)
+        try:
+            if step.pending is not None:
+                await self._wait_model([step.pending])
+            return self._finish(step)
+        finally:
+            self._forget_unfinished_turn(step)
 
     async def decide_many(
-        self, requests: list[tuple[str, str, dict[str, Any], float | None] | Exception]
+        self,
+        requests: list[
+            tuple[str, str, dict[str, Any], float | None]
+            | tuple[str, str, dict[str, Any], float | None, int | None]
+            | Exception
+        ],
     ) -> list[Decision | Exception]:
         """Many decisions at once: the learned ones go to the batcher together (one forward
         where versions agree) without a task per item; a failing item fails alone."""
@@ -156,18 +203,73 @@ class DecisionService:
             except CLIENT_ERRORS as e:
                 steps.append(e)
         pending = [s.pending for s in steps if isinstance(s, _Step) and s.pending is not None]
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-        return [s if isinstance(s, Exception) else self._finish(s) for s in steps]
+        replays = [s.turn_result for s in steps if isinstance(s, _Step) and s.replay]
+        try:
+            if pending:
+                await self._wait_model(pending)
+            # New turns first: a retry in this same batch waits on one of them.
+            done = {id(s): self._finish(s) for s in steps if isinstance(s, _Step) and not s.replay}
+            waiting = [r for r in replays if r is not None and not r.done()]
+            if waiting:
+                await asyncio.wait(waiting)
+            return [done[id(s)] if id(s) in done else self._outcome(s) for s in steps]
+        finally:
+            for s in steps:
+                if isinstance(s, _Step):
+                    self._forget_unfinished_turn(s)
+
+    def _outcome(self, step: _Step | Exception) -> Decision | Exception:
+        if isinstance(step, Exception):
+            return step
+        if step.replay:
+            assert step.turn_result is not None
+            if step.turn_result.cancelled():
+                return TurnConflict("the first request for this turn was abandoned; retry")
+            return step.turn_result.result()
+        return self._finish(step)
+
+    async def _wait_model(self, pending: list[asyncio.Future[ModelDecision]]) -> None:
+        """Until the model answered, or the deadline passed (those left get the fallback)."""
+        if self._deadline_s is None:
+            await asyncio.wait(pending)
+        else:
+            await asyncio.wait(pending, timeout=self._deadline_s)
+
+    async def _replay(
+        self,
+        step: _Step,
+        game_id: str,
+        seat: str,
+        state: dict[str, Any],
+        reward: float | None,
+        turn: int | None,
+    ) -> Decision:
+        """A retried turn: the first request's answer (waiting for it if still running)."""
+        assert step.turn_result is not None
+        await asyncio.wait([step.turn_result])
+        if step.turn_result.cancelled():  # the first request went away unanswered: decide now
+            return await self.decide(game_id, seat, state, reward, turn)
+        return step.turn_result.result()
 
     def _prepare(
-        self, game_id: str, seat: str, state: dict[str, Any], reward: float | None
+        self,
+        game_id: str,
+        seat: str,
+        state: dict[str, Any],
+        reward: float | None,
+        turn: int | None = None,
     ) -> _Step:
         """Validate and act where no model is needed; queue the model's work otherwise."""
         session = self.games.get(game_id)
         policy = session.seats.get(seat)
         if policy is None:
             raise Unprocessable(f"seat {seat!r} is not in game {game_id!r}")
+        if turn is not None:
+            replay = self._check_turn(session, seat, turn)
+            if replay is not None:
+                self.turn_replays += 1
+                return _Step(session, seat, policy, state, reward, _NO_OBS, _NO_OBS,
+                             turn_result=replay, replay=True)  # fmt: skip
         if reward is not None and not math.isfinite(reward):
             raise Unprocessable("reward must be a finite number")
         try:
@@ -180,26 +282,77 @@ class DecisionService:
         elif policy.kind == "random":
             step.index = int(self._rng.choice(np.flatnonzero(mask)))
         else:
+            if self.batcher.queued >= self.config.max_queued_decisions:
+                self.refused_overload += 1
+                raise Overloaded(f"{self.batcher.queued} decisions wait for the model")
             step.pending = self.batcher.submit(obs, mask, policy.version)
+        if turn is not None:
+            step.turn_result = asyncio.get_running_loop().create_future()
+            session.last_turn = (turn, seat, step.turn_result)
         return step
+
+    @staticmethod
+    def _check_turn(session: GameSession, seat: str, turn: int) -> asyncio.Future[Decision] | None:
+        """The earlier answer when this is a retry of the game's last turn; 409 when the turn
+        is not new; None when it is."""
+        if session.last_turn is None:
+            return None
+        last_turn, last_seat, result = session.last_turn
+        if turn == last_turn and seat == last_seat:
+            return result
+        if turn <= last_turn:
+            raise TurnConflict(
+                f"turn {turn} for seat {seat!r} is out of order: the game's last turn is "
+                f"{last_turn} (seat {last_seat!r})"
+            )
+        return None
+
+    def _forget_unfinished_turn(self, step: _Step) -> None:
+        """A request that ends without an answer (cancelled, failed) must not leave its turn
+        waiting forever: a retry decides afresh."""
+        result = step.turn_result
+        if result is None or step.replay or result.done():
+            return
+        result.cancel()
+        last = step.session.last_turn
+        if last is not None and last[2] is result:
+            step.session.last_turn = None
 
     def _finish(self, step: _Step) -> Decision:
         version: int | None = None
-        if step.pending is not None:
-            result = step.pending.result()  # raises what the forward raised
-            step.index, version = result.action, result.version
-            recorder = step.session.recorders.get(step.seat)
-            # An abort or end may have landed while this waited on the batcher: record nothing.
-            if recorder is not None and self.games.is_live(step.session.game_id):
-                recorder.add_reward(step.reward or 0.0)
-                recorder.add_decision(
-                    step.obs, step.mask, step.index, result.logp, result.logits, version
-                )
+        fallback = False
         label = step.policy.label()
+        if step.pending is not None:
+            model = _model_result(step.pending)
+            if model is None:
+                fallback = True
+                self.fallbacks += 1
+                step.index, label = self._fallback_index(step.state, step.mask)
+            else:
+                step.index, version = model.action, model.version
+                recorder = step.session.recorders.get(step.seat)
+                # An abort or end may have landed while this waited on the batcher: record
+                # nothing. A fallback step above is not the learned policy's: never recorded.
+                if recorder is not None and self.games.is_live(step.session.game_id):
+                    recorder.add_reward(step.reward or 0.0)
+                    recorder.add_decision(
+                        step.obs, step.mask, step.index, model.logp, model.logits, version
+                    )
         self.decisions_by_policy[label] = self.decisions_by_policy.get(label, 0) + 1
-        return Decision(
-            self.adapter.action_value(step.index, step.state), step.index, label, version
+        decision = Decision(
+            self.adapter.action_value(step.index, step.state), step.index, label, version, fallback
         )
+        if step.turn_result is not None and not step.turn_result.done():
+            step.turn_result.set_result(decision)
+        return decision
+
+    def _fallback_index(self, state: dict[str, Any], mask: np.ndarray) -> tuple[int, str]:
+        if self.config.fallback == "rules" and self._rules is not None:
+            try:
+                return self._rules_index(state, mask), "rules"
+            except Unprocessable:
+                pass  # the rules cannot act here: random still can
+        return int(self._rng.choice(np.flatnonzero(mask))), "random"
 
     def end_game(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
         session = self.games.get(game_id)
@@ -224,6 +377,24 @@ class DecisionService:
 
     def abort_game(self, game_id: str) -> None:
         self.games.discard(game_id)
+
+    def count_too_large(self) -> None:
+        self.refused_too_large += 1
+
+    def expire_idle_games(self, idle_s: float) -> int:
+        """Abort games nobody has touched for `idle_s` seconds (recording nothing)."""
+        expired = self.games.idle_game_ids(idle_s)
+        for game_id in expired:
+            self.games.discard(game_id)
+        self.expired_games += len(expired)
+        return len(expired)
+
+    def warm_up(self) -> None:
+        """One forward before serving: the first call into torch is slow (lazy init), and
+        it must not eat the first real decisions' deadline."""
+        obs = np.zeros((1, self.adapter.obs_size), np.float32)
+        mask = np.ones((1, self.adapter.num_actions), np.float32)
+        self.batcher.warm_up(obs, mask)
 
     # --- views ---------------------------------------------------------------------------
 
@@ -254,6 +425,11 @@ class DecisionService:
             "decisions": dict(self.decisions_by_policy),
             "batcher": self.batcher.stats(),
             "episodes": self.outbox.stats(),
+            "fallbacks": self.fallbacks,
+            "turn_replays": self.turn_replays,
+            "refused_overload": self.refused_overload,  # 503s
+            "refused_too_large": self.refused_too_large,  # 413s
+            "expired_games": self.expired_games,
         }
 
     # --- internals -----------------------------------------------------------------------

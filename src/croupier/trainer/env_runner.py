@@ -18,13 +18,15 @@ env steps are in or `sample_timeout_s` passed.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
 import socket
 import threading
 import time
-from collections import Counter, OrderedDict, deque
-from collections.abc import Collection
+from collections import Counter, deque
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -46,6 +48,7 @@ from ray.rllib.utils.serialization import gym_space_to_dict
 from croupier.link import wire
 from croupier.policies.module import ModelSpec
 from croupier.trainer.episodes import EpisodeRejected, validate_episode
+from croupier.trainer.ingest_log import IngestLog
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,11 @@ class LinkOptions:
     max_frame_bytes: int = wire.DEFAULT_MAX_FRAME
     game: str = ""
     model: dict[str, Any] | None = None
+    # Where the ingest log lives (de-duplication across restarts); None: memory only.
+    state_dir: str | None = None
+    # Before the token handshake: the first frame's size cap and how long a peer may take.
+    max_handshake_bytes: int = 4096
+    handshake_timeout_s: float = 10.0
 
     @classmethod
     def from_config(cls, env_config: dict[str, Any]) -> LinkOptions:
@@ -82,6 +90,9 @@ class _Connection:
         self.runner = runner
         self.name = f"{addr[0]}:{addr[1]}"
         self.authed = runner.options.token is None
+        if not self.authed:
+            # Unauthenticated peers get a small first frame and a short time to send it.
+            sock.settimeout(runner.options.handshake_timeout_s)
         self.open = True
         self._out: deque[tuple[bytes, bool]] = deque()  # (frame, is a weights push)
         self._cv = threading.Condition()
@@ -125,22 +136,45 @@ class _Connection:
         runner = self.runner
         try:
             while self.open:
-                kind, body = wire.recv(self.sock, runner.options.max_frame_bytes)
                 if not self.authed:
-                    if kind is not RLlink.PING or body.get("token") != runner.options.token:
-                        runner._count("connections_refused")
-                        runner._drop(self, "no valid token in the first message")
+                    if not self._handshake():
                         return
-                    self.authed = True
+                    continue
+                kind, body = wire.recv(self.sock, runner.options.max_frame_bytes)
                 runner._handle(self, kind, body)
         except wire.FrameError as e:
             runner._count("frames_rejected")
             runner._drop(self, f"bad frame: {e}")
-        except (ConnectionError, OSError) as e:
+        except (ConnectionError, OSError) as e:  # TimeoutError included
             runner._drop(self, f"connection closed: {e}")
         except Exception as e:  # never let one peer take the runner down
             runner._count("frames_rejected")
             runner._drop(self, f"unexpected {type(e).__name__}: {e}")
+
+    def _handshake(self) -> bool:
+        """The first frame must be a small PING carrying the token; anything else closes the
+        connection before its content is acted on."""
+        runner = self.runner
+        try:
+            kind, body = wire.recv(self.sock, runner.options.max_handshake_bytes)
+        except (wire.FrameError, OSError):
+            runner._count("connections_refused")
+            runner._drop(self, "no valid handshake")
+            return False
+        token = body.get("token")
+        expected = runner.options.token or ""
+        if (
+            kind is not RLlink.PING
+            or not isinstance(token, str)
+            or not hmac.compare_digest(token.encode(), expected.encode())
+        ):
+            runner._count("connections_refused")
+            runner._drop(self, "no valid token in the first message")
+            return False
+        self.authed = True
+        self.sock.settimeout(None)
+        runner._handle(self, kind, body)
+        return True
 
 
 class SamplingStopped(RuntimeError):
@@ -162,7 +196,14 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self._inbox: list[SingleAgentEpisode] = []
         self._inbox_steps = 0
         self._cv = threading.Condition()
-        self._recent_ids: OrderedDict[str, None] = OrderedDict()
+        # Taken episodes (sampled, or dropped for lag or as invalid) are in the ingest log;
+        # those waiting in the inbox are acked when sampled, to the connection that sent them.
+        state_dir = self.options.state_dir
+        self.ingest_log = IngestLog(
+            Path(state_dir) / f"ingested-{self.worker_index}.log" if state_dir else None,
+            keep=_RECENT_IDS,
+        )
+        self._inbox_origin: dict[str, _Connection | None] = {}
         self.counters: Counter[str] = Counter()
         self.lag_histogram: Counter[int] = Counter()
         self._done_for_metrics: list[SingleAgentEpisode] = []
@@ -201,6 +242,10 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 )
         with self._cv:
             episodes, self._inbox, steps, self._inbox_steps = self._inbox, [], self._inbox_steps, 0
+            origins = [self._inbox_origin.pop(e.id_, None) for e in episodes]
+        # Logged first, acked second: an ack lost to a crash means a resend we recognise.
+        self.ingest_log.record([(e.id_, "accepted") for e in episodes])
+        self._ack(zip((e.id_ for e in episodes), origins, strict=True))
         SingleAgentEnvRunner._increase_sampled_metrics(self, steps, len(episodes))
         self._done_for_metrics.extend(episodes)
         return episodes
@@ -245,6 +290,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             conns = list(self._conns)
         for conn in conns:
             conn.close()
+        self.ingest_log.close()
 
     # --- Checkpointable ------------------------------------------------------------------
 
@@ -304,6 +350,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                     "episodes_rejected",
                     "episodes_duplicate",
                     "episodes_dropped_lag",
+                    "episodes_acked",
                     "steps_received",
                     "frames_rejected",
                     "connections_refused",
@@ -325,6 +372,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             "module_class": f"{module_class.__module__}:{module_class.__qualname__}",
             "model": self.spec.to_dict(),
             "weights_seq_no": self._weights_seq_no,
+            "acks": True,
         }
 
     # --- connections ---------------------------------------------------------------------
@@ -388,45 +436,73 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         elif kind is RLlink.GET_STATE:
             conn.send(self._state_frame, is_state=True)
         elif kind in (RLlink.EPISODES, RLlink.EPISODES_AND_GET_STATE):
-            self._ingest(body.get("episodes"))
+            self._ingest(body.get("episodes"), conn)
             # EPISODES_AND_GET_STATE is answered by the next push, which every server gets.
         else:
             raise wire.FrameError(f"unexpected message {kind.name}")
 
-    def _ingest(self, states: Any) -> None:
+    def _ingest(self, states: Any, conn: _Connection | None = None) -> None:
         if not isinstance(states, list):
             raise wire.FrameError("EPISODES needs a list of episodes")
         obs_size = self.config.observation_space["observations"].shape[0]
         num_actions = int(self.config.action_space.n)
         accepted: list[SingleAgentEpisode] = []
+        taken: list[tuple[str, str]] = []  # (id, outcome) settled now: logged, then acked
+        ack_now: list[str] = []
+        seen_now: set[str] = set()
         for state in states:
             try:
                 episode = validate_episode(state, obs_size, num_actions)
-            except EpisodeRejected as e:
+            except Exception as e:  # EpisodeRejected, or from_state on odd input: never crash
                 self._count("episodes_rejected")
-                log.debug("rejected episode: %s", e)
+                if not isinstance(e, EpisodeRejected):
+                    log.debug("rejected episode: %s: %s", type(e).__name__, e)
+                episode_id = state.get("id_") if isinstance(state, dict) else None
+                if isinstance(episode_id, str) and len(episode_id) <= 128:
+                    if episode_id not in seen_now:
+                        taken.append((episode_id, "rejected"))  # a resend would fail again
+                    seen_now.add(episode_id)
                 continue
-            except Exception as e:  # from_state on odd input: reject, never crash
-                self._count("episodes_rejected")
-                log.debug("rejected episode: %s: %s", type(e).__name__, e)
-                continue
-            if episode.id_ in self._recent_ids:
+            with self._cv:
+                waiting = episode.id_ in self._inbox_origin
+                if waiting:  # sent again while waiting: ack it on the live connection
+                    self._inbox_origin[episode.id_] = conn
+            if waiting or episode.id_ in seen_now:
                 self._count("episodes_duplicate")
                 continue
-            self._recent_ids[episode.id_] = None
-            if len(self._recent_ids) > _RECENT_IDS:
-                self._recent_ids.popitem(last=False)
+            seen_now.add(episode.id_)
+            if episode.id_ in self.ingest_log:
+                self._count("episodes_duplicate")
+                ack_now.append(episode.id_)
+                continue
             lag = max(0, self._weights_seq_no - min(episode.custom_data["versions"]))
             self.lag_histogram[lag] += 1
             max_lag = self.options.max_version_lag
             if max_lag is not None and lag > max_lag:
                 self._count("episodes_dropped_lag")
+                taken.append((episode.id_, "lag"))
                 continue
             accepted.append(episode)
+        self.ingest_log.record(taken)
+        self._ack((i, conn) for i in [*ack_now, *(i for i, _ in taken)])
         self._count("episodes_received", len(accepted))
         steps = sum(len(e) for e in accepted)
         self._count("steps_received", steps)
         with self._cv:
             self._inbox.extend(accepted)
+            for e in accepted:
+                self._inbox_origin[e.id_] = conn
             self._inbox_steps += steps
             self._cv.notify_all()
+
+    def _ack(self, ids_and_conns: Iterable[tuple[str, _Connection | None]]) -> None:
+        """Tell each server which of its episodes are taken (it deletes them from its spool).
+        A connection that is gone gets nothing: its server sends them again, and they are
+        recognised then."""
+        by_conn: dict[_Connection, list[str]] = {}
+        for episode_id, conn in ids_and_conns:
+            if conn is not None and conn.open:
+                by_conn.setdefault(conn, []).append(episode_id)
+        for conn, ids in by_conn.items():
+            conn.send(wire.pack({"type": wire.LinkExt.ACK.value, "ids": ids}))
+            self._count("episodes_acked", len(ids))

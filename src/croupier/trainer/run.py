@@ -103,7 +103,11 @@ class Trainer:
         adapter = load_adapter(opts.game, obs_size=opts.obs_size, num_actions=opts.num_actions)
         host, port = parse_address(opts.listen)
         link = LinkOptions(
-            host=host, port=port, token=opts.token, max_version_lag=opts.max_version_lag
+            host=host,
+            port=port,
+            token=opts.token,
+            max_version_lag=opts.max_version_lag,
+            state_dir=str(Path(opts.checkpoint_dir).resolve()),
         )
         spec = ModelSpec(algo=opts.algo, hiddens=list(opts.hiddens))
         if opts.hyper is None:

@@ -1,0 +1,99 @@
+"""The trainer's durable record of the episode ids it has taken: de-duplication across restarts.
+
+Servers deliver at least once: an episode whose ack was lost (the trainer died between taking
+it and acknowledging it, or the link broke) is sent again. Within one run the runner's memory
+of recent ids catches that; this log makes it survive a trainer restart. An id is written here
+(and flushed to the OS, which keeps it through a SIGKILL) before its ack leaves, so anything a
+server sends again after a restart is either in the log (dropped as a duplicate, and acked) or
+was never acknowledged (and is taken now).
+
+One line per id: `<id>\t<outcome>` (accepted, lag, rejected). The file is compacted to the
+newest `keep` ids when it grows past twice that.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter, OrderedDict
+from pathlib import Path
+
+OUTCOMES = ("accepted", "lag", "rejected")
+
+
+class IngestLog:
+    def __init__(self, path: Path | None, keep: int = 200_000):
+        self.path = path
+        self.keep = keep
+        self.ids: OrderedDict[str, str] = OrderedDict()
+        self._lines = 0
+        self._lock = threading.Lock()
+        self._file = None
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            for episode_id, outcome in read_ingest_log(path):
+                self.ids[episode_id] = outcome
+                self.ids.move_to_end(episode_id)
+                self._lines += 1
+            self._trim()
+        self._file = path.open("a", encoding="utf-8")
+
+    def __contains__(self, episode_id: str) -> bool:
+        return episode_id in self.ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def record(self, entries: list[tuple[str, str]]) -> None:
+        """Remember these (id, outcome) pairs; on disk before this returns."""
+        if not entries:
+            return
+        with self._lock:
+            for episode_id, outcome in entries:
+                self.ids[episode_id] = outcome
+            self._trim()
+            if self._file is None:
+                return
+            self._file.write("".join(f"{i}\t{o}\n" for i, o in entries))
+            self._file.flush()
+            self._lines += len(entries)
+            if self._lines > 2 * self.keep:
+                self._compact()
+
+    def _trim(self) -> None:
+        while len(self.ids) > self.keep:
+            self.ids.popitem(last=False)
+
+    def _compact(self) -> None:
+        assert self.path is not None and self._file is not None
+        tmp = self.path.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write("".join(f"{i}\t{o}\n" for i, o in self.ids.items()))
+        self._file.close()
+        os.replace(tmp, self.path)
+        self._file = self.path.open("a", encoding="utf-8")
+        self._lines = len(self.ids)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+def read_ingest_log(path: Path) -> list[tuple[str, str]]:
+    """Every (id, outcome) line of a log, in order (a torn last line is skipped)."""
+    out = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            episode_id, sep, outcome = line.rstrip("\n").partition("\t")
+            if sep and outcome in OUTCOMES:
+                out.append((episode_id, outcome))
+    return out
+
+
+def outcome_counts(path: Path) -> Counter[str]:
+    """How many distinct ids a log holds per outcome."""
+    return Counter(dict(read_ingest_log(path)).values())

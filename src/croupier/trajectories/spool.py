@@ -1,0 +1,202 @@
+"""Finished episodes waiting for the trainer: a durable queue in SQLite (WAL mode).
+
+`end` writes each episode here before it answers; an episode leaves only when the trainer
+acknowledges its id (at-least-once: after a reconnect everything unacknowledged is sent again,
+and the trainer drops ids it has seen). A restarted server finds its backlog on disk.
+
+The spool is bounded by episodes and by bytes: past either bound the oldest episodes are
+deleted and counted as dropped, so a long trainer outage never fills the disk or the memory.
+Bodies are msgpack (`croupier.link.wire.encode_value`), read back with the link's decoder,
+which never unpickles.
+
+Two threads use it: the event loop (`put`) and the link client (`take`, `ack`, `rewind`); one
+lock serialises them, and everything slow (encoding, decoding) happens outside it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from croupier.link import wire
+from croupier.trajectories.recorder import episode_len
+
+SPOOL_FILE = "spool.sqlite3"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS episodes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    episode_id TEXT NOT NULL UNIQUE,
+    steps INTEGER NOT NULL,
+    nbytes INTEGER NOT NULL,
+    body BLOB NOT NULL
+)
+"""
+
+
+class EpisodeSpool:
+    def __init__(
+        self,
+        path: Path | None = None,
+        max_episodes: int = 50_000,
+        max_bytes: int = 1 << 30,
+    ):
+        """`path`: the SQLite file (None: an in-memory database, for tests and experiments)."""
+        if max_episodes < 1 or max_bytes < 1:
+            raise ValueError("the spool bounds must be at least 1")
+        self.path = path
+        self.max_episodes = max_episodes
+        self.max_bytes = max_bytes
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(
+            str(path) if path is not None else ":memory:",
+            check_same_thread=False,
+            isolation_level=None,  # autocommit: each statement is its own transaction
+        )
+        if path is not None:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # WAL + NORMAL: a commit survives the process being killed (it is in the WAL file);
+            # only a power loss can take the last commits. FULL would fsync every `end`.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(_SCHEMA)
+        self._lock = threading.Lock()
+        count, nbytes, steps = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(nbytes), 0), COALESCE(SUM(steps), 0) FROM episodes"
+        ).fetchone()
+        self._count, self._bytes, self._steps = int(count), int(nbytes), int(steps)
+        # Everything at or below the cursor has been sent on the current connection.
+        self._cursor = 0
+        self._unsent_count, self._unsent_steps = self._count, self._steps
+        self.recovered = self._count  # found on disk at startup
+        self.put_total = 0
+        self.shipped = 0
+        self.acked = 0
+        self.dropped = 0
+        self.put_seconds = 0.0
+
+    # --- the server's side ---------------------------------------------------------------
+
+    def put(self, episode: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        body = wire.encode_value(episode)
+        steps = episode_len(episode)
+        with self._lock:
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO episodes (episode_id, steps, nbytes, body) "
+                "VALUES (?, ?, ?, ?)",
+                (str(episode["id_"]), steps, len(body), body),
+            )
+            if cur.rowcount == 1:
+                self._count += 1
+                self._bytes += len(body)
+                self._steps += steps
+                self._unsent_count += 1
+                self._unsent_steps += steps
+                self.put_total += 1
+                self._enforce_bounds()
+            self.put_seconds += time.perf_counter() - t0
+
+    def _enforce_bounds(self) -> None:
+        while self._count > self.max_episodes or self._bytes > self.max_bytes:
+            excess = max(self._count - self.max_episodes, 1)
+            rows = self._db.execute(
+                "DELETE FROM episodes WHERE seq IN "
+                "(SELECT seq FROM episodes ORDER BY seq LIMIT ?) RETURNING seq, steps, nbytes",
+                (min(excess, 1000),),
+            ).fetchall()
+            if not rows:
+                return
+            self._forget(rows)
+            self.dropped += len(rows)
+
+    def _forget(self, rows: list[tuple[int, int, int]]) -> None:
+        for seq, steps, nbytes in rows:
+            self._count -= 1
+            self._bytes -= nbytes
+            self._steps -= steps
+            if seq > self._cursor:
+                self._unsent_count -= 1
+                self._unsent_steps -= steps
+
+    # --- the link's side -----------------------------------------------------------------
+
+    def take(self, max_episodes: int | None = None) -> list[dict[str, Any]]:
+        """The oldest episodes not yet sent on this connection (they stay until acked)."""
+        limit = -1 if max_episodes is None else max_episodes
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, steps, body FROM episodes WHERE seq > ? ORDER BY seq LIMIT ?",
+                (self._cursor, limit),
+            ).fetchall()
+            if rows:
+                self._cursor = rows[-1][0]
+                self._unsent_count -= len(rows)
+                self._unsent_steps -= sum(r[1] for r in rows)
+        return [wire.decode_value(r[2]) for r in rows]
+
+    def rewind(self) -> None:
+        """A new connection: everything not acknowledged is due again."""
+        with self._lock:
+            self._cursor = 0
+            self._unsent_count, self._unsent_steps = self._count, self._steps
+
+    def ack(self, episode_ids: list[str]) -> int:
+        """The trainer has these: delete them. Returns how many were still here."""
+        if not episode_ids:
+            return 0
+        ids = [str(i) for i in episode_ids]
+        deleted: list[tuple[int, int, int]] = []
+        with self._lock:
+            for start in range(0, len(ids), 500):  # SQLite's variable limit
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                deleted += self._db.execute(
+                    f"DELETE FROM episodes WHERE episode_id IN ({marks}) "  # noqa: S608 - marks only
+                    "RETURNING seq, steps, nbytes",
+                    chunk,
+                ).fetchall()
+            self._forget(deleted)
+            self.acked += len(deleted)
+        return len(deleted)
+
+    def mark_shipped(self, n: int) -> None:
+        with self._lock:
+            self.shipped += n
+
+    def requeue(self, episodes: list[dict[str, Any]]) -> None:
+        """A send failed: the connection is gone, and the next one starts from the oldest."""
+        self.rewind()
+
+    # --- views ---------------------------------------------------------------------------
+
+    @property
+    def pending_episodes(self) -> int:
+        return self._unsent_count
+
+    @property
+    def pending_steps(self) -> int:
+        return self._unsent_steps
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "pending": self._unsent_count,  # not yet sent on the current connection
+                "pending_steps": self._unsent_steps,
+                "in_flight": self._count - self._unsent_count,  # sent, not yet acknowledged
+                "spooled": self._count,
+                "spooled_bytes": self._bytes,
+                "recorded": self.put_total,
+                "recovered": self.recovered,
+                "shipped": self.shipped,
+                "acked": self.acked,
+                "dropped": self.dropped,
+                "put_us_mean": 1e6 * self.put_seconds / max(self.put_total, 1),
+                "durable": self.path is not None,
+            }
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
