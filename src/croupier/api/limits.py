@@ -1,7 +1,7 @@
 """Request body size limit (413), as plain ASGI middleware so it runs before any parsing.
 
 A declared `Content-Length` over the limit is refused before a byte of the body is read; a
-chunked body is counted as it arrives and refused once it passes the limit.
+chunked body is read here as it arrives and refused once it passes the limit.
 """
 
 from __future__ import annotations
@@ -12,10 +12,6 @@ from typing import Any
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
-
-
-class BodyTooLarge(Exception):
-    pass
 
 
 class BodySizeLimit:
@@ -29,32 +25,37 @@ class BodySizeLimit:
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            await self._refuse(send)
-            return
-        seen = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise BodyTooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except BodyTooLarge:
-            if not started:
+        if declared is not None:
+            if declared > self.max_bytes:
                 await self._refuse(send)
+                return
+            await self.app(scope, receive, send)  # the server enforces the declared length
+            return
+        # No declared length (chunked): read it here, up to the limit, then hand it on.
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
     async def _refuse(self, send: Any) -> None:
         if self.on_refuse is not None:

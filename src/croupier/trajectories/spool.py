@@ -75,6 +75,7 @@ class EpisodeSpool:
         self.shipped = 0
         self.acked = 0
         self.dropped = 0
+        self.corrupt = 0
         self.put_seconds = 0.0
 
     # --- the server's side ---------------------------------------------------------------
@@ -135,7 +136,34 @@ class EpisodeSpool:
                 self._cursor = rows[-1][0]
                 self._unsent_count -= len(rows)
                 self._unsent_steps -= sum(r[1] for r in rows)
-        return [wire.decode_value(r[2]) for r in rows]
+        episodes, corrupt = [], []
+        for seq, _, body in rows:
+            try:
+                episode = wire.decode_value(body)
+            except wire.FrameError:
+                episode = None
+            if isinstance(episode, dict) and isinstance(episode.get("id_"), str):
+                episodes.append(episode)
+            else:  # a damaged row: drop it (counted), never crash the link
+                corrupt.append(seq)
+        if corrupt:
+            self._delete_corrupt(corrupt)
+        return episodes
+
+    def _delete_corrupt(self, seqs: list[int]) -> None:
+        with self._lock:
+            marks = ",".join("?" * len(seqs))
+            rows = self._db.execute(
+                f"DELETE FROM episodes WHERE seq IN ({marks}) "  # noqa: S608 - marks only
+                "RETURNING seq, steps, nbytes",
+                seqs,
+            ).fetchall()
+            # Already counted as sent by take(): only the totals change.
+            for _, steps, nbytes in rows:
+                self._count -= 1
+                self._bytes -= nbytes
+                self._steps -= steps
+            self.corrupt += len(rows)
 
     def rewind(self) -> None:
         """A new connection: everything not acknowledged is due again."""
@@ -193,6 +221,7 @@ class EpisodeSpool:
                 "shipped": self.shipped,
                 "acked": self.acked,
                 "dropped": self.dropped,
+                "corrupt": self.corrupt,
                 "put_us_mean": 1e6 * self.put_seconds / max(self.put_total, 1),
                 "durable": self.path is not None,
             }

@@ -1,0 +1,308 @@
+"""The spool (durable, bounded, acked), idempotent turns, fallback, limits and idle expiry.
+
+All in-process and fast; the same behaviour under real processes and SIGKILL is in
+tests/test_faults.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from croupier.games.leduc import LeducAdapter
+from croupier.link import wire
+from croupier.sessions.batcher import ModelDecision
+from croupier.trajectories.recorder import SeatRecorder
+from croupier.trajectories.spool import EpisodeSpool
+from tests.conftest import UNPICKLED, PickleBomb
+
+ADAPTER = LeducAdapter()
+GAME = "leduc-holdem"
+
+
+def make_episode(seed: int, steps: int = 3) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    rec = SeatRecorder(game_id=f"g{seed}", seat="0", policy="learned")
+    for _ in range(steps):
+        rec.add_decision(
+            rng.standard_normal(ADAPTER.obs_size).astype(np.float32),
+            np.ones(ADAPTER.num_actions, np.float32),
+            int(rng.integers(ADAPTER.num_actions)),
+            -1.1,
+            np.zeros(ADAPTER.num_actions, np.float32),
+            0,
+        )
+    episode = rec.close(1.0, ADAPTER.terminal_observation())
+    assert episode is not None
+    return episode
+
+
+# --- the spool ------------------------------------------------------------------------------
+
+
+def test_spool_survives_reopen_and_deletes_only_on_ack(tmp_path):
+    path = tmp_path / "spool.sqlite3"
+    episodes = [make_episode(i) for i in range(10)]
+    spool = EpisodeSpool(path)
+    for e in episodes:
+        spool.put(e)
+    sent = spool.take(4)
+    assert [e["id_"] for e in sent] == [e["id_"] for e in episodes[:4]]
+    np.testing.assert_array_equal(sent[0]["actions"]["data"], episodes[0]["actions"]["data"])
+    assert spool.stats()["pending"] == 6 and spool.stats()["in_flight"] == 4
+    assert spool.ack([e["id_"] for e in sent[:2]] + ["unknown-id"]) == 2
+    # No close(): the process "dies" here; a new spool on the same file finds the rest.
+    again = EpisodeSpool(path)
+    stats = again.stats()
+    assert stats["recovered"] == stats["spooled"] == stats["pending"] == 8
+    assert stats["pending_steps"] == 8 * 3
+    taken = again.take()
+    assert [e["id_"] for e in taken] == [e["id_"] for e in episodes[2:]]
+    # A reconnect re-sends whatever is not acked, oldest first (at-least-once).
+    again.ack([taken[0]["id_"]])
+    again.rewind()
+    assert [e["id_"] for e in again.take(2)] == [e["id_"] for e in episodes[3:5]]
+    # The same episode put twice (a retried end) is stored once.
+    again.put(episodes[9])
+    assert again.stats()["spooled"] == 7
+    spool.close()
+    again.close()
+
+
+def test_spool_bounds_drop_the_oldest_and_count_them(tmp_path):
+    spool = EpisodeSpool(tmp_path / "s.sqlite3", max_episodes=5)
+    episodes = [make_episode(i) for i in range(8)]
+    for e in episodes:
+        spool.put(e)
+    stats = spool.stats()
+    assert stats["spooled"] == 5 and stats["dropped"] == 3 and stats["recorded"] == 8
+    assert [e["id_"] for e in spool.take()] == [e["id_"] for e in episodes[3:]]
+
+    one = len(wire.encode_value(episodes[0]))
+    by_bytes = EpisodeSpool(tmp_path / "b.sqlite3", max_bytes=int(one * 2.5))
+    for e in episodes:
+        by_bytes.put(e)
+    stats = by_bytes.stats()
+    assert stats["spooled"] == 2 and stats["dropped"] == 6
+    assert stats["spooled_bytes"] <= one * 2.5
+    assert [e["id_"] for e in by_bytes.take()] == [e["id_"] for e in episodes[6:]]
+
+
+def test_spool_never_unpickles_a_damaged_row(tmp_path):
+    path = tmp_path / "spool.sqlite3"
+    spool = EpisodeSpool(path)
+    spool.put(make_episode(1))
+    flag = tmp_path / "unpickled"
+    evil = {  # msgpack-numpy's layout of an object array: its decoder would unpickle it
+        b"nd": True,
+        b"kind": b"O",
+        b"type": "|O",
+        b"shape": [1],
+        b"data": pickle.dumps(np.array([PickleBomb(str(flag))], dtype=object)),
+    }
+    import msgpack
+
+    with sqlite3.connect(path) as db:  # someone tampers with the file
+        db.execute(
+            "INSERT INTO episodes (episode_id, steps, nbytes, body) VALUES ('evil', 1, 10, ?)",
+            (msgpack.packb({"id_": "evil", "observations": evil}, use_bin_type=True),),
+        )
+    again = EpisodeSpool(path)
+    taken = again.take()
+    assert len(taken) == 1 and again.stats()["corrupt"] == 1 and again.stats()["spooled"] == 1
+    assert not flag.exists() and UNPICKLED == []
+
+
+def test_spool_put_cost(tmp_path):
+    """What `end` pays per learned seat for durability (printed; bounded loosely)."""
+    spool = EpisodeSpool(tmp_path / "spool.sqlite3")
+    episodes = [make_episode(i, steps=2) for i in range(400)]
+    t0 = time.perf_counter()
+    for e in episodes:
+        spool.put(e)
+    per_put_us = (time.perf_counter() - t0) / len(episodes) * 1e6
+    print(f"\nspool put (WAL, synchronous=NORMAL, 2-step Leduc episode): {per_put_us:.0f} µs")
+    assert per_put_us < 5000
+
+
+# --- idempotent turns -------------------------------------------------------------------------
+
+
+def _state(states: list[dict], player: int) -> dict:
+    return next(s for s in states if s["current_player"] == player)
+
+
+def test_retried_turn_returns_the_same_action_and_records_once(inprocess, leduc_states):
+    state = _state(leduc_states, 0)
+
+    async def test(client, service) -> Any:
+        seats = {"0": "learned", "1": "rules"}
+        gid = (await client.post("/v1/games", json={"game": GAME, "seats": seats})).json()[
+            "game_id"
+        ]
+        url = f"/v1/games/{gid}/decide"
+        body = {"seat": "0", "state": state, "turn": 3}
+        # Two copies in flight at once (a client timeout and retry), then one more later.
+        first, second = await asyncio.gather(
+            client.post(url, json=body), client.post(url, json=body)
+        )
+        third = await client.post(url, json=body)
+        answers = [r.json() for r in (first, second, third)]
+        older = await client.post(url, json={**body, "turn": 2})
+        other_seat = await client.post(url, json={**body, "seat": "1"})
+        nxt = await client.post(url, json={**body, "turn": 5})
+        batch = await client.post(
+            "/v1/decide:batch",
+            json={
+                "items": [{**body, "game_id": gid, "turn": 5}, {**body, "game_id": gid, "turn": 4}]
+            },
+        )
+        ended = (
+            await client.post(f"/v1/games/{gid}/end", json={"payoffs": {"0": 1, "1": -1}})
+        ).json()
+        return answers, older, other_seat, nxt, batch.json(), ended, service.outbox.take(), service
+
+    answers, older, other_seat, nxt, batch, ended, taken, service = inprocess(test, seed=3)
+    assert all(a == answers[0] for a in answers), answers
+    assert answers[0]["policy"] == "learned" and answers[0]["fallback"] is False
+    assert older.status_code == 409 and other_seat.status_code == 409
+    assert nxt.status_code == 200
+    replayed, stale = batch["results"]
+    assert {k: replayed[k] for k in ("action", "action_index")} == {
+        k: nxt.json()[k] for k in ("action", "action_index")
+    }
+    assert stale["error"]["status"] == 409
+    # Turn 3 (once) and turn 5 (once): two steps, not five.
+    assert ended["episodes"] == 1
+    (episode,) = taken
+    assert len(episode["actions"]["data"]) == 2
+    assert service.health()["turn_replays"] == 3
+
+
+# --- fallback -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("failure", ["late", "error"])
+def test_fallback_answers_marks_counts_and_records_nothing(inprocess, leduc_states, failure):
+    state = _state(leduc_states, 0)
+
+    async def test(client, service) -> Any:
+        loop = asyncio.get_running_loop()
+
+        def broken_submit(obs, mask, version) -> asyncio.Future[ModelDecision]:
+            future = loop.create_future()
+            if failure == "error":
+                future.set_exception(RuntimeError("the model broke"))
+            return future  # "late": never answers
+
+        service.batcher.submit = broken_submit
+        seats = {"0": "learned", "1": "rules"}
+        gid = (await client.post("/v1/games", json={"game": GAME, "seats": seats})).json()[
+            "game_id"
+        ]
+        t0 = time.perf_counter()
+        decided = await client.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": state})
+        took = time.perf_counter() - t0
+        ended = await client.post(f"/v1/games/{gid}/end", json={"payoffs": {"0": 1, "1": -1}})
+        return decided, took, ended.json(), service.health()
+
+    decided, took, ended, health = inprocess(test, decide_deadline_ms=100)
+    body = decided.json()
+    assert decided.status_code == 200, body
+    assert body["fallback"] is True and body["policy"] == "rules" and body["version"] is None
+    assert body["action"] in state["legal_actions"]
+    if failure == "late":
+        assert 0.09 < took < 2.0
+    assert health["fallbacks"] == 1
+    assert ended["episodes"] == 0  # the fallback step is not the learned policy's
+
+
+# --- limits and expiry ------------------------------------------------------------------------
+
+
+def test_body_limit_413(inprocess, leduc_states):
+    state = leduc_states[0]
+
+    async def test(client, service) -> Any:
+        gid = (await client.post("/v1/games", json={"game": GAME})).json()["game_id"]
+        big = {"seat": "0", "state": {**state, "pad": "x" * 5000}}
+        declared = await client.post(f"/v1/games/{gid}/decide", json=big)
+
+        async def chunks():  # no Content-Length: counted as it streams
+            for _ in range(10):
+                yield b" " * 1000
+
+        streamed = await client.post(f"/v1/games/{gid}/decide", content=chunks())
+        small = await client.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": state})
+        return declared, streamed, small, service.health()
+
+    declared, streamed, small, health = inprocess(test, max_body_bytes=4096)
+    assert declared.status_code == 413 and streamed.status_code == 413
+    assert small.status_code in (200, 422)  # handled normally (422: not this seat's turn)
+    assert health["refused_too_large"] == 2
+
+
+def test_overload_503_with_retry_after(inprocess, leduc_states):
+    state = _state(leduc_states, 0)
+
+    async def test(client, service) -> Any:
+        a = await client.post("/v1/games", json={"game": GAME, "seats": {"0": "learned"}})
+        b = await client.post("/v1/games", json={"game": GAME})
+        c = await client.post("/v1/games", json={"game": GAME})
+        gid = a.json()["game_id"]
+        decide = await client.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": state})
+        batch = await client.post(
+            "/v1/decide:batch", json={"items": [{"game_id": gid, "seat": "0", "state": state}]}
+        )
+        return [a, b, c], decide, batch.json(), service.health()
+
+    created, decide, batch, health = inprocess(
+        test, max_games=2, max_queued_decisions=0, retry_after_s=3
+    )
+    assert [r.status_code for r in created] == [201, 201, 503]
+    assert created[2].headers["retry-after"] == "3"
+    assert decide.status_code == 503 and decide.headers["retry-after"] == "3"
+    assert batch["results"][0]["error"]["status"] == 503
+    assert health["refused_overload"] == 3
+
+
+def test_idle_games_expire(inprocess, leduc_states):
+    state = _state(leduc_states, 0)
+
+    async def test(client, service) -> Any:
+        seats = {"0": "learned", "1": "rules"}
+        idle = (await client.post("/v1/games", json={"game": GAME, "seats": seats})).json()
+        busy = (await client.post("/v1/games", json={"game": GAME, "seats": seats})).json()
+        await client.post(f"/v1/games/{idle['game_id']}/decide", json={"seat": "0", "state": state})
+        for _ in range(8):  # keep one game busy for 0.8 s
+            await asyncio.sleep(0.1)
+            await client.post(
+                f"/v1/games/{busy['game_id']}/decide", json={"seat": "0", "state": state}
+            )
+        gone = await client.post(
+            f"/v1/games/{idle['game_id']}/decide", json={"seat": "0", "state": state}
+        )
+        return gone.status_code, service.health(), service.outbox.stats()
+
+    status, health, spool = inprocess(test, idle_game_timeout_s=0.4)
+    assert status == 404
+    assert health["expired_games"] == 1 and health["games_in_flight"] == 1
+    assert spool["recorded"] == 0  # an expired game is aborted: nothing recorded
+
+
+def test_data_dir_holds_spool_and_weights(tmp_path: Path):
+    from croupier.config import ServerConfig
+
+    config = ServerConfig(data_dir=tmp_path / "data")
+    assert config.spool_path() == tmp_path / "data" / "spool.sqlite3"
+    assert config.resolved_weights_dir() == tmp_path / "data" / "weights"
+    assert ServerConfig(data_dir=tmp_path, weights_dir=tmp_path / "w").resolved_weights_dir() == (
+        tmp_path / "w"
+    )
