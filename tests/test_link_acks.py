@@ -1,0 +1,150 @@
+"""The trainer's side of delivery: acks, de-duplication across a restart, the token handshake.
+
+A `LinkEnvRunner` is built in this process (no Algorithm, no Ray session) and spoken to over
+loopback with the wire module, as a policy server would.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from croupier.link import wire
+from croupier.trainer.algo import Hyper
+from croupier.trainer.ingest_log import outcome_counts
+from tests.test_trainer_link import GAME, _closed_by_peer, _frame, synthetic_episode
+
+HYPER = Hyper(train_batch_size=8, minibatch_size=8, num_epochs=1, lr=1e-3)
+TOKEN = "s3cret-token"
+
+
+def build_runner(state_dir: Path | None, token: str | None = None, max_lag: int | None = None):
+    from croupier.games.registry import load_adapter
+    from croupier.policies.module import ModelSpec
+    from croupier.trainer.algo import build_config
+    from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
+
+    options = LinkOptions(
+        host="127.0.0.1",
+        port=0,
+        token=token,
+        max_version_lag=max_lag,
+        state_dir=str(state_dir) if state_dir else None,
+        handshake_timeout_s=1.0,
+    )
+    config = build_config(load_adapter(GAME), options, ModelSpec(algo="ppo", hiddens=[16]), HYPER)
+    return LinkEnvRunner(config=config)
+
+
+def connect(runner: Any, token: str | None = None) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", runner.port), timeout=10)
+    ping: dict[str, Any] = {"type": "PING"}
+    if token is not None:
+        ping["token"] = token
+    wire.send(sock, ping)
+    assert wire.recv(sock)[0].name == "PONG"
+    return sock
+
+
+def recv_acks(sock: socket.socket, want: int, timeout_s: float = 10.0) -> list[str]:
+    """Read messages until `want` acked ids have arrived (weights pushes are skipped)."""
+    sock.settimeout(timeout_s)
+    ids: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while len(ids) < want and time.monotonic() < deadline:
+        kind, body = wire.recv(sock)
+        if kind is wire.LinkExt.ACK:
+            ids += body["ids"]
+    return ids
+
+
+@pytest.fixture
+def runners() -> Iterator[list[Any]]:
+    made: list[Any] = []
+    yield made
+    for r in made:
+        r.stop()
+
+
+def test_acks_after_sampling_and_dedup_survives_a_restart(tmp_path, runners):
+    episodes = [synthetic_episode(5, seed=i) for i in range(6)]  # played at version 5
+    ids = [e["id_"] for e in episodes]
+    first = build_runner(tmp_path, max_lag=2)
+    runners.append(first)
+    sock = connect(first)
+    stale = synthetic_episode(0, seed=99)
+    first.set_state({"rl_module": first.module.get_state(), "weights_seq_no": 5})
+    wire.send(sock, {"type": "EPISODES", "episodes": [*episodes[:4], stale]})
+    # Dropped for lag: settled at once, acked at once. The others wait for sample().
+    assert recv_acks(sock, 1) == [stale["id_"]]
+    assert first.wait_for_steps(16, 10)
+    sampled = first.sample()
+    assert sorted(e.id_ for e in sampled) == sorted(ids[:4])
+    assert sorted(recv_acks(sock, 4)) == sorted(ids[:4])
+    # Sent again (an ack lost on the way): a duplicate, acked again, not sampled again.
+    wire.send(sock, {"type": "EPISODES", "episodes": [episodes[0], episodes[4]]})
+    assert recv_acks(sock, 1) == [ids[0]]
+    sock.close()
+    first.stop()  # the "crash": episodes[4] was taken into the inbox but never sampled or acked
+
+    second = build_runner(tmp_path, max_lag=2)
+    runners.append(second)
+    sock = connect(second)
+    # The server resends everything unacked plus old ones whose ack it never saw.
+    wire.send(sock, {"type": "EPISODES", "episodes": [episodes[1], episodes[4], episodes[5]]})
+    assert recv_acks(sock, 1) == [ids[1]]  # known from the log: duplicate, acked
+    assert second.wait_for_steps(8, 10)
+    assert sorted(e.id_ for e in second.sample()) == sorted([ids[4], ids[5]])
+    assert sorted(recv_acks(sock, 2)) == sorted([ids[4], ids[5]])
+    stats = second.link_stats()
+    assert stats["episodes_received"] == 2 and stats["episodes_duplicate"] == 1
+    sock.close()
+    second.stop()
+    counts = outcome_counts(tmp_path / "ingested-0.log")
+    assert counts == {"accepted": 6, "lag": 1}  # every episode exactly once
+
+
+def test_token_handshake_closes_before_anything_is_processed(runners):
+    runner = build_runner(None, token=TOKEN)
+    runners.append(runner)
+    good = synthetic_episode(0, seed=1)
+    cases = {
+        "no token": wire.pack({"type": "PING"}),
+        "wrong token": wire.pack({"type": "PING", "token": "guess"}),
+        "token of the wrong type": wire.pack({"type": "PING", "token": 12345}),
+        "episodes first": wire.pack({"type": "EPISODES", "episodes": [good], "token": TOKEN}),
+        "big first frame": wire.pack({"type": "PING", "token": TOKEN, "pad": "x" * 10_000}),
+        "huge length header": b"99999999",
+        "wrong msgpack type": _frame(wire.encode_value([1, 2, 3])),
+        "silence": b"",
+    }
+    for name, data in cases.items():
+        with socket.create_connection(("127.0.0.1", runner.port), timeout=10) as sock:
+            sock.sendall(data)
+            t0 = time.monotonic()
+            assert _closed_by_peer(sock, 5.0), f"{name}: connection left open"
+            assert time.monotonic() - t0 < 3.0, f"{name}: took too long to close"
+    stats = runner.link_stats()
+    assert stats["connections_refused"] == len(cases)
+    assert stats["episodes_received"] == stats["episodes_rejected"] == 0
+    assert stats["connected_servers"] == 0
+
+    # With the token it works, and wrong types after the handshake drop only that link.
+    sock = connect(runner, TOKEN)
+    wire.send(sock, {"type": "EPISODES", "episodes": [good]})
+    assert runner.wait_for_steps(len(good["actions"]["data"]), 10)
+    for bad in ({"type": "EPISODES", "episodes": 7}, {"type": "SET_STATE", "x": 1}):
+        with socket.create_connection(("127.0.0.1", runner.port), timeout=10) as other:
+            wire.send(other, {"type": "PING", "token": TOKEN})
+            assert wire.recv(other)[0].name == "PONG"
+            wire.send(other, bad)
+            assert _closed_by_peer(other, 5.0)
+    wire.send(sock, {"type": "PING"})
+    sock.settimeout(10)
+    assert wire.recv(sock)[0].name == "PONG"  # the good link is still up
+    sock.close()
