@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -196,14 +196,14 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self._inbox: list[SingleAgentEpisode] = []
         self._inbox_steps = 0
         self._cv = threading.Condition()
-        # Taken episodes (sampled, or dropped for lag or as invalid) are in the ingest log;
-        # those waiting in the inbox are acked when sampled, to the connection that sent them.
+        # Every episode taken (into the inbox, or dropped for lag or as invalid) is written to
+        # the ingest log, then acked: a server deletes it from its spool on the ack, and a
+        # resend whose ack was lost is recognised, even after a restart.
         state_dir = self.options.state_dir
         self.ingest_log = IngestLog(
             Path(state_dir) / f"ingested-{self.worker_index}.log" if state_dir else None,
             keep=_RECENT_IDS,
         )
-        self._inbox_origin: dict[str, _Connection | None] = {}
         self.counters: Counter[str] = Counter()
         self.lag_histogram: Counter[int] = Counter()
         self._done_for_metrics: list[SingleAgentEpisode] = []
@@ -242,10 +242,6 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 )
         with self._cv:
             episodes, self._inbox, steps, self._inbox_steps = self._inbox, [], self._inbox_steps, 0
-            origins = [self._inbox_origin.pop(e.id_, None) for e in episodes]
-        # Logged first, acked second: an ack lost to a crash means a resend we recognise.
-        self.ingest_log.record([(e.id_, "accepted") for e in episodes])
-        self._ack(zip((e.id_ for e in episodes), origins, strict=True))
         SingleAgentEnvRunner._increase_sampled_metrics(self, steps, len(episodes))
         self._done_for_metrics.extend(episodes)
         return episodes
@@ -463,15 +459,11 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                         taken.append((episode_id, "rejected"))  # a resend would fail again
                     seen_now.add(episode_id)
                 continue
-            with self._cv:
-                waiting = episode.id_ in self._inbox_origin
-                if waiting:  # sent again while waiting: ack it on the live connection
-                    self._inbox_origin[episode.id_] = conn
-            if waiting or episode.id_ in seen_now:
+            if episode.id_ in seen_now:
                 self._count("episodes_duplicate")
                 continue
             seen_now.add(episode.id_)
-            if episode.id_ in self.ingest_log:
+            if episode.id_ in self.ingest_log:  # its ack was lost: ack again
                 self._count("episodes_duplicate")
                 ack_now.append(episode.id_)
                 continue
@@ -483,26 +475,23 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 taken.append((episode.id_, "lag"))
                 continue
             accepted.append(episode)
+            taken.append((episode.id_, "accepted"))
+        # Logged first, acked second: an ack lost to a crash means a resend we recognise.
         self.ingest_log.record(taken)
-        self._ack((i, conn) for i in [*ack_now, *(i for i, _ in taken)])
+        self._ack(conn, [*ack_now, *(i for i, _ in taken)])
         self._count("episodes_received", len(accepted))
         steps = sum(len(e) for e in accepted)
         self._count("steps_received", steps)
         with self._cv:
             self._inbox.extend(accepted)
-            for e in accepted:
-                self._inbox_origin[e.id_] = conn
             self._inbox_steps += steps
             self._cv.notify_all()
 
-    def _ack(self, ids_and_conns: Iterable[tuple[str, _Connection | None]]) -> None:
-        """Tell each server which of its episodes are taken (it deletes them from its spool).
-        A connection that is gone gets nothing: its server sends them again, and they are
+    def _ack(self, conn: _Connection | None, ids: list[str]) -> None:
+        """Tell the server these episodes are taken (it deletes them from its spool). On a
+        connection that is gone the ack is lost: the server sends them again, and they are
         recognised then."""
-        by_conn: dict[_Connection, list[str]] = {}
-        for episode_id, conn in ids_and_conns:
-            if conn is not None and conn.open:
-                by_conn.setdefault(conn, []).append(episode_id)
-        for conn, ids in by_conn.items():
-            conn.send(wire.pack({"type": wire.LinkExt.ACK.value, "ids": ids}))
-            self._count("episodes_acked", len(ids))
+        if conn is None or not conn.open or not ids:
+            return
+        conn.send(wire.pack({"type": wire.LinkExt.ACK.value, "ids": ids}))
+        self._count("episodes_acked", len(ids))
