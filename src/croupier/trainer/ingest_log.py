@@ -39,6 +39,8 @@ class IngestLog:
                 self._lines += 1
             self._trim()
         self._file = path.open("a", encoding="utf-8")
+        if path.stat().st_size and not _ends_with_newline(path):
+            self._file.write("\n")  # a line torn by a crash must not swallow the next one
 
     def __contains__(self, episode_id: str) -> bool:
         return episode_id in self.ids
@@ -81,6 +83,12 @@ class IngestLog:
             if self._file is not None:
                 self._file.close()
                 self._file = None
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
 
 
 def read_ingest_log(path: Path) -> list[tuple[str, str]]:
