@@ -35,6 +35,7 @@ bench: setup
 	$(PY) -m croupier bench serve --games 100,1000 --seconds 10
 	$(PY) -m croupier bench train --minutes 3
 	$(PY) -m croupier bench lag --minutes 1.5
+	$(PY) -m croupier bench soak --games 1000 --minutes 10
 
 clean:
 	rm -rf .venv runs .pytest_cache

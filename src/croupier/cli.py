@@ -317,6 +317,23 @@ def bench_lag(
     run(game, algos.split(","), [int(x) for x in lags.split(",")], minutes, out)
 
 
+@bench_app.command("soak")
+def bench_soak(
+    games: Annotated[int, typer.Option(help="Concurrent games")] = 1000,
+    minutes: float = 10.0,
+    url: Annotated[str | None, typer.Option(help="An existing server (default: start one)")] = None,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Many concurrent games for minutes: decisions, errors, p99 per minute, server RSS."""
+    from croupier.bench.soak import bench_soak as run
+    from croupier.bench.soak import format_report
+
+    report = run(games, minutes, out, url)
+    typer.echo(format_report(report))
+    if report["errors"]:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app()
 

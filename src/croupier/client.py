@@ -139,9 +139,12 @@ class CroupierClient:
         state: dict[str, Any],
         *,
         reward: float | None = None,
+        turn: int | None = None,
     ) -> dict[str, Any]:
-        """Ask for `seat`'s action; returns {"action", "action_index", "policy", "version"}."""
-        body = _drop_none({"seat": seat, "state": state, "reward": reward})
+        """Ask for `seat`'s action; returns {"action", "action_index", "policy", "version",
+        "fallback"}. `turn` (increasing through the game) makes a retry safe: the same turn
+        again gets the same answer and is recorded once."""
+        body = _drop_none({"seat": seat, "state": state, "reward": reward, "turn": turn})
         return await self._request("POST", f"/v1/games/{_q(game_id)}/decide", body)
 
     async def decide_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -87,6 +87,11 @@ class InferenceBatcher:
             self.versions.act(module, obs, mask)
 
     @property
+    def busy(self) -> bool:
+        """A batch is on the forward thread, or its results are being handed out."""
+        return bool(self._running)
+
+    @property
     def queued(self) -> int:
         return len(self._pending)
 

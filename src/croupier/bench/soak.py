@@ -1,0 +1,207 @@
+"""`croupier bench soak`: many concurrent games against one server for minutes.
+
+Each of `--games` tasks plays Leduc hands back to back through the HTTP API (create, decide
+with a turn number, end), timing every request. Reported per minute: decisions, errors,
+p50/p99 decide latency, fallbacks, and the server's RSS; at the end the totals and the
+server's own counters (spool depth, drops, 503s). Errors must be 0.
+
+The load generator runs in this process, the server in a subprocess (with its own data
+directory, no trainer: the spool fills and stays bounded, which is part of what is soaked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from croupier.client import CroupierClient, CroupierError
+from croupier.demo import free_port, wait_until_up
+from croupier.engine.rlcard_games import RLCardTable
+
+GAME = "leduc-holdem"
+SEATS = ("0", "1")
+
+
+@dataclass
+class Minute:
+    minute: int
+    decisions: int = 0
+    hands: int = 0
+    errors: int = 0
+    fallbacks: int = 0
+    latencies: list[float] = field(default_factory=list)
+    rss_mb: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        lat = sorted(self.latencies)
+
+        def q(p: float) -> float:
+            return lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3 if lat else 0.0
+
+        return {
+            "minute": self.minute,
+            "decisions": self.decisions,
+            "decisions_per_s": self.decisions / 60.0,
+            "hands": self.hands,
+            "errors": self.errors,
+            "fallbacks": self.fallbacks,
+            "p50_ms": q(0.50),
+            "p99_ms": q(0.99),
+            "max_ms": lat[-1] * 1e3 if lat else 0.0,
+            "server_rss_mb": self.rss_mb,
+        }
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+class Soak:
+    def __init__(self, games: int, seconds: float):
+        self.games = games
+        self.seconds = seconds
+        self.t0 = 0.0
+        self.minutes: list[Minute] = []
+        self.error_samples: list[str] = []
+
+    def bucket(self) -> Minute:
+        index = int((time.monotonic() - self.t0) // 60)
+        while len(self.minutes) <= index:
+            self.minutes.append(Minute(len(self.minutes)))
+        return self.minutes[index]
+
+    def error(self, e: BaseException) -> None:
+        self.bucket().errors += 1
+        if len(self.error_samples) < 20:
+            self.error_samples.append(f"{type(e).__name__}: {e}")
+
+    async def table(self, client: CroupierClient, index: int, deadline: float) -> None:
+        table = RLCardTable(GAME)
+        table.reset(index)
+        hand = 0
+        while time.monotonic() < deadline:
+            hand += 1
+            seating = {"0": "learned", "1": "rules"} if (hand + index) % 2 else {
+                "0": "rules", "1": "learned"}  # fmt: skip
+            game_id = None
+            try:
+                game_id = (await client.create_game(GAME, seats=seating))["game_id"]
+                table.reset()
+                turn = 0
+                while not table.is_over():
+                    player = table.current_player()
+                    state = table.state_json(player)
+                    t = time.perf_counter()
+                    decision = await client.decide(game_id, SEATS[player], state, turn=turn)
+                    minute = self.bucket()
+                    minute.latencies.append(time.perf_counter() - t)
+                    minute.decisions += 1
+                    minute.fallbacks += bool(decision.get("fallback"))
+                    table.step(decision["action"])
+                    turn += 1
+                payoffs = dict(zip(SEATS, table.payoffs(), strict=True))
+                await client.end(game_id, payoffs)
+                self.bucket().hands += 1
+            except (TimeoutError, CroupierError, OSError, KeyError, ValueError) as e:
+                self.error(e)
+                if game_id is not None:
+                    with contextlib.suppress(CroupierError, OSError, asyncio.TimeoutError):
+                        await client.abort(game_id)
+
+    async def run(self, url: str, server_pid: int | None) -> None:
+        async with CroupierClient(url, max_connections=self.games, timeout_s=60) as client:
+            self.t0 = time.monotonic()
+            deadline = self.t0 + self.seconds
+            sampler = asyncio.create_task(self.sample_rss(server_pid))
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    for i in range(self.games):
+                        tg.create_task(self.table(client, i, deadline))
+            finally:
+                sampler.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sampler
+
+    async def sample_rss(self, pid: int | None) -> None:
+        while pid is not None:
+            self.bucket().rss_mb = rss_mb(pid)  # the last sample of each minute stays
+            await asyncio.sleep(5)
+
+
+def bench_soak(games: int, minutes: float, out_dir: Path, url: str | None = None) -> dict[str, Any]:
+    import uvloop
+
+    proc = None
+    with tempfile.TemporaryDirectory(prefix="croupier-soak-") as data_dir:
+        if url is None:
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            cmd = [sys.executable, "-m", "croupier", "serve", "--game", GAME, "--port", str(port)]
+            cmd += ["--data-dir", data_dir]
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            if proc is not None:
+                wait_until_up(url, proc, timeout=120)
+            pid = proc.pid if proc is not None else None
+            rss_start = rss_mb(pid) if pid else None
+            soak = Soak(games, minutes * 60)
+            uvloop.run(soak.run(url, pid))
+            rss_end = rss_mb(pid) if pid else None
+            import httpx
+
+            server = httpx.get(url + "/healthz", timeout=30).json()
+        finally:
+            if proc is not None:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    per_minute = [m.summary() for m in soak.minutes]
+    all_lat = sorted(x for m in soak.minutes for x in m.latencies)
+    report = {
+        "command": f"croupier bench soak --games {games} --minutes {minutes:g}",
+        "games": games,
+        "minutes": minutes,
+        "decisions": sum(m.decisions for m in soak.minutes),
+        "hands": sum(m.hands for m in soak.minutes),
+        "errors": sum(m.errors for m in soak.minutes),
+        "fallbacks": sum(m.fallbacks for m in soak.minutes),
+        "p99_ms": all_lat[int(0.99 * (len(all_lat) - 1))] * 1e3 if all_lat else 0.0,
+        "server_rss_mb_start": rss_start,
+        "server_rss_mb_end": rss_end,
+        "per_minute": per_minute,
+        "error_samples": soak.error_samples,
+        "server_health": server,
+        "time": time.time(),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "soak.json").write_text(json.dumps(report, indent=2, default=float))
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [
+        f"{report['command']}: {report['decisions']:,} decisions, {report['hands']:,} hands, "
+        f"{report['errors']} errors, {report['fallbacks']} fallbacks, p99 "
+        f"{report['p99_ms']:.1f} ms; server RSS {report['server_rss_mb_start']} -> "
+        f"{report['server_rss_mb_end']} MB",
+        "minute  decisions/s  p50 ms  p99 ms  errors  rss MB",
+    ]
+    for m in report["per_minute"]:
+        lines.append(
+            f"{m['minute']:6d}  {m['decisions_per_s']:11.0f}  {m['p50_ms']:6.1f}  "
+            f"{m['p99_ms']:6.1f}  {m['errors']:6d}  {m['server_rss_mb']:6.1f}"
+        )
+    return "\n".join(lines)
