@@ -155,6 +155,7 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
     server = subprocess.Popen(
         [*exe, "serve", "--game", run.game, "--port", str(http_port), "--seats", "learned,rules",
          "--trainer", f"127.0.0.1:{link_port}", "--weights-dir", str(run_dir / "weights"),
+         "--data-dir", str(run_dir / "server"),
          *run.server_args],
         stdout=(run_dir / "server.log").open("w"), stderr=subprocess.STDOUT, env=env,
     )  # fmt: skip

@@ -89,7 +89,8 @@ def _sample_states(n: int) -> list[dict[str, Any]]:
 
 def _start_server(port: int, args: list[str]) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "croupier", "serve", "--game", GAME, "--port", str(port), *args],
+        [sys.executable, "-m", "croupier", "serve", "--game", GAME, "--port", str(port)]
+        + ["--data-dir", "none", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
