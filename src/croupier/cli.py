@@ -73,7 +73,7 @@ def serve(
         float, typer.Option(help="Learned decisions later than this get the fallback; 0: off")
     ] = 1000.0,
     fallback: Annotated[str, typer.Option(help="rules | random")] = "rules",
-    max_body_kb: Annotated[float, typer.Option(help="Larger request bodies get 413")] = 1024.0,
+    max_body_kb: Annotated[float, typer.Option(help="Larger request bodies get 413")] = 4096.0,
     max_games: Annotated[int, typer.Option(help="Games in flight; more get 503")] = 100_000,
     max_queued_decisions: Annotated[
         int, typer.Option(help="Decisions waiting for the model; more get 503")

@@ -56,7 +56,7 @@ class ServerConfig:
     fallback: str = "rules"
     # Limits: request bodies (413), games in flight and decisions waiting for the model (503
     # with Retry-After past either), idle games aborted after this many seconds (None: never).
-    max_body_bytes: int = 1 << 20
+    max_body_bytes: int = 4 << 20  # a full decide:batch (4096 items) fits
     max_games: int = 100_000
     max_queued_decisions: int = 10_000
     idle_game_timeout_s: float | None = 600.0
