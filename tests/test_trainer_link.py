@@ -410,8 +410,11 @@ def test_garbage_on_the_trainer_port(shared, tmp_path):
         wire.send(sock, {"type": "EPISODES", "episodes": bad})
         wire.send(sock, {"type": "PING"})
         sock.settimeout(15)
-        replies = [wire.recv(sock)[0].name for _ in range(2)]
-        assert replies == ["ACK", "PONG"]  # the rejected episode with an id is settled (acked)
+        replies = [wire.recv(sock)[0].name]
+        while replies[-1] != "PONG" and len(replies) < 10:  # weights pushes may interleave
+            replies.append(wire.recv(sock)[0].name)
+        # The rejected episode that has an id is settled (acked), then the PING is answered.
+        assert [r for r in replies if r != "SET_STATE"] == ["ACK", "PONG"], replies
     after = rt.stats()
     print("before:", before, "after:", after)
     assert after["frames_rejected"] == before["frames_rejected"] + len(bad_frames)
