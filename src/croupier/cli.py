@@ -81,6 +81,13 @@ def serve(
     idle_game_timeout_s: Annotated[
         float, typer.Option(help="Abort games idle this long; 0: never")
     ] = 600.0,
+    keep_alive_s: Annotated[
+        float,
+        typer.Option(
+            help="Idle keep-alive connections are closed after this long (uvicorn's 5 s "
+            "default races busy clients reusing a connection: resets)"
+        ),
+    ] = 75.0,
     seed: int = 0,
     log_level: str = "warning",
 ) -> None:
@@ -133,6 +140,7 @@ def serve(
         http="httptools",
         log_level=log_level,
         access_log=False,
+        timeout_keep_alive=int(keep_alive_s),
     )
 
 

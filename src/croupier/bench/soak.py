@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,11 @@ class Minute:
             "max_ms": lat[-1] * 1e3 if lat else 0.0,
             "server_rss_mb": self.rss_mb,
         }
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -155,9 +161,18 @@ def bench_soak(games: int, minutes: float, out_dir: Path, url: str | None = None
                 wait_until_up(url, proc, timeout=120)
             pid = proc.pid if proc is not None else None
             rss_start = rss_mb(pid) if pid else None
+            cpu_start, own_cpu_start, load_start = (
+                cpu_seconds(pid) if pid else 0.0,
+                time.process_time(),
+                os.getloadavg()[0],
+            )
             soak = Soak(games, minutes * 60)
+            wall = time.monotonic()
             uvloop.run(soak.run(url, pid))
+            wall = time.monotonic() - wall
             rss_end = rss_mb(pid) if pid else None
+            server_cpu = cpu_seconds(pid) - cpu_start if pid else None
+            own_cpu = time.process_time() - own_cpu_start
             import httpx
 
             server = httpx.get(url + "/healthz", timeout=30).json()
@@ -181,6 +196,13 @@ def bench_soak(games: int, minutes: float, out_dir: Path, url: str | None = None
         "p99_ms": all_lat[int(0.99 * (len(all_lat) - 1))] * 1e3 if all_lat else 0.0,
         "server_rss_mb_start": rss_start,
         "server_rss_mb_end": rss_end,
+        # Who used the CPU: the server, this load generator, and the machine's load average
+        # (a shared machine shows it here).
+        "server_cpu_s": server_cpu,
+        "loadgen_cpu_s": own_cpu,
+        "wall_s": wall,
+        "loadavg_1m_start_end": [load_start, os.getloadavg()[0]],
+        "cpus": os.cpu_count(),
         "per_minute": per_minute,
         "error_samples": soak.error_samples,
         "server_health": server,
@@ -196,7 +218,9 @@ def format_report(report: dict[str, Any]) -> str:
         f"{report['command']}: {report['decisions']:,} decisions, {report['hands']:,} hands, "
         f"{report['errors']} errors, {report['fallbacks']} fallbacks, p99 "
         f"{report['p99_ms']:.1f} ms; server RSS {report['server_rss_mb_start']} -> "
-        f"{report['server_rss_mb_end']} MB",
+        f"{report['server_rss_mb_end']} MB; CPU s server {report['server_cpu_s']}, load "
+        f"generator {report['loadgen_cpu_s']:.0f}, wall {report['wall_s']:.0f}, load average "
+        f"{report['loadavg_1m_start_end']}",
         "minute  decisions/s  p50 ms  p99 ms  errors  rss MB",
     ]
     for m in report["per_minute"]:
