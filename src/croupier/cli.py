@@ -43,8 +43,9 @@ def serve(
     max_batch: int = 256,
     max_wait_ms: float = 0.0,
     forward_thread: Annotated[
-        bool, typer.Option(help="Run batched forwards on their own thread (else inline)")
-    ] = True,
+        bool,
+        typer.Option(help="Run batched forwards on their own thread (default: on the event loop)"),
+    ] = False,
     obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
     num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
     num_players: int = 2,
