@@ -45,6 +45,7 @@ def bench_lag(
             run = {
                 "algo": algo,
                 "lag": lag,
+                "minutes": minutes,
                 "final_version": report["final_version"],
                 "final_vs_rules": report["final_vs_rules"],
                 "env_steps": last.get("env_steps"),
@@ -58,8 +59,16 @@ def bench_lag(
                 f"{run['measured_lag']}",
                 flush=True,
             )
-    result = {"game": game, "minutes": minutes, "runs": runs}
-    (out_dir / "lag.json").write_text(json.dumps(result, indent=2, default=float))
+    # One file for all algorithms: runs of algorithms not swept this time are kept, so the
+    # APPO and PPO halves can be measured in separate invocations and still share a plot.
+    path = out_dir / "lag.json"
+    kept = []
+    if path.exists():
+        previous = json.loads(path.read_text())
+        if previous.get("game") == game:
+            kept = [r for r in previous["runs"] if r["algo"] not in algos]
+    result = {"game": game, "runs": kept + runs}
+    path.write_text(json.dumps(result, indent=2, default=float))
     plot(result, out_dir / "lag.png")
     return result
 
