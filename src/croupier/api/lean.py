@@ -7,6 +7,7 @@ returned model against `response_model`. A `LeanRoute` keeps everything FastAPI 
 body and response models, errors, security dependencies in OpenAPI) but handles a request with:
 
 - the API-key check called directly (the route's declared dependency is there for the docs),
+- a body that says it is not JSON refused with 415 (no Content-Type is taken as JSON),
 - pydantic-core parsing and validating the raw JSON bytes in one pass (`parse_body`); errors
   become the usual `RequestValidationError`, so the app's 422 handler answers them,
 - orjson bytes as the answer (`json_response`).
@@ -20,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import orjson
-from fastapi import Request, Response
+from fastapi import HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
@@ -38,9 +39,20 @@ class LeanRoute(APIRoute):
             keys = request.app.state.api_keys
             if not keys.open:
                 keys.check(request.headers.get("authorization"), admin=False)
+            content_type = request.headers.get("content-type")
+            if content_type is not None and not _is_json(content_type):
+                raise HTTPException(415, "send the body as JSON (Content-Type: application/json)")
             return await endpoint(request, **request.path_params)
 
         return handle
+
+
+def _is_json(content_type: str) -> bool:
+    # application/json, application/json; charset=utf-8, application/problem+json ...
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 def parse_body(model: type[Model], raw: bytes) -> Model:

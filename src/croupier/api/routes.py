@@ -39,23 +39,25 @@ def service(request: Request) -> DecisionService:
     return request.app.state.service
 
 
-@router.post(
+# The routes an engine calls for every hand (create, decide, end) are the hot path: see
+# `croupier.api.lean`. Same models, same 422s, same OpenAPI docs as the other routes.
+hot_router = APIRouter(route_class=LeanRoute, dependencies=[Depends(require_engine_key)])
+
+
+@hot_router.post(
     "/v1/games",
     status_code=201,
     response_model=GameCreated,
     responses={409: {"model": Problem, "description": "Duplicate game_id"}},
+    openapi_extra=json_body(CreateGame),
 )
-async def create_game(body: CreateGame, request: Request) -> GameCreated:
+async def create_game(request: Request) -> Response:
     """Start a game: each seat gets a policy (and, for learned seats, a weights version)."""
+    body = parse_body(CreateGame, await request.body())
     created = service(request).create_game(
         body.game, body.game_id, body.seats, body.pin, body.record
     )
-    return GameCreated.model_validate(created)
-
-
-# The two decision routes are the hot path: see `croupier.api.lean`. Same models, same 422s, same
-# OpenAPI docs as the other routes.
-hot_router = APIRouter(route_class=LeanRoute, dependencies=[Depends(require_engine_key)])
+    return json_response(created, status_code=201)
 
 
 @hot_router.post(
@@ -118,10 +120,16 @@ def _batch_result(outcome: Any) -> dict[str, Any]:
     return {**outcome.to_dict(), "error": None}
 
 
-@router.post("/v1/games/{game_id}/end", response_model=GameEndedResponse, responses=GAME_ERRORS)
-async def end_game(game_id: str, body: EndRequest, request: Request) -> GameEndedResponse:
+@hot_router.post(
+    "/v1/games/{game_id}/end",
+    response_model=GameEndedResponse,
+    responses=GAME_ERRORS,
+    openapi_extra=json_body(EndRequest),
+)
+async def end_game(request: Request, game_id: str) -> Response:
     """Close the game with every seat's payoff; learned seats' episodes go to the trainer."""
-    return GameEndedResponse(**service(request).end_game(game_id, body.payoffs))
+    body = parse_body(EndRequest, await request.body())
+    return json_response(service(request).end_game(game_id, body.payoffs))
 
 
 @router.delete("/v1/games/{game_id}", status_code=204, responses={404: GAME_ERRORS[404]})
