@@ -161,7 +161,8 @@ def requests(draw: st.DrawFn, app: App) -> tuple[str, str, dict[str, Any]]:
         kw["content"] = json.dumps(draw(JSON)).encode()
     elif kind == "bytes":
         kw["content"] = draw(st.binary(max_size=200))
-    headers = {"content-type": draw(st.sampled_from(["application/json", "text/plain", "", "x/y"]))}
+    content_types = ["application/json"] * 4 + ["application/x+json", "text/plain", "", "x/y"]
+    headers = {"content-type": draw(st.sampled_from(content_types))}
     if draw(st.integers(0, 9)) == 0:
         headers["authorization"] = draw(
             st.sampled_from(["Bearer ", "Bearer x", "Basic Og==", "é".encode("latin-1")])

@@ -287,7 +287,8 @@ class DecisionService:
         if policy.kind == "rules":
             step.index = self._rules_index(state, mask)
         elif policy.kind == "random":
-            step.index = int(self._rng.choice(np.flatnonzero(mask)))
+            legal = np.flatnonzero(mask)
+            step.index = int(legal[self._rng.integers(len(legal))])
         else:
             if self.batcher.queued >= self.config.max_queued_decisions:
                 self.refused_overload += 1
