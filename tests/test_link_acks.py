@@ -145,3 +145,22 @@ def test_token_handshake_closes_before_anything_is_processed(runners):
     sock.settimeout(10)
     assert wire.recv(sock)[0].name == "PONG"  # the good link is still up
     sock.close()
+
+
+def test_ingest_log_compacts_and_survives_a_torn_line(tmp_path):
+    from croupier.trainer.ingest_log import IngestLog, read_ingest_log
+
+    path = tmp_path / "ingested-0.log"
+    log = IngestLog(path, keep=3)
+    for i in range(10):
+        log.record([(f"id{i}", "accepted")])
+    assert list(log.ids) == ["id7", "id8", "id9"]
+    assert len(read_ingest_log(path)) <= 2 * 3  # compacted on disk too
+    log.close()
+    with path.open("a") as f:
+        f.write("id10\tacc")  # a crash in the middle of a line
+    again = IngestLog(path, keep=3)
+    again.record([("id11", "lag")])
+    again.close()
+    assert "id11" in IngestLog(path, keep=3)
+    assert read_ingest_log(path)[-1] == ("id11", "lag")
