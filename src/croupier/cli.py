@@ -60,6 +60,9 @@ def serve(
         str | None,
         typer.Option(envvar="CROUPIER_ADMIN_KEYS", help="Comma-separated admin bearer keys"),
     ] = None,
+    arena_results: Annotated[
+        Path | None, typer.Option(help="Arena results file (JSON lines) for the dashboard")
+    ] = None,
     seed: int = 0,
     log_level: str = "warning",
 ) -> None:
@@ -91,6 +94,7 @@ def serve(
         rllib_compat=rllib_compat,
         api_keys=parse_keys(api_keys),
         admin_keys=parse_keys(admin_keys),
+        arena_results=arena_results,
         seed=seed,
     )
     uvicorn.run(
@@ -232,6 +236,30 @@ def train(
     )
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))
+
+
+@app.command()
+def score(
+    url: str = "http://127.0.0.1:8000",
+    game: str = "leduc-holdem",
+    hands: Annotated[int, typer.Option(help="Hands per scored version")] = 2000,
+    opponent: Annotated[str, typer.Option(help="The yardstick seat policy")] = "rules",
+    every: Annotated[
+        float | None, typer.Option(help="Seconds between checks for a new version; once if unset")
+    ] = None,
+    rounds: Annotated[int | None, typer.Option(help="Stop after this many results")] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+    admin_key: Annotated[str | None, typer.Option(envvar="CROUPIER_ADMIN_KEY")] = None,
+) -> None:
+    """Score the server's newest version against the rules; post it to the dashboard's curve."""
+    import uvloop
+
+    from croupier.dashboard.score import score_loop
+
+    def report(result) -> None:  # noqa: ANN001
+        typer.echo(result.model_dump_json())
+
+    uvloop.run(score_loop(url, game, hands, every, rounds, opponent, api_key, admin_key, report))
 
 
 bench_app = typer.Typer(help="Benchmarks (results under bench/results/).", no_args_is_help=True)

@@ -98,7 +98,7 @@ class CroupierClient:
             await self._session.close()
             self._session = None
 
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def _request(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else orjson.dumps(body)
         headers = _JSON if body is not None else None
         async with self._open().request(
@@ -160,3 +160,7 @@ class CroupierClient:
 
     async def health(self) -> dict[str, Any]:
         return await self._request("GET", "/healthz")
+
+    async def post_arena_results(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        """Record arena results for the dashboard's learning curve (an admin key's route)."""
+        return await self._request("POST", "/v1/arena/results", results)

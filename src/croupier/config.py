@@ -46,4 +46,6 @@ class ServerConfig:
     # API keys (see croupier.api.auth): none configured = an open server.
     api_keys: list[str] = field(default_factory=list)
     admin_keys: list[str] = field(default_factory=list)
+    # Arena results (JSON lines) behind the dashboard's learning curve; see dashboard/arena.py.
+    arena_results: Path | None = None
     seed: int = 0

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from croupier.api.auth import ApiKeys
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
+from croupier.api.observability import install_observability
 from croupier.api.routes import open_router, router
 from croupier.config import ServerConfig
 from croupier.games.registry import load_adapter
@@ -65,9 +66,11 @@ def create_app(config: ServerConfig) -> FastAPI:
             link = TrainerLink(config, service.versions, service.outbox)
             link.start()
         app.state.link = link
+        await app.state.history.start()
         try:
             yield
         finally:
+            await app.state.history.stop()
             if link is not None:
                 link.stop()
             await service.batcher.stop()
@@ -83,6 +86,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.state.link = None
     app.include_router(router)
     app.include_router(open_router)
+    install_observability(app, config, service)
 
     async def client_error(request: Request, exc: Exception) -> JSONResponse:
         status, detail = status_and_detail(exc)

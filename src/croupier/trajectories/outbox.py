@@ -56,6 +56,11 @@ class EpisodeOutbox:
         with self._lock:
             self.shipped += n
 
+    def oldest(self) -> dict[str, Any] | None:
+        """The episode that has waited longest (None when nothing waits)."""
+        with self._lock:
+            return self._queue[0] if self._queue else None
+
     @property
     def pending_episodes(self) -> int:
         return len(self._queue)
