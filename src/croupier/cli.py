@@ -110,7 +110,9 @@ def serve(
 
 @app.command()
 def engine(
-    url: str = "http://127.0.0.1:8000",
+    url: Annotated[
+        str, typer.Option(help="Server URL, or several comma separated (games routed by id)")
+    ] = "http://127.0.0.1:8000",
     game: str = "leduc-holdem",
     games: Annotated[int, typer.Option(help="Tables played concurrently")] = 128,
     seats: Annotated[
@@ -196,6 +198,10 @@ def train(
     num_gpus_per_learner: float = 0,
     obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
     num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus /metrics on this port")
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="Address for --metrics-port")] = "127.0.0.1",
     log_level: str = "warning",
 ) -> None:
     """Train with RLlib on the episodes policy servers send; push each new version back."""
@@ -233,6 +239,8 @@ def train(
         num_gpus_per_learner=num_gpus_per_learner,
         obs_size=obs_size,
         num_actions=num_actions,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
     )
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))

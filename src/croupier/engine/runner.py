@@ -22,6 +22,7 @@ import aiohttp
 from croupier.client import CroupierClient, CroupierError
 from croupier.engine.batching import BatchedDecider
 from croupier.engine.rlcard_games import GAMES, RLCardTable
+from croupier.routing import RoutedClient, client_for_urls
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ DecideFn = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 async def _play_hand(
-    client: CroupierClient,
+    client: CroupierClient | RoutedClient,
     decide: DecideFn,
     table: RLCardTable,
     tally: _Tally,
@@ -192,7 +193,7 @@ async def _play_hand(
 
 
 async def _table_loop(
-    client: CroupierClient,
+    client: CroupierClient | RoutedClient,
     decide: DecideFn,
     game: str,
     index: int,
@@ -233,7 +234,8 @@ async def run_engine(
     batch: bool = False,
     api_key: str | None = None,
 ) -> EngineSummary:
-    """Play hands of `game` on `games` concurrent tables against the server at `url`.
+    """Play hands of `game` on `games` concurrent tables against the server at `url` (or
+    several, comma separated: each game goes to the server its id hashes to).
 
     `seats`: two policy names, alternated between seats every hand; None lets the server
     seat whoever it likes. Stops after `hands` hands (failed ones count) or `seconds`,
@@ -255,7 +257,7 @@ async def run_engine(
     # Each table has at most one request in flight: one connection per table is enough.
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(
-            CroupierClient(url, api_key=api_key, max_connections=games)
+            client_for_urls(url, api_key=api_key, max_connections=games)
         )
         decide: DecideFn = client.decide
         if batch:

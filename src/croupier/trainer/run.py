@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.trainer.algo import Hyper
+from croupier.trainer.metrics import serve_trainer_metrics, trained_lifetime
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,9 @@ class TrainOptions:
     num_gpus_per_learner: float = 0
     obs_size: int | None = None
     num_actions: int | None = None
+    # Prometheus metrics on this port (see trainer/metrics.py); None: none.
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
 
 def lag_summary(histogram: dict[int, int]) -> dict[str, float]:
@@ -78,6 +82,9 @@ class Trainer:
         self.stop_requested = threading.Event()
         self.algo: Any = None
         self.progress_path = Path(options.checkpoint_dir) / PROGRESS
+        # What /metrics reads (trainer/metrics.py): the last progress line and lag histogram.
+        self.last_progress: dict[str, Any] = {}
+        self.last_lag_histogram: dict[int, int] = {}
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -185,6 +192,7 @@ class Trainer:
         iteration = 0
         last: dict[str, Any] = {}
         t_last, steps_last = time.monotonic(), self.link_stats()["steps_received"]
+        trained_last: float | None = None
         lag_before: dict[int, int] = {}
         while not self.stop_requested.is_set():
             if deadline is not None and time.monotonic() >= deadline:
@@ -206,6 +214,7 @@ class Trainer:
             now = time.monotonic()
             steps = stats["steps_received"]
             lag_now = {int(k): v for k, v in stats["lag_histogram"].items()}
+            trained = trained_lifetime(result)
             last = {
                 "iteration": iteration,
                 "time": time.time(),
@@ -213,11 +222,16 @@ class Trainer:
                 "env_steps": steps,
                 "env_steps_per_s": (steps - steps_last) / max(now - t_last, 1e-9),
                 "episode_return_mean": result.get("env_runners", {}).get("episode_return_mean"),
+                "env_steps_trained": trained,
+                "learner_steps_per_s": None
+                if trained is None or trained_last is None
+                else (trained - trained_last) / max(now - t_last, 1e-9),
                 "lag": lag_summary(_histogram_delta(lag_now, lag_before)),
                 "lag_lifetime": lag_summary(lag_now),
                 **{k: v for k, v in stats.items() if k not in ("lag_histogram",)},
             }
-            t_last, steps_last, lag_before = now, steps, lag_now
+            t_last, steps_last, lag_before, trained_last = now, steps, lag_now, trained
+            self.last_progress, self.last_lag_histogram = last, lag_now
             with self.progress_path.open("a") as f:
                 f.write(json.dumps(last, default=float) + "\n")
             if on_progress is not None:
@@ -272,8 +286,15 @@ def train(options: TrainOptions, quiet: bool = False) -> dict[str, Any]:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+    metrics_server = None
     try:
         trainer.build()
+        if options.metrics_port is not None:
+            metrics_server = serve_trainer_metrics(
+                trainer, options.metrics_port, options.metrics_host
+            )
         return trainer.run(None if quiet else lambda p: print(format_progress(p), flush=True))
     finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
         trainer.close()
