@@ -29,12 +29,11 @@ LINK_COUNTERS = (
 )
 
 
-def trained_lifetime(result: dict[str, Any]) -> float | None:
-    """Env steps the learner(s) trained on so far, from an RLlib (new API stack) result."""
+def learner_trained_lifetime(result: dict[str, Any]) -> float | None:
+    """Env steps the learner(s) trained on so far, from an RLlib (new API stack) result. Each
+    pass over the data counts: PPO's epochs multiply it."""
     learners = result.get("learners", {}).get("__all_modules__", {})
-    value = learners.get(
-        "num_env_steps_trained_lifetime", result.get("num_env_steps_trained_lifetime")
-    )
+    value = learners.get("num_env_steps_trained_lifetime")
     return float(value) if isinstance(value, int | float) else None
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.trainer.algo import Hyper
-from croupier.trainer.metrics import serve_trainer_metrics, trained_lifetime
+from croupier.trainer.metrics import learner_trained_lifetime, serve_trainer_metrics
 
 log = logging.getLogger(__name__)
 
@@ -192,8 +192,8 @@ class Trainer:
         iteration = 0
         last: dict[str, Any] = {}
         t_last, steps_last = time.monotonic(), self.link_stats()["steps_received"]
-        trained_last: float | None = None
         lag_before: dict[int, int] = {}
+        trained_last: float | None = None  # learner env steps trained, lifetime
         while not self.stop_requested.is_set():
             if deadline is not None and time.monotonic() >= deadline:
                 break
@@ -203,6 +203,7 @@ class Trainer:
             # answers signals, deadlines and progress.
             if runner is not None and not runner.wait_for_steps(min_steps, 1.0):
                 continue
+            t_train = time.monotonic()
             try:
                 result = self.algo.train()
             except Exception:
@@ -214,7 +215,7 @@ class Trainer:
             now = time.monotonic()
             steps = stats["steps_received"]
             lag_now = {int(k): v for k, v in stats["lag_histogram"].items()}
-            trained = trained_lifetime(result)
+            trained = learner_trained_lifetime(result)
             last = {
                 "iteration": iteration,
                 "time": time.time(),
@@ -223,9 +224,10 @@ class Trainer:
                 "env_steps_per_s": (steps - steps_last) / max(now - t_last, 1e-9),
                 "episode_return_mean": result.get("env_runners", {}).get("episode_return_mean"),
                 "env_steps_trained": trained,
+                # Samples trained per second of algo.train() (from the second iteration on).
                 "learner_steps_per_s": None
                 if trained is None or trained_last is None
-                else (trained - trained_last) / max(now - t_last, 1e-9),
+                else (trained - trained_last) / max(now - t_train, 1e-9),
                 "lag": lag_summary(_histogram_delta(lag_now, lag_before)),
                 "lag_lifetime": lag_summary(lag_now),
                 **{k: v for k, v in stats.items() if k not in ("lag_histogram",)},
