@@ -72,7 +72,7 @@ def test_two_servers_one_trainer_routed_engine(ray_session, tmp_path) -> None:
                 time.sleep(1.0)
                 # Versions moved on both, and iterations enough for per-iteration rates.
                 advanced = all(s.latest() >= version0 + 3 for s in servers)
-                if advanced and rt.trainer.last_progress.get("iteration", 0) >= 3:
+                if advanced and rt.trainer.last_progress.get("iteration", 0) >= 2:
                     break
         assert play.errors == 0 and play.hands > 50, play.summaries[-1:]
 

@@ -270,6 +270,20 @@ def score(
     uvloop.run(score_loop(url, game, hands, every, rounds, opponent, api_key, admin_key, report))
 
 
+@app.command()
+def openapi(
+    out: Annotated[Path | None, typer.Option(help="Write here instead of stdout")] = None,
+) -> None:
+    """Print (or write) the HTTP API's OpenAPI document."""
+    from croupier.api.openapi_export import openapi_json
+
+    text = openapi_json()
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
+
+
 bench_app = typer.Typer(help="Benchmarks (results under bench/results/).", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
