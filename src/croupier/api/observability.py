@@ -37,9 +37,9 @@ def install_observability(app: FastAPI, config: ServerConfig, service: DecisionS
     app.state.snapshot = lambda: server_snapshot(app)
     metrics = ServerMetrics(app.state.snapshot, lambda: service.batcher.batch_size_counts)
     app.state.metrics = metrics
-    app.state.history = History(app.state.snapshot, metrics.latency)
+    app.state.history = History(app.state.snapshot, metrics.requests)
     app.state.arena = ArenaResults(config.arena_results)
-    app.add_middleware(RequestMetrics, latency=metrics.latency, requests=metrics.requests)
+    app.add_middleware(RequestMetrics, stats=metrics.requests)
     app.include_router(metrics_router)
     app.include_router(dashboard_router)
     app.include_router(arena_router)

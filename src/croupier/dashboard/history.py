@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import Histogram
+from croupier.api.metrics import RequestStats
 
 HISTORY_SECONDS = 900
 SAMPLE_EVERY_S = 1.0
@@ -21,20 +21,7 @@ SAMPLE_EVERY_S = 1.0
 DECISION_ENDPOINTS = ("decide", "decide_batch")
 
 
-def latency_buckets(histogram: Histogram) -> tuple[list[float], list[float]]:
-    """(upper bounds, cumulative counts) summed over the decision endpoints."""
-    bounds: list[float] = []
-    counts: dict[float, float] = {}
-    for family in histogram.collect():
-        for s in family.samples:
-            if s.name.endswith("_bucket") and s.labels.get("endpoint") in DECISION_ENDPOINTS:
-                le = float(s.labels["le"])
-                counts[le] = counts.get(le, 0.0) + s.value
-    bounds = sorted(counts)
-    return bounds, [counts[b] for b in bounds]
-
-
-def quantile(bounds: list[float], cumulative: list[float], q: float) -> float | None:
+def quantile(bounds: list[float], cumulative: list[int] | list[float], q: float) -> float | None:
     """The q-quantile of a cumulative-bucket histogram, interpolated inside its bucket."""
     if not cumulative or cumulative[-1] <= 0:
         return None
@@ -60,11 +47,11 @@ def production_version(health: dict[str, Any]) -> int | None:
 
 
 class History:
-    def __init__(self, snapshot: Callable[[], dict[str, Any]], latency: Histogram):
+    def __init__(self, snapshot: Callable[[], dict[str, Any]], requests: RequestStats):
         self._snapshot = snapshot
-        self._latency = latency
+        self._requests = requests
         self.samples: deque[dict[str, Any]] = deque(maxlen=int(HISTORY_SECONDS / SAMPLE_EVERY_S))
-        self._last: tuple[float, dict[str, Any], list[float]] | None = None
+        self._last: tuple[float, dict[str, Any], list[int]] | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -85,7 +72,7 @@ class History:
         """Take one sample (rates over the time since the previous one); None on the first."""
         now = time.time()
         health = self._snapshot()
-        bounds, cumulative = latency_buckets(self._latency)
+        bounds, cumulative = self._requests.cumulative(DECISION_ENDPOINTS)
         last, self._last = self._last, (now, health, cumulative)
         if last is None:
             return None
