@@ -59,7 +59,7 @@ class RoutedClient:
         pin: str | None = None,
         record: bool | None = None,
     ) -> dict[str, Any]:
-        # The server would pick an id after routing; we need it before, so we pick it.
+        # Routing needs the id before the server exists to make one up: we pick it.
         game_id = game_id or uuid.uuid4().hex
         return await self.client_for(game_id).create_game(
             game, seats=seats, game_id=game_id, pin=pin, record=record
