@@ -178,7 +178,8 @@ class DecisionService:
         if policy.kind == "rules":
             step.index = self._rules_index(state, mask)
         elif policy.kind == "random":
-            step.index = int(self._rng.choice(np.flatnonzero(mask)))
+            legal = np.flatnonzero(mask)
+            step.index = int(legal[self._rng.integers(len(legal))])
         else:
             step.pending = self.batcher.submit(obs, mask, policy.version)
         return step
