@@ -148,6 +148,10 @@ def test_arena_results_post_validate_and_list(inprocess, tmp_path) -> None:
         assert [(x["version"], x["payoff"]) for x in listed] == [(1, -0.5), (3, 0.4)]
         data = (await c.get("/dashboard/data.json")).json()
         assert [x["version"] for x in data["arena"]] == [1, 3]
+        # open like /healthz even on a server with keys: counters only, no game data
+        for path in ("/metrics", "/dashboard", "/dashboard/dashboard.js"):
+            assert (await c.get(path)).status_code == 200, path
+        assert (await c.get("/dashboard/..%2Fapp.py")).status_code == 404
 
     inprocess(run, arena_results=path, api_keys=["eng"], admin_keys=["adm"])
     assert len(path.read_text().splitlines()) == 3  # the posted one appended

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from croupier.api.metrics import RequestStats
+
+log = logging.getLogger(__name__)
 
 HISTORY_SECONDS = 900
 SAMPLE_EVERY_S = 1.0
@@ -65,7 +68,10 @@ class History:
 
     async def _run(self) -> None:
         while True:
-            self.sample()
+            try:
+                self.sample()
+            except Exception:  # a bad health() field must not end the history for good
+                log.exception("dashboard sample failed")
             await asyncio.sleep(SAMPLE_EVERY_S)
 
     def sample(self) -> dict[str, Any] | None:
