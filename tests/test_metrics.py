@@ -114,6 +114,7 @@ def test_endpoint_labels_are_bounded() -> None:
     assert endpoint_of("/v1/games/abc/end") == "end_game"
     assert endpoint_of("/v1/games/abc") == "abort_game"
     assert endpoint_of("/v1/decide:batch") == "decide_batch"
+    assert endpoint_of("/v1/arena/results") == "arena_results"
     assert endpoint_of("/anything/else/" + "x" * 50) == "other"
 
 

@@ -71,6 +71,8 @@ def endpoint_of(path: str) -> str:
         return path.strip("/").replace("/", "_")
     if path.startswith("/dashboard"):
         return "dashboard"
+    if path == "/v1/arena/results":
+        return "arena_results"
     return "other"
 
 
