@@ -138,18 +138,16 @@ class ServiceCollector(Collector):
 
     def _batch_histogram(self) -> HistogramMetricFamily:
         """Forward-pass batch sizes, from the batcher's per-size counts, in powers of two."""
-        counts = list(self._batch_sizes())
+        counts = list(self._batch_sizes())  # index = batch size
         buckets: list[tuple[str, float]] = []
-        edge, cumulative, total_sum = 1, 0, 0
-        for size, n in enumerate(counts):
-            total_sum += size * n
+        edge = 1
         while True:
-            cumulative = sum(counts[: edge + 1])
-            buckets.append((str(float(edge)), float(cumulative)))
+            buckets.append((str(float(edge)), float(sum(counts[: edge + 1]))))
             if edge >= len(counts) - 1:
                 break
             edge *= 2
         buckets.append(("+Inf", float(sum(counts))))
+        total_sum = sum(size * n for size, n in enumerate(counts))
         return HistogramMetricFamily(
             f"{PREFIX}_batch_size",
             "Decisions per batcher forward round",
