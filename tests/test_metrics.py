@@ -156,3 +156,38 @@ def test_arena_results_post_validate_and_list(inprocess, tmp_path) -> None:
 
     inprocess(run, arena_results=path, api_keys=["eng"], admin_keys=["adm"])
     assert len(path.read_text().splitlines()) == 3  # the posted one appended
+
+
+def test_history_rates_and_production_version() -> None:
+    from croupier.api.metrics import RequestStats
+    from croupier.dashboard.history import History
+
+    health: dict[str, Any] = {
+        "games_in_flight": 3,
+        "version": 7,
+        "decisions": {"learned": 0},
+        "episodes": {"pending": 2, "shipped": 0, "dropped": 0},
+    }
+    requests = RequestStats()
+    history = History(lambda: health, requests)
+    assert history.sample() is None  # the first sample only sets the baseline
+    health = {
+        **health,
+        "decisions": {"learned": 50, "rules": 10},
+        "episodes": {"pending": 1, "shipped": 40, "dropped": 0},
+        "production": {"version": 5},
+    }
+    for _ in range(98):
+        requests.observe("decide", 200, 0.0015)
+    requests.observe("decide", 200, 0.2)
+    requests.observe("decide_batch", 200, 0.2)
+    requests.observe("create_game", 201, 5.0)  # not a decision: not in the latency chart
+    point = history.sample()
+    assert point is not None
+    assert point["decisions_per_s"] > 0 and set(point["decisions_per_s_by_policy"]) == {
+        "learned",
+        "rules",
+    }
+    assert 1.0 < point["latency_p50_ms"] < 2.0 and 128 < point["latency_p99_ms"] <= 256
+    assert point["production_version"] == 5 and point["version"] == 7
+    assert point["episodes_shipped_per_s"] > 0
