@@ -158,6 +158,18 @@ def test_arena_results_post_validate_and_list(inprocess, tmp_path) -> None:
     assert len(path.read_text().splitlines()) == 3  # the posted one appended
 
 
+def test_arena_results_file_in_a_directory_not_made_yet(inprocess, tmp_path) -> None:
+    path = tmp_path / "not" / "yet" / "arena.jsonl"
+
+    async def run(c, service) -> None:
+        r = await c.post("/v1/arena/results", json=[{"version": 2, "payoff": 0.5}])
+        assert r.status_code == 201, r.text
+        assert [x["version"] for x in (await c.get("/v1/arena/results")).json()] == [2]
+
+    inprocess(run, arena_results=path)
+    assert path.exists()
+
+
 def test_history_rates_and_production_version() -> None:
     from croupier.api.metrics import RequestStats
     from croupier.dashboard.history import History

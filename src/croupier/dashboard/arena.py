@@ -48,6 +48,7 @@ class ArenaResults:
         ]
         with self._lock:
             if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
                 with self.path.open("a") as f:
                     for r in stamped:
                         f.write(r.model_dump_json() + "\n")
