@@ -54,6 +54,8 @@ def chart_points(dom: str, chart: str) -> int:
     return int(match.group(1))
 
 
+# Installing chromium on a fresh machine may take minutes: more than the suite's default limit.
+@pytest.mark.timeout(APT_TIMEOUT_S * 2 + 300)
 def test_dashboard_renders_live_data(tmp_path: Path) -> None:
     binary = chromium()
     with running_server("--game", "leduc-holdem", "--seats", "learned,rules") as url:
