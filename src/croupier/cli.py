@@ -60,6 +60,12 @@ def serve(
         str | None,
         typer.Option(envvar="CROUPIER_ADMIN_KEYS", help="Comma-separated admin bearer keys"),
     ] = None,
+    canary_share: Annotated[
+        float, typer.Option(help="Share of new games whose `canary` seats get production")
+    ] = 0.0,
+    offline_dir: Annotated[
+        Path | None, typer.Option(help="Where `record: rules` games' episodes are written")
+    ] = None,
     seed: int = 0,
     log_level: str = "warning",
 ) -> None:
@@ -91,6 +97,8 @@ def serve(
         rllib_compat=rllib_compat,
         api_keys=parse_keys(api_keys),
         admin_keys=parse_keys(admin_keys),
+        canary_share=canary_share,
+        offline_dir=offline_dir,
         seed=seed,
     )
     uvicorn.run(

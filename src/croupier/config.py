@@ -46,4 +46,9 @@ class ServerConfig:
     # API keys (see croupier.api.auth): none configured = an open server.
     api_keys: list[str] = field(default_factory=list)
     admin_keys: list[str] = field(default_factory=list)
+    # Rollout (policies/rollout.py): the share of new games whose `canary` seats get the
+    # production version (the rest get the rules), and where `record: rules` games' rules
+    # decisions are written as offline episodes (None: such games are refused).
+    canary_share: float = 0.0
+    offline_dir: Path | None = None
     seed: int = 0

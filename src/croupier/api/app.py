@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from croupier.api.auth import ApiKeys
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
+from croupier.api.rollout_routes import rollout_router
 from croupier.api.routes import open_router, router
 from croupier.config import ServerConfig
 from croupier.games.registry import load_adapter
@@ -71,6 +72,8 @@ def create_app(config: ServerConfig) -> FastAPI:
             if link is not None:
                 link.stop()
             await service.batcher.stop()
+            if service.rollout.offline is not None:
+                service.rollout.offline.flush()
 
     app = FastAPI(
         title="croupier",
@@ -83,6 +86,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.state.link = None
     app.include_router(router)
     app.include_router(open_router)
+    app.include_router(rollout_router)
 
     async def client_error(request: Request, exc: Exception) -> JSONResponse:
         status, detail = status_and_detail(exc)
