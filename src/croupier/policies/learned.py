@@ -114,9 +114,7 @@ class PolicyVersions:
             module.load_state_dict(
                 {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}, strict=True
             )
-            kept = {
-                v: m for v, m in self._modules.items() if v < version or v in self._pinned
-            }
+            kept = {v: m for v, m in self._modules.items() if v < version or v in self._pinned}
             kept[version] = module
             evictable = [v for v in sorted(kept) if v not in self._pinned and v != version]
             for old in evictable[: max(0, len(evictable) + 1 - self.keep)]:

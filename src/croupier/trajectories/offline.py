@@ -59,7 +59,11 @@ class OfflineWriter:
         self.files = 0
 
     def add_episode(
-        self, game_id: str, seat: str, steps: list[tuple[np.ndarray, np.ndarray, int]], payoff: float
+        self,
+        game_id: str,
+        seat: str,
+        steps: list[tuple[np.ndarray, np.ndarray, int]],
+        payoff: float,
     ) -> None:
         eps_id = f"{game_id}:{seat}:{uuid.uuid4().hex[:8]}"
         n = len(steps)
