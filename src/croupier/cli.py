@@ -242,6 +242,115 @@ def train(
     typer.echo(json.dumps({"final": last}, default=str))
 
 
+@app.command("eval")
+def eval_cmd(
+    game: str = "leduc-holdem",
+    a: Annotated[
+        str, typer.Option("--a", help="rules, random, learned@latest, learned@N, production")
+    ] = "learned@latest",
+    b: Annotated[str, typer.Option("--b", help="The opponent (same names)")] = "rules",
+    hands: Annotated[int, typer.Option(help="Hands per match (whole duplicate pairs)")] = 2000,
+    url: Annotated[
+        str | None, typer.Option(help="A live server; without it one is started here")
+    ] = None,
+    weights_dir: Annotated[
+        Path | None, typer.Option(help="Versions for the server started here")
+    ] = None,
+    league: Annotated[
+        bool, typer.Option("--league", help="Round robin: last versions, rules, random")
+    ] = False,
+    versions: Annotated[int, typer.Option(help="League: how many of the last versions")] = 4,
+    out: Annotated[Path, typer.Option(help="League: where runs are saved")] = Path("runs"),
+    tables: Annotated[int, typer.Option(help="Hands played concurrently")] = 16,
+    seed: int = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
+    api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+) -> None:
+    """Arena: A against B through a server's HTTP API (seats alternated, duplicate deals):
+    payoff per hand for A with a 95% CI, win/draw/loss, hands/s. --league: rating table."""
+    import contextlib
+    import time
+
+    import uvloop
+
+    from croupier.arena.arena import ArenaError, local_server, play_arena
+    from croupier.arena.league import format_table, league_players, play_league, save_league
+
+    with contextlib.ExitStack() as stack:
+        if url is None:
+            url = stack.enter_context(local_server(game, weights_dir))
+
+        async def run() -> dict:
+            if league:
+                players = await league_players(url, versions, api_key)
+                result = await play_league(
+                    url, game, players, hands, tables=tables, seed=seed, api_key=api_key
+                )
+                run_dir = out / f"league-{time.strftime('%Y%m%d-%H%M%S')}"
+                result["saved"] = str(save_league(result, run_dir, weights_dir))
+                return result
+            arena = await play_arena(
+                url, game, a, b, hands, tables=tables, seed=seed, api_key=api_key
+            )
+            return {"arena": arena}
+
+        try:
+            result = uvloop.run(run())
+        except ArenaError as e:
+            raise typer.BadParameter(str(e)) from None
+    if league:
+        if json_out:
+            typer.echo(json.dumps(result, indent=2, default=float))
+        else:
+            typer.echo(format_table(result))
+            typer.echo(f"saved: {result['saved']}")
+        return
+    arena = result["arena"]
+    typer.echo(json.dumps(arena.to_dict(), indent=2) if json_out else arena.format())
+    if arena.errors:
+        raise typer.Exit(1)
+
+
+@app.command()
+def promote(
+    url: str = "http://127.0.0.1:8000",
+    game: str = "leduc-holdem",
+    version: Annotated[int | None, typer.Option(help="Promote this version as is")] = None,
+    auto: Annotated[
+        bool, typer.Option("--auto", help="Newest vs production in the arena; promote if better")
+    ] = False,
+    rollback: Annotated[bool, typer.Option("--rollback", help="Back to the previous one")] = False,
+    hands: Annotated[int, typer.Option(help="--auto: arena hands")] = 4000,
+    tables: int = 16,
+    seed: int = 0,
+    log: Annotated[Path | None, typer.Option(help="Append each decision (JSON line) here")] = (
+        None
+    ),
+    admin_key: Annotated[str | None, typer.Option(envvar="CROUPIER_ADMIN_KEY")] = None,
+) -> None:
+    """Move the production channel: --auto (with evidence), --version N, or --rollback."""
+    import uvloop
+
+    from croupier.arena.promote import auto_promote
+    from croupier.client import CroupierClient
+
+    if sum([auto, rollback, version is not None]) != 1:
+        raise typer.BadParameter("give exactly one of --auto, --version N, --rollback")
+
+    async def run() -> dict:
+        if auto:
+            return await auto_promote(
+                url, game, hands, admin_key=admin_key, tables=tables, seed=seed, log_path=log
+            )
+        async with CroupierClient(url, api_key=admin_key) as client:
+            evidence = {"by": "croupier promote (manual)"}
+            if rollback:
+                return await client.rollback(evidence)
+            return await client.promote(int(version), evidence)  # type: ignore[arg-type]
+
+    typer.echo(json.dumps(uvloop.run(run()), indent=2, default=float))
+
+
 bench_app = typer.Typer(help="Benchmarks (results under bench/results/).", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 

@@ -160,3 +160,16 @@ class CroupierClient:
 
     async def health(self) -> dict[str, Any]:
         return await self._request("GET", "/healthz")
+
+    # --- the production channel (admin key) -----------------------------------------------
+
+    async def channels(self) -> dict[str, Any]:
+        """{"latest", "production", "history", ...}."""
+        return await self._request("GET", "/v1/policies/channels")
+
+    async def promote(self, version: int, evidence: dict[str, Any] | None = None) -> Any:
+        body = _drop_none({"version": version, "evidence": evidence})
+        return await self._request("POST", "/v1/policies/promote", body)
+
+    async def rollback(self, evidence: dict[str, Any] | None = None) -> Any:
+        return await self._request("POST", "/v1/policies/rollback", {"evidence": evidence})
