@@ -128,6 +128,10 @@ def engine(
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+    record: Annotated[
+        str | None,
+        typer.Option(help="Games' record field: true, false, or rules (offline episodes)"),
+    ] = None,
 ) -> None:
     """Play RLCard games through a croupier server's HTTP API, as a studio engine would."""
     import uvloop
@@ -158,6 +162,7 @@ def engine(
             progress=progress,
             batch=batch,
             api_key=api_key,
+            record={"true": True, "false": False}.get(record, record) if record else None,
         )
     )
     if json_out:
@@ -200,6 +205,9 @@ def train(
     num_gpus_per_learner: float = 0,
     obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
     num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
+    init_weights: Annotated[
+        Path | None, typer.Option(help="Start from a `croupier pretrain` output dir")
+    ] = None,
     log_level: str = "warning",
 ) -> None:
     """Train with RLlib on the episodes policy servers send; push each new version back."""
@@ -237,6 +245,7 @@ def train(
         num_gpus_per_learner=num_gpus_per_learner,
         obs_size=obs_size,
         num_actions=num_actions,
+        init_weights=init_weights,
     )
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))
@@ -349,6 +358,34 @@ def promote(
             return await client.promote(int(version), evidence)  # type: ignore[arg-type]
 
     typer.echo(json.dumps(uvloop.run(run()), indent=2, default=float))
+
+
+@app.command()
+def pretrain(
+    from_dir: Annotated[
+        Path, typer.Option("--from", help="Offline episodes written by `record: rules` games")
+    ],
+    out: Annotated[Path, typer.Option(help="Weights dir for the server / --init-weights")] = Path(
+        "runs/pretrain"
+    ),
+    game: str = "leduc-holdem",
+    algo: Annotated[str, typer.Option(help="The module the trainer will continue: ppo|appo")] = (
+        "appo"
+    ),
+    hiddens: str = "128,128",
+    iterations: Annotated[int, typer.Option(help="BC training steps")] = 10,
+    lr: float = 1e-3,
+    batch_size: int = 512,
+    log_level: str = "warning",
+) -> None:
+    """Behaviour-clone the rules (RLlib BC, offline API) into version 1 of a weights dir."""
+    from croupier.policies.module import ModelSpec
+    from croupier.trainer.pretrain import pretrain as run
+
+    _setup_logging(log_level)
+    spec = ModelSpec(algo=algo, hiddens=[int(h) for h in hiddens.split(",")])
+    report = run(game, from_dir, out, spec, iterations=iterations, lr=lr, batch_size=batch_size)
+    typer.echo(json.dumps(report, indent=2, default=float))
 
 
 bench_app = typer.Typer(help="Benchmarks (results under bench/results/).", no_args_is_help=True)

@@ -124,7 +124,7 @@ class CroupierClient:
         seats: dict[str, str] | None = None,
         game_id: str | None = None,
         pin: str | None = None,
-        record: bool | None = None,
+        record: bool | str | None = None,
     ) -> dict[str, Any]:
         """Open a game; returns {"game_id", "seats": {seat: {"policy", "version"}}}."""
         body = _drop_none(
