@@ -439,6 +439,31 @@ def bench_lag(
     run(game, algos.split(","), [int(x) for x in lags.split(",")], minutes, out)
 
 
+@bench_app.command("warmstart")
+def bench_warmstart(
+    game: str = "leduc-holdem",
+    minutes: Annotated[float, typer.Option(help="Training minutes per run (cold, warm)")] = 2.0,
+    from_dir: Annotated[
+        Path | None, typer.Option("--from", help="Recorded rules episodes (else recorded now)")
+    ] = None,
+    record_hands: int = 4000,
+    algo: str = "ppo",
+    pretrain_iterations: int = 5,
+    eval_hands: int = 4000,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Payoff vs rules over the first minutes of training, from scratch and from a BC warm
+    start (record the rules, pretrain, train twice)."""
+    from croupier.bench.warmstart import bench_warmstart as run
+    from croupier.bench.warmstart import format_report
+
+    typer.echo(
+        format_report(
+            run(game, minutes, out, from_dir, record_hands, algo, pretrain_iterations, eval_hands)
+        )
+    )
+
+
 def main() -> None:
     app()
 

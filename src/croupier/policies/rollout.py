@@ -191,7 +191,8 @@ class Rollout:
         def compare(done: asyncio.Future) -> None:
             state.pending -= 1
             if done.cancelled() or done.exception() is not None:
-                self.shadow.setdefault(policy.version or -1, ShadowStats()).failed += 1
+                version = policy.version if policy.version is not None else -1
+                self.shadow.setdefault(version, ShadowStats()).failed += 1
             else:
                 result = done.result()
                 stats = self.shadow.setdefault(result.version, ShadowStats())

@@ -15,6 +15,7 @@ Output directory:
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -174,6 +175,9 @@ def pretrain(
         full = {k: np.asarray(getattr(v, "cpu", lambda v=v: v)()) for k, v in state.items()}
     finally:
         algo.stop()
+        # Close the dataset iterators while Ray is still up (else they complain at exit).
+        del algo
+        gc.collect()
         if started_ray:
             ray.shutdown()
     seconds = time.monotonic() - t0
