@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
@@ -129,7 +130,12 @@ def test_shadow_counts_disagreement_and_outcomes(inprocess):
         weights[bias][2] = 50.0  # leduc's action order: call, raise, fold, check
         service.versions.install(4, weights)
         created = await _play(client, service, {"0": "shadow", "1": "rules"}, hands=30)
-        stats = (await client.get("/v1/rollout")).json()
+        # Shadow forwards finish off the answers' path: wait (bounded) for the last ones.
+        for _ in range(100):
+            stats = (await client.get("/v1/rollout")).json()
+            if stats["shadow"].get("4", {}).get("games", {}).get("n") == 30:
+                break
+            await asyncio.sleep(0.05)
         return created, stats, dict(service.decisions_by_policy)
 
     created, stats, decisions = inprocess(body)
