@@ -43,8 +43,9 @@ def serve(
     max_batch: int = 256,
     max_wait_ms: float = 0.0,
     forward_thread: Annotated[
-        bool, typer.Option(help="Run batched forwards on their own thread (else inline)")
-    ] = True,
+        bool,
+        typer.Option(help="Run batched forwards on their own thread (default: on the event loop)"),
+    ] = False,
     obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
     num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
     num_players: int = 2,
@@ -66,6 +67,9 @@ def serve(
     offline_dir: Annotated[
         Path | None, typer.Option(help="Where `record: rules` games' episodes are written")
     ] = None,
+    opentelemetry: Annotated[
+        bool, typer.Option(help="FastAPI's native OpenTelemetry (off: it costs ~7% per request)")
+    ] = False,
     seed: int = 0,
     log_level: str = "warning",
 ) -> None:
@@ -99,6 +103,7 @@ def serve(
         admin_keys=parse_keys(admin_keys),
         canary_share=canary_share,
         offline_dir=offline_dir,
+        opentelemetry=opentelemetry,
         seed=seed,
     )
     uvicorn.run(

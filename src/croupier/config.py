@@ -25,7 +25,7 @@ class ServerConfig:
     # Batching of learned-policy forwards.
     max_batch: int = 256
     max_wait_ms: float = 0.0
-    forward_thread: bool = True
+    forward_thread: bool = False
     # Weights versions kept in memory, and where each received version is written.
     keep_versions: int = 8
     # Experiments: serve the version this many places behind the newest (`bench lag`).
@@ -43,6 +43,8 @@ class ServerConfig:
     link_token: str | None = None
     # Accept RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled config).
     rllib_compat: bool = False
+    # FastAPI's native OpenTelemetry (traces/metrics/logs to the globally configured providers).
+    opentelemetry: bool = False
     # API keys (see croupier.api.auth): none configured = an open server.
     api_keys: list[str] = field(default_factory=list)
     admin_keys: list[str] = field(default_factory=list)

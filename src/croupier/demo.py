@@ -184,7 +184,11 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
             run_engine(url, run.game, run.tables, ["learned", "rules"], None, play_s,
                        progress=show, batch=True)
         )  # fmt: skip
-        trainer.wait(timeout=600)
+        if trainer.wait(timeout=600) != 0:
+            # e.g. Ray failing to start on an overloaded machine: an untrained policy's
+            # evaluation must not pass for a result.
+            log_tail = (run_dir / "trainer.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the trainer exited with {trainer.returncode}:\n{log_tail}")
         time.sleep(2.0)  # the final push reaches the server
         version = get_json(url + "/v1/policies")["policies"]["learned"]["latest"]
         say(f"training done; evaluating version {version} against the rules "

@@ -58,11 +58,12 @@ def parse_keys(text: str | None) -> list[str]:
     return [k.strip() for k in (text or "").split(",") if k.strip()]
 
 
-def require_engine_key(request: Request) -> None:
-    """FastAPI dependency for engine routes (games, decisions, policies)."""
+async def require_engine_key(request: Request) -> None:
+    """FastAPI dependency for engine routes (games, decisions, policies). `async` so FastAPI
+    calls it on the event loop: a plain `def` would hop to a worker thread per request."""
     request.app.state.api_keys.check(request.headers.get("authorization"), admin=False)
 
 
-def require_admin_key(request: Request) -> None:
+async def require_admin_key(request: Request) -> None:
     """FastAPI dependency for admin routes (promote, rollback, config)."""
     request.app.state.api_keys.check(request.headers.get("authorization"), admin=True)

@@ -9,9 +9,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from croupier.api.auth import require_engine_key
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
+from croupier.api.lean import LeanRoute, json_body, json_response, parse_body
 from croupier.api.schemas import (
     BatchItem,
-    BatchResult,
     CreateGame,
     DecideBatchRequest,
     DecideBatchResponse,
@@ -39,41 +39,60 @@ def service(request: Request) -> DecisionService:
     return request.app.state.service
 
 
-@router.post(
+# The routes an engine calls for every hand (create, decide, end) are the hot path: see
+# `croupier.api.lean`. Same models, same 422s, same OpenAPI docs as the other routes.
+hot_router = APIRouter(route_class=LeanRoute, dependencies=[Depends(require_engine_key)])
+
+
+@hot_router.post(
     "/v1/games",
     status_code=201,
     response_model=GameCreated,
     responses={409: {"model": Problem, "description": "Duplicate game_id"}},
+    openapi_extra=json_body(CreateGame),
 )
-async def create_game(body: CreateGame, request: Request) -> GameCreated:
+async def create_game(request: Request) -> Response:
     """Start a game: each seat gets a policy (and, for learned seats, a weights version)."""
+    body = parse_body(CreateGame, await request.body())
     created = service(request).create_game(
         body.game, body.game_id, body.seats, body.pin, body.record
     )
-    return GameCreated.model_validate(created)
+    return json_response(created, status_code=201)
 
 
-@router.post("/v1/games/{game_id}/decide", response_model=DecideResponse, responses=GAME_ERRORS)
-async def decide(game_id: str, body: DecideRequest, request: Request) -> DecideResponse:
+@hot_router.post(
+    "/v1/games/{game_id}/decide",
+    response_model=DecideResponse,
+    responses=GAME_ERRORS,
+    openapi_extra=json_body(DecideRequest),
+)
+async def decide(request: Request, game_id: str) -> Response:
     """The seat's next action for this state."""
+    body = parse_body(DecideRequest, await request.body())
     decision = await service(request).decide(game_id, body.seat, body.state, body.reward)
-    return DecideResponse(**decision.to_dict())
+    return json_response(decision.to_dict())
 
 
-@router.post("/v1/decide:batch", response_model=DecideBatchResponse)
-async def decide_batch(body: DecideBatchRequest, request: Request) -> DecideBatchResponse:
+@hot_router.post(
+    "/v1/decide:batch",
+    response_model=DecideBatchResponse,
+    openapi_extra=json_body(DecideBatchRequest),
+)
+async def decide_batch(request: Request) -> Response:
     """Many games' decisions in one request (an engine running many tables in one process
     amortises HTTP). Learned decisions among them share forward passes."""
+    body = parse_body(DecideBatchRequest, await request.body())
     items = _validate_items(body.items)
     requests = [
         it if isinstance(it, Exception) else (it.game_id, it.seat, it.state, it.reward)
         for it in items
     ]
     outcomes = await service(request).decide_many(requests)
-    return DecideBatchResponse(results=[_batch_result(o) for o in outcomes])
+    return json_response({"results": [_batch_result(o) for o in outcomes]})
 
 
 _ITEMS = TypeAdapter(list[BatchItem])
+_NO_RESULT = {"action": None, "action_index": None, "policy": None, "version": None}
 
 
 def _validate_items(raw: list[Any]) -> list[BatchItem | Exception]:
@@ -91,20 +110,26 @@ def _validate_items(raw: list[Any]) -> list[BatchItem | Exception]:
     return out
 
 
-def _batch_result(outcome: Any) -> BatchResult:
+def _batch_result(outcome: Any) -> dict[str, Any]:
     if isinstance(outcome, ValidationError):
         detail = [{"loc": list(x["loc"]), "msg": x["msg"]} for x in outcome.errors()]
-        return BatchResult(error={"status": 422, "detail": detail})
+        return {**_NO_RESULT, "error": {"status": 422, "detail": detail}}
     if isinstance(outcome, CLIENT_ERRORS):
         status, detail = status_and_detail(outcome)
-        return BatchResult(error={"status": status, "detail": detail})
-    return BatchResult(**outcome.to_dict())
+        return {**_NO_RESULT, "error": {"status": status, "detail": detail}}
+    return {**outcome.to_dict(), "error": None}
 
 
-@router.post("/v1/games/{game_id}/end", response_model=GameEndedResponse, responses=GAME_ERRORS)
-async def end_game(game_id: str, body: EndRequest, request: Request) -> GameEndedResponse:
+@hot_router.post(
+    "/v1/games/{game_id}/end",
+    response_model=GameEndedResponse,
+    responses=GAME_ERRORS,
+    openapi_extra=json_body(EndRequest),
+)
+async def end_game(request: Request, game_id: str) -> Response:
     """Close the game with every seat's payoff; learned seats' episodes go to the trainer."""
-    return GameEndedResponse(**service(request).end_game(game_id, body.payoffs))
+    body = parse_body(EndRequest, await request.body())
+    return json_response(service(request).end_game(game_id, body.payoffs))
 
 
 @router.delete("/v1/games/{game_id}", status_code=204, responses={404: GAME_ERRORS[404]})

@@ -30,21 +30,26 @@ def bench_lag(
     for algo in algos:
         for lag in lags:
             print(f"{algo}, behaviour lag {lag}: {minutes:g} min...", flush=True)
-            report = run_external(
-                ExternalRun(
-                    game=game,
-                    minutes=minutes,
-                    algo=algo,
-                    eval_hands=eval_hands,
-                    run_dir=out_dir / f"lag-{stamp}" / f"{algo}-lag{lag}",
-                    server_args=["--behaviour-lag", str(lag)],
-                    quiet=True,
+            try:
+                report = run_external(
+                    ExternalRun(
+                        game=game,
+                        minutes=minutes,
+                        algo=algo,
+                        eval_hands=eval_hands,
+                        run_dir=out_dir / f"lag-{stamp}" / f"{algo}-lag{lag}",
+                        server_args=["--behaviour-lag", str(lag)],
+                        quiet=True,
+                    )
                 )
-            )
+            except RuntimeError as e:  # one failed run (say the trainer died) is left out
+                print(f"  FAILED, left out: {e}", flush=True)
+                continue
             last = report["trainer_last"] or {}
             run = {
                 "algo": algo,
                 "lag": lag,
+                "minutes": minutes,
                 "final_version": report["final_version"],
                 "final_vs_rules": report["final_vs_rules"],
                 "env_steps": last.get("env_steps"),
@@ -58,8 +63,17 @@ def bench_lag(
                 f"{run['measured_lag']}",
                 flush=True,
             )
-    result = {"game": game, "minutes": minutes, "runs": runs}
-    (out_dir / "lag.json").write_text(json.dumps(result, indent=2, default=float))
+    # One file for the whole sweep: runs of (algorithm, lag) pairs not measured this time are
+    # kept, so the APPO and PPO halves (or one repeated run) can be measured apart.
+    path = out_dir / "lag.json"
+    kept = []
+    if path.exists():
+        previous = json.loads(path.read_text())
+        if previous.get("game") == game:
+            done = {(r["algo"], r["lag"]) for r in runs}
+            kept = [r for r in previous["runs"] if (r["algo"], r["lag"]) not in done]
+    result = {"game": game, "runs": kept + runs}
+    path.write_text(json.dumps(result, indent=2, default=float))
     plot(result, out_dir / "lag.png")
     return result
 

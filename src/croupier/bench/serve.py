@@ -4,8 +4,8 @@ Against the same server build, for each number of concurrent games:
 
   (a) floor    a decide that skips the model (a `random` seat): the HTTP stack's own cost
   (b) unbatch  the learned policy, one forward per request (`--max-batch 1`)
-  (c) batched  the learned policy with dynamic batching (the default server); `c-inline` runs
-               the batched forward on the event loop instead of its own thread
+  (c) batched  the learned policy with dynamic batching (the default server: forwards on the
+               event loop); `c-thread` runs them on a thread of their own instead
   (d) batch    `POST /v1/decide:batch`, 64 decisions of different games per request
 
 The load generator is wrk (one thread, keep-alive connections, one request in flight per
@@ -48,7 +48,7 @@ SCENARIOS = [
     Scenario("a", "floor: no-model decide", "random", []),
     Scenario("b", "learned, unbatched", "learned", ["--max-batch", "1"]),
     Scenario("c", "learned, batched", "learned", []),
-    Scenario("c-inline", "learned, batched, inline", "learned", ["--no-forward-thread"]),
+    Scenario("c-thread", "learned, batched, thread", "learned", ["--forward-thread"]),
     Scenario("d", f"decide:batch x{BATCH_ITEMS}", "learned", [], BATCH_ITEMS),
 ]
 

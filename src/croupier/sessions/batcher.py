@@ -43,7 +43,7 @@ class InferenceBatcher:
         versions: PolicyVersions,
         max_batch: int = 256,
         max_wait_ms: float = 0.0,
-        forward_thread: bool = True,
+        forward_thread: bool = False,
     ):
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -54,8 +54,10 @@ class InferenceBatcher:
         self._running: list[_Request] = []  # the batch on the forward thread right now
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        # On its own thread the forward overlaps request handling (torch drops the GIL inside
-        # its kernels); inline, it saves the hand-off. `croupier bench serve` measures both.
+        # Inline (the default) the forward runs on the event loop between request steps: for a
+        # small model that is cheaper than a thread hand-off and a GIL fight with the loop. On
+        # its own thread it overlaps request handling (torch drops the GIL inside its kernels),
+        # which pays off for a big model. `croupier bench serve` measures both (c vs c-thread).
         self.forward_thread = forward_thread
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="croupier-forward")
         self.forward_passes = 0
@@ -128,13 +130,13 @@ class InferenceBatcher:
             groups.setdefault(version, (module, []))[1].append(i)
         out: list[ModelDecision | None] = [None] * len(batch)
         for version, (module, rows) in groups.items():
-            obs = np.stack([batch[i].obs for i in rows])
-            mask = np.stack([batch[i].mask for i in rows])
+            # np.array over a list of equal-shape rows: ~5x faster than np.stack at these sizes.
+            obs = np.array([batch[i].obs for i in rows])
+            mask = np.array([batch[i].mask for i in rows])
             res = self.versions.act(module, obs, mask)
+            actions, logps = res.actions.tolist(), res.logp.tolist()
             for j, i in enumerate(rows):
-                out[i] = ModelDecision(
-                    int(res.actions[j]), float(res.logp[j]), res.logits[j], version
-                )
+                out[i] = ModelDecision(actions[j], logps[j], res.logits[j], version)
             self.forward_passes += 1
         self.decisions += len(batch)
         self.max_batch_seen = max(self.max_batch_seen, len(batch))

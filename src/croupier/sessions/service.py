@@ -197,7 +197,8 @@ class DecisionService:
                 game_id, seat, policy, obs, mask, step.index, self.batcher
             )
         elif policy.kind == "random":
-            step.index = int(self._rng.choice(np.flatnonzero(mask)))
+            legal = np.flatnonzero(mask)
+            step.index = int(legal[self._rng.integers(len(legal))])
         else:
             step.pending = self.batcher.submit(obs, mask, policy.version)
         return step
