@@ -276,6 +276,9 @@ def eval_cmd(
     versions: Annotated[int, typer.Option(help="League: how many of the last versions")] = 4,
     out: Annotated[Path, typer.Option(help="League: where runs are saved")] = Path("runs"),
     tables: Annotated[int, typer.Option(help="Hands played concurrently")] = 16,
+    batch: Annotated[
+        bool, typer.Option(help="Send the tables' decisions together (/v1/decide:batch)")
+    ] = False,
     seed: int = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
@@ -298,13 +301,14 @@ def eval_cmd(
             if league:
                 players = await league_players(url, versions, api_key)
                 result = await play_league(
-                    url, game, players, hands, tables=tables, seed=seed, api_key=api_key
-                )
+                    url, game, players, hands, tables=tables, seed=seed, api_key=api_key,
+                    batch=batch,
+                )  # fmt: skip
                 run_dir = out / f"league-{time.strftime('%Y%m%d-%H%M%S')}"
                 result["saved"] = str(save_league(result, run_dir, weights_dir))
                 return result
             arena = await play_arena(
-                url, game, a, b, hands, tables=tables, seed=seed, api_key=api_key
+                url, game, a, b, hands, tables=tables, seed=seed, api_key=api_key, batch=batch
             )
             return {"arena": arena}
 

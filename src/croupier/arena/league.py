@@ -56,6 +56,7 @@ async def play_league(
     tables: int = 16,
     seed: int = 0,
     api_key: str | None = None,
+    batch: bool = False,
 ) -> dict[str, Any]:
     """Every pairing plays `hands` hands; returns ratings, the payoff matrix and the matches."""
     if len(players) < 2:
@@ -64,8 +65,16 @@ async def play_league(
     for i, (a, b) in enumerate(itertools.combinations(players, 2)):
         matches.append(
             await play_arena(
-                url, game, a, b, hands, tables=tables, seed=seed + 7 * i, api_key=api_key
-            )
+                url,
+                game,
+                a,
+                b,
+                hands,
+                tables=tables,
+                seed=seed + 7 * i,
+                api_key=api_key,
+                batch=batch,
+            )  # fmt: skip
         )
     ratings = rate(matches, seed)
     payoff: dict[str, dict[str, float]] = {p: {} for p in players}
