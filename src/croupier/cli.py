@@ -350,7 +350,7 @@ def promote(
     import uvloop
 
     from croupier.arena.promote import auto_promote
-    from croupier.client import CroupierClient
+    from croupier.client import CroupierClient, CroupierError
 
     if sum([auto, rollback, version is not None]) != 1:
         raise typer.BadParameter("give exactly one of --auto, --version N, --rollback")
@@ -366,7 +366,11 @@ def promote(
                 return await client.rollback(evidence)
             return await client.promote(int(version), evidence)  # type: ignore[arg-type]
 
-    typer.echo(json.dumps(uvloop.run(run()), indent=2, default=float))
+    try:
+        typer.echo(json.dumps(uvloop.run(run()), indent=2, default=float))
+    except CroupierError as e:
+        typer.echo(f"refused: {e}", err=True)
+        raise typer.Exit(1) from None
 
 
 @app.command()
