@@ -233,3 +233,48 @@ def test_rules_recording_writes_parquet_episodes(inprocess, tmp_path):
     assert all(
         np.asarray(m)[a] == 1.0 for m, a in zip(rows["action_mask"], rows["actions"], strict=True)
     )
+
+
+def test_seat_mix_accepts_rollout_specs():
+    import pytest
+
+    from croupier.policies.seats import BadPolicySpec, parse_seat_mix
+
+    assert parse_seat_mix("learned,league,canary,shadow@latest,production") == [
+        "learned",
+        "league",
+        "canary",
+        "shadow@latest",
+        "production",
+    ]
+    with pytest.raises(BadPolicySpec):
+        parse_seat_mix("league@3")
+
+
+def test_bad_rollout_requests_change_nothing(inprocess):
+    async def body(client, service):
+        _install(service, 2)
+        codes = [
+            (await client.post("/v1/policies/promote", json={})).status_code,
+            (await client.post("/v1/policies/promote", json={"version": -1})).status_code,
+            (await client.post("/v1/policies/promote", json={"version": 2, "x": 1})).status_code,
+            (
+                await client.post(
+                    "/v1/policies/promote",
+                    json={"version": 2, "evidence": {"blob": "x" * 70_000}},
+                )
+            ).status_code,
+            (await client.post("/v1/policies/rollback", content=b"\xff")).status_code,
+            (
+                await client.post("/v1/games", json={"game": GAME, "seats": {"0": "shadow@99"}})
+            ).status_code,
+            (
+                await client.post("/v1/games", json={"game": GAME, "record": "everything"})
+            ).status_code,
+        ]
+        return codes, service.rollout.channels.state(), service.games.created_total
+
+    codes, channels, created = inprocess(body)
+    assert all(c == 422 for c in codes), codes
+    assert channels["production"] is None and channels["events"] == []
+    assert created == 0
