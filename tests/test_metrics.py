@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -89,6 +90,24 @@ def test_metrics_names_present_and_moving(inprocess, leduc_states) -> None:
     forwards = value(after, "croupier_batch_size_count")
     assert forwards == value(after, "croupier_batcher_forward_passes_total") > 0
     assert value(after, "croupier_batch_size_bucket", le="+Inf") == forwards
+    assert "croupier_production" not in names  # no production version before a promotion
+
+
+def test_production_version_in_metrics_and_dashboard(inprocess) -> None:
+    async def run(c, service) -> tuple[dict, dict]:
+        r = await c.post("/v1/policies/promote", json={"version": 0})
+        assert r.status_code == 200, r.text
+        for _ in range(50):  # the sampler takes one sample a second
+            data = (await c.get("/dashboard/data.json")).json()
+            if data["history"] and data["history"][-1]["production_version"] is not None:
+                break
+            await asyncio.sleep(0.1)
+        return parse((await c.get("/metrics")).text), data
+
+    samples, data = inprocess(run)
+    assert value(samples, "croupier_production") == 0
+    assert data["current"]["production"] == 0
+    assert data["history"][-1]["production_version"] == 0
 
 
 def test_new_health_fields_are_exported_without_code(inprocess) -> None:

@@ -130,7 +130,7 @@ class CroupierClient:
         seats: dict[str, str] | None = None,
         game_id: str | None = None,
         pin: str | None = None,
-        record: bool | None = None,
+        record: bool | str | None = None,
     ) -> dict[str, Any]:
         """Open a game; returns {"game_id", "seats": {seat: {"policy", "version"}}}.
 
@@ -175,3 +175,16 @@ class CroupierClient:
     async def post_arena_results(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         """Record arena results for the dashboard's learning curve (an admin key's route)."""
         return await self._request("POST", "/v1/arena/results", results)
+
+    # --- the production channel (admin key) -----------------------------------------------
+
+    async def channels(self) -> dict[str, Any]:
+        """{"latest", "production", "history", ...}."""
+        return await self._request("GET", "/v1/policies/channels")
+
+    async def promote(self, version: int, evidence: dict[str, Any] | None = None) -> Any:
+        body = _drop_none({"version": version, "evidence": evidence})
+        return await self._request("POST", "/v1/policies/promote", body)
+
+    async def rollback(self, evidence: dict[str, Any] | None = None) -> Any:
+        return await self._request("POST", "/v1/policies/rollback", {"evidence": evidence})

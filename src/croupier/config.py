@@ -50,4 +50,9 @@ class ServerConfig:
     admin_keys: list[str] = field(default_factory=list)
     # Arena results (JSON lines) behind the dashboard's learning curve; see dashboard/arena.py.
     arena_results: Path | None = None
+    # Rollout (policies/rollout.py): the share of new games whose `canary` seats get the
+    # production version (the rest get the rules), and where `record: rules` games' rules
+    # decisions are written as offline episodes (None: such games are refused).
+    canary_share: float = 0.0
+    offline_dir: Path | None = None
     seed: int = 0

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from croupier.api.auth import ApiKeys
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
 from croupier.api.observability import install_observability
+from croupier.api.rollout_routes import rollout_router
 from croupier.api.routes import hot_router, open_router, router
 from croupier.config import ServerConfig
 from croupier.games.registry import load_adapter
@@ -78,6 +79,8 @@ def create_app(config: ServerConfig) -> FastAPI:
             if link is not None:
                 link.stop()
             await service.batcher.stop()
+            if service.rollout.offline is not None:
+                service.rollout.offline.flush()
 
     app = FastAPI(
         title="croupier",
@@ -95,6 +98,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(router)
     app.include_router(open_router)
     install_observability(app, config, service)
+    app.include_router(rollout_router)
 
     async def client_error(request: Request, exc: Exception) -> JSONResponse:
         status, detail = status_and_detail(exc)

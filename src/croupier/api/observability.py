@@ -22,6 +22,9 @@ def server_snapshot(app: FastAPI) -> dict[str, Any]:
     link = app.state.link
     health["trainer_link"] = link.stats() if link is not None else None
     health["versions_loaded"] = len(service.versions.versions())
+    # The production channel's version (None until a promotion): the dashboard's second line.
+    rollout = getattr(service, "rollout", None)
+    health["production"] = rollout.channels.production if rollout is not None else None
     oldest = service.outbox.oldest()
     versions = episode_versions(oldest) if oldest is not None else []
     health["ingest"] = {

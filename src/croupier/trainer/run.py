@@ -49,6 +49,9 @@ class TrainOptions:
     # Prometheus metrics on this port (see trainer/metrics.py); None: none.
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    # A pretrain's output dir (`croupier pretrain`): start from its weights and version, unless
+    # a checkpoint exists to resume from.
+    init_weights: Path | None = None
 
 
 def lag_summary(histogram: dict[int, int]) -> dict[str, float]:
@@ -134,6 +137,44 @@ class Trainer:
                 from_worker_or_learner_group=self.algo.learner_group, inference_only=True
             )
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
+        elif opts.init_weights is not None:
+            self._start_from(Path(opts.init_weights), spec)
+
+    def _start_from(self, init_dir: Path, spec: Any) -> None:
+        """Load a pretrain's full module (policy and value heads) into the learner(s), keep its
+        version number, and hand it to the runners, which push it to the servers."""
+        from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+        from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+        from croupier.trainer.pretrain import read_init_weights
+
+        init_spec, weights, version = read_init_weights(init_dir)
+        if init_spec.to_dict() != spec.to_dict():
+            raise ValueError(
+                f"{init_dir} holds a {init_spec.to_dict()} model; this run trains "
+                f"{spec.to_dict()} (pretrain with the same --algo and --hiddens)"
+            )
+        group = self.algo.learner_group
+        group.set_state(
+            {
+                COMPONENT_LEARNER: {
+                    COMPONENT_RL_MODULE: {DEFAULT_MODULE_ID: weights},
+                    WEIGHTS_SEQ_NO: version,
+                }
+            }
+        )
+
+        def sync_targets(learner: Any) -> None:
+            # APPO's target networks start as copies of the loaded ones, not of the random init.
+            module = learner.module[DEFAULT_MODULE_ID]
+            for main, target in getattr(module, "get_target_network_pairs", list)():
+                target.load_state_dict(main.state_dict())
+
+        group.foreach_learner(sync_targets)
+        self.algo.env_runner_group.sync_weights(
+            from_worker_or_learner_group=group, inference_only=True
+        )
+        log.info("starting from %s (version %d)", init_dir, self.weights_seq_no())
 
     def request_stop(self) -> None:
         """End the run soon: the loop checkpoints and returns, a waiting sample gives up."""
