@@ -1,17 +1,19 @@
-"""`croupier score`: the learning curve's producer. Plays the server's newest version (as a
-`frozen@N` seat, never recorded) against a yardstick policy through the public API and posts
-the payoff to the server's arena results; with `--every`, again whenever a new version is in."""
+"""`croupier score`: the learning curve's producer. Plays the server's newest version against a
+yardstick policy in the arena (`croupier.arena`: duplicate deals over the public API, games not
+recorded) and posts the payoff to the server's arena results; with `--every`, again whenever a
+new version is in."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from typing import Any
 
+from croupier.arena.arena import play_arena
 from croupier.client import CroupierClient
 from croupier.dashboard.arena import ArenaResult
-from croupier.engine.runner import run_engine
 
 
 async def score_version(
@@ -20,20 +22,20 @@ async def score_version(
     version: int,
     hands: int,
     opponent: str = "rules",
-    tables: int = 32,
+    tables: int = 16,
     api_key: str | None = None,
 ) -> ArenaResult:
-    """Payoff per hand of `frozen@version` against `opponent` over `hands` hands."""
-    policy = f"frozen@{version}"
-    summary = await run_engine(url, game, tables, [policy, opponent], hands, None, api_key=api_key)
-    stats = summary.policies.get(policy)
-    if stats is None or stats.n == 0:
-        raise RuntimeError(f"no hand of {policy} finished: {summary.error_samples}")
+    """Payoff per hand of `version` against `opponent` over `hands` hands (duplicate pairs)."""
+    match = await play_arena(
+        url, game, f"learned@{version}", opponent, hands, tables=tables, api_key=api_key
+    )
+    if match.pairs == 0 or not math.isfinite(match.mean):
+        raise RuntimeError(f"no hand of version {version} finished: {match.error_samples}")
     return ArenaResult(
         version=version,
-        payoff=stats.mean,
-        ci95=stats.ci95,
-        hands=stats.n,
+        payoff=match.mean,
+        ci95=match.ci95 if math.isfinite(match.ci95) else 0.0,
+        hands=match.hands,
         opponent=opponent,
         time=time.time(),
     )
