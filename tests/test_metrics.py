@@ -189,6 +189,18 @@ def test_arena_results_file_in_a_directory_not_made_yet(inprocess, tmp_path) -> 
     assert path.exists()
 
 
+def test_arena_results_that_cannot_be_stored_get_503_not_500(inprocess, tmp_path) -> None:
+    path = tmp_path / "arena.jsonl"
+    path.mkdir()  # a directory where the file should be: every write fails
+
+    async def run(c, service) -> None:
+        r = await c.post("/v1/arena/results", json=[{"version": 2, "payoff": 0.5}])
+        assert r.status_code == 503, r.text
+        assert (await c.get("/healthz")).status_code == 200
+
+    inprocess(run, arena_results=path)
+
+
 def test_history_rates_and_production_version() -> None:
     from croupier.api.metrics import RequestStats
     from croupier.dashboard.history import History

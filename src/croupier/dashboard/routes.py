@@ -50,7 +50,10 @@ async def dashboard_asset(asset: str) -> FileResponse:
 @arena_router.post("/v1/arena/results", status_code=201, dependencies=[Depends(require_admin_key)])
 async def post_arena_results(results: list[ArenaResult], request: Request) -> dict[str, int]:
     """Record arena results (payoff of a version against an opponent) for the learning curve."""
-    request.app.state.arena.add(results)
+    try:
+        request.app.state.arena.add(results)
+    except OSError as e:  # the results file cannot be written: the server's problem, not a 500
+        raise HTTPException(503, f"could not store arena results: {e.strerror}") from None
     return {"added": len(results)}
 
 

@@ -70,7 +70,9 @@ def parse_seat_policy(
             n = int(arg)
         except ValueError:
             raise BadPolicySpec(f"frozen@ needs a version number, got {arg!r}") from None
-        if n >= 0:
+        if not arg.startswith("-"):  # "-0" is relative too: the newest loaded version
+            if n < 0:
+                raise BadPolicySpec(f"frozen@ needs a version number, got {arg!r}")
             return SeatPolicy("frozen", n)
         versions = sorted(loaded or [latest])
         return SeatPolicy("frozen", versions[max(0, len(versions) - 1 + n)])
