@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-STARTUP_TIMEOUT_S = 30.0
+STARTUP_TIMEOUT_S = 90.0  # generous: a loaded 2-core box can take a while to import torch + RLlib
 STOP_TIMEOUT_S = 10.0
 
 

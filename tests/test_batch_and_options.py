@@ -83,6 +83,7 @@ def test_relative_frozen_counts_back_among_loaded_versions():
     assert parse_seat_policy("frozen@-3", latest=46, loaded=loaded).version == 0
     assert parse_seat_policy("frozen@-9", latest=46, loaded=loaded).version == 0
     assert parse_seat_policy("frozen@14", latest=46, loaded=loaded).version == 14
+    assert parse_seat_policy("frozen@-0", latest=46, loaded=loaded).version == 46
     p = parse_seat_policy("frozen@-1", latest=46, loaded=loaded)
     assert not p.record and p.uses_model
     with pytest.raises(BadPolicySpec):

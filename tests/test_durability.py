@@ -306,3 +306,14 @@ def test_data_dir_holds_spool_and_weights(tmp_path: Path):
     assert ServerConfig(data_dir=tmp_path, weights_dir=tmp_path / "w").resolved_weights_dir() == (
         tmp_path / "w"
     )
+
+
+def test_spool_oldest_is_the_longest_waiting(tmp_path):
+    spool = EpisodeSpool(tmp_path / "s.sqlite3")
+    assert spool.oldest() is None
+    episodes = [make_episode(i) for i in range(3)]
+    for e in episodes:
+        spool.put(e)
+    assert spool.oldest()["id_"] == episodes[0]["id_"]
+    spool.ack([episodes[0]["id_"]])
+    assert spool.oldest()["id_"] == episodes[1]["id_"]

@@ -89,6 +89,15 @@ def serve(
             "default races busy clients reusing a connection: resets)"
         ),
     ] = 75.0,
+    arena_results: Annotated[
+        Path | None, typer.Option(help="Arena results file (JSON lines) for the dashboard")
+    ] = None,
+    canary_share: Annotated[
+        float, typer.Option(help="Share of new games whose `canary` seats get production")
+    ] = 0.0,
+    offline_dir: Annotated[
+        Path | None, typer.Option(help="Where `record: rules` games' episodes are written")
+    ] = None,
     opentelemetry: Annotated[
         bool, typer.Option(help="FastAPI's native OpenTelemetry (off: it costs ~7% per request)")
     ] = False,
@@ -134,6 +143,9 @@ def serve(
         max_games=max_games,
         max_queued_decisions=max_queued_decisions,
         idle_game_timeout_s=idle_game_timeout_s or None,
+        arena_results=arena_results,
+        canary_share=canary_share,
+        offline_dir=offline_dir,
         opentelemetry=opentelemetry,
         seed=seed,
     )
@@ -151,7 +163,9 @@ def serve(
 
 @app.command()
 def engine(
-    url: str = "http://127.0.0.1:8000",
+    url: Annotated[
+        str, typer.Option(help="Server URL, or several comma separated (games routed by id)")
+    ] = "http://127.0.0.1:8000",
     game: str = "leduc-holdem",
     games: Annotated[int, typer.Option(help="Tables played concurrently")] = 128,
     seats: Annotated[
@@ -165,6 +179,10 @@ def engine(
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+    record: Annotated[
+        str | None,
+        typer.Option(help="Games' record field: true, false, or rules (offline episodes)"),
+    ] = None,
 ) -> None:
     """Play RLCard games through a croupier server's HTTP API, as a studio engine would."""
     import uvloop
@@ -195,6 +213,7 @@ def engine(
             progress=progress,
             batch=batch,
             api_key=api_key,
+            record={"true": True, "false": False}.get(record, record) if record else None,
         )
     )
     if json_out:
@@ -237,6 +256,13 @@ def train(
     num_gpus_per_learner: float = 0,
     obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
     num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus /metrics on this port")
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="Address for --metrics-port")] = "127.0.0.1",
+    init_weights: Annotated[
+        Path | None, typer.Option(help="Start from a `croupier pretrain` output dir")
+    ] = None,
     log_level: str = "warning",
 ) -> None:
     """Train with RLlib on the episodes policy servers send; push each new version back."""
@@ -274,9 +300,195 @@ def train(
         num_gpus_per_learner=num_gpus_per_learner,
         obs_size=obs_size,
         num_actions=num_actions,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        init_weights=init_weights,
     )
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))
+
+
+@app.command()
+def score(
+    url: str = "http://127.0.0.1:8000",
+    game: str = "leduc-holdem",
+    hands: Annotated[int, typer.Option(help="Hands per scored version")] = 2000,
+    opponent: Annotated[str, typer.Option(help="The yardstick seat policy")] = "rules",
+    every: Annotated[
+        float | None, typer.Option(help="Seconds between checks for a new version; once if unset")
+    ] = None,
+    rounds: Annotated[int | None, typer.Option(help="Stop after this many results")] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+    admin_key: Annotated[str | None, typer.Option(envvar="CROUPIER_ADMIN_KEY")] = None,
+) -> None:
+    """Score the server's newest version against the rules; post it to the dashboard's curve."""
+    import uvloop
+
+    from croupier.dashboard.score import score_loop
+
+    def report(result) -> None:  # noqa: ANN001
+        typer.echo(result.model_dump_json())
+
+    uvloop.run(score_loop(url, game, hands, every, rounds, opponent, api_key, admin_key, report))
+
+
+@app.command()
+def openapi(
+    out: Annotated[Path | None, typer.Option(help="Write here instead of stdout")] = None,
+) -> None:
+    """Print (or write) the HTTP API's OpenAPI document."""
+    from croupier.api.openapi_export import openapi_json
+
+    text = openapi_json()
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
+
+
+@app.command("eval")
+def eval_cmd(
+    game: str = "leduc-holdem",
+    a: Annotated[
+        str, typer.Option("--a", help="rules, random, learned@latest, learned@N, production")
+    ] = "learned@latest",
+    b: Annotated[str, typer.Option("--b", help="The opponent (same names)")] = "rules",
+    hands: Annotated[int, typer.Option(help="Hands per match (whole duplicate pairs)")] = 2000,
+    url: Annotated[
+        str | None, typer.Option(help="A live server; without it one is started here")
+    ] = None,
+    weights_dir: Annotated[
+        Path | None, typer.Option(help="Versions for the server started here")
+    ] = None,
+    league: Annotated[
+        bool, typer.Option("--league", help="Round robin: last versions, rules, random")
+    ] = False,
+    versions: Annotated[int, typer.Option(help="League: how many of the last versions")] = 4,
+    out: Annotated[Path, typer.Option(help="League: where runs are saved")] = Path("runs"),
+    tables: Annotated[int, typer.Option(help="Hands played concurrently")] = 16,
+    batch: Annotated[
+        bool, typer.Option(help="Send the tables' decisions together (/v1/decide:batch)")
+    ] = False,
+    seed: int = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
+    api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+) -> None:
+    """Arena: A against B through a server's HTTP API (seats alternated, duplicate deals):
+    payoff per hand for A with a 95% CI, win/draw/loss, hands/s. --league: rating table."""
+    import contextlib
+    import time
+
+    import uvloop
+
+    from croupier.arena.arena import ArenaError, local_server, play_arena
+    from croupier.arena.league import format_table, league_players, play_league, save_league
+
+    with contextlib.ExitStack() as stack:
+        if url is None:
+            url = stack.enter_context(local_server(game, weights_dir))
+
+        async def run() -> dict:
+            if league:
+                players = await league_players(url, versions, api_key)
+                result = await play_league(
+                    url, game, players, hands, tables=tables, seed=seed, api_key=api_key,
+                    batch=batch,
+                )  # fmt: skip
+                run_dir = out / f"league-{time.strftime('%Y%m%d-%H%M%S')}"
+                result["saved"] = str(save_league(result, run_dir, weights_dir))
+                return result
+            arena = await play_arena(
+                url, game, a, b, hands, tables=tables, seed=seed, api_key=api_key, batch=batch
+            )
+            return {"arena": arena}
+
+        try:
+            result = uvloop.run(run())
+        except ArenaError as e:
+            raise typer.BadParameter(str(e)) from None
+    if league:
+        if json_out:
+            typer.echo(json.dumps(result, indent=2, default=float))
+        else:
+            typer.echo(format_table(result))
+            typer.echo(f"saved: {result['saved']}")
+        return
+    arena = result["arena"]
+    typer.echo(json.dumps(arena.to_dict(), indent=2) if json_out else arena.format())
+    if arena.errors:
+        raise typer.Exit(1)
+
+
+@app.command()
+def promote(
+    url: str = "http://127.0.0.1:8000",
+    game: str = "leduc-holdem",
+    version: Annotated[int | None, typer.Option(help="Promote this version as is")] = None,
+    auto: Annotated[
+        bool, typer.Option("--auto", help="Newest vs production in the arena; promote if better")
+    ] = False,
+    rollback: Annotated[bool, typer.Option("--rollback", help="Back to the previous one")] = False,
+    hands: Annotated[int, typer.Option(help="--auto: arena hands")] = 4000,
+    tables: int = 16,
+    seed: int = 0,
+    log: Annotated[Path | None, typer.Option(help="Append each decision (JSON line) here")] = (
+        None
+    ),
+    admin_key: Annotated[str | None, typer.Option(envvar="CROUPIER_ADMIN_KEY")] = None,
+) -> None:
+    """Move the production channel: --auto (with evidence), --version N, or --rollback."""
+    import uvloop
+
+    from croupier.arena.promote import auto_promote
+    from croupier.client import CroupierClient, CroupierError
+
+    if sum([auto, rollback, version is not None]) != 1:
+        raise typer.BadParameter("give exactly one of --auto, --version N, --rollback")
+
+    async def run() -> dict:
+        if auto:
+            return await auto_promote(
+                url, game, hands, admin_key=admin_key, tables=tables, seed=seed, log_path=log
+            )
+        async with CroupierClient(url, api_key=admin_key) as client:
+            evidence = {"by": "croupier promote (manual)"}
+            if rollback:
+                return await client.rollback(evidence)
+            return await client.promote(int(version), evidence)  # type: ignore[arg-type]
+
+    try:
+        typer.echo(json.dumps(uvloop.run(run()), indent=2, default=float))
+    except CroupierError as e:
+        typer.echo(f"refused: {e}", err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def pretrain(
+    from_dir: Annotated[
+        Path, typer.Option("--from", help="Offline episodes written by `record: rules` games")
+    ],
+    out: Annotated[Path, typer.Option(help="Weights dir for the server / --init-weights")] = Path(
+        "runs/pretrain"
+    ),
+    game: str = "leduc-holdem",
+    algo: Annotated[str, typer.Option(help="The module the trainer will continue: ppo|appo")] = (
+        "appo"
+    ),
+    hiddens: str = "128,128",
+    iterations: Annotated[int, typer.Option(help="BC training steps")] = 10,
+    lr: float = 1e-3,
+    batch_size: int = 512,
+    log_level: str = "warning",
+) -> None:
+    """Behaviour-clone the rules (RLlib BC, offline API) into version 1 of a weights dir."""
+    from croupier.policies.module import ModelSpec
+    from croupier.trainer.pretrain import pretrain as run
+
+    _setup_logging(log_level)
+    spec = ModelSpec(algo=algo, hiddens=[int(h) for h in hiddens.split(",")])
+    report = run(game, from_dir, out, spec, iterations=iterations, lr=lr, batch_size=batch_size)
+    typer.echo(json.dumps(report, indent=2, default=float))
 
 
 bench_app = typer.Typer(help="Benchmarks (results under bench/results/).", no_args_is_help=True)
@@ -345,6 +557,31 @@ def bench_soak(
     typer.echo(format_report(report))
     if report["errors"]:
         raise typer.Exit(1)
+
+
+@bench_app.command("warmstart")
+def bench_warmstart(
+    game: str = "leduc-holdem",
+    minutes: Annotated[float, typer.Option(help="Training minutes per run (cold, warm)")] = 2.0,
+    from_dir: Annotated[
+        Path | None, typer.Option("--from", help="Recorded rules episodes (else recorded now)")
+    ] = None,
+    record_hands: int = 4000,
+    algo: str = "ppo",
+    pretrain_iterations: int = 5,
+    eval_hands: int = 4000,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Payoff vs rules over the first minutes of training, from scratch and from a BC warm
+    start (record the rules, pretrain, train twice)."""
+    from croupier.bench.warmstart import bench_warmstart as run
+    from croupier.bench.warmstart import format_report
+
+    typer.echo(
+        format_report(
+            run(game, minutes, out, from_dir, record_hands, algo, pretrain_iterations, eval_hands)
+        )
+    )
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ One aiohttp session (one connection pool) per client: share the client between t
 from __future__ import annotations
 
 import hashlib
+import uuid
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +21,8 @@ import aiohttp
 import orjson
 
 _JSON = {"Content-Type": "application/json"}
+# Carries a new game's id on create, for proxies that route by game id (path ids after that).
+GAME_ID_HEADER = "X-Croupier-Game-Id"
 
 
 class CroupierError(Exception):
@@ -98,9 +101,12 @@ class CroupierClient:
             await self._session.close()
             self._session = None
 
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def _request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> Any:
         data = None if body is None else orjson.dumps(body)
-        headers = _JSON if body is not None else None
+        if body is not None:
+            headers = {**_JSON, **(headers or {})}
         async with self._open().request(
             method, self.base_url + path, data=data, headers=headers
         ) as resp:
@@ -124,13 +130,18 @@ class CroupierClient:
         seats: dict[str, str] | None = None,
         game_id: str | None = None,
         pin: str | None = None,
-        record: bool | None = None,
+        record: bool | str | None = None,
     ) -> dict[str, Any]:
-        """Open a game; returns {"game_id", "seats": {seat: {"policy", "version"}}}."""
+        """Open a game; returns {"game_id", "seats": {seat: {"policy", "version"}}}.
+
+        The id is chosen here when not given, and also sent as the `X-Croupier-Game-Id`
+        header: a reverse proxy routing games by id (docs/scale-out.md) needs it before the
+        server would have made one up."""
+        game_id = game_id or uuid.uuid4().hex
         body = _drop_none(
             {"game": game, "game_id": game_id, "seats": seats, "pin": pin, "record": record}
         )
-        return await self._request("POST", "/v1/games", body)
+        return await self._request("POST", "/v1/games", body, {GAME_ID_HEADER: game_id})
 
     async def decide(
         self,
@@ -163,3 +174,20 @@ class CroupierClient:
 
     async def health(self) -> dict[str, Any]:
         return await self._request("GET", "/healthz")
+
+    async def post_arena_results(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        """Record arena results for the dashboard's learning curve (an admin key's route)."""
+        return await self._request("POST", "/v1/arena/results", results)
+
+    # --- the production channel (admin key) -----------------------------------------------
+
+    async def channels(self) -> dict[str, Any]:
+        """{"latest", "production", "history", ...}."""
+        return await self._request("GET", "/v1/policies/channels")
+
+    async def promote(self, version: int, evidence: dict[str, Any] | None = None) -> Any:
+        body = _drop_none({"version": version, "evidence": evidence})
+        return await self._request("POST", "/v1/policies/promote", body)
+
+    async def rollback(self, evidence: dict[str, Any] | None = None) -> Any:
+        return await self._request("POST", "/v1/policies/rollback", {"evidence": evidence})

@@ -63,6 +63,13 @@ class ServerConfig:
     max_queued_decisions: int = 10_000
     idle_game_timeout_s: float | None = 600.0
     retry_after_s: int = 1
+    # Arena results (JSON lines) behind the dashboard's learning curve; see dashboard/arena.py.
+    arena_results: Path | None = None
+    # Rollout (policies/rollout.py): the share of new games whose `canary` seats get the
+    # production version (the rest get the rules), and where `record: rules` games' rules
+    # decisions are written as offline episodes (None: such games are refused).
+    canary_share: float = 0.0
+    offline_dir: Path | None = None
     seed: int = 0
 
     def resolved_weights_dir(self) -> Path | None:

@@ -156,11 +156,12 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
         [*exe, "serve", "--game", run.game, "--port", str(http_port), "--seats", "learned,rules",
          "--trainer", f"127.0.0.1:{link_port}", "--weights-dir", str(run_dir / "weights"),
          "--data-dir", str(run_dir / "server"),
-         *run.server_args],
+         "--arena-results", str(run_dir / "arena.jsonl"), *run.server_args],
         stdout=(run_dir / "server.log").open("w"), stderr=subprocess.STDOUT, env=env,
     )  # fmt: skip
     try:
         wait_until_up(url, server)
+        say(f"  dashboard: {url}/dashboard   metrics: {url}/metrics", flush=True)
         started = time.monotonic()
         curve = CurveRecorder()
         progress_file = run_dir / "trainer" / "progress.jsonl"
@@ -209,6 +210,12 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
                 proc.kill()
     stats = final.policies[f"frozen@{version}"]
     result = {"n": stats.n, "mean": stats.mean, "ci95": stats.ci95}
+    # The final evaluation as an arena result (docs/monitoring.md): a restarted server with
+    # `--arena-results <run>/arena.jsonl` shows it on /dashboard's learning curve.
+    arena = {"version": version, "payoff": stats.mean, "ci95": stats.ci95, "hands": stats.n,
+             "opponent": "rules", "time": time.time()}  # fmt: skip
+    with (run_dir / "arena.jsonl").open("a") as f:
+        f.write(json.dumps(arena) + "\n")
     report = {
         "game": run.game,
         "algo": run.algo,

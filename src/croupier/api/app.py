@@ -18,6 +18,8 @@ from fastapi.responses import JSONResponse
 from croupier.api.auth import ApiKeys
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
 from croupier.api.limits import BodySizeLimit
+from croupier.api.observability import install_observability
+from croupier.api.rollout_routes import rollout_router
 from croupier.api.routes import hot_router, open_router, router
 from croupier.config import ServerConfig
 from croupier.games.registry import load_adapter
@@ -75,6 +77,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             link = TrainerLink(config, service.versions, service.outbox)
             link.start()
         app.state.link = link
+        await app.state.history.start()
         expiry = None
         if config.idle_game_timeout_s is not None:
             expiry = asyncio.create_task(expire_idle_games(service, config.idle_game_timeout_s))
@@ -85,9 +88,12 @@ def create_app(config: ServerConfig) -> FastAPI:
                 expiry.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await expiry
+            await app.state.history.stop()
             if link is not None:
                 link.stop()
             await service.batcher.stop()
+            if service.rollout.offline is not None:
+                service.rollout.offline.flush()
             service.outbox.close()
 
     app = FastAPI(
@@ -105,6 +111,8 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(hot_router)
     app.include_router(router)
     app.include_router(open_router)
+    install_observability(app, config, service)
+    app.include_router(rollout_router)
 
     async def client_error(request: Request, exc: Exception) -> JSONResponse:
         status, detail = status_and_detail(exc)

@@ -28,14 +28,19 @@ class CreateGame(_Body):
     seats: dict[str, str] | None = Field(
         None,
         description="Policy per seat ('rules', 'random', 'learned', 'learned@latest', "
-        "'frozen@N', 'frozen@-K'); seats not given are filled from the server's seat mix.",
+        "'frozen@N', 'frozen@-K', 'production', 'canary', 'shadow', 'shadow@latest', "
+        "'shadow@N', 'league'); seats not given are filled from the server's seat mix.",
     )
     pin: Literal["created", "latest"] | None = Field(
         None,
         description="'created': learned seats keep the version current now; 'latest': they "
         "follow each new version. Default: the server's setting.",
     )
-    record: bool = Field(True, description="Record the learned seats' episodes for training.")
+    record: bool | Literal["rules"] = Field(
+        True,
+        description="Record the learned seats' episodes for training; 'rules': also write "
+        "the rules seats' decisions as offline episodes (servers with --offline-dir).",
+    )
 
 
 class SeatInfo(BaseModel):

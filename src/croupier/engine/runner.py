@@ -22,6 +22,7 @@ import aiohttp
 from croupier.client import CroupierClient, CroupierError
 from croupier.engine.batching import BatchedDecider
 from croupier.engine.rlcard_games import GAMES, RLCardTable
+from croupier.routing import RoutedClient, client_for_urls
 
 log = logging.getLogger(__name__)
 
@@ -157,15 +158,17 @@ DecideFn = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 async def _play_hand(
-    client: CroupierClient,
+    client: CroupierClient | RoutedClient,
     decide: DecideFn,
     table: RLCardTable,
     tally: _Tally,
     seats: dict[str, str] | None,
+    record: bool | str | None = None,
 ) -> None:
     game_id: str | None = None
     try:
-        game_id, policies = _seat_policies(await client.create_game(table.game, seats=seats))
+        created = await client.create_game(table.game, seats=seats, record=record)
+        game_id, policies = _seat_policies(created)
         table.reset()
         for _ in range(MAX_DECISIONS_PER_HAND):
             if table.is_over():
@@ -192,13 +195,14 @@ async def _play_hand(
 
 
 async def _table_loop(
-    client: CroupierClient,
+    client: CroupierClient | RoutedClient,
     decide: DecideFn,
     game: str,
     index: int,
     tally: _Tally,
     seats: list[str] | None,
     seed: int,
+    record: bool | str | None = None,
 ) -> None:
     table = RLCardTable(game)
     table.reset(seed + index)  # seeded once: each table deals its own reproducible sequence
@@ -209,7 +213,7 @@ async def _table_loop(
             # the table offset keeps the split even across tables too.
             a, b = seats if (hand + index) % 2 == 0 else (seats[1], seats[0])
             seating = {"0": a, "1": b}
-        await _play_hand(client, decide, table, tally, seating)
+        await _play_hand(client, decide, table, tally, seating, record)
 
 
 async def _report(progress: Callable[[EngineSummary], Any], tally: _Tally) -> None:
@@ -232,13 +236,17 @@ async def run_engine(
     progress: Callable[[EngineSummary], Any] | None = None,
     batch: bool = False,
     api_key: str | None = None,
+    record: bool | str | None = None,
 ) -> EngineSummary:
-    """Play hands of `game` on `games` concurrent tables against the server at `url`.
+    """Play hands of `game` on `games` concurrent tables against the server at `url` (or
+    several, comma separated: each game goes to the server its id hashes to).
 
     `seats`: two policy names, alternated between seats every hand; None lets the server
     seat whoever it likes. Stops after `hands` hands (failed ones count) or `seconds`,
     whichever comes first; hands already in progress are finished. `batch`: send the tables'
     decisions together through `POST /v1/decide:batch` instead of one request each.
+    `record`: the games' `record` field (None: the server's default; "rules": also write the
+    rules seats' decisions as offline episodes).
     """
     if game not in GAMES:
         raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
@@ -255,7 +263,7 @@ async def run_engine(
     # Each table has at most one request in flight: one connection per table is enough.
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(
-            CroupierClient(url, api_key=api_key, max_connections=games)
+            client_for_urls(url, api_key=api_key, max_connections=games)
         )
         decide: DecideFn = client.decide
         if batch:
@@ -265,7 +273,7 @@ async def run_engine(
             # TaskGroup: a bug in one table cancels the others instead of leaving them running.
             async with asyncio.TaskGroup() as tg:
                 for i in range(games):
-                    tg.create_task(_table_loop(client, decide, game, i, tally, seats, seed))
+                    tg.create_task(_table_loop(client, decide, game, i, tally, seats, seed, record))
         finally:
             if reporter is not None:
                 reporter.cancel()

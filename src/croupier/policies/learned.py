@@ -64,6 +64,8 @@ class PolicyVersions:
         self._rng = np.random.default_rng(seed)
         self._modules: dict[int, Any] = {}
         self._latest = 0
+        # Versions a channel (production, its rollback history) holds: never evicted.
+        self._pinned: set[int] = set()
         if not self._load_newest_from_disk():
             torch.manual_seed(seed)
             self._modules = {0: self._build()}
@@ -91,10 +93,11 @@ class PolicyVersions:
         modules, latest = self._modules, self._latest
         if wanted is None:
             wanted = self.current
+        module = modules.get(wanted)
+        if module is not None:
+            return wanted, module
         if wanted >= latest:
             return latest, modules[latest]
-        if wanted in modules:
-            return wanted, modules[wanted]
         newer = [v for v in modules if v > wanted]
         v = min(newer) if newer else latest
         return v, modules[v]
@@ -111,9 +114,10 @@ class PolicyVersions:
             module.load_state_dict(
                 {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}, strict=True
             )
-            kept = {v: m for v, m in self._modules.items() if v < version}
+            kept = {v: m for v, m in self._modules.items() if v < version or v in self._pinned}
             kept[version] = module
-            for old in sorted(kept)[: -self.keep]:
+            evictable = [v for v in sorted(kept) if v not in self._pinned and v != version]
+            for old in evictable[: max(0, len(evictable) + 1 - self.keep)]:
                 del kept[old]
             self._modules = kept  # the atomic swap
             self._latest = version
@@ -121,12 +125,34 @@ class PolicyVersions:
             self._save(version, weights)
         return True
 
+    def retain(self, version: int, weights: WeightsState | None = None) -> None:
+        """Keep `version` loaded whatever comes after it (a channel points at it). `weights`
+        load it back when it is not in memory (a restart, or evicted before it was pinned)."""
+        with self._install_lock:
+            if version not in self._modules:
+                if weights is None:
+                    raise KeyError(f"version {version} is not loaded")
+                module = self._build()
+                module.load_state_dict(
+                    {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}, strict=True
+                )
+                self._modules = {**self._modules, version: module}
+                if version > self._latest:
+                    self._latest = version
+            self._pinned.add(version)
+
+    def release(self, version: int) -> None:
+        """No channel needs `version` any more: it may be evicted like any other."""
+        with self._install_lock:
+            self._pinned.discard(version)
+
     def reset_spec(self, spec: ModelSpec) -> None:
         """Rebuild with another architecture (the trainer's), dropping all versions."""
         with self._install_lock:
             self.spec = spec
             self._modules = {0: self._build()}
             self._latest = 0
+            self._pinned.clear()
 
     def weights(self, version: int | None = None) -> WeightsState:
         return module_weights(self.resolve(version)[1])
@@ -190,10 +216,38 @@ class PolicyVersions:
         except (OSError, KeyError, ValueError, RuntimeError) as e:
             log.warning("ignoring unreadable weights in %s: %s", self.weights_dir, e)
             return False
-        self._modules = {version: module}
+        self._modules = {version: module, **self._older_from_disk(version)}
         self._latest = version
-        log.info("serving weights version %d from %s", self._latest, self.weights_dir)
+        log.info(
+            "serving weights version %d from %s (loaded: %s)",
+            self._latest,
+            self.weights_dir,
+            sorted(self._modules),
+        )
         return True
+
+    def _older_from_disk(self, newest: int) -> dict[int, Any]:
+        """The other versions still on disk (up to `keep` in all), so a restarted server can
+        seat `frozen@N` and arenas can compare. One that does not load is skipped."""
+        assert self.weights_dir is not None
+        found: dict[int, Any] = {}
+        files = sorted(self.weights_dir.glob("v*.npz"), reverse=True)
+        for path in files:
+            if len(found) >= self.keep - 1:
+                break
+            try:
+                version = int(path.stem[1:])
+                if version >= newest:
+                    continue
+                with np.load(path, allow_pickle=False) as data:
+                    state = {k: torch.as_tensor(data[k]) for k in data.files}
+                module = self._build()
+                module.load_state_dict(state)
+            except (OSError, ValueError, RuntimeError) as e:
+                log.warning("skipping %s: %s", path, e)
+                continue
+            found[version] = module
+        return found
 
 
 def read_weights_dir(weights_dir: Path) -> tuple[int, ModelSpec, WeightsState]:

@@ -8,6 +8,11 @@
 - `frozen@N` / `frozen@-K`: a fixed version: N itself, or the one K places before the newest
   among the versions loaded (version numbers are the learner's update counter and jump); an
   opponent, never recorded
+
+Rollout specs (`policies/rollout.py` resolves them to the above): `production` (the version the
+production channel points at), `canary` (production for a configured share of new games, the
+rules for the rest), `shadow`/`shadow@latest`/`shadow@N` (the rules act; a learned version is
+computed beside them and compared) and `league` (a frozen version from the league pool).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Literal
 
 PolicyKind = Literal["rules", "random", "learned", "frozen"]
 PIN_CHOICES = ("created", "latest")
+ROLLOUT_SPECS = ("production", "canary", "shadow", "league")
 
 
 class BadPolicySpec(ValueError):
@@ -28,12 +34,16 @@ class SeatPolicy:
     kind: PolicyKind
     version: int | None = None  # the pinned version (learned/frozen); None follows the newest
     record: bool = False
+    # A rollout seat's name ("production", "shadow"); `label()` reports it instead.
+    channel: str | None = None
 
     @property
     def uses_model(self) -> bool:
         return self.kind in ("learned", "frozen")
 
     def label(self) -> str:
+        if self.channel is not None:
+            return self.channel
         if self.kind == "frozen":
             return f"frozen@{self.version}"
         if self.kind == "learned" and self.version is None:
@@ -60,7 +70,9 @@ def parse_seat_policy(
             n = int(arg)
         except ValueError:
             raise BadPolicySpec(f"frozen@ needs a version number, got {arg!r}") from None
-        if n >= 0:
+        if not arg.startswith("-"):  # "-0" is relative too: the newest loaded version
+            if n < 0:
+                raise BadPolicySpec(f"frozen@ needs a version number, got {arg!r}")
             return SeatPolicy("frozen", n)
         versions = sorted(loaded or [latest])
         return SeatPolicy("frozen", versions[max(0, len(versions) - 1 + n)])
@@ -76,5 +88,8 @@ def parse_seat_mix(text: str) -> list[str]:
     if not specs:
         raise BadPolicySpec("the seat mix is empty")
     for s in specs:
+        name, _, arg = s.partition("@")
+        if name in ROLLOUT_SPECS and (not arg or name == "shadow"):
+            continue  # checked per game by policies/rollout.py
         parse_seat_policy(s, latest=0)
     return specs

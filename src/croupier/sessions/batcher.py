@@ -63,6 +63,8 @@ class InferenceBatcher:
         self.forward_passes = 0
         self.decisions = 0
         self.max_batch_seen = 0
+        # Forward rounds by batch size (index = size): the /metrics batch-size histogram.
+        self.batch_size_counts = [0] * (max_batch + 1)
 
     async def start(self) -> None:
         self._wake = asyncio.Event()
@@ -154,6 +156,7 @@ class InferenceBatcher:
             self.forward_passes += 1
         self.decisions += len(batch)
         self.max_batch_seen = max(self.max_batch_seen, len(batch))
+        self.batch_size_counts[len(batch)] += 1
         return out  # type: ignore[return-value]
 
     def stats(self) -> dict[str, Any]:

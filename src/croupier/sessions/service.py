@@ -17,11 +17,14 @@ import numpy as np
 from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter, InvalidState
 from croupier.games.registry import load_rules
+from croupier.policies.channels import Channels
 from croupier.policies.learned import PolicyVersions
-from croupier.policies.seats import BadPolicySpec, SeatPolicy, parse_seat_policy
+from croupier.policies.rollout import Rollout
+from croupier.policies.seats import BadPolicySpec, SeatPolicy
 from croupier.sessions.batcher import InferenceBatcher, ModelDecision
 from croupier.sessions.games import GameEnded, GameExists, GameNotFound, GameSession, GameStore
 from croupier.sessions.guards import Overloaded, TurnConflict
+from croupier.trajectories.offline import OfflineWriter
 from croupier.trajectories.recorder import SeatRecorder
 from croupier.trajectories.spool import EpisodeSpool
 
@@ -110,6 +113,17 @@ class DecisionService:
         self._deadline_s = (
             config.decide_deadline_ms / 1000.0 if config.decide_deadline_ms is not None else None
         )
+        # Production channel, canary, shadow, league seats and rules recording.
+        self.rollout = Rollout(
+            versions,
+            Channels(versions, config.resolved_weights_dir()),
+            config.canary_share,
+            config.resolved_weights_dir(),
+            OfflineWriter(config.offline_dir, adapter.terminal_observation())
+            if config.offline_dir
+            else None,
+            config.seed,
+        )
 
     # --- games ---------------------------------------------------------------------------
 
@@ -119,7 +133,7 @@ class DecisionService:
         game_id: str | None = None,
         seats: dict[str, str] | None = None,
         pin: str | None = None,
-        record: bool = True,
+        record: bool | str = True,
     ) -> dict[str, Any]:
         if game != self.adapter.name:
             raise Unprocessable(f"this server plays {self.adapter.name!r}, not {game!r}")
@@ -134,6 +148,7 @@ class DecisionService:
         shift = self.games.created_total % len(mix)
         latest, loaded = self.versions.current, self.versions.versions()
         plan: dict[str, SeatPolicy] = {}
+        parse_seat_policy = self.rollout.parser(record)
         for i, seat in enumerate(self.adapter.seats):
             spec = seats.get(seat) or mix[(i + shift) % len(mix)]
             try:
@@ -154,6 +169,7 @@ class DecisionService:
             seat: SeatRecorder(game_id, seat, p.label()) for seat, p in plan.items() if p.record
         }
         self.games.add(GameSession(game_id, plan, recorders))
+        self.rollout.begin_game(game_id, plan, record)
         return {
             "game_id": game_id,
             "seats": {
@@ -286,6 +302,9 @@ class DecisionService:
         step = _Step(session, seat, policy, state, reward, obs, mask)
         if policy.kind == "rules":
             step.index = self._rules_index(state, mask)
+            self.rollout.on_rules_decision(
+                game_id, seat, policy, obs, mask, step.index, self.batcher
+            )
         elif policy.kind == "random":
             legal = np.flatnonzero(mask)
             step.index = int(legal[self._rng.integers(len(legal))])
@@ -374,6 +393,7 @@ class DecisionService:
         if not all(math.isfinite(v) for v in payoffs.values()):
             raise Unprocessable("payoffs must be finite numbers")
         self.games.finish(game_id)
+        self.rollout.on_end(game_id, payoffs)
         recorded = 0
         terminal = self.adapter.terminal_observation()
         for seat, recorder in session.recorders.items():
@@ -385,6 +405,7 @@ class DecisionService:
 
     def abort_game(self, game_id: str) -> None:
         self.games.discard(game_id)
+        self.rollout.on_abort(game_id)
 
     def count_too_large(self) -> None:
         self.refused_too_large += 1
@@ -418,6 +439,7 @@ class DecisionService:
                     "available": True,
                     "latest": self.versions.latest,
                     "versions": self.versions.versions(),
+                    "production": self.rollout.channels.production,
                     "model": self.versions.spec.to_dict(),
                 },
             },

@@ -228,6 +228,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         return {INPUT_ENV_SPACES: spaces, DEFAULT_MODULE_ID: spaces}
 
     def sample(self, **kwargs: Any) -> list[SingleAgentEpisode]:
+        self._pull_newer_state()
         # RLlib's learner connectors fail on an empty list, so wait for at least one episode
         # (the training loop calls `wait_for_steps` first, so this rarely waits long), in
         # slices, so that a stop request ends the wait.
@@ -245,6 +246,21 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         SingleAgentEnvRunner._increase_sampled_metrics(self, steps, len(episodes))
         self._done_for_metrics.extend(episodes)
         return episodes
+
+    def _pull_newer_state(self) -> None:
+        """APPO/IMPALA with remote runners do not push weights: they leave them on RLlib's
+        `EnvRunnerStateServer`, which each runner asks at the top of `sample()` (as RLlib's
+        own runners do). Without this a remote runner, and so its servers, kept version 0."""
+        server = getattr(self, "_env_runner_state_server", None)
+        if server is None:
+            return
+        try:
+            state = ray.get(server.pull_if_newer.remote(self._weights_seq_no))
+        except ray.exceptions.RayError as e:
+            log.warning("could not pull weights from the EnvRunnerStateServer: %s", e)
+            return
+        if state is not None:
+            self.set_state(state)
 
     def wait_for_steps(self, steps: int, timeout_s: float) -> bool:
         """Block until `steps` env steps are waiting to be sampled, or `timeout_s` passed."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.trainer.algo import Hyper
+from croupier.trainer.metrics import learner_trained_lifetime, serve_trainer_metrics
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,12 @@ class TrainOptions:
     num_gpus_per_learner: float = 0
     obs_size: int | None = None
     num_actions: int | None = None
+    # Prometheus metrics on this port (see trainer/metrics.py); None: none.
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    # A pretrain's output dir (`croupier pretrain`): start from its weights and version, unless
+    # a checkpoint exists to resume from.
+    init_weights: Path | None = None
 
 
 def lag_summary(histogram: dict[int, int]) -> dict[str, float]:
@@ -78,6 +85,9 @@ class Trainer:
         self.stop_requested = threading.Event()
         self.algo: Any = None
         self.progress_path = Path(options.checkpoint_dir) / PROGRESS
+        # What /metrics reads (trainer/metrics.py): the last progress line and lag histogram.
+        self.last_progress: dict[str, Any] = {}
+        self.last_lag_histogram: dict[int, int] = {}
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -131,6 +141,44 @@ class Trainer:
                 from_worker_or_learner_group=self.algo.learner_group, inference_only=True
             )
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
+        elif opts.init_weights is not None:
+            self._start_from(Path(opts.init_weights), spec)
+
+    def _start_from(self, init_dir: Path, spec: Any) -> None:
+        """Load a pretrain's full module (policy and value heads) into the learner(s), keep its
+        version number, and hand it to the runners, which push it to the servers."""
+        from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+        from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+        from croupier.trainer.pretrain import read_init_weights
+
+        init_spec, weights, version = read_init_weights(init_dir)
+        if init_spec.to_dict() != spec.to_dict():
+            raise ValueError(
+                f"{init_dir} holds a {init_spec.to_dict()} model; this run trains "
+                f"{spec.to_dict()} (pretrain with the same --algo and --hiddens)"
+            )
+        group = self.algo.learner_group
+        group.set_state(
+            {
+                COMPONENT_LEARNER: {
+                    COMPONENT_RL_MODULE: {DEFAULT_MODULE_ID: weights},
+                    WEIGHTS_SEQ_NO: version,
+                }
+            }
+        )
+
+        def sync_targets(learner: Any) -> None:
+            # APPO's target networks start as copies of the loaded ones, not of the random init.
+            module = learner.module[DEFAULT_MODULE_ID]
+            for main, target in getattr(module, "get_target_network_pairs", list)():
+                target.load_state_dict(main.state_dict())
+
+        group.foreach_learner(sync_targets)
+        self.algo.env_runner_group.sync_weights(
+            from_worker_or_learner_group=group, inference_only=True
+        )
+        log.info("starting from %s (version %d)", init_dir, self.weights_seq_no())
 
     def request_stop(self) -> None:
         """End the run soon: the loop checkpoints and returns, a waiting sample gives up."""
@@ -190,6 +238,7 @@ class Trainer:
         last: dict[str, Any] = {}
         t_last, steps_last = time.monotonic(), self.link_stats()["steps_received"]
         lag_before: dict[int, int] = {}
+        trained_last: float | None = None  # learner env steps trained, lifetime
         while not self.stop_requested.is_set():
             if deadline is not None and time.monotonic() >= deadline:
                 break
@@ -199,6 +248,7 @@ class Trainer:
             # answers signals, deadlines and progress.
             if runner is not None and not runner.wait_for_steps(min_steps, 1.0):
                 continue
+            t_train = time.monotonic()
             try:
                 result = self.algo.train()
             except Exception:
@@ -210,6 +260,7 @@ class Trainer:
             now = time.monotonic()
             steps = stats["steps_received"]
             lag_now = {int(k): v for k, v in stats["lag_histogram"].items()}
+            trained = learner_trained_lifetime(result)
             last = {
                 "iteration": iteration,
                 "time": time.time(),
@@ -217,11 +268,17 @@ class Trainer:
                 "env_steps": steps,
                 "env_steps_per_s": (steps - steps_last) / max(now - t_last, 1e-9),
                 "episode_return_mean": result.get("env_runners", {}).get("episode_return_mean"),
+                "env_steps_trained": trained,
+                # Samples trained per second of algo.train() (from the second iteration on).
+                "learner_steps_per_s": None
+                if trained is None or trained_last is None
+                else (trained - trained_last) / max(now - t_train, 1e-9),
                 "lag": lag_summary(_histogram_delta(lag_now, lag_before)),
                 "lag_lifetime": lag_summary(lag_now),
                 **{k: v for k, v in stats.items() if k not in ("lag_histogram",)},
             }
-            t_last, steps_last, lag_before = now, steps, lag_now
+            t_last, steps_last, lag_before, trained_last = now, steps, lag_now, trained
+            self.last_progress, self.last_lag_histogram = last, lag_now
             with self.progress_path.open("a") as f:
                 f.write(json.dumps(last, default=float) + "\n")
             if on_progress is not None:
@@ -276,8 +333,15 @@ def train(options: TrainOptions, quiet: bool = False) -> dict[str, Any]:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+    metrics_server = None
     try:
         trainer.build()
+        if options.metrics_port is not None:
+            metrics_server = serve_trainer_metrics(
+                trainer, options.metrics_port, options.metrics_host
+            )
         return trainer.run(None if quiet else lambda p: print(format_progress(p), flush=True))
     finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
         trainer.close()

@@ -200,6 +200,17 @@ class EpisodeSpool:
 
     # --- views ---------------------------------------------------------------------------
 
+    def oldest(self) -> dict[str, Any] | None:
+        """The episode that has waited longest (None when the spool is empty)."""
+        with self._lock:
+            row = self._db.execute("SELECT body FROM episodes ORDER BY seq LIMIT 1").fetchone()
+        if row is None:
+            return None
+        try:
+            return wire.decode_value(row[0])
+        except wire.FrameError:
+            return None
+
     @property
     def pending_episodes(self) -> int:
         return self._unsent_count

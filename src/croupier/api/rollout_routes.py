@@ -1,0 +1,73 @@
+"""Rollout routes: the production channel (promote/rollback: admin) and rollout counters."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from croupier.api.auth import require_admin_key, require_engine_key
+from croupier.policies.channels import ChannelError
+from croupier.policies.rollout import Rollout
+
+rollout_router = APIRouter()
+
+MAX_EVIDENCE_BYTES = 64_000
+
+
+def rollout(request: Request) -> Rollout:
+    return request.app.state.service.rollout
+
+
+class _Evidence(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    evidence: dict[str, Any] | None = Field(
+        None, description="Why (e.g. the arena result); logged with the change."
+    )
+
+    @field_validator("evidence")
+    @classmethod
+    def _small(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and len(json.dumps(value)) > MAX_EVIDENCE_BYTES:
+            raise ValueError(f"evidence must be under {MAX_EVIDENCE_BYTES} bytes of JSON")
+        return value
+
+
+class PromoteRequest(_Evidence):
+    version: int = Field(ge=0, strict=True, description="A loaded learned version.")
+
+
+class RollbackRequest(_Evidence):
+    pass
+
+
+@rollout_router.get("/v1/policies/channels", dependencies=[Depends(require_engine_key)])
+async def channels(request: Request) -> dict[str, Any]:
+    """`latest`, `production`, the rollback history and the last promotions/rollbacks."""
+    return rollout(request).channels.state()
+
+
+@rollout_router.post("/v1/policies/promote", dependencies=[Depends(require_admin_key)])
+async def promote(body: PromoteRequest, request: Request) -> dict[str, Any]:
+    """Point `production` at `version` (loaded); the previous one can be rolled back to."""
+    try:
+        return rollout(request).channels.promote(body.version, body.evidence)
+    except ChannelError as e:
+        raise HTTPException(409, str(e)) from None
+
+
+@rollout_router.post("/v1/policies/rollback", dependencies=[Depends(require_admin_key)])
+async def rollback(request: Request, body: RollbackRequest | None = None) -> dict[str, Any]:
+    """Point `production` back at the version it had before the last promotion."""
+    try:
+        return rollout(request).channels.rollback(body.evidence if body else None)
+    except ChannelError as e:
+        raise HTTPException(409, str(e)) from None
+
+
+@rollout_router.get("/v1/rollout", dependencies=[Depends(require_engine_key)])
+async def rollout_stats(request: Request) -> dict[str, Any]:
+    """Canary arms' games and payoffs, shadowed versions' disagreement and outcomes."""
+    return rollout(request).stats()

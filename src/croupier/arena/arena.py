@@ -1,0 +1,264 @@
+"""The arena: policy A against policy B through a policy server's HTTP API.
+
+Hands are played in duplicate: every deal is played twice with the same cards, A in seat 0 and
+then in seat 1, so seat advantage and the luck of the deal cancel out of each pair. A pair's
+value is A's mean payoff over its two hands; the reported mean and its 95% confidence interval
+are over pairs (independent), win/draw/loss rates over hands. Games are created unrecorded.
+
+Policy names: `rules`, `random`, `learned@latest` (the newest version when the run starts),
+`learned@<version>` and `production`; they map to the server's seat specs (`frozen@N`, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from croupier.client import CroupierClient
+from croupier.engine.batching import BatchedDecider
+from croupier.engine.rlcard_games import GAMES, RLCardTable
+from croupier.engine.runner import _HAND_ERRORS, MAX_DECISIONS_PER_HAND, SEATS, HandError
+
+_MAX_ERROR_SAMPLES = 5
+
+
+class ArenaError(ValueError):
+    """A policy name the arena cannot seat on this server."""
+
+
+@dataclass
+class ArenaResult:
+    game: str
+    a: str
+    b: str
+    seats: dict[str, str]  # {"a": seat spec, "b": seat spec}: what the server was asked
+    hands: int
+    pairs: int
+    mean: float  # A's mean payoff per hand
+    ci95: float  # half-width, over duplicate pairs
+    win: float
+    draw: float
+    loss: float
+    seconds: float
+    hands_per_s: float
+    errors: int
+    error_samples: list[str] = field(default_factory=list)
+    pair_values: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def ci_low(self) -> float:
+        return self.mean - self.ci95
+
+    @property
+    def ci_high(self) -> float:
+        return self.mean + self.ci95
+
+    def to_dict(self, with_pairs: bool = False) -> dict[str, Any]:
+        out = asdict(self)
+        if not with_pairs:
+            out.pop("pair_values")
+        return out
+
+    def format(self) -> str:
+        lines = [
+            f"{self.game}: {self.a} vs {self.b}, {self.hands} hands ({self.pairs} duplicate "
+            f"pairs) in {self.seconds:.1f} s ({self.hands_per_s:.1f} hands/s), "
+            f"{self.errors} errors",
+            f"payoff per hand for {self.a}: {self.mean:+.4f} ± {self.ci95:.4f} (95% CI "
+            f"[{self.ci_low:+.4f}, {self.ci_high:+.4f}])",
+            f"win {self.win:.1%}  draw {self.draw:.1%}  loss {self.loss:.1%}",
+        ]
+        return "\n".join(lines + [f"error: {e}" for e in self.error_samples])
+
+
+async def seat_spec(client: CroupierClient, name: str) -> str:
+    """The server's seat spec for an arena policy name (checked against what it has loaded)."""
+    name = name.strip()
+    if name in ("rules", "random", "production"):
+        if name == "production" and (await client.channels())["production"] is None:
+            raise ArenaError("the server has no production version yet (promote one)")
+        return name
+    kind, _, arg = name.partition("@")
+    if kind == "learned" and arg:
+        learned = (await client.policies())["policies"]["learned"]
+        if arg == "latest":
+            return f"frozen@{learned['latest']}"  # pinned at the start: one version throughout
+        try:
+            version = int(arg)
+        except ValueError:
+            raise ArenaError(f"learned@ needs latest or a version, got {arg!r}") from None
+        if version not in learned["versions"]:
+            raise ArenaError(f"version {version} is not loaded; loaded: {learned['versions']}")
+        return f"frozen@{version}"
+    raise ArenaError(
+        f"unknown policy {name!r}: rules, random, learned@latest, learned@<version>, production"
+    )
+
+
+class _Score:
+    """Shared by the tables (one asyncio task at a time: no lock)."""
+
+    def __init__(self, pairs: int):
+        self.pairs_total = pairs
+        self.next_pair = 0
+        self.values: list[float] = []
+        self.wins = self.draws = self.losses = 0
+        self.errors = 0
+        self.error_samples: list[str] = []
+
+    def claim(self) -> int | None:
+        if self.next_pair >= self.pairs_total:
+            return None
+        self.next_pair += 1
+        return self.next_pair - 1
+
+    def record(self, a_payoffs: tuple[float, float]) -> None:
+        self.values.append(sum(a_payoffs) / 2)
+        for p in a_payoffs:
+            self.wins += p > 0
+            self.draws += p == 0
+            self.losses += p < 0
+
+    def error(self, e: BaseException) -> None:
+        self.errors += 1
+        sample = f"{type(e).__name__}: {e}"
+        if len(self.error_samples) < _MAX_ERROR_SAMPLES and sample not in self.error_samples:
+            self.error_samples.append(sample)
+
+
+async def _hand(client, decide, table: RLCardTable, game: str, seats: dict[str, str]) -> list:
+    created = await client.create_game(game, seats=seats, record=False)
+    game_id = created["game_id"]
+    try:
+        for _ in range(MAX_DECISIONS_PER_HAND):
+            if table.is_over():
+                break
+            player = table.current_player()
+            state = table.state_json(player)
+            decision = await decide(game_id, SEATS[player], state)
+            action = decision.get("action") if isinstance(decision, dict) else None
+            if action not in state["legal_actions"]:
+                raise HandError(f"server chose {action!r}, legal: {state['legal_actions']}")
+            table.step(action)
+        else:
+            raise HandError(f"hand still running after {MAX_DECISIONS_PER_HAND} decisions")
+        payoffs = table.payoffs()
+        await client.end(game_id, dict(zip(SEATS, payoffs, strict=True)))
+        return payoffs
+    except BaseException:
+        with contextlib.suppress(*_HAND_ERRORS):
+            await client.abort(game_id)
+        raise
+
+
+async def _table(client, decide, game: str, a: str, b: str, score: _Score, seed: int) -> None:
+    table = RLCardTable(game)
+    while (pair := score.claim()) is not None:
+        deal = seed * 1_000_003 + pair
+        try:
+            table.reset(deal)
+            first = await _hand(client, decide, table, game, {"0": a, "1": b})
+            table.reset(deal)  # the same cards, seats swapped
+            second = await _hand(client, decide, table, game, {"0": b, "1": a})
+        except _HAND_ERRORS as e:
+            score.error(e)
+            continue
+        score.record((first[0], second[1]))
+
+
+async def play_arena(
+    url: str,
+    game: str,
+    a: str,
+    b: str,
+    hands: int,
+    *,
+    tables: int = 16,
+    seed: int = 0,
+    api_key: str | None = None,
+    batch: bool = False,
+) -> ArenaResult:
+    """Play `hands` hands (rounded up to whole duplicate pairs) of A against B."""
+    if game not in GAMES:
+        raise ArenaError(f"the arena plays {GAMES}, not {game!r}")
+    if hands < 2 or tables < 1:
+        raise ArenaError("play at least 2 hands on at least 1 table")
+    pairs = math.ceil(hands / 2)
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(
+            CroupierClient(url, api_key=api_key, max_connections=tables)
+        )
+        specs = {"a": await seat_spec(client, a), "b": await seat_spec(client, b)}
+        decide = client.decide
+        if batch:
+            decide = (await stack.enter_async_context(BatchedDecider(client))).decide
+        score = _Score(pairs)
+        t0 = time.monotonic()
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(min(tables, pairs)):
+                tg.create_task(_table(client, decide, game, specs["a"], specs["b"], score, seed))
+        seconds = max(time.monotonic() - t0, 1e-9)
+    return summarize(game, a, b, specs, score, seconds)
+
+
+def summarize(
+    game: str, a: str, b: str, specs: dict[str, str], score: _Score, seconds: float
+) -> ArenaResult:
+    n = len(score.values)
+    mean = sum(score.values) / n if n else float("nan")
+    var = sum((x - mean) ** 2 for x in score.values) / (n - 1) if n > 1 else float("nan")
+    hands = 2 * n
+    return ArenaResult(
+        game=game,
+        a=a,
+        b=b,
+        seats=specs,
+        hands=hands,
+        pairs=n,
+        mean=mean,
+        ci95=1.96 * math.sqrt(var / n) if n > 1 else float("nan"),
+        win=score.wins / hands if hands else 0.0,
+        draw=score.draws / hands if hands else 0.0,
+        loss=score.losses / hands if hands else 0.0,
+        seconds=seconds,
+        hands_per_s=hands / seconds,
+        errors=score.errors,
+        error_samples=score.error_samples,
+        pair_values=list(score.values),
+    )
+
+
+@contextlib.contextmanager
+def local_server(
+    game: str, weights_dir: Path | None, extra: list[str] | None = None, log: Path | None = None
+) -> Iterator[str]:
+    """`croupier serve` on a free loopback port (loading `weights_dir`'s versions); its URL."""
+    from croupier.demo import free_port, wait_until_up
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "croupier", "serve", "--game", game, "--port", str(port),
+           "--seats", "rules", "--keep-versions", "64", *(extra or [])]  # fmt: skip
+    if weights_dir is not None:
+        cmd += ["--weights-dir", str(weights_dir)]
+    out = log.open("w") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_up(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

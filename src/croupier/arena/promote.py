@@ -1,0 +1,76 @@
+"""`croupier promote --auto`: the newest version earns production only by beating it.
+
+The newest loaded version plays the current production version (the rules when nothing is in
+production yet) in the arena; it is promoted only when its mean payoff per hand is positive with
+the whole 95% confidence interval above zero. Every decision, refusals included, is appended to
+a JSON-lines log with its evidence; the server logs each promotion itself as well.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from croupier.arena.arena import play_arena
+from croupier.client import CroupierClient
+
+
+async def auto_promote(
+    url: str,
+    game: str,
+    hands: int,
+    *,
+    admin_key: str | None = None,
+    tables: int = 16,
+    seed: int = 0,
+    log_path: Path | None = None,
+) -> dict[str, Any]:
+    async with CroupierClient(url, api_key=admin_key) as client:
+        channels = await client.channels()
+        has_rules = (await client.policies())["policies"]["rules"]["available"]
+    latest, production = channels["latest"], channels["production"]
+    decision: dict[str, Any] = {
+        "time": time.time(),
+        "candidate": latest,
+        "production": production,
+        "promoted": False,
+    }
+    if production is not None and latest == production:
+        decision["reason"] = f"version {latest} is already production"
+        return _log(decision, log_path)
+    baseline = "production" if production is not None else ("rules" if has_rules else "random")
+    result = await play_arena(
+        url, game, f"learned@{latest}", baseline, hands, tables=tables, seed=seed,
+        api_key=admin_key,
+    )  # fmt: skip
+    evidence = {
+        "arena": result.to_dict(),
+        "baseline": baseline,
+        "rule": "promote when mean - ci95 > 0 (payoff per hand, duplicate pairs)",
+    }
+    decision["evidence"] = evidence
+    if result.errors:
+        decision["reason"] = f"{result.errors} arena hands failed: no decision on partial data"
+    elif result.ci_low > 0:
+        async with CroupierClient(url, api_key=admin_key) as client:
+            decision["server"] = await client.promote(latest, evidence)
+        decision["promoted"] = True
+        decision["reason"] = (
+            f"v{latest} beat {baseline}: {result.mean:+.4f} ± {result.ci95:.4f} per hand"
+        )
+    else:
+        decision["reason"] = (
+            f"v{latest} did not beat {baseline}: {result.mean:+.4f} ± {result.ci95:.4f} per "
+            "hand (the CI must lie above zero)"
+        )
+    return _log(decision, log_path)
+
+
+def _log(decision: dict[str, Any], log_path: Path | None) -> dict[str, Any]:
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("a") as f:
+            f.write(json.dumps(decision, default=float) + "\n")
+    return decision

@@ -1,0 +1,63 @@
+"""`GET /dashboard` (a static page, shipped in the package), the JSON it polls, and the arena
+results behind its learning curve."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import FileResponse
+
+from croupier.api.auth import require_admin_key, require_engine_key
+from croupier.dashboard.arena import ArenaResult
+
+STATIC = Path(__file__).parent / "static"
+ASSETS = {
+    "dashboard.js": "text/javascript",
+    "dashboard.css": "text/css",
+}
+
+dashboard_router = APIRouter()
+arena_router = APIRouter()
+
+
+@dashboard_router.get("/dashboard", include_in_schema=False)
+async def dashboard_page() -> FileResponse:
+    return FileResponse(STATIC / "index.html", media_type="text/html")
+
+
+@dashboard_router.get("/dashboard/data.json", include_in_schema=False)
+async def dashboard_data(request: Request) -> dict[str, Any]:
+    """Everything the page draws: the sampled history, the current state, the arena curve."""
+    state = request.app.state
+    return {
+        "now": time.time(),
+        "history": list(state.history.samples),
+        "current": state.snapshot(),
+        "arena": [r.model_dump() for r in state.arena.all()],
+    }
+
+
+@dashboard_router.get("/dashboard/{asset}", include_in_schema=False)
+async def dashboard_asset(asset: str) -> FileResponse:
+    if asset not in ASSETS:  # a fixed list: no path from the URL ever reaches the filesystem
+        raise HTTPException(404, "no such dashboard file")
+    return FileResponse(STATIC / asset, media_type=ASSETS[asset])
+
+
+@arena_router.post("/v1/arena/results", status_code=201, dependencies=[Depends(require_admin_key)])
+async def post_arena_results(results: list[ArenaResult], request: Request) -> dict[str, int]:
+    """Record arena results (payoff of a version against an opponent) for the learning curve."""
+    try:
+        request.app.state.arena.add(results)
+    except OSError as e:  # the results file cannot be written: the server's problem, not a 500
+        raise HTTPException(503, f"could not store arena results: {e.strerror}") from None
+    return {"added": len(results)}
+
+
+@arena_router.get("/v1/arena/results", dependencies=[Depends(require_engine_key)])
+async def get_arena_results(request: Request) -> list[ArenaResult]:
+    """Every arena result the server knows, by version."""
+    return request.app.state.arena.all()

@@ -1,0 +1,236 @@
+"""`GET /metrics` (names present, values moving after traffic) and the arena results API."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from croupier.api.metrics import endpoint_of
+from croupier.dashboard.history import quantile
+
+
+def parse(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """{(sample name, sorted labels): value} from Prometheus text."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
+SERVER_METRICS = [
+    "croupier_request_seconds_bucket",
+    "croupier_requests_total",
+    "croupier_decisions_total",
+    "croupier_batch_size_bucket",
+    "croupier_games_in_flight",
+    "croupier_games_created_total",
+    "croupier_version",
+    "croupier_versions_loaded",
+    "croupier_episodes_pending",
+    "croupier_episodes_shipped_total",
+    "croupier_episodes_dropped_total",
+    "croupier_episodes_recorded_total",
+    "croupier_ingest_oldest_waiting_lag_versions",
+    "process_cpu_seconds_total",
+]
+
+
+async def _play(c: Any, states: list[dict], hands: int) -> None:
+    for i in range(hands):
+        game = (
+            await c.post(
+                "/v1/games", json={"game": "leduc-holdem", "seats": {"0": "learned", "1": "rules"}}
+            )
+        ).json()
+        state = states[i % len(states)]
+        seat = str(state["current_player"])
+        r = await c.post(f"/v1/games/{game['game_id']}/decide", json={"seat": seat, "state": state})
+        assert r.status_code == 200, r.text
+        if i % 2 == 0:  # half stay in flight
+            await c.post(f"/v1/games/{game['game_id']}/end", json={"payoffs": {"0": 1, "1": -1}})
+    # and a client mistake: counted by status
+    r = await c.post("/v1/games/nope/decide", json={"seat": "0", "state": states[0]})
+    assert r.status_code == 404
+
+
+def test_metrics_names_present_and_moving(inprocess, leduc_states) -> None:
+    async def run(c, service) -> tuple[dict, dict]:
+        before = parse((await c.get("/metrics")).text)
+        await _play(c, leduc_states, 10)
+        resp = await c.get("/metrics")
+        assert resp.headers["content-type"].startswith("text/plain")
+        return before, parse(resp.text)
+
+    before, after = inprocess(run)
+    names = {name for name, _ in after}
+    missing = [m for m in SERVER_METRICS if m not in names]
+    assert not missing, f"missing metrics: {missing}"
+    assert value(after, "croupier_requests_total", endpoint="decide", status="200") == 10
+    assert value(after, "croupier_requests_total", endpoint="decide", status="404") == 1
+    assert value(after, "croupier_request_seconds_count", endpoint="decide") == 11
+    assert value(after, "croupier_request_seconds_sum", endpoint="decide") > 0
+    decisions = sum(v for (n, _), v in after.items() if n == "croupier_decisions_total")
+    assert decisions == 10
+    assert ("croupier_decisions_total", (("policy", "learned"),)) in after
+    assert (
+        value(after, "croupier_games_created_total")
+        == value(before, "croupier_games_created_total") + 10
+    )
+    assert value(after, "croupier_games_in_flight") == 5
+    assert value(after, "croupier_episodes_recorded_total") > 0
+    assert value(after, "croupier_episodes_pending") > 0
+    forwards = value(after, "croupier_batch_size_count")
+    assert forwards == value(after, "croupier_batcher_forward_passes_total") > 0
+    assert value(after, "croupier_batch_size_bucket", le="+Inf") == forwards
+    assert "croupier_production" not in names  # no production version before a promotion
+
+
+def test_production_version_in_metrics_and_dashboard(inprocess) -> None:
+    async def run(c, service) -> tuple[dict, dict]:
+        r = await c.post("/v1/policies/promote", json={"version": 0})
+        assert r.status_code == 200, r.text
+        for _ in range(50):  # the sampler takes one sample a second
+            data = (await c.get("/dashboard/data.json")).json()
+            if data["history"] and data["history"][-1]["production_version"] is not None:
+                break
+            await asyncio.sleep(0.1)
+        return parse((await c.get("/metrics")).text), data
+
+    samples, data = inprocess(run)
+    assert value(samples, "croupier_production") == 0
+    assert data["current"]["production"] == 0
+    assert data["history"][-1]["production_version"] == 0
+
+
+def test_new_health_fields_are_exported_without_code(inprocess) -> None:
+    """Another module adding a number to health() gets a metric for free."""
+
+    async def run(c, service) -> str:
+        original = service.health
+
+        def health() -> dict[str, Any]:
+            return {**original(), "spool": {"depth": 7, "path": "/x"}, "fallbacks": 3}
+
+        service.health = health
+        return (await c.get("/metrics")).text
+
+    samples = parse(inprocess(run))
+    assert value(samples, "croupier_spool_depth") == 7
+    assert value(samples, "croupier_fallbacks") == 3
+    assert not any(name.startswith("croupier_spool_path") for name, _ in samples)
+
+
+def test_endpoint_labels_are_bounded() -> None:
+    assert endpoint_of("/v1/games/abc123/decide") == "decide"
+    assert endpoint_of("/v1/games/abc/end") == "end_game"
+    assert endpoint_of("/v1/games/abc") == "abort_game"
+    assert endpoint_of("/v1/decide:batch") == "decide_batch"
+    assert endpoint_of("/v1/arena/results") == "arena_results"
+    assert endpoint_of("/anything/else/" + "x" * 50) == "other"
+
+
+def test_quantile_interpolates_inside_buckets() -> None:
+    bounds = [0.001, 0.002, 0.004, math.inf]
+    assert quantile(bounds, [0, 0, 0, 0], 0.5) is None
+    assert quantile(bounds, [0, 10, 10, 10], 0.5) == 0.0015
+    assert quantile(bounds, [0, 0, 10, 10], 0.99) > 0.0039
+
+
+def test_arena_results_post_validate_and_list(inprocess, tmp_path) -> None:
+    path = tmp_path / "arena.jsonl"
+    path.write_text('{"version": 1, "payoff": -0.5, "ci95": 0.1, "hands": 100}\nnot json\n')
+
+    async def run(c, service) -> None:
+        good = [{"version": 3, "payoff": 0.4, "ci95": 0.05, "hands": 2000, "opponent": "rules"}]
+        r = await c.post("/v1/arena/results", json=good, headers={"Authorization": "Bearer adm"})
+        assert r.status_code == 201 and r.json() == {"added": 1}
+        for bad in (
+            [{"version": -1, "payoff": 0.1}],
+            [{"version": 1}],
+            [{"version": 1, "payoff": "NaN"}],
+            {"version": 1, "payoff": 0.1},
+        ):
+            r = await c.post("/v1/arena/results", json=bad, headers={"Authorization": "Bearer adm"})
+            assert r.status_code == 422, (bad, r.text)
+        r = await c.post("/v1/arena/results", json=good, headers={"Authorization": "Bearer eng"})
+        assert r.status_code == 403
+        r = await c.post("/v1/arena/results", json=good)
+        assert r.status_code == 401
+        listed = (await c.get("/v1/arena/results", headers={"Authorization": "Bearer eng"})).json()
+        assert [(x["version"], x["payoff"]) for x in listed] == [(1, -0.5), (3, 0.4)]
+        data = (await c.get("/dashboard/data.json")).json()
+        assert [x["version"] for x in data["arena"]] == [1, 3]
+        # open like /healthz even on a server with keys: counters only, no game data
+        for path in ("/metrics", "/dashboard", "/dashboard/dashboard.js"):
+            assert (await c.get(path)).status_code == 200, path
+        assert (await c.get("/dashboard/..%2Fapp.py")).status_code == 404
+
+    inprocess(run, arena_results=path, api_keys=["eng"], admin_keys=["adm"])
+    assert len(path.read_text().splitlines()) == 3  # the posted one appended
+
+
+def test_arena_results_file_in_a_directory_not_made_yet(inprocess, tmp_path) -> None:
+    path = tmp_path / "not" / "yet" / "arena.jsonl"
+
+    async def run(c, service) -> None:
+        r = await c.post("/v1/arena/results", json=[{"version": 2, "payoff": 0.5}])
+        assert r.status_code == 201, r.text
+        assert [x["version"] for x in (await c.get("/v1/arena/results")).json()] == [2]
+
+    inprocess(run, arena_results=path)
+    assert path.exists()
+
+
+def test_arena_results_that_cannot_be_stored_get_503_not_500(inprocess, tmp_path) -> None:
+    path = tmp_path / "arena.jsonl"
+    path.mkdir()  # a directory where the file should be: every write fails
+
+    async def run(c, service) -> None:
+        r = await c.post("/v1/arena/results", json=[{"version": 2, "payoff": 0.5}])
+        assert r.status_code == 503, r.text
+        assert (await c.get("/healthz")).status_code == 200
+
+    inprocess(run, arena_results=path)
+
+
+def test_history_rates_and_production_version() -> None:
+    from croupier.api.metrics import RequestStats
+    from croupier.dashboard.history import History
+
+    health: dict[str, Any] = {
+        "games_in_flight": 3,
+        "version": 7,
+        "decisions": {"learned": 0},
+        "episodes": {"pending": 2, "shipped": 0, "dropped": 0},
+    }
+    requests = RequestStats()
+    history = History(lambda: health, requests)
+    assert history.sample() is None  # the first sample only sets the baseline
+    health = {
+        **health,
+        "decisions": {"learned": 50, "rules": 10},
+        "episodes": {"pending": 1, "shipped": 40, "dropped": 0},
+        "production": {"version": 5},
+    }
+    for _ in range(98):
+        requests.observe("decide", 200, 0.0015)
+    requests.observe("decide", 200, 0.2)
+    requests.observe("decide_batch", 200, 0.2)
+    requests.observe("create_game", 201, 5.0)  # not a decision: not in the latency chart
+    point = history.sample()
+    assert point is not None
+    assert point["decisions_per_s"] > 0 and set(point["decisions_per_s_by_policy"]) == {
+        "learned",
+        "rules",
+    }
+    assert 1.0 < point["latency_p50_ms"] < 2.0 and 128 < point["latency_p99_ms"] <= 256
+    assert point["production_version"] == 5 and point["version"] == 7
+    assert point["episodes_shipped_per_s"] > 0
