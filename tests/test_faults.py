@@ -18,6 +18,7 @@ One scenario, in phases (each bounded), because every trainer start costs a Ray 
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import socket
 import statistics
@@ -105,10 +106,11 @@ def trainer_process(port: int, checkpoint_dir: Path) -> Iterator[subprocess.Pope
     cmd += ["--listen", f"127.0.0.1:{port}", "--checkpoint-dir", str(checkpoint_dir)]
     cmd += ["--train-batch-size", "200", "--minibatch-size", "100", "--num-epochs", "1"]
     cmd += ["--hiddens", "32,32", "--checkpoint-every", "1", "--link-token", TOKEN]
-    cmd += ["--max-version-lag", "1000"]
+    cmd += ["--max-version-lag", "1000", "--log-level", "info"]
     with tempfile.NamedTemporaryFile(prefix="croupier-train-", suffix=".log") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
+            proc.log_path = log.name  # type: ignore[attr-defined]
             yield proc
         except BaseException:
             log.seek(0)
@@ -215,15 +217,25 @@ def test_trainer_kill_server_kill_and_link_cut(tmp_path):
             play_for(again.url, 2)
 
             # --- 5. the trainer comes back from its checkpoint ---------------------------
-            with trainer_process(trainer_port, checkpoint_dir):
+            with trainer_process(trainer_port, checkpoint_dir) as trainer2:
                 wait_for(lambda: health(again)["trainer_link"]["connected"], TRAINER_START_S,
                          0.5, "the restarted trainer")  # fmt: skip
+                # (It listens before it has restored: the link can come up first.)
+                resumed = wait_for(
+                    lambda: re.search(
+                        r"resumed from .* at version (\d+)", Path(trainer2.log_path).read_text()
+                    ),
+                    60, 0.5, "the trainer to resume from its checkpoint",
+                )  # fmt: skip
+                # A checkpoint every iteration: the kill can only have missed the last push.
+                assert int(resumed.group(1)) >= version - 1, (resumed.group(0), version)
                 wait_for(lambda: health(again)["episodes"]["spooled"] == 0, 60, 0.5,
                          "the backlog to be acked")  # fmt: skip
                 final = health(again)["episodes"]
                 recorded += final["recorded"]
                 assert final["dropped"] == 0
-                assert again.latest() >= version  # resumed at (or past) the checkpoint
+                # The trainer's version is authoritative after a reconnect (even a lower one).
+                assert again.latest() >= int(resumed.group(1))
     finally:
         proxy.close()
 

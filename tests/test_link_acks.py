@@ -164,3 +164,17 @@ def test_ingest_log_compacts_and_survives_a_torn_line(tmp_path):
     again.close()
     assert "id11" in IngestLog(path, keep=3)
     assert read_ingest_log(path)[-1] == ("id11", "lag")
+
+
+def test_a_checkpoint_swap_killed_halfway_is_recovered(tmp_path):
+    from croupier.trainer.run import recover_checkpoint
+
+    assert recover_checkpoint(tmp_path) is None
+    (tmp_path / "checkpoint.tmp").mkdir()  # a save that never finished: not a checkpoint
+    assert recover_checkpoint(tmp_path) is None
+    (tmp_path / "checkpoint.old").mkdir()  # killed between the two renames of a swap
+    (tmp_path / "checkpoint.tmp" / "new").touch()
+    assert recover_checkpoint(tmp_path) == tmp_path / "checkpoint"
+    assert (tmp_path / "checkpoint" / "new").exists()  # the newer, complete one
+    (tmp_path / "checkpoint").rename(tmp_path / "checkpoint.old")
+    assert recover_checkpoint(tmp_path) == tmp_path / "checkpoint"  # only the previous one

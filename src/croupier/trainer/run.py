@@ -77,6 +77,21 @@ def _histogram_delta(now: dict[int, int], before: dict[int, int]) -> dict[int, i
     return {k: v - before.get(k, 0) for k, v in now.items() if v - before.get(k, 0) > 0}
 
 
+def recover_checkpoint(checkpoint_dir: Path) -> Path | None:
+    """The checkpoint to resume from, if any. `Trainer.checkpoint` swaps with two renames
+    (checkpoint -> .old, .tmp -> checkpoint); a kill between them leaves no `checkpoint` but a
+    complete `.tmp` (and the previous one as `.old`): finish the swap."""
+    target = checkpoint_dir / CHECKPOINT
+    if target.exists():
+        return target
+    old, tmp = target.with_name(CHECKPOINT + ".old"), target.with_name(CHECKPOINT + ".tmp")
+    if not old.exists():
+        return None  # never checkpointed (a lone .tmp is a save that did not finish)
+    (tmp if tmp.exists() else old).rename(target)
+    log.warning("finished an interrupted checkpoint swap in %s", checkpoint_dir)
+    return target
+
+
 class Trainer:
     """Owns the Ray session and the Algorithm for one `croupier train` run."""
 
@@ -132,8 +147,8 @@ class Trainer:
             num_gpus_per_learner=opts.num_gpus_per_learner,
         )
         self.algo = config.build_algo()
-        checkpoint = Path(opts.checkpoint_dir) / CHECKPOINT
-        if checkpoint.exists():
+        checkpoint = recover_checkpoint(Path(opts.checkpoint_dir))
+        if checkpoint is not None:
             self.algo.restore_from_path(str(checkpoint.resolve()))
             # Hand the restored learner weights (and their weights_seq_no) to the runners now,
             # so servers that connect before the first update get the resumed version.
