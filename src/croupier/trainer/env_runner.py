@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
+import os
 import socket
 import threading
 import time
@@ -191,6 +192,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             spaces=self.get_spaces(), inference_only=True
         ).build()
         self._weights_seq_no = 0
+        self._published = 0
         self.metrics = MetricsLogger(stats_cls_lookup=config.stats_cls_lookup, root=False)
 
         self._inbox: list[SingleAgentEpisode] = []
@@ -337,7 +339,23 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         if seq > 0:
             self._weights_seq_no = seq
         self._state_frame = self._encode_state()
+        self._remember_published(self._weights_seq_no)
         self._broadcast(self._state_frame)
+
+    def _remember_published(self, seq: int) -> None:
+        """Note the highest version ever sent to servers beside the checkpoint: a trainer
+        restarted from an older checkpoint numbers on from there (see `published_version`),
+        so a version number never names two different sets of weights."""
+        if not self.options.state_dir or seq <= self._published:
+            return
+        self._published = seq
+        path = Path(self.options.state_dir) / f"published-{self.worker_index}"
+        tmp = path.with_suffix(".tmp")
+        try:
+            tmp.write_text(str(seq))
+            os.replace(tmp, path)
+        except OSError as e:
+            log.warning("could not note the published version in %s: %s", path, e)
 
     # --- what the link exposes -----------------------------------------------------------
 
@@ -511,3 +529,16 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             return
         conn.send(wire.pack({"type": wire.LinkExt.ACK.value, "ids": ids}))
         self._count("episodes_acked", len(ids))
+
+
+def published_version(state_dir: Path) -> int:
+    """The highest weights version any runner of a trainer using `state_dir` has published."""
+    highest = 0
+    for path in state_dir.glob("published-*"):
+        if path.suffix == ".tmp":
+            continue
+        try:
+            highest = max(highest, int(path.read_text().strip()))
+        except (OSError, ValueError):
+            continue
+    return highest

@@ -152,12 +152,29 @@ class Trainer:
             self.algo.restore_from_path(str(checkpoint.resolve()))
             # Hand the restored learner weights (and their weights_seq_no) to the runners now,
             # so servers that connect before the first update get the resumed version.
+            self._number_past_published(Path(opts.checkpoint_dir))
             self.algo.env_runner_group.sync_weights(
                 from_worker_or_learner_group=self.algo.learner_group, inference_only=True
             )
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
         elif opts.init_weights is not None:
             self._start_from(Path(opts.init_weights), spec)
+
+    def _number_past_published(self, state_dir: Path) -> None:
+        """A trainer killed after its last checkpoint had pushed newer versions: go on from the
+        highest one published, so servers never see one version number for two weights."""
+        from ray.rllib.core import COMPONENT_LEARNER
+        from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+        from croupier.trainer.env_runner import published_version
+
+        published = published_version(state_dir)
+        restored = self.algo.learner_group.get_state(components=COMPONENT_LEARNER)
+        seq = int(restored.get(COMPONENT_LEARNER, {}).get(WEIGHTS_SEQ_NO, 0))
+        if published > seq:
+            self.algo.learner_group.set_state({COMPONENT_LEARNER: {WEIGHTS_SEQ_NO: published + 1}})
+            log.info("checkpoint at version %d, %d published since: resuming as version %d",
+                     seq, published, published + 1)  # fmt: skip
 
     def _start_from(self, init_dir: Path, spec: Any) -> None:
         """Load a pretrain's full module (policy and value heads) into the learner(s), keep its
