@@ -227,8 +227,9 @@ def test_trainer_kill_server_kill_and_link_cut(tmp_path):
                     ),
                     60, 0.5, "the trainer to resume from its checkpoint",
                 )  # fmt: skip
-                # A checkpoint every iteration: the kill can only have missed the last push.
-                assert int(resumed.group(1)) >= version - 1, (resumed.group(0), version)
+                # Never below what the servers already saw: a checkpoint older than the last
+                # push numbers on past the highest version published.
+                assert int(resumed.group(1)) >= version, (resumed.group(0), version)
                 wait_for(lambda: health(again)["episodes"]["spooled"] == 0, 60, 0.5,
                          "the backlog to be acked")  # fmt: skip
                 final = health(again)["episodes"]
