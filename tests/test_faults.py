@@ -235,7 +235,7 @@ def test_trainer_kill_server_kill_and_link_cut(tmp_path):
                 final = health(again)["episodes"]
                 recorded += final["recorded"]
                 assert final["dropped"] == 0
-                # The trainer's version is authoritative after a reconnect (even a lower one).
+                # The trainer's version is authoritative after a reconnect; it never went back.
                 assert again.latest() >= int(resumed.group(1))
     finally:
         proxy.close()

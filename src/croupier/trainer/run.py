@@ -150,19 +150,22 @@ class Trainer:
         checkpoint = recover_checkpoint(Path(opts.checkpoint_dir))
         if checkpoint is not None:
             self.algo.restore_from_path(str(checkpoint.resolve()))
-            # Hand the restored learner weights (and their weights_seq_no) to the runners now,
-            # so servers that connect before the first update get the resumed version.
-            self._number_past_published(Path(opts.checkpoint_dir))
+        elif opts.init_weights is not None:
+            self._start_from(Path(opts.init_weights), spec)
+        renumbered = self._number_past_published(Path(opts.checkpoint_dir))
+        if checkpoint is not None or renumbered:
+            # Hand the learner's weights (and their weights_seq_no) to the runners now, so
+            # servers that connect before the first update get the resumed version.
             self.algo.env_runner_group.sync_weights(
                 from_worker_or_learner_group=self.algo.learner_group, inference_only=True
             )
+        if checkpoint is not None:
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
-        elif opts.init_weights is not None:
-            self._start_from(Path(opts.init_weights), spec)
 
-    def _number_past_published(self, state_dir: Path) -> None:
-        """A trainer killed after its last checkpoint had pushed newer versions: go on from the
-        highest one published, so servers never see one version number for two weights."""
+    def _number_past_published(self, state_dir: Path) -> bool:
+        """A trainer killed after its last checkpoint (or before its first) had pushed newer
+        versions: go on from the highest one published, so that servers never see one version
+        number for two different weights. True if the version was moved on."""
         from ray.rllib.core import COMPONENT_LEARNER
         from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
@@ -171,10 +174,12 @@ class Trainer:
         published = published_version(state_dir)
         restored = self.algo.learner_group.get_state(components=COMPONENT_LEARNER)
         seq = int(restored.get(COMPONENT_LEARNER, {}).get(WEIGHTS_SEQ_NO, 0))
-        if published > seq:
-            self.algo.learner_group.set_state({COMPONENT_LEARNER: {WEIGHTS_SEQ_NO: published + 1}})
-            log.info("checkpoint at version %d, %d published since: resuming as version %d",
-                     seq, published, published + 1)  # fmt: skip
+        if published <= seq:
+            return False
+        self.algo.learner_group.set_state({COMPONENT_LEARNER: {WEIGHTS_SEQ_NO: published + 1}})
+        log.info("weights at version %d, %d published before: going on as version %d",
+                 seq, published, published + 1)  # fmt: skip
+        return True
 
     def _start_from(self, init_dir: Path, spec: Any) -> None:
         """Load a pretrain's full module (policy and value heads) into the learner(s), keep its
