@@ -311,3 +311,31 @@ class PickleBomb:
 
     def __reduce__(self):  # noqa: ANN204
         return (_mark_unpickled, (self.path,))
+
+
+async def play_hands_over_http(
+    client: httpx.AsyncClient,
+    game: str,
+    hands: int,
+    seats_for: Callable[[int], dict[str, str]],
+    record: bool | str = True,
+) -> None:
+    """Play `hands` RLCard hands through the API on `client` (create, decide until over, end),
+    hand h with seats `seats_for(h)` and deal seed h."""
+    from croupier.engine.rlcard_games import RLCardTable
+
+    table = RLCardTable(game)
+    for h in range(hands):
+        r = await client.post(
+            "/v1/games", json={"game": game, "seats": seats_for(h), "record": record}
+        )
+        game_id = r.json()["game_id"]
+        table.reset(h)
+        while not table.is_over():
+            p = table.current_player()
+            d = await client.post(
+                f"/v1/games/{game_id}/decide", json={"seat": str(p), "state": table.state_json(p)}
+            )
+            table.step(d.json()["action"])
+        payoffs = dict(zip(("0", "1"), table.payoffs(), strict=True))
+        await client.post(f"/v1/games/{game_id}/end", json={"payoffs": payoffs})

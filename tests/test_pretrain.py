@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from croupier.engine.rlcard_games import RLCardTable
 from croupier.policies.module import ModelSpec
 from croupier.trainer.pretrain import pretrain, rules_agreement
+from tests.conftest import play_hands_over_http
 
 GAME = "leduc-holdem"
 
@@ -21,23 +21,10 @@ def _record_rules(inprocess, offline_dir, hands: int) -> dict:
     """Rules vs random through the API, `record: rules` (only the rules seat is recorded)."""
 
     async def body(client, service):
-        table = RLCardTable(GAME)
-        for h in range(hands):
-            seats = {"0": "rules", "1": "random"} if h % 2 else {"0": "random", "1": "rules"}
-            r = await client.post(
-                "/v1/games", json={"game": GAME, "seats": seats, "record": "rules"}
-            )
-            game_id = r.json()["game_id"]
-            table.reset(h)
-            while not table.is_over():
-                p = table.current_player()
-                d = await client.post(
-                    f"/v1/games/{game_id}/decide",
-                    json={"seat": str(p), "state": table.state_json(p)},
-                )
-                table.step(d.json()["action"])
-            payoffs = dict(zip(("0", "1"), table.payoffs(), strict=True))
-            await client.post(f"/v1/games/{game_id}/end", json={"payoffs": payoffs})
+        def seats(h: int) -> dict[str, str]:
+            return {"0": "rules", "1": "random"} if h % 2 else {"0": "random", "1": "rules"}
+
+        await play_hands_over_http(client, GAME, hands, seats, record="rules")
         return service.rollout.offline.stats()
 
     return inprocess(body, offline_dir=offline_dir)

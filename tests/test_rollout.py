@@ -8,6 +8,7 @@ import json
 import numpy as np
 
 from croupier.engine.rlcard_games import RLCardTable
+from tests.conftest import play_hands_over_http
 
 GAME = "leduc-holdem"
 ADMIN = {"Authorization": "Bearer adm"}
@@ -199,25 +200,8 @@ def test_rules_recording_writes_parquet_episodes(inprocess, tmp_path):
     assert inprocess(body) == 422  # no --offline-dir
 
     async def record(client, service):
-        table = RLCardTable(GAME)
-        for h in range(20):
-            r = await client.post(
-                "/v1/games",
-                json={"game": GAME, "seats": {"0": "rules", "1": "rules"}, "record": "rules"},
-            )
-            game_id = r.json()["game_id"]
-            table.reset(h)
-            while not table.is_over():
-                p = table.current_player()
-                d = await client.post(
-                    f"/v1/games/{game_id}/decide",
-                    json={"seat": str(p), "state": table.state_json(p)},
-                )
-                table.step(d.json()["action"])
-            await client.post(
-                f"/v1/games/{game_id}/end",
-                json={"payoffs": dict(zip(("0", "1"), table.payoffs(), strict=True))},
-            )
+        both_rules = {"0": "rules", "1": "rules"}
+        await play_hands_over_http(client, GAME, 20, lambda h: both_rules, record="rules")
         return service.rollout.offline.stats()
 
     stats = inprocess(record, offline_dir=tmp_path / "offline")

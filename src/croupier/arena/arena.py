@@ -26,7 +26,7 @@ from typing import Any
 from croupier.client import CroupierClient
 from croupier.engine.batching import BatchedDecider
 from croupier.engine.rlcard_games import GAMES, RLCardTable
-from croupier.engine.runner import _HAND_ERRORS, MAX_DECISIONS_PER_HAND, SEATS, HandError
+from croupier.engine.runner import _HAND_ERRORS, SEATS, play_decisions
 
 _MAX_ERROR_SAMPLES = 5
 
@@ -139,18 +139,7 @@ async def _hand(client, decide, table: RLCardTable, game: str, seats: dict[str, 
     created = await client.create_game(game, seats=seats, record=False)
     game_id = created["game_id"]
     try:
-        for _ in range(MAX_DECISIONS_PER_HAND):
-            if table.is_over():
-                break
-            player = table.current_player()
-            state = table.state_json(player)
-            decision = await decide(game_id, SEATS[player], state)
-            action = decision.get("action") if isinstance(decision, dict) else None
-            if action not in state["legal_actions"]:
-                raise HandError(f"server chose {action!r}, legal: {state['legal_actions']}")
-            table.step(action)
-        else:
-            raise HandError(f"hand still running after {MAX_DECISIONS_PER_HAND} decisions")
+        await play_decisions(decide, game_id, table)
         payoffs = table.payoffs()
         await client.end(game_id, dict(zip(SEATS, payoffs, strict=True)))
         return payoffs

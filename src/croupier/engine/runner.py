@@ -157,6 +157,22 @@ def _seat_policies(resp: Any) -> tuple[str, dict[str, str]]:
 DecideFn = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
+async def play_decisions(decide: DecideFn, game_id: str, table: RLCardTable) -> int:
+    """Ask the server for every decision of the hand on `table` until it is over; the number
+    of decisions. An illegal answer or a hand that never ends is a `HandError`."""
+    for decisions in range(MAX_DECISIONS_PER_HAND):
+        if table.is_over():
+            return decisions
+        player = table.current_player()
+        state = table.state_json(player)
+        decision = await decide(game_id, SEATS[player], state)
+        action = decision.get("action") if isinstance(decision, dict) else None
+        if action not in state["legal_actions"]:
+            raise HandError(f"server chose {action!r}, legal: {state['legal_actions']}")
+        table.step(action)
+    raise HandError(f"hand still running after {MAX_DECISIONS_PER_HAND} decisions")
+
+
 async def _play_hand(
     client: CroupierClient | RoutedClient,
     decide: DecideFn,
@@ -170,19 +186,7 @@ async def _play_hand(
         created = await client.create_game(table.game, seats=seats, record=record)
         game_id, policies = _seat_policies(created)
         table.reset()
-        for _ in range(MAX_DECISIONS_PER_HAND):
-            if table.is_over():
-                break
-            player = table.current_player()
-            state = table.state_json(player)
-            decision = await decide(game_id, SEATS[player], state)
-            action = decision.get("action") if isinstance(decision, dict) else None
-            if action not in state["legal_actions"]:
-                raise HandError(f"server chose {action!r}, legal: {state['legal_actions']}")
-            table.step(action)
-            tally.decisions += 1
-        else:
-            raise HandError(f"hand still running after {MAX_DECISIONS_PER_HAND} decisions")
+        tally.decisions += await play_decisions(decide, game_id, table)
         payoffs = table.payoffs()
         await client.end(game_id, dict(zip(SEATS, payoffs, strict=True)))
         tally.record(policies, payoffs)
