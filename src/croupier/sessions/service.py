@@ -76,6 +76,11 @@ class _Step:
 _NO_OBS = np.zeros(0, np.float32)
 
 
+def _set_if_pending(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 def _model_result(future: asyncio.Future[ModelDecision]) -> ModelDecision | None:
     """The model's answer, or None when it is late or failed (the fallback answers then)."""
     if not future.done():
@@ -245,18 +250,43 @@ class DecisionService:
         return self._finish(step)
 
     async def _wait_model(self, pending: list[asyncio.Future[ModelDecision]]) -> None:
-        """Until the model answered, or the deadline passed (those left get the fallback)."""
-        if self._deadline_s is None:
-            await asyncio.wait(pending)
+        """Until the model answered, or the deadline passed (those left get the fallback).
+
+        One waiter and one timer for the whole group: `asyncio.wait(..., timeout=)` (a set,
+        `ensure_future` per item, done/pending sets) cost ~14% of a learned decide's CPU in
+        `croupier bench serve`."""
+        if not pending:
             return
-        _, late = await asyncio.wait(pending, timeout=self._deadline_s)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        left = len(pending)
+
+        def one_done(_: asyncio.Future[ModelDecision]) -> None:
+            nonlocal left
+            left -= 1
+            if left == 0 and not waiter.done():
+                waiter.set_result(None)
+
+        for future in pending:
+            future.add_done_callback(one_done)
+        timer = None
+        if self._deadline_s is not None:
+            timer = loop.call_later(self._deadline_s, _set_if_pending, waiter)
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            for future in pending:
+                future.remove_done_callback(one_done)
+        late = [f for f in pending if not f.done()]
         # On a starved event loop the deadline and the finished forward wake together; the
         # batcher needs a few loop turns to hand out results that are already computed.
         for _ in range(3):
             if not late or not self.batcher.busy:
                 break
             await asyncio.sleep(0)
-            late = {f for f in late if not f.done()}
+            late = [f for f in late if not f.done()]
 
     async def _replay(
         self,
