@@ -192,7 +192,11 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             spaces=self.get_spaces(), inference_only=True
         ).build()
         self._weights_seq_no = 0
-        self._published = 0
+        # Never note a lower version than one already published (a checkpoint restore sets an
+        # older state on this runner before the trainer numbers on past the published one).
+        self._published = (
+            published_version(Path(self.options.state_dir)) if self.options.state_dir else 0
+        )
         self.metrics = MetricsLogger(stats_cls_lookup=config.stats_cls_lookup, root=False)
 
         self._inbox: list[SingleAgentEpisode] = []

@@ -147,12 +147,16 @@ class Trainer:
             num_gpus_per_learner=opts.num_gpus_per_learner,
         )
         self.algo = config.build_algo()
+        from croupier.trainer.env_runner import published_version
+
+        # Read before restoring: what servers have seen, whatever the checkpoint says.
+        published = published_version(Path(opts.checkpoint_dir))
         checkpoint = recover_checkpoint(Path(opts.checkpoint_dir))
         if checkpoint is not None:
             self.algo.restore_from_path(str(checkpoint.resolve()))
         elif opts.init_weights is not None:
             self._start_from(Path(opts.init_weights), spec)
-        renumbered = self._number_past_published(Path(opts.checkpoint_dir))
+        renumbered = self._number_past_published(published)
         if checkpoint is not None or renumbered:
             # Hand the learner's weights (and their weights_seq_no) to the runners now, so
             # servers that connect before the first update get the resumed version.
@@ -162,16 +166,13 @@ class Trainer:
         if checkpoint is not None:
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
 
-    def _number_past_published(self, state_dir: Path) -> bool:
+    def _number_past_published(self, published: int) -> bool:
         """A trainer killed after its last checkpoint (or before its first) had pushed newer
         versions: go on from the highest one published, so that servers never see one version
         number for two different weights. True if the version was moved on."""
         from ray.rllib.core import COMPONENT_LEARNER
         from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
-        from croupier.trainer.env_runner import published_version
-
-        published = published_version(state_dir)
         restored = self.algo.learner_group.get_state(components=COMPONENT_LEARNER)
         seq = int(restored.get(COMPONENT_LEARNER, {}).get(WEIGHTS_SEQ_NO, 0))
         if published <= seq:
