@@ -117,14 +117,14 @@ def test_new_health_fields_are_exported_without_code(inprocess) -> None:
         original = service.health
 
         def health() -> dict[str, Any]:
-            return {**original(), "spool": {"depth": 7, "path": "/x"}, "fallbacks": 3}
+            return {**original(), "spool": {"depth": 7, "path": "/x"}, "late_answers": 3}
 
         service.health = health
         return (await c.get("/metrics")).text
 
     samples = parse(inprocess(run))
     assert value(samples, "croupier_spool_depth") == 7
-    assert value(samples, "croupier_fallbacks") == 3
+    assert value(samples, "croupier_late_answers") == 3
     assert not any(name.startswith("croupier_spool_path") for name, _ in samples)
 
 

@@ -43,6 +43,13 @@ COUNTERS = {
     "episodes_dropped",
     "trainer_link_connects",
     "trainer_link_versions_installed",
+    "episodes_acked",
+    "episodes_corrupt",
+    "fallbacks",
+    "turn_replays",
+    "refused_overload",
+    "refused_too_large",
+    "expired_games",
 }
 # health() dicts of numbers exported as one metric labelled by their keys.
 LABELLED = {"decisions": "policy"}
