@@ -142,26 +142,29 @@ def _state(states: list[dict], player: int) -> dict:
 def test_retried_turn_returns_the_same_action_and_records_once(inprocess, leduc_states):
     state = _state(leduc_states, 0)
 
-    async def test(client, service) -> Any:
+    async def body(client, service) -> Any:
         seats = {"0": "learned", "1": "rules"}
         gid = (await client.post("/v1/games", json={"game": GAME, "seats": seats})).json()[
             "game_id"
         ]
         url = f"/v1/games/{gid}/decide"
-        body = {"seat": "0", "state": state, "turn": 3}
+        payload = {"seat": "0", "state": state, "turn": 3}
         # Two copies in flight at once (a client timeout and retry), then one more later.
         first, second = await asyncio.gather(
-            client.post(url, json=body), client.post(url, json=body)
+            client.post(url, json=payload), client.post(url, json=payload)
         )
-        third = await client.post(url, json=body)
+        third = await client.post(url, json=payload)
         answers = [r.json() for r in (first, second, third)]
-        older = await client.post(url, json={**body, "turn": 2})
-        other_seat = await client.post(url, json={**body, "seat": "1"})
-        nxt = await client.post(url, json={**body, "turn": 5})
+        older = await client.post(url, json={**payload, "turn": 2})
+        other_seat = await client.post(url, json={**payload, "seat": "1"})
+        nxt = await client.post(url, json={**payload, "turn": 5})
         batch = await client.post(
             "/v1/decide:batch",
             json={
-                "items": [{**body, "game_id": gid, "turn": 5}, {**body, "game_id": gid, "turn": 4}]
+                "items": [
+                    {**payload, "game_id": gid, "turn": 5},
+                    {**payload, "game_id": gid, "turn": 4},
+                ]
             },
         )
         ended = (
@@ -169,7 +172,7 @@ def test_retried_turn_returns_the_same_action_and_records_once(inprocess, leduc_
         ).json()
         return answers, older, other_seat, nxt, batch.json(), ended, service.outbox.take(), service
 
-    answers, older, other_seat, nxt, batch, ended, taken, service = inprocess(test, seed=3)
+    answers, older, other_seat, nxt, batch, ended, taken, service = inprocess(body, seed=3)
     assert all(a == answers[0] for a in answers), answers
     assert answers[0]["policy"] == "learned" and answers[0]["fallback"] is False
     assert older.status_code == 409 and other_seat.status_code == 409
@@ -193,7 +196,7 @@ def test_retried_turn_returns_the_same_action_and_records_once(inprocess, leduc_
 def test_fallback_answers_marks_counts_and_records_nothing(inprocess, leduc_states, failure):
     state = _state(leduc_states, 0)
 
-    async def test(client, service) -> Any:
+    async def body(client, service) -> Any:
         loop = asyncio.get_running_loop()
 
         def broken_submit(obs, mask, version) -> asyncio.Future[ModelDecision]:
@@ -213,7 +216,7 @@ def test_fallback_answers_marks_counts_and_records_nothing(inprocess, leduc_stat
         ended = await client.post(f"/v1/games/{gid}/end", json={"payoffs": {"0": 1, "1": -1}})
         return decided, took, ended.json(), service.health()
 
-    decided, took, ended, health = inprocess(test, decide_deadline_ms=100)
+    decided, took, ended, health = inprocess(body, decide_deadline_ms=100)
     body = decided.json()
     assert decided.status_code == 200, body
     assert body["fallback"] is True and body["policy"] == "rules" and body["version"] is None
@@ -230,7 +233,7 @@ def test_fallback_answers_marks_counts_and_records_nothing(inprocess, leduc_stat
 def test_body_limit_413(inprocess, leduc_states):
     state = leduc_states[0]
 
-    async def test(client, service) -> Any:
+    async def body(client, service) -> Any:
         gid = (await client.post("/v1/games", json={"game": GAME})).json()["game_id"]
         big = {"seat": "0", "state": {**state, "pad": "x" * 5000}}
         declared = await client.post(f"/v1/games/{gid}/decide", json=big)
@@ -243,7 +246,7 @@ def test_body_limit_413(inprocess, leduc_states):
         small = await client.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": state})
         return declared, streamed, small, service.health()
 
-    declared, streamed, small, health = inprocess(test, max_body_bytes=4096)
+    declared, streamed, small, health = inprocess(body, max_body_bytes=4096)
     assert declared.status_code == 413 and streamed.status_code == 413
     assert small.status_code in (200, 422)  # handled normally (422: not this seat's turn)
     assert health["refused_too_large"] == 2
@@ -252,7 +255,7 @@ def test_body_limit_413(inprocess, leduc_states):
 def test_overload_503_with_retry_after(inprocess, leduc_states):
     state = _state(leduc_states, 0)
 
-    async def test(client, service) -> Any:
+    async def body(client, service) -> Any:
         a = await client.post("/v1/games", json={"game": GAME, "seats": {"0": "learned"}})
         b = await client.post("/v1/games", json={"game": GAME})
         c = await client.post("/v1/games", json={"game": GAME})
@@ -264,7 +267,7 @@ def test_overload_503_with_retry_after(inprocess, leduc_states):
         return [a, b, c], decide, batch.json(), service.health()
 
     created, decide, batch, health = inprocess(
-        test, max_games=2, max_queued_decisions=0, retry_after_s=3
+        body, max_games=2, max_queued_decisions=0, retry_after_s=3
     )
     assert [r.status_code for r in created] == [201, 201, 503]
     assert created[2].headers["retry-after"] == "3"
@@ -276,7 +279,7 @@ def test_overload_503_with_retry_after(inprocess, leduc_states):
 def test_idle_games_expire(inprocess, leduc_states):
     state = _state(leduc_states, 0)
 
-    async def test(client, service) -> Any:
+    async def body(client, service) -> Any:
         seats = {"0": "learned", "1": "rules"}
         idle = (await client.post("/v1/games", json={"game": GAME, "seats": seats})).json()
         busy = (await client.post("/v1/games", json={"game": GAME, "seats": seats})).json()
@@ -291,7 +294,7 @@ def test_idle_games_expire(inprocess, leduc_states):
         )
         return gone.status_code, service.health(), service.outbox.stats()
 
-    status, health, spool = inprocess(test, idle_game_timeout_s=0.4)
+    status, health, spool = inprocess(body, idle_game_timeout_s=0.4)
     assert status == 404
     assert health["expired_games"] == 1 and health["games_in_flight"] == 1
     assert spool["recorded"] == 0  # an expired game is aborted: nothing recorded
