@@ -1,4 +1,4 @@
-"""Lean handling for the hot routes (decide, decide:batch).
+"""Lean handling for the hot routes (create, decide, decide:batch, end).
 
 Profiling `croupier bench serve` showed FastAPI's per-request machinery costing more than the
 decision itself: dependency solving (`solve_dependencies`, ~30% of a request's CPU in FastAPI
@@ -6,7 +6,7 @@ decision itself: dependency solving (`solve_dependencies`, ~30% of a request's C
 returned model against `response_model`. A `LeanRoute` keeps everything FastAPI documents (path,
 body and response models, errors, security dependencies in OpenAPI) but handles a request with:
 
-- the API-key check called directly (the route's declared dependency is there for the docs),
+- the API-key check (`require_engine_key`) called directly, not through dependency solving,
 - a body that says it is not JSON refused with 415 (no Content-Type is taken as JSON),
 - pydantic-core parsing and validating the raw JSON bytes in one pass (`parse_body`); errors
   become the usual `RequestValidationError`, so the app's 422 handler answers them,
@@ -26,6 +26,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
+from croupier.api.auth import require_engine_key
+
 Model = TypeVar("Model", bound=BaseModel)
 
 _ORJSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
@@ -36,9 +38,7 @@ class LeanRoute(APIRoute):
         endpoint = self.endpoint
 
         async def handle(request: Request) -> Response:
-            keys = request.app.state.api_keys
-            if not keys.open:
-                keys.check(request.headers.get("authorization"), admin=False)
+            await require_engine_key(request)
             content_type = request.headers.get("content-type")
             if content_type is not None and not _is_json(content_type):
                 raise HTTPException(415, "send the body as JSON (Content-Type: application/json)")

@@ -336,8 +336,7 @@ class DecisionService:
                 game_id, seat, policy, obs, mask, step.index, self.batcher
             )
         elif policy.kind == "random":
-            legal = np.flatnonzero(mask)
-            step.index = int(legal[self._rng.integers(len(legal))])
+            step.index = self._random_index(mask)
         else:
             if self.batcher.queued >= self.config.max_queued_decisions:
                 self.refused_overload += 1
@@ -409,7 +408,11 @@ class DecisionService:
                 return self._rules_index(state, mask), "rules"
             except Unprocessable:
                 pass  # the rules cannot act here: random still can
-        return int(self._rng.choice(np.flatnonzero(mask))), "random"
+        return self._random_index(mask), "random"
+
+    def _random_index(self, mask: np.ndarray) -> int:
+        legal = np.flatnonzero(mask)
+        return int(legal[self._rng.integers(len(legal))])
 
     def end_game(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
         session = self.games.get(game_id)

@@ -157,7 +157,7 @@ class Trainer:
         elif opts.init_weights is not None:
             self._start_from(Path(opts.init_weights), spec)
         renumbered = self._number_past_published(published)
-        if checkpoint is not None or renumbered:
+        if checkpoint is not None or opts.init_weights is not None or renumbered:
             # Hand the learner's weights (and their weights_seq_no) to the runners now, so
             # servers that connect before the first update get the resumed version.
             self.algo.env_runner_group.sync_weights(
@@ -183,8 +183,8 @@ class Trainer:
         return True
 
     def _start_from(self, init_dir: Path, spec: Any) -> None:
-        """Load a pretrain's full module (policy and value heads) into the learner(s), keep its
-        version number, and hand it to the runners, which push it to the servers."""
+        """Load a pretrain's full module (policy and value heads) into the learner(s) and keep
+        its version number (`build` then hands it to the runners, which push it to servers)."""
         from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
         from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
@@ -213,10 +213,7 @@ class Trainer:
                 target.load_state_dict(main.state_dict())
 
         group.foreach_learner(sync_targets)
-        self.algo.env_runner_group.sync_weights(
-            from_worker_or_learner_group=group, inference_only=True
-        )
-        log.info("starting from %s (version %d)", init_dir, self.weights_seq_no())
+        log.info("starting from %s (version %d)", init_dir, version)
 
     def request_stop(self) -> None:
         """End the run soon: the loop checkpoints and returns, a waiting sample gives up."""
