@@ -32,7 +32,7 @@ demo: setup
 
 bench: setup
 	command -v wrk >/dev/null || (apt-get install -y wrk || echo "install wrk for bench serve")
-	$(PY) -m croupier bench serve --games 100,1000 --seconds 10
+	$(PY) -m croupier bench serve --games 100,1000 --seconds 8 --rounds 3
 	$(PY) -m croupier bench train --minutes 3
 	$(PY) -m croupier bench lag --minutes 1.5
 	$(PY) -m croupier bench soak --games 1000 --minutes 10

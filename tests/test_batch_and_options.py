@@ -3,6 +3,7 @@ import path, and the in-process seat env."""
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 import pytest
 import uvloop
@@ -67,14 +68,90 @@ def test_decide_batch_rejects_a_malformed_envelope(inprocess):
     assert codes == [422, 200, 422, 422]
 
 
+def test_create_and_end_batches_answer_in_order_with_item_level_errors(inprocess, leduc_states):
+    state = next(s for s in leduc_states if s["current_player"] == 0)
+
+    async def body(client, service):
+        games = [
+            {"game": GAME, "game_id": "b1", "seats": {"0": "learned", "1": "rules"}},
+            {"game": "uno"},  # another game: 422
+            {"game": GAME, "bogus": 1},  # malformed item: 422
+            {"game": GAME, "game_id": "b1"},  # duplicate id: 409
+            {"game": GAME, "seats": {"0": "learned", "1": "learned"}},
+        ]
+        created = await client.post("/v1/games:batch", json={"games": games})
+        ids = [r["game_id"] for r in created.json()["results"] if r["error"] is None]
+        for gid in ids:
+            await client.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": state})
+        puts_before = service.outbox.put_calls
+        items = [
+            {"game_id": ids[0], "payoffs": {"0": 1.0, "1": -1.0}},
+            {"game_id": "nope", "payoffs": {"0": 1.0, "1": -1.0}},  # 404
+            {"game_id": ids[1], "payoffs": {"0": 1.0}},  # a seat missing: 422
+            {"game_id": ids[1], "payoffs": {"0": 0.5, "1": -0.5}},
+            {"game_id": ids[0], "payoffs": {"0": 1.0, "1": -1.0}},  # already ended: 409
+        ]
+        ended = await client.post("/v1/end:batch", json={"items": items})
+        return created, ended, service.outbox.put_calls - puts_before, service.outbox.take()
+
+    created, ended, puts, episodes = inprocess(body)
+    assert created.status_code == 200 and ended.status_code == 200
+    made = created.json()["results"]
+    assert [r["error"]["status"] if r["error"] else 200 for r in made] == [200, 422, 422, 409, 200]
+    assert made[0]["game_id"] == "b1" and made[0]["seats"]["0"]["policy"] == "learned"
+    assert made[1]["game_id"] is None and made[1]["seats"] is None
+    closed = ended.json()["results"]
+    assert [r["error"]["status"] if r["error"] else 200 for r in closed] == [
+        200,
+        404,
+        422,
+        200,
+        409,
+    ]
+    assert [r["episodes"] for r in closed] == [1, None, None, 1, None]
+    # Both games' learned seat-0 episodes reached the spool in one write.
+    assert puts == 1
+    assert sorted(e["custom_data"]["game_id"] for e in episodes) == sorted(
+        [made[0]["game_id"], made[4]["game_id"]]
+    )
+
+
+def test_create_and_end_batches_reject_a_malformed_envelope(inprocess):
+    async def body(client, service):
+        return [
+            (await client.post(path, json=payload)).status_code
+            for path, payload in (
+                ("/v1/games:batch", {"games": "x"}),
+                ("/v1/games:batch", {"items": []}),
+                ("/v1/end:batch", {"items": {"a": 1}}),
+                ("/v1/end:batch", {"items": [], "extra": 1}),
+                ("/v1/end:batch", {"items": []}),
+            )
+        ]
+
+    assert inprocess(body) == [422, 422, 422, 422, 200]
+
+
 def test_engine_batch_mode_plays_the_same_game(server_factory):
     with server_factory("--seats", "rules,random") as url:
         summary = uvloop.run(
             run_engine(url, GAME, 32, ["rules", "random"], hands=600, seconds=None, batch=True)
         )
+        metrics = httpx.get(url + "/metrics").text
     assert summary.errors == 0 and summary.hands == 600
     rules = summary.policies["rules"]
     assert rules.mean - rules.ci95 > 0  # the rules still beat random through the batch path
+    # Every call went through the batch routes, several tables per request.
+    requests = {
+        endpoint: sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in metrics.splitlines()
+            if line.startswith(f'croupier_requests_total{{endpoint="{endpoint}"')
+        )
+        for endpoint in ("create_game", "end_game", "decide", "create_games", "end_batch")
+    }
+    assert requests["create_game"] == requests["end_game"] == requests["decide"] == 0
+    assert 0 < requests["create_games"] < 600 and 0 < requests["end_batch"] < 600
 
 
 def test_relative_frozen_counts_back_among_loaded_versions():

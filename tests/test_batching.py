@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import numpy as np
 import pytest
@@ -175,3 +176,35 @@ def test_batcher_groups_pinned_versions():
         wrong = versions.act(other, obs[rows], mask[rows]).logits
         legal = mask[rows].astype(bool)
         assert not np.allclose(got[legal], wrong[legal], atol=1e-3)
+
+
+def test_small_batches_run_on_the_forward_thread_big_ones_inline(versions):
+    """The forward thread keeps the event loop answering during a forward; a batch as big as
+    `forward_inline_from` means a saturated loop, where it runs inline instead, as does one
+    carrying items of a `decide:batch` request."""
+    adapter = versions.adapter
+    act = versions.act
+    threads: list[tuple[int, str]] = []
+
+    def recording_act(module, obs, mask, *args, **kwargs):
+        threads.append((len(obs), threading.current_thread().name))
+        return act(module, obs, mask, *args, **kwargs)
+
+    async def main():
+        batcher = InferenceBatcher(versions, forward_thread=True, forward_inline_from=8)
+        versions.act = recording_act
+        await batcher.start()
+        try:
+            obs, mask = random_inputs(20, adapter, seed=5)
+            await batcher.decide(obs[0], mask[0], None)  # alone: the thread
+            pairs = zip(obs, mask, strict=True)
+            await asyncio.gather(*(batcher.decide(o, m, None) for o, m in pairs))
+            await batcher.submit(obs[1], mask[1], None, inline=True)  # from a batch request
+        finally:
+            await batcher.stop()
+            del versions.act
+
+    asyncio.run(main())
+    assert threads[0] == (1, threads[0][1]) and threads[0][1].startswith("croupier-forward")
+    assert threads[1] == (20, threading.main_thread().name)
+    assert threads[2] == (1, threading.main_thread().name)

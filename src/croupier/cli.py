@@ -44,8 +44,18 @@ def serve(
     max_wait_ms: float = 0.0,
     forward_thread: Annotated[
         bool,
-        typer.Option(help="Run batched forwards on their own thread (default: on the event loop)"),
-    ] = False,
+        typer.Option(
+            help="Run batched forwards on a thread of their own (the default) or inline on the "
+            "event loop (--no-forward-thread)"
+        ),
+    ] = True,
+    forward_inline_from: Annotated[
+        int,
+        typer.Option(
+            help="Batches at least this big run inline even with the forward thread: a queue "
+            "that long means a saturated event loop, where the thread's round trip costs more"
+        ),
+    ] = 128,
     obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
     num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
     num_players: int = 2,
@@ -126,6 +136,7 @@ def serve(
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,
         forward_thread=forward_thread,
+        forward_inline_from=forward_inline_from,
         keep_versions=keep_versions,
         behaviour_lag=behaviour_lag,
         weights_dir=weights_dir,
@@ -499,18 +510,17 @@ app.add_typer(bench_app, name="bench")
 def bench_serve(
     games: Annotated[str, typer.Option(help="Concurrent games, comma separated")] = "100,1000",
     seconds: Annotated[float, typer.Option(help="Measured seconds per scenario")] = 10.0,
+    rounds: Annotated[int, typer.Option(help="Interleaved rounds; medians are reported")] = 3,
     out: Path = Path("bench/results"),
 ) -> None:
     """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API."""
+    from croupier.bench.serve import Result, format_table
     from croupier.bench.serve import bench_serve as run
-    from croupier.bench.serve import format_table, ratios
 
-    report = run([int(g) for g in games.split(",")], seconds, out)
-    from croupier.bench.serve import Result
-
-    results = [Result(**r) for r in report["results"]]
-    typer.echo(format_table(results))
-    typer.echo(json.dumps(ratios(results), indent=2))
+    report = run([int(g) for g in games.split(",")], seconds, out, rounds)
+    typer.echo(f"medians over {rounds} rounds:")
+    typer.echo(format_table([Result(**r) for r in report["results"]]))
+    typer.echo(json.dumps(report["ratios"], indent=2))
 
 
 @bench_app.command("train")

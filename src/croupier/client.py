@@ -166,6 +166,16 @@ class CroupierClient:
     async def end(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
         return await self._request("POST", f"/v1/games/{_q(game_id)}/end", {"payoffs": payoffs})
 
+    async def create_games(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Many games in one request: items as `create_game`'s body; per item
+        {"game_id", "seats"} or {"error": {"status", "detail"}}, in order."""
+        return (await self._request("POST", "/v1/games:batch", {"games": items}))["results"]
+
+    async def end_games(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Many games closed in one request: items {game_id, payoffs}; per item
+        {"game_id", "episodes"} or {"error": {"status", "detail"}}, in order."""
+        return (await self._request("POST", "/v1/end:batch", {"items": items}))["results"]
+
     async def abort(self, game_id: str) -> None:
         await self._request("DELETE", f"/v1/games/{_q(game_id)}")
 

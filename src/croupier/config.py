@@ -25,7 +25,9 @@ class ServerConfig:
     # Batching of learned-policy forwards.
     max_batch: int = 256
     max_wait_ms: float = 0.0
-    forward_thread: bool = False
+    forward_thread: bool = True
+    # Batches at least this big run inline even with the thread (the loop is saturated then).
+    forward_inline_from: int = 128
     # Weights versions kept in memory, and where each received version is written.
     keep_versions: int = 8
     # Experiments: serve the version this many places behind the newest (`bench lag`).

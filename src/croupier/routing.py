@@ -71,13 +71,24 @@ class RoutedClient:
         return await self.client_for(game_id).decide(game_id, seat, state, reward=reward)
 
     async def decide_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return await self._per_server(items, "decide_batch")
+
+    async def create_games(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # Routing needs every id before any server would make one up: we pick them.
+        items = [{**item, "game_id": item.get("game_id") or uuid.uuid4().hex} for item in items]
+        return await self._per_server(items, "create_games")
+
+    async def end_games(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return await self._per_server(items, "end_games")
+
+    async def _per_server(self, items: list[dict[str, Any]], call: str) -> list[dict[str, Any]]:
         """One batch request per server involved, sent together; results in `items` order."""
         groups: dict[str, list[int]] = {}
         for i, item in enumerate(items):
             groups.setdefault(route_game(str(item.get("game_id")), self.urls), []).append(i)
         answers = await asyncio.gather(
             *(
-                self.clients[url].decide_batch([items[i] for i in rows])
+                getattr(self.clients[url], call)([items[i] for i in rows])
                 for url, rows in groups.items()
             )
         )

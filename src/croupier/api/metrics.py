@@ -70,6 +70,10 @@ def endpoint_of(path: str) -> str:
         return "decide_batch"
     if path == "/v1/games":
         return "create_game"
+    if path == "/v1/games:batch":
+        return "create_games"
+    if path == "/v1/end:batch":
+        return "end_batch"
     if path.endswith("/end"):
         return "end_game"
     if path.startswith("/v1/games/"):

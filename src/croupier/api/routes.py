@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from croupier.api.auth import require_engine_key
-from croupier.api.errors import CLIENT_ERRORS, status_and_detail
+from croupier.api.errors import status_and_detail
 from croupier.api.lean import LeanRoute, json_body, json_response, parse_body
 from croupier.api.schemas import (
     BatchItem,
     CreateGame,
+    CreateGamesRequest,
+    CreateGamesResponse,
     DecideBatchRequest,
     DecideBatchResponse,
     DecideRequest,
     DecideResponse,
+    EndBatchItem,
+    EndBatchRequest,
+    EndBatchResponse,
     EndRequest,
     GameCreated,
     GameEndedResponse,
     Problem,
 )
 from croupier.sessions.service import DecisionService
+
+Item = TypeVar("Item", BatchItem, CreateGame, EndBatchItem)
 
 # Engine routes; /healthz and the docs stay open for load balancers and people.
 router = APIRouter(dependencies=[Depends(require_engine_key)])
@@ -82,8 +89,11 @@ async def decide(request: Request, game_id: str) -> Response:
 async def decide_batch(request: Request) -> Response:
     """Many games' decisions in one request (an engine running many tables in one process
     amortises HTTP). Learned decisions among them share forward passes."""
-    body = parse_body(DecideBatchRequest, await request.body())
-    items = _validate_items(body.items)
+    raw = await request.body()
+    try:  # the common case, every item well-formed: JSON to models in one pass
+        items: list[BatchItem | Exception] = list(_DECIDE_ITEMS.validate_json(raw).items)
+    except ValidationError:  # the envelope's errors answer 422; an item's, that item
+        items = _validate_items(parse_body(DecideBatchRequest, raw).items)
     requests = [
         it if isinstance(it, Exception) else (it.game_id, it.seat, it.state, it.reward, it.turn)
         for it in items
@@ -92,33 +102,98 @@ async def decide_batch(request: Request) -> Response:
     return json_response({"results": [_batch_result(o) for o in outcomes]})
 
 
-_ITEMS = TypeAdapter(list[BatchItem])
+_ITEMS = {model: TypeAdapter(list[model]) for model in (BatchItem, CreateGame, EndBatchItem)}
+
+
+class _DecideItems(DecideBatchRequest):
+    """`DecideBatchRequest` with every item already a `BatchItem` (not in the docs)."""
+
+    items: list[BatchItem] = Field(max_length=4096)  # type: ignore[assignment]
+
+
+_DECIDE_ITEMS = TypeAdapter(_DecideItems)
 _NO_RESULT = {"action": None, "action_index": None, "policy": None, "version": None}
 
 
-def _validate_items(raw: list[Any]) -> list[BatchItem | Exception]:
+def _validate_items(raw: list[Any], model: type[Item] = BatchItem) -> list[Item | Exception]:
     """All items in one validation; only when something is off, item by item."""
     try:
-        return list(_ITEMS.validate_python(raw))
+        return list(_ITEMS[model].validate_python(raw))
     except ValidationError:
         pass
-    out: list[BatchItem | Exception] = []
+    out: list[Item | Exception] = []
     for item in raw:
         try:
-            out.append(BatchItem.model_validate(item))
+            out.append(model.model_validate(item))
         except ValidationError as e:
             out.append(e)
     return out
 
 
-def _batch_result(outcome: Any) -> dict[str, Any]:
+def _item_error(outcome: Exception) -> dict[str, Any]:
     if isinstance(outcome, ValidationError):
         detail = [{"loc": list(x["loc"]), "msg": x["msg"]} for x in outcome.errors()]
-        return {**_NO_RESULT, "error": {"status": 422, "detail": detail}}
-    if isinstance(outcome, CLIENT_ERRORS):
-        status, detail = status_and_detail(outcome)
-        return {**_NO_RESULT, "error": {"status": status, "detail": detail}}
-    return {**outcome.to_dict(), "error": None}
+        return {"status": 422, "detail": detail}
+    status, detail = status_and_detail(outcome)
+    return {"status": status, "detail": detail}
+
+
+def _batch_result(outcome: Any) -> dict[str, Any]:
+    if isinstance(outcome, Exception):
+        return {**_NO_RESULT, "error": _item_error(outcome)}
+    result = outcome.to_dict()
+    result["error"] = None
+    return result
+
+
+@hot_router.post(
+    "/v1/games:batch",
+    response_model=CreateGamesResponse,
+    openapi_extra=json_body(CreateGamesRequest),
+)
+async def create_games(request: Request) -> Response:
+    """Start many games in one request (each item as the body of `POST /v1/games`)."""
+    body = parse_body(CreateGamesRequest, await request.body())
+    items = [
+        it
+        if isinstance(it, Exception)
+        else {
+            "game": it.game,
+            "game_id": it.game_id,
+            "seats": it.seats,
+            "pin": it.pin,
+            "record": it.record,
+        }  # fmt: skip
+        for it in _validate_items(body.games, CreateGame)
+    ]
+    outcomes = service(request).create_games(items)
+    return json_response({"results": [_item_result(o, _NO_GAME) for o in outcomes]})
+
+
+@hot_router.post(
+    "/v1/end:batch",
+    response_model=EndBatchResponse,
+    openapi_extra=json_body(EndBatchRequest),
+)
+async def end_games(request: Request) -> Response:
+    """Close many games in one request; their episodes are stored together."""
+    body = parse_body(EndBatchRequest, await request.body())
+    items = [
+        it if isinstance(it, Exception) else (it.game_id, it.payoffs)
+        for it in _validate_items(body.items, EndBatchItem)
+    ]
+    outcomes = service(request).end_games(items)
+    return json_response({"results": [_item_result(o, _NO_END) for o in outcomes]})
+
+
+_NO_GAME = {"game_id": None, "seats": None}
+_NO_END = {"game_id": None, "episodes": None}
+
+
+def _item_result(outcome: Any, empty: dict[str, None]) -> dict[str, Any]:
+    if isinstance(outcome, Exception):
+        return {**empty, "error": _item_error(outcome)}
+    return {**outcome, "error": None}
 
 
 @hot_router.post(

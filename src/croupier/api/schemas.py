@@ -123,3 +123,46 @@ class GameEndedResponse(BaseModel):
 
 class Problem(BaseModel):
     detail: Any
+
+
+# --- batch forms of create and end (an engine running many tables amortises HTTP) ----------
+
+
+class CreateGamesRequest(_Body):
+    games: list[Any] = Field(
+        max_length=4096,
+        description="Games to start, each as the body of `POST /v1/games`; answered in order. "
+        "A bad item gets its own error and does not fail the others.",
+    )
+
+
+class CreateResult(BaseModel):
+    game_id: GameId | None = None
+    seats: dict[str, SeatInfo] | None = None
+    error: ItemError | None = None
+
+
+class CreateGamesResponse(BaseModel):
+    results: list[CreateResult]
+
+
+class EndBatchItem(EndRequest):
+    game_id: GameId = Field(max_length=128)
+
+
+class EndBatchRequest(_Body):
+    items: list[Any] = Field(
+        max_length=4096,
+        description="Games to close, each {game_id, payoffs}; answered in order. Their "
+        "episodes are written to the spool together, in one transaction, before the answer.",
+    )
+
+
+class EndResult(BaseModel):
+    game_id: GameId | None = None
+    episodes: int | None = None
+    error: ItemError | None = None
+
+
+class EndBatchResponse(BaseModel):
+    results: list[EndResult]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.client import CroupierClient
-from croupier.engine.batching import BatchedDecider
+from croupier.engine.batching import BatchingClient
 from croupier.engine.rlcard_games import GAMES, RLCardTable
 from croupier.engine.runner import _HAND_ERRORS, SEATS, play_decisions
 
@@ -183,13 +183,14 @@ async def play_arena(
         raise ArenaError("play at least 2 hands on at least 1 table")
     pairs = math.ceil(hands / 2)
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(
+        plain = await stack.enter_async_context(
             CroupierClient(url, api_key=api_key, max_connections=tables)
         )
-        specs = {"a": await seat_spec(client, a), "b": await seat_spec(client, b)}
-        decide = client.decide
+        specs = {"a": await seat_spec(plain, a), "b": await seat_spec(plain, b)}
+        client: CroupierClient | BatchingClient = plain
         if batch:
-            decide = (await stack.enter_async_context(BatchedDecider(client))).decide
+            client = await stack.enter_async_context(BatchingClient(plain))
+        decide = client.decide
         score = _Score(pairs)
         t0 = time.monotonic()
         async with asyncio.TaskGroup() as tg:

@@ -3,14 +3,20 @@
 Against the same server build, for each number of concurrent games:
 
   (a) floor    a decide that skips the model (a `random` seat): the HTTP stack's own cost
-  (b) unbatch  the learned policy, one forward per request (`--max-batch 1`)
-  (c) batched  the learned policy with dynamic batching (the default server: forwards on the
-               event loop); `c-thread` runs them on a thread of their own instead
+  (b) unbatch  the learned policy, one forward per request on the event loop (`--max-batch 1`)
+  (c) batched  the learned policy with dynamic batching (the default server: forwards on a
+               thread of their own, big batches inline); `c-inline` runs all on the event loop
   (d) batch    `POST /v1/decide:batch`, 64 decisions of different games per request
 
 The load generator is wrk (one thread, keep-alive connections, one request in flight per
 connection = per game) with a Lua script that only replays prepared bodies, so it costs the
 server's core nothing. Server CPU per decision comes from /proc/<pid>/stat.
+
+On a machine with two or more CPUs the server is pinned to one and wrk to another (`taskset`),
+as if the engine ran on its own machine: otherwise the scheduler sometimes puts both on one
+core and a run measures that. The scenarios run in `rounds` interleaved rounds (a, b, c, …,
+a, b, c, …) and each number is the median over rounds, ratios taken within each round: this
+box's speed drifts by ±20% over minutes, and interleaving spreads the drift over all scenarios.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,9 +53,9 @@ class Scenario:
 
 SCENARIOS = [
     Scenario("a", "floor: no-model decide", "random", []),
-    Scenario("b", "learned, unbatched", "learned", ["--max-batch", "1"]),
+    Scenario("b", "learned, unbatched", "learned", ["--max-batch", "1", "--no-forward-thread"]),
     Scenario("c", "learned, batched", "learned", []),
-    Scenario("c-thread", "learned, batched, thread", "learned", ["--forward-thread"]),
+    Scenario("c-inline", "learned, batched, inline", "learned", ["--no-forward-thread"]),
     Scenario("d", f"decide:batch x{BATCH_ITEMS}", "learned", [], BATCH_ITEMS),
 ]
 
@@ -87,10 +94,18 @@ def _sample_states(n: int) -> list[dict[str, Any]]:
     return states
 
 
-def _start_server(port: int, args: list[str]) -> subprocess.Popen:
+def _pinning() -> tuple[list[str], list[str]]:
+    """Command prefixes that pin the server and the load generator to different CPUs."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or shutil.which("taskset") is None:
+        return [], []
+    return ["taskset", "-c", str(cpus[0])], ["taskset", "-c", str(cpus[1])]
+
+
+def _start_server(port: int, args: list[str], prefix: list[str] | None = None) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "croupier", "serve", "--game", GAME, "--port", str(port)]
-        + ["--data-dir", "none", *args],
+        [*(prefix or []), sys.executable, "-m", "croupier", "serve", "--game", GAME]
+        + ["--port", str(port), "--data-dir", "none", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -132,7 +147,8 @@ def _bodies(url: str, scenario: Scenario, games: int) -> list[str]:
 def run_scenario(scenario: Scenario, games: int, seconds: float) -> Result:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = _start_server(port, scenario.server_args)
+    server_cpu, load_cpu = _pinning()
+    server = _start_server(port, scenario.server_args, server_cpu)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             bodies, out = Path(tmp) / "bodies.tsv", Path(tmp) / "out.json"
@@ -141,10 +157,11 @@ def run_scenario(scenario: Scenario, games: int, seconds: float) -> Result:
             # least two in flight, as an engine pipelining its tables would have).
             connections = max(2, -(-games // scenario.items_per_request))
             env = {**os.environ, "BENCH_BODIES": str(bodies), "BENCH_OUT": str(out)}
-            cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "10s"]
+            wrk = [*load_cpu, "wrk", "-t1", f"-c{connections}"]
+            cmd = [*wrk, f"-d{seconds:g}s", "--timeout", "10s"]
             # Warm up (torch, caches), then measure.
             subprocess.run(
-                [*cmd[:3], "-d2s", "-s", str(LUA), url], env=env, check=True, capture_output=True
+                [*wrk, "-d2s", "-s", str(LUA), url], env=env, check=True, capture_output=True
             )
             cpu0 = _cpu_seconds(server.pid)
             subprocess.run([*cmd, "-s", str(LUA), url], env=env, check=True, capture_output=True)
@@ -219,20 +236,60 @@ def plot(results: list[Result], path: Path) -> None:
     plt.close(fig)
 
 
-def bench_serve(games_list: list[int], seconds: float, out_dir: Path) -> dict[str, Any]:
+def medians(results: list[Result]) -> list[Result]:
+    """One result per (games, scenario): the median of each number over the rounds."""
+    out = []
+    keys = dict.fromkeys((r.games, r.scenario) for r in results)
+    for games, name in keys:
+        runs = [r for r in results if r.games == games and r.scenario == name]
+        out.append(
+            Result(
+                scenario=name,
+                label=runs[0].label,
+                games=games,
+                decisions_per_s=statistics.median(r.decisions_per_s for r in runs),
+                requests_per_s=statistics.median(r.requests_per_s for r in runs),
+                p50_ms=statistics.median(r.p50_ms for r in runs),
+                p99_ms=statistics.median(r.p99_ms for r in runs),
+                server_cpu_us_per_decision=statistics.median(
+                    r.server_cpu_us_per_decision for r in runs
+                ),
+                errors=sum(r.errors for r in runs),
+            )
+        )
+    return out
+
+
+def bench_serve(
+    games_list: list[int], seconds: float, out_dir: Path, rounds: int = 3
+) -> dict[str, Any]:
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed: apt-get install wrk (Debian's package)")
-    results = []
+    runs: list[Result] = []
+    round_ratios: dict[str, list[dict[str, float]]] = {}
     for games in games_list:
-        for scenario in SCENARIOS:
-            results.append(run_scenario(scenario, games, seconds))
-            print(format_table(results[-1:]).splitlines()[-1], flush=True)
+        for i in range(rounds):
+            this_round = []
+            for scenario in SCENARIOS:
+                this_round.append(run_scenario(scenario, games, seconds))
+                print(f"round {i + 1}: " + format_table(this_round[-1:]).splitlines()[-1],
+                      flush=True)  # fmt: skip
+            runs += this_round
+            round_ratios.setdefault(str(games), []).append(ratios(this_round)[str(games)])
+    results = medians(runs)
     report = {
         "load_generator": "wrk -t1 + Lua replaying prepared bodies (keep-alive, 1 in flight "
         "per connection)",
+        "pinned": bool(_pinning()[0]),
         "seconds": seconds,
+        "rounds": rounds,
         "results": [asdict(r) for r in results],
-        "ratios": ratios(results),
+        # Median over rounds of each round's ratio.
+        "ratios": {
+            games: {k: statistics.median(r[k] for r in per_round) for k in per_round[0]}
+            for games, per_round in round_ratios.items()
+        },
+        "runs": [asdict(r) for r in runs],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "serve.json").write_text(json.dumps(report, indent=2))

@@ -1,43 +1,53 @@
-"""Engine-side batching: many tables' decide calls coalesced into `POST /v1/decide:batch`.
+"""Engine-side batching: many tables' calls coalesced into the batch routes.
 
-Each table still plays its hand as a plain sequence of awaits; its decide call just joins a
-queue. A flusher sends everything queued as one request, with up to `max_inflight` requests
-outstanding so the engine prepares the next batch while the server answers the last.
+Each table still plays its hand as a plain sequence of awaits (create, decide…, end); each
+call just joins a queue. Per kind of call, a flusher sends everything queued as one request
+(`POST /v1/games:batch`, `/v1/decide:batch`, `/v1/end:batch`), with up to `max_inflight`
+requests outstanding so the engine prepares the next batch while the server answers the last.
+An item's error fails only the table that made the call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from croupier.client import CroupierClient, CroupierError
+from croupier.routing import RoutedClient
+
+SendBatch = Callable[[list[dict[str, Any]]], Awaitable[list[dict[str, Any]]]]
 
 
-class BatchedDecider:
-    def __init__(self, client: CroupierClient, max_items: int = 512, max_inflight: int = 2):
-        self.client = client
+class BatchedCalls:
+    """One kind of call, coalesced: `await call(item)` returns that item's result."""
+
+    def __init__(self, send: SendBatch, max_items: int = 512, max_inflight: int = 2):
+        self.send = send
         self.max_items = max_items
         self._queue: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = []
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(max_inflight)
         self._task: asyncio.Task[None] | None = None
+        self._sending: set[asyncio.Task[None]] = set()
         self.requests = 0
         self.items = 0
 
-    async def __aenter__(self) -> BatchedDecider:
+    def start(self) -> None:
         self._task = asyncio.create_task(self._flush_loop())
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def stop(self) -> None:
+        for task in [self._task, *self._sending]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
-    async def decide(self, game_id: str, seat: str, state: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, item: dict[str, Any]) -> dict[str, Any]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._queue.append(({"game_id": game_id, "seat": seat, "state": state}, future))
+        self._queue.append((item, future))
         self._wake.set()
         return await future
 
@@ -53,11 +63,13 @@ class BatchedDecider:
             if not batch:
                 self._slots.release()
                 continue
-            asyncio.create_task(self._send(batch))
+            task = asyncio.create_task(self._send(batch))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
 
     async def _send(self, batch: list[tuple[dict[str, Any], asyncio.Future]]) -> None:
         try:
-            results = await self.client.decide_batch([item for item, _ in batch])
+            results = await self.send([item for item, _ in batch])
             self.requests += 1
             self.items += len(batch)
             if len(results) != len(batch):
@@ -76,3 +88,52 @@ class BatchedDecider:
                     future.set_exception(e)
         finally:
             self._slots.release()
+
+
+class BatchingClient:
+    """The hand-playing calls of `CroupierClient` (create_game, decide, end, abort), each sent
+    through its batch route together with the other tables' calls."""
+
+    def __init__(
+        self, client: CroupierClient | RoutedClient, max_items: int = 512, max_inflight: int = 2
+    ):
+        self.client = client
+        self._create = BatchedCalls(client.create_games, max_items, max_inflight)
+        self._decide = BatchedCalls(client.decide_batch, max_items, max_inflight)
+        self._end = BatchedCalls(client.end_games, max_items, max_inflight)
+
+    @property
+    def calls(self) -> dict[str, BatchedCalls]:
+        return {"create": self._create, "decide": self._decide, "end": self._end}
+
+    async def __aenter__(self) -> BatchingClient:
+        for calls in self.calls.values():
+            calls.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for calls in self.calls.values():
+            await calls.stop()
+
+    async def create_game(
+        self,
+        game: str,
+        *,
+        seats: dict[str, str] | None = None,
+        game_id: str | None = None,
+        pin: str | None = None,
+        record: bool | str | None = None,
+    ) -> dict[str, Any]:
+        # The id is chosen here, as the plain client does (routing needs it up front).
+        item = {"game": game, "game_id": game_id or uuid.uuid4().hex, "seats": seats}
+        item.update({k: v for k, v in (("pin", pin), ("record", record)) if v is not None})
+        return await self._create.call(item)
+
+    async def decide(self, game_id: str, seat: str, state: dict[str, Any]) -> dict[str, Any]:
+        return await self._decide.call({"game_id": game_id, "seat": seat, "state": state})
+
+    async def end(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
+        return await self._end.call({"game_id": game_id, "payoffs": payoffs})
+
+    async def abort(self, game_id: str) -> None:
+        await self.client.abort(game_id)

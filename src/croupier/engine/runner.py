@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from croupier.client import CroupierClient, CroupierError
-from croupier.engine.batching import BatchedDecider
+from croupier.engine.batching import BatchingClient
 from croupier.engine.rlcard_games import GAMES, RLCardTable
 from croupier.routing import RoutedClient, client_for_urls
 
@@ -155,6 +155,8 @@ def _seat_policies(resp: Any) -> tuple[str, dict[str, str]]:
 
 
 DecideFn = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
+# What plays hands: a plain client, one routing games over servers, or either batched.
+HandClient = CroupierClient | RoutedClient | BatchingClient
 
 
 async def play_decisions(decide: DecideFn, game_id: str, table: RLCardTable) -> int:
@@ -174,7 +176,7 @@ async def play_decisions(decide: DecideFn, game_id: str, table: RLCardTable) -> 
 
 
 async def _play_hand(
-    client: CroupierClient | RoutedClient,
+    client: HandClient,
     decide: DecideFn,
     table: RLCardTable,
     tally: _Tally,
@@ -200,7 +202,7 @@ async def _play_hand(
 
 
 async def _table_loop(
-    client: CroupierClient | RoutedClient,
+    client: HandClient,
     decide: DecideFn,
     game: str,
     index: int,
@@ -249,7 +251,8 @@ async def run_engine(
     `seats`: two policy names, alternated between seats every hand; None lets the server
     seat whoever it likes. Stops after `hands` hands (failed ones count) or `seconds`,
     whichever comes first; hands already in progress are finished. `batch`: send the tables'
-    decisions together through `POST /v1/decide:batch` instead of one request each.
+    creates, decisions and ends together through the batch routes (`POST /v1/games:batch`,
+    `/v1/decide:batch`, `/v1/end:batch`) instead of one request each.
     `record`: the games' `record` field (None: the server's default; "rules": also write the
     rules seats' decisions as offline episodes).
     """
@@ -267,12 +270,12 @@ async def run_engine(
     tally = _Tally(game, hands, seconds)
     # Each table has at most one request in flight: one connection per table is enough.
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(
+        client: HandClient = await stack.enter_async_context(
             client_for_urls(url, api_key=api_key, max_connections=games)
         )
-        decide: DecideFn = client.decide
         if batch:
-            decide = (await stack.enter_async_context(BatchedDecider(client))).decide
+            client = await stack.enter_async_context(BatchingClient(client))
+        decide: DecideFn = client.decide
         reporter = asyncio.create_task(_report(progress, tally)) if progress else None
         try:
             # TaskGroup: a bug in one table cancels the others instead of leaving them running.

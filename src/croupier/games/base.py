@@ -50,6 +50,11 @@ class GameAdapter(ABC):
         """The game's rule-based bot, if it has one."""
         return None
 
+    def warm_up(self) -> None:
+        """Load now what the first rules decision would load (RLCard's rule agents import
+        their models on first use: ~0.4 s that would stall the server's event loop)."""
+        return None
+
     # --- derived, shared by every adapter -------------------------------------------------
 
     @property

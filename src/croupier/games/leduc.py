@@ -85,6 +85,9 @@ class LeducAdapter(NamedActionsAdapter):
         obs[hot] = 1.0
         return obs, mask
 
+    def warm_up(self) -> None:
+        _rule_agent()
+
     def rules(self) -> RulesFn:
         # describe() calls rules() just to ask whether there is one: don't load RLCard here.
         def rule_action(state: dict[str, Any]) -> str:

@@ -66,6 +66,9 @@ class UnoAdapter(NamedActionsAdapter):
         encode_target(planes[3], target)
         return planes.reshape(-1), mask
 
+    def warm_up(self) -> None:
+        _rule_agent()
+
     def rules(self) -> RulesFn:
         # describe() calls rules() just to ask whether there is one: don't load RLCard here.
         def rule_action(state: dict[str, Any]) -> str:

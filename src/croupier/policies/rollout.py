@@ -190,7 +190,8 @@ class Rollout:
 
         def compare(done: asyncio.Future) -> None:
             state.pending -= 1
-            if done.cancelled() or done.exception() is not None:
+            # Cancelled, failed, or late (None: past the decide deadline).
+            if done.cancelled() or done.exception() is not None or done.result() is None:
                 version = policy.version if policy.version is not None else -1
                 self.shadow.setdefault(version, ShadowStats()).failed += 1
             else:

@@ -77,28 +77,60 @@ class EpisodeSpool:
         self.dropped = 0
         self.corrupt = 0
         self.put_seconds = 0.0
+        self.put_calls = 0  # writes (transactions): `end:batch` writes many episodes in one
 
     # --- the server's side ---------------------------------------------------------------
 
     def put(self, episode: dict[str, Any]) -> None:
+        self.put_many([episode])
+
+    def put_many(self, episodes: list[dict[str, Any]]) -> None:
+        """Write episodes in one transaction: one commit (the costly part) however many."""
+        if not episodes:
+            return
+        self.put_calls += 1
         t0 = time.perf_counter()
-        body = wire.encode_value(episode)
-        steps = episode_len(episode)
+        rows = [
+            (str(ep["id_"]), episode_len(ep), body)
+            for ep in episodes
+            for body in (wire.encode_value(ep),)
+        ]
         with self._lock:
-            cur = self._db.execute(
-                "INSERT OR IGNORE INTO episodes (episode_id, steps, nbytes, body) "
-                "VALUES (?, ?, ?, ?)",
-                (str(episode["id_"]), steps, len(body), body),
-            )
-            if cur.rowcount == 1:
-                self._count += 1
-                self._bytes += len(body)
-                self._steps += steps
-                self._unsent_count += 1
-                self._unsent_steps += steps
-                self.put_total += 1
+            self._db.execute("BEGIN")
+            try:
+                for episode_id, steps, body in rows:
+                    cur = self._db.execute(
+                        "INSERT OR IGNORE INTO episodes (episode_id, steps, nbytes, body) "
+                        "VALUES (?, ?, ?, ?)",
+                        (episode_id, steps, len(body), body),
+                    )
+                    if cur.rowcount == 1:
+                        self._count += 1
+                        self._bytes += len(body)
+                        self._steps += steps
+                        self._unsent_count += 1
+                        self._unsent_steps += steps
+                        self.put_total += 1
                 self._enforce_bounds()
-            self.put_seconds += time.perf_counter() - t0
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                self._reload_counts()
+                raise
+            finally:
+                self.put_seconds += time.perf_counter() - t0
+
+    def _reload_counts(self) -> None:
+        """After a rolled-back write (disk full, say): the counts again from what is stored."""
+        count, nbytes, steps = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(nbytes), 0), COALESCE(SUM(steps), 0) FROM episodes"
+        ).fetchone()
+        self._count, self._bytes, self._steps = int(count), int(nbytes), int(steps)
+        unsent, unsent_steps = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(steps), 0) FROM episodes WHERE seq > ?",
+            (self._cursor,),
+        ).fetchone()
+        self._unsent_count, self._unsent_steps = int(unsent), int(unsent_steps)
 
     def _enforce_bounds(self) -> None:
         while self._count > self.max_episodes or self._bytes > self.max_bytes:

@@ -1,0 +1,22 @@
+"""The benchmark reports' arithmetic (the benchmarks themselves run with `make bench`)."""
+
+from __future__ import annotations
+
+from croupier.bench.serve import Result, medians, ratios
+
+
+def _result(scenario: str, games: int, per_s: float, p99: float) -> Result:
+    return Result(scenario, scenario, games, per_s, per_s, 1.0, p99, 100.0, 0)
+
+
+def test_serve_medians_over_rounds_and_ratios_within_a_round():
+    rounds = [
+        [_result("a", 100, 4000, 30), _result("c", 100, 3600, 20)],
+        [_result("a", 100, 6000, 10), _result("c", 100, 5700, 25)],
+        [_result("a", 100, 5000, 50), _result("c", 100, 4000, 15)],
+    ]
+    merged = {r.scenario: r for r in medians([r for rnd in rounds for r in rnd])}
+    assert merged["a"].decisions_per_s == 5000 and merged["a"].p99_ms == 30
+    assert merged["c"].decisions_per_s == 4000 and merged["c"].p99_ms == 20
+    per_round = sorted(ratios(rnd)["100"]["c/a"] for rnd in rounds)
+    assert per_round == [0.8, 0.9, 0.95]
