@@ -154,16 +154,9 @@ def _batch_result(outcome: Any) -> dict[str, Any]:
 async def create_games(request: Request) -> Response:
     """Start many games in one request (each item as the body of `POST /v1/games`)."""
     body = parse_body(CreateGamesRequest, await request.body())
+    # A CreateGame's fields are `create_game`'s keyword arguments.
     items = [
-        it
-        if isinstance(it, Exception)
-        else {
-            "game": it.game,
-            "game_id": it.game_id,
-            "seats": it.seats,
-            "pin": it.pin,
-            "record": it.record,
-        }  # fmt: skip
+        it if isinstance(it, Exception) else it.model_dump()
         for it in _validate_items(body.games, CreateGame)
     ]
     outcomes = service(request).create_games(items)
