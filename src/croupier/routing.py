@@ -57,7 +57,7 @@ class RoutedClient:
         seats: dict[str, str] | None = None,
         game_id: str | None = None,
         pin: str | None = None,
-        record: bool | None = None,
+        record: bool | str | None = None,
     ) -> dict[str, Any]:
         # Routing needs the id before the server exists to make one up: we pick it.
         game_id = game_id or uuid.uuid4().hex

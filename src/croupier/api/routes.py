@@ -139,11 +139,9 @@ def _item_error(outcome: Exception) -> dict[str, Any]:
 
 
 def _batch_result(outcome: Any) -> dict[str, Any]:
-    if isinstance(outcome, Exception):
-        return {**_NO_RESULT, "error": _item_error(outcome)}
-    result = outcome.to_dict()
-    result["error"] = None
-    return result
+    return _item_result(
+        outcome if isinstance(outcome, Exception) else outcome.to_dict(), _NO_RESULT
+    )
 
 
 @hot_router.post(
@@ -183,10 +181,13 @@ _NO_GAME = {"game_id": None, "seats": None}
 _NO_END = {"game_id": None, "episodes": None}
 
 
-def _item_result(outcome: Any, empty: dict[str, None]) -> dict[str, Any]:
+def _item_result(outcome: dict[str, Any] | Exception, empty: dict[str, None]) -> dict[str, Any]:
+    """One item of a batch answer: its result (a fresh dict, extended in place) or, in the
+    result's shape with every field null, its error."""
     if isinstance(outcome, Exception):
         return {**empty, "error": _item_error(outcome)}
-    return {**outcome, "error": None}
+    outcome["error"] = None
+    return outcome
 
 
 @hot_router.post(

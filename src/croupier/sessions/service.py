@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -27,6 +28,8 @@ from croupier.sessions.guards import Overloaded, TurnConflict
 from croupier.trajectories.offline import OfflineWriter
 from croupier.trajectories.recorder import SeatRecorder
 from croupier.trajectories.spool import EpisodeSpool
+
+T = TypeVar("T")
 
 
 class Unprocessable(ValueError):
@@ -74,6 +77,21 @@ class _Step:
 
 
 _NO_OBS = np.zeros(0, np.float32)
+
+
+def _each(items: list[Any], act: Callable[[Any], T]) -> list[T | Exception]:
+    """`act` on every item of a batch request that is not already an error (a malformed
+    item); a client error fails its item alone, in its place."""
+    out: list[T | Exception] = []
+    for item in items:
+        if isinstance(item, Exception):
+            out.append(item)
+            continue
+        try:
+            out.append(act(item))
+        except CLIENT_ERRORS as e:
+            out.append(e)
+    return out
 
 
 def _model_result(future: asyncio.Future[ModelDecision | None]) -> ModelDecision | None:
@@ -202,15 +220,7 @@ class DecisionService:
     ) -> list[Decision | Exception]:
         """Many decisions at once: the learned ones go to the batcher together (one forward
         where versions agree) without a task per item; a failing item fails alone."""
-        steps: list[_Step | Exception] = []
-        for request in requests:
-            if isinstance(request, Exception):
-                steps.append(request)
-                continue
-            try:
-                steps.append(self._prepare(*request, from_batch=True))
-            except CLIENT_ERRORS as e:
-                steps.append(e)
+        steps = _each(requests, lambda request: self._prepare(*request, from_batch=True))
         pending = [s.pending for s in steps if isinstance(s, _Step) and s.pending is not None]
         replays = [s.turn_result for s in steps if isinstance(s, _Step) and s.replay]
         try:
@@ -386,34 +396,20 @@ class DecisionService:
     def end_games(self, items: list[tuple[str, dict[str, float]] | Exception]) -> list[Any]:
         """Many games closed at once: their episodes reach the spool in one transaction
         (before the answer, as for one game); a failing item fails alone."""
-        results: list[Any] = []
         episodes: list[dict[str, Any]] = []
-        for item in items:
-            if isinstance(item, Exception):
-                results.append(item)
-                continue
-            try:
-                ended, recorded = self._close_game(*item)
-            except CLIENT_ERRORS as e:
-                results.append(e)
-                continue
-            results.append(ended)
-            episodes += recorded
+
+        def close(item: tuple[str, dict[str, float]]) -> dict[str, Any]:
+            ended, recorded = self._close_game(*item)
+            episodes.extend(recorded)
+            return ended
+
+        results = _each(items, close)
         self.outbox.put_many(episodes)
         return results
 
     def create_games(self, items: list[dict[str, Any] | Exception]) -> list[Any]:
         """Many `create_game`s; each item's outcome (or its error) in order."""
-        results: list[Any] = []
-        for item in items:
-            if isinstance(item, Exception):
-                results.append(item)
-                continue
-            try:
-                results.append(self.create_game(**item))
-            except CLIENT_ERRORS as e:
-                results.append(e)
-        return results
+        return _each(items, lambda item: self.create_game(**item))
 
     def _close_game(
         self, game_id: str, payoffs: dict[str, float]

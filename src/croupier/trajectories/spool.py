@@ -90,11 +90,8 @@ class EpisodeSpool:
             return
         self.put_calls += 1
         t0 = time.perf_counter()
-        rows = [
-            (str(ep["id_"]), episode_len(ep), body)
-            for ep in episodes
-            for body in (wire.encode_value(ep),)
-        ]
+        # Encoded before taking the lock: the link thread's reads need not wait for msgpack.
+        rows = [(str(ep["id_"]), episode_len(ep), wire.encode_value(ep)) for ep in episodes]
         with self._lock:
             self._db.execute("BEGIN")
             try:
