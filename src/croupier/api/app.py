@@ -14,9 +14,11 @@ import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp
 
 from croupier.api.auth import ApiKeys
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
+from croupier.api.hot_path import HotPath
 from croupier.api.limits import BodySizeLimit
 from croupier.api.observability import install_observability
 from croupier.api.rollout_routes import rollout_router
@@ -72,6 +74,18 @@ def build_service(config: ServerConfig) -> DecisionService:
 GC_YOUNG_THRESHOLD = 100_000
 
 
+class CroupierAPI(FastAPI):
+    """FastAPI with the engine's per-hand routes on a short stack (`croupier.api.hot_path`)."""
+
+    hot_path = True
+
+    def build_middleware_stack(self) -> ASGIApp:
+        full_stack = super().build_middleware_stack()
+        if not self.hot_path:
+            return full_stack
+        return HotPath(full_stack, hot_router.routes, self.user_middleware, self.exception_handlers)
+
+
 def create_app(config: ServerConfig) -> FastAPI:
     # A small model gains nothing from intra-op threads; they only fight the event loop.
     torch.set_num_threads(1)
@@ -114,7 +128,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                 service.rollout.offline.flush()
             service.outbox.close()
 
-    app = FastAPI(
+    app = CroupierAPI(
         title="croupier",
         version="1",
         summary="Decisions for turn-based card games from rules, random or a learned policy.",
@@ -123,6 +137,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         # providers on every request (~7% of a decide's CPU) even with nothing configured.
         telemetry=None if config.opentelemetry else _NO_TELEMETRY,
     )
+    # FastAPI's telemetry middlewares see every request only on the full stack.
+    app.hot_path = not config.opentelemetry
     app.state.service = service
     app.state.api_keys = ApiKeys(config.api_keys, config.admin_keys)
     app.state.link = None

@@ -13,6 +13,7 @@ body and response models, errors, security dependencies in OpenAPI) but handles 
 - orjson bytes as the answer (`json_response`).
 
 The endpoint is called as `endpoint(request, **path_params)` and must return a `Response`.
+`croupier.api.hot_path` then serves these routes past FastAPI's own middleware stack.
 """
 
 from __future__ import annotations
