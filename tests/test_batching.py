@@ -180,8 +180,9 @@ def test_batcher_groups_pinned_versions():
 
 def test_small_batches_run_on_the_forward_thread_big_ones_inline(versions):
     """The forward thread keeps the event loop answering during a forward; a batch as big as
-    `forward_inline_from` means a saturated loop, where it runs inline instead, as does one
-    carrying items of a `decide:batch` request."""
+    `forward_inline_from` means a saturated loop, where it runs inline instead. A batch
+    request's items are forwarded at once on the caller's thread, `max_batch` at a time, and
+    answered in order."""
     adapter = versions.adapter
     act = versions.act
     threads: list[tuple[int, str]] = []
@@ -191,7 +192,9 @@ def test_small_batches_run_on_the_forward_thread_big_ones_inline(versions):
         return act(module, obs, mask, *args, **kwargs)
 
     async def main():
-        batcher = InferenceBatcher(versions, forward_thread=True, forward_inline_from=8)
+        batcher = InferenceBatcher(
+            versions, max_batch=16, forward_thread=True, forward_inline_from=8
+        )
         versions.act = recording_act
         await batcher.start()
         try:
@@ -199,12 +202,22 @@ def test_small_batches_run_on_the_forward_thread_big_ones_inline(versions):
             await batcher.decide(obs[0], mask[0], None)  # alone: the thread
             pairs = zip(obs, mask, strict=True)
             await asyncio.gather(*(batcher.decide(o, m, None) for o, m in pairs))
-            await batcher.submit(obs[1], mask[1], None, inline=True)  # from a batch request
+            rows = [(o, m, None) for o, m in zip(obs, mask, strict=True)]
+            now = batcher.forward_now(rows)  # a batch request's items
+            _, module = versions.resolve(None)
+            alone = [act(module, obs[i : i + 1], mask[i : i + 1]).logits[0] for i in range(20)]
+            return now, alone, mask
         finally:
             await batcher.stop()
             del versions.act
 
-    asyncio.run(main())
+    now, alone, mask = asyncio.run(main())
     assert threads[0] == (1, threads[0][1]) and threads[0][1].startswith("croupier-forward")
-    assert threads[1] == (20, threading.main_thread().name)
-    assert threads[2] == (1, threading.main_thread().name)
+    assert threads[1] == (16, threading.main_thread().name)  # max_batch 16 of 20: inline
+    assert threads[2] == (4, threads[2][1]) and threads[2][1].startswith("croupier-forward")
+    here = threading.main_thread().name
+    assert threads[3:] == [(16, here), (4, here)]  # forward_now: two chunks, this thread
+    assert len(now) == 20
+    for decision, logits, m in zip(now, alone, mask, strict=True):  # in the rows' order
+        np.testing.assert_allclose(decision.logits, logits, rtol=1e-5, atol=1e-5)
+        assert m[decision.action] == 1

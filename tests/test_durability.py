@@ -253,6 +253,35 @@ def test_fallback_answers_marks_counts_and_records_nothing(inprocess, leduc_stat
     assert ended["episodes"] == 0  # the fallback step is not the learned policy's
 
 
+def test_batch_request_items_fall_back_when_the_model_fails(inprocess, leduc_states):
+    """A batch request's learned items are forwarded at once, not queued: a failing model
+    gives every one of them the fallback's answer, and the other items are unaffected."""
+    state = _state(leduc_states, 0)
+
+    async def body(client, service) -> Any:
+        def broken_act(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("the model broke")
+
+        service.batcher.versions.act = broken_act
+        ids = []
+        for seats in ({"0": "learned", "1": "rules"}, {"0": "random", "1": "rules"}):
+            created = await client.post("/v1/games", json={"game": GAME, "seats": seats})
+            ids.append(created.json()["game_id"])
+        items = [{"game_id": gid, "seat": "0", "state": state} for gid in (*ids, "nope")]
+        batch = await client.post("/v1/decide:batch", json={"items": items})
+        ended = await client.post(f"/v1/games/{ids[0]}/end", json={"payoffs": {"0": 1, "1": -1}})
+        return batch, ended.json(), service.health()
+
+    batch, ended, health = inprocess(body)
+    assert batch.status_code == 200
+    learned, random_seat, unknown = batch.json()["results"]
+    assert learned["fallback"] is True and learned["policy"] == "rules"
+    assert learned["action"] in state["legal_actions"] and learned["error"] is None
+    assert random_seat["policy"] == "random" and random_seat["fallback"] is False
+    assert unknown["error"]["status"] == 404
+    assert health["fallbacks"] == 1 and ended["episodes"] == 0
+
+
 # --- limits and expiry ------------------------------------------------------------------------
 
 

@@ -138,11 +138,14 @@ class NamedActionsAdapter(GameAdapter):
             raise InvalidState(f"'legal_actions' must be a list of action names, got {legal!r}")
         if not legal:
             raise InvalidState("the state lists no legal action")
-        ids = [self._action_ids.get(a, -1) if isinstance(a, str) else -1 for a in legal]
-        if min(ids) < 0:
-            bad = [a for a, i in zip(legal, ids, strict=True) if i < 0]
-            raise InvalidState(f"unknown action(s) {bad!r}")
-        # ids are known to be in range: skip mask_from_indices' numpy checks (hot path).
+        known = self._action_ids
         mask = np.zeros(self.num_actions, np.float32)
-        mask[ids] = 1.0
+        # Names looked up one by one and the mask set slot by slot: for a few legal actions
+        # this beats building an index list and numpy's fancy indexing (hot path).
+        for a in legal:
+            i = known.get(a, -1) if isinstance(a, str) else -1
+            if i < 0:
+                bad = [a for a in legal if not (isinstance(a, str) and a in known)]
+                raise InvalidState(f"unknown action(s) {bad!r}")
+            mask[i] = 1.0
         return mask

@@ -70,7 +70,11 @@ class _Step:
     obs: np.ndarray
     mask: np.ndarray
     index: int = -1
+    # The learned policy decides: through the batcher's queue (`pending`, a lone decide) or,
+    # for a batch request's items, forwarded at once (`model`; None: the model failed).
+    learned: bool = False
     pending: asyncio.Future[ModelDecision | None] | None = None
+    model: ModelDecision | None = None
     # Idempotent turns: the decision of this (game, seat, turn), once known.
     turn_result: asyncio.Future[Decision] | None = None
     replay: bool = False
@@ -218,14 +222,15 @@ class DecisionService:
             | Exception
         ],
     ) -> list[Decision | Exception]:
-        """Many decisions at once: the learned ones go to the batcher together (one forward
-        where versions agree) without a task per item; a failing item fails alone."""
+        """Many decisions at once: the learned ones are forwarded together right away (one
+        forward where versions agree) without a task or a future per item; a failing item
+        fails alone."""
         steps = _each(requests, lambda request: self._prepare(*request, from_batch=True))
-        pending = [s.pending for s in steps if isinstance(s, _Step) and s.pending is not None]
+        learned = [s for s in steps if isinstance(s, _Step) and s.learned]
         replays = [s.turn_result for s in steps if isinstance(s, _Step) and s.replay]
         try:
-            if pending:
-                await self._wait_model(pending)
+            if learned:
+                self._forward_now(learned)
             # New turns first: a retry in this same batch waits on one of them.
             done = {id(s): self._finish(s) for s in steps if isinstance(s, _Step) and not s.replay}
             waiting = [r for r in replays if r is not None and not r.done()]
@@ -236,6 +241,14 @@ class DecisionService:
             for s in steps:
                 if isinstance(s, _Step):
                     self._forget_unfinished_turn(s)
+
+    def _forward_now(self, steps: list[_Step]) -> None:
+        try:
+            models = self.batcher.forward_now([(s.obs, s.mask, s.policy.version) for s in steps])
+        except Exception:  # a broken model: the fallback answers (`_finish`), as for a decide
+            return
+        for step, model in zip(steps, models, strict=True):
+            step.model = model
 
     def _outcome(self, step: _Step | Exception) -> Decision | Exception:
         if isinstance(step, Exception):
@@ -315,7 +328,9 @@ class DecisionService:
             if self.batcher.queued >= self.config.max_queued_decisions:
                 self.refused_overload += 1
                 raise Overloaded(f"{self.batcher.queued} decisions wait for the model")
-            step.pending = self.batcher.submit(obs, mask, policy.version, inline=from_batch)
+            step.learned = True
+            if not from_batch:  # a batch request's items are forwarded together, unqueued
+                step.pending = self.batcher.submit(obs, mask, policy.version)
         if turn is not None:
             step.turn_result = asyncio.get_running_loop().create_future()
             session.last_turn = (turn, seat, step.turn_result)
@@ -352,8 +367,8 @@ class DecisionService:
         version: int | None = None
         fallback = False
         label = step.policy.label()
-        if step.pending is not None:
-            model = _model_result(step.pending)
+        if step.learned:
+            model = step.model if step.pending is None else _model_result(step.pending)
             if model is None:
                 fallback = True
                 self.fallbacks += 1
