@@ -3,11 +3,18 @@ import path, and the in-process seat env."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import numpy as np
+import orjson
 import pytest
 import uvloop
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from croupier.api.schemas import BATCH_MAX, BatchItem, DecideBatchRequest, well_formed_batch
 from croupier.engine.runner import run_engine
 from croupier.engine.seat_env import SeatEnv
 from croupier.policies.seats import BadPolicySpec, parse_seat_policy
@@ -66,6 +73,76 @@ def test_decide_batch_rejects_a_malformed_envelope(inprocess):
     codes = inprocess(body)
     # [1] is a valid envelope whose single item is bad: the request succeeds, the item fails.
     assert codes == [422, 200, 422, 422]
+
+
+# Per field: values on both sides of each constraint of `BatchItem` ("extra": not a field).
+_EDGES: dict[str, list[object]] = {
+    "game_id": ["g", "", "x" * 128, "x" * 129, 1, None, True, ["g"]],
+    "seat": ["0", "", "x" * 64, "x" * 65, 0, None, False],
+    "state": [{}, {"a": [1, None]}, {"n": 10**30}, [], "s", None, 1],
+    "reward": [None, 0, 0.5, -3, 10**30, True, False, "1", [1], {}],
+    "turn": [None, 0, 7, 2**53, 2**53 + 1, -1, 1.0, True, "3", 10**30],
+    "extra": [1, None, "x"],
+}
+
+
+@st.composite
+def _batch_items(draw: st.DrawFn) -> object:
+    """Mostly near-valid items: a valid one with fields dropped, replaced or added."""
+    if draw(st.integers(0, 19)) == 0:
+        return draw(st.sampled_from([None, 1, "item", [], [{"game_id": "g"}]]))
+    item: dict[str, object] = {"game_id": "g1", "seat": "0", "state": {"hand": "SJ"}}
+    for _ in range(draw(st.integers(0, 2))):
+        field = draw(st.sampled_from(sorted(_EDGES)))
+        if draw(st.integers(0, 4)) == 0:
+            item.pop(field, None)
+        else:
+            item[field] = draw(st.sampled_from(_EDGES[field]))
+    return item
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_batch_items(), max_size=3))
+def test_well_formed_batch_reads_items_as_the_models_do(items):
+    """The hand-checked reading of a `decide:batch` body accepts only what the models
+    accept, with the same values, and accepts every well-formed item."""
+    raw = json.dumps({"items": items}).encode()  # orjson cannot write integers past 64 bits
+    fast = well_formed_batch(raw)
+    validated = []
+    for item in items:
+        try:
+            it = BatchItem.model_validate_json(json.dumps(item))
+        except ValidationError:
+            validated.append(None)
+            continue
+        validated.append((it.game_id, it.seat, it.state, it.reward, it.turn))
+    if fast is None:
+        assert None in validated  # refused only when a model refuses an item
+    else:
+        assert fast == validated
+        for (_, _, _, reward, _), (_, _, _, model_reward, _) in zip(fast, validated, strict=True):
+            assert type(reward) is type(model_reward)  # float, as the strict float field gives
+
+
+def test_well_formed_batch_refuses_bad_envelopes():
+    assert well_formed_batch(b'{"items": []}') == []
+    item = {"game_id": "g", "seat": "0", "state": {}}
+    assert well_formed_batch(orjson.dumps({"items": [item]})) == [("g", "0", {}, None, None)]
+    for raw in (b"", b"[]", b"{", b'{"items": {}}', b'{"items": [], "x": 1}', b'{"seat": 1}'):
+        assert well_formed_batch(raw) is None
+    assert well_formed_batch(orjson.dumps({"items": [item] * (BATCH_MAX + 1)})) is None
+    assert parse_body_refuses(orjson.dumps({"items": [item] * (BATCH_MAX + 1)}))
+    # Integers past 64 bits stay integers (orjson would read 1e30).
+    big = b'{"items": [{"game_id": "g", "seat": "0", "state": {"n": 1' + b"0" * 30 + b"}}]}"
+    assert well_formed_batch(big) == [("g", "0", {"n": 10**30}, None, None)]
+
+
+def parse_body_refuses(raw: bytes) -> bool:
+    try:
+        DecideBatchRequest.model_validate_json(raw)
+    except ValidationError:
+        return True
+    return False
 
 
 def test_create_and_end_batches_answer_in_order_with_item_level_errors(inprocess, leduc_states):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from croupier.api.auth import require_engine_key
 from croupier.api.errors import status_and_detail
@@ -15,6 +15,7 @@ from croupier.api.schemas import (
     CreateGame,
     CreateGamesRequest,
     CreateGamesResponse,
+    DecideArgs,
     DecideBatchRequest,
     DecideBatchResponse,
     DecideRequest,
@@ -26,6 +27,7 @@ from croupier.api.schemas import (
     GameCreated,
     GameEndedResponse,
     Problem,
+    well_formed_batch,
 )
 from croupier.sessions.service import DecisionService
 
@@ -90,28 +92,18 @@ async def decide_batch(request: Request) -> Response:
     """Many games' decisions in one request (an engine running many tables in one process
     amortises HTTP). Learned decisions among them share forward passes."""
     raw = await request.body()
-    try:  # the common case, every item well-formed: JSON to models in one pass
-        items: list[BatchItem | Exception] = list(_DECIDE_ITEMS.validate_json(raw).items)
-    except ValidationError:  # the envelope's errors answer 422; an item's, that item
+    requests: list[DecideArgs | Exception] | None = well_formed_batch(raw)  # the common case
+    if requests is None:  # the envelope's errors answer 422; an item's, that item
         items = _validate_items(parse_body(DecideBatchRequest, raw).items)
-    requests = [
-        it if isinstance(it, Exception) else (it.game_id, it.seat, it.state, it.reward, it.turn)
-        for it in items
-    ]
+        requests = [
+            it if isinstance(it, Exception) else (it.game_id, it.seat, it.state, it.reward, it.turn)
+            for it in items
+        ]
     outcomes = await service(request).decide_many(requests)
     return json_response({"results": [_batch_result(o) for o in outcomes]})
 
 
 _ITEMS = {model: TypeAdapter(list[model]) for model in (BatchItem, CreateGame, EndBatchItem)}
-
-
-class _DecideItems(DecideBatchRequest):
-    """`DecideBatchRequest` with every item already a `BatchItem` (not in the docs)."""
-
-    items: list[BatchItem] = Field(max_length=4096)  # type: ignore[assignment]
-
-
-_DECIDE_ITEMS = TypeAdapter(_DecideItems)
 _NO_RESULT = {"action": None, "action_index": None, "policy": None, "version": None}
 
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import from_json
 
 GameId = str
 # Numbers must be JSON numbers: no "0.5" strings or booleans silently turned into floats.
 Number = Annotated[float, Field(strict=True)]
 GAME_ID_PATTERN = r"^[A-Za-z0-9._~:-]+$"  # safe in a URL path without escaping
+GAME_ID_MAX = 128
+SEAT_MAX = 64
+TURN_MAX = 2**53  # exact in a double: any JSON client can count this far
+BATCH_MAX = 4096
 
 
 class _Body(BaseModel):
@@ -21,7 +26,7 @@ class CreateGame(_Body):
     game_id: GameId | None = Field(
         None,
         min_length=1,
-        max_length=128,
+        max_length=GAME_ID_MAX,
         pattern=GAME_ID_PATTERN,
         description="Your id for the game (letters, digits, . _ ~ : -); generated if absent.",
     )
@@ -54,12 +59,12 @@ class GameCreated(BaseModel):
 
 
 class DecideRequest(_Body):
-    seat: str = Field(max_length=64, description="The seat to act, e.g. '0'.")
+    seat: str = Field(max_length=SEAT_MAX, description="The seat to act, e.g. '0'.")
     state: dict[str, Any] = Field(description="The game state as the engine sees it for the seat.")
     reward: Number | None = Field(
         None, description="What this seat received since its last decision."
     )
-    turn: Annotated[int, Field(strict=True, ge=0, le=2**53)] | None = Field(
+    turn: Annotated[int, Field(strict=True, ge=0, le=TURN_MAX)] | None = Field(
         None,
         description="Optional: the game's turn number, increasing through the game. A retry "
         "of the game's last turn (same seat) returns the same decision and records nothing "
@@ -68,12 +73,12 @@ class DecideRequest(_Body):
 
 
 class BatchItem(DecideRequest):
-    game_id: GameId = Field(max_length=128)
+    game_id: GameId = Field(max_length=GAME_ID_MAX)
 
 
 class DecideBatchRequest(_Body):
     items: list[Any] = Field(
-        max_length=4096,
+        max_length=BATCH_MAX,
         description="Decisions for many games, each {game_id, seat, state, reward?}; answered "
         "in order. A bad item gets its own error and does not fail the others.",
     )
@@ -130,7 +135,7 @@ class Problem(BaseModel):
 
 class CreateGamesRequest(_Body):
     games: list[Any] = Field(
-        max_length=4096,
+        max_length=BATCH_MAX,
         description="Games to start, each as the body of `POST /v1/games`; answered in order. "
         "A bad item gets its own error and does not fail the others.",
     )
@@ -147,12 +152,12 @@ class CreateGamesResponse(BaseModel):
 
 
 class EndBatchItem(EndRequest):
-    game_id: GameId = Field(max_length=128)
+    game_id: GameId = Field(max_length=GAME_ID_MAX)
 
 
 class EndBatchRequest(_Body):
     items: list[Any] = Field(
-        max_length=4096,
+        max_length=BATCH_MAX,
         description="Games to close, each {game_id, payoffs}; answered in order. Their "
         "episodes are written to the spool together, in one transaction, before the answer.",
     )
@@ -166,3 +171,48 @@ class EndResult(BaseModel):
 
 class EndBatchResponse(BaseModel):
     results: list[EndResult]
+
+
+# --- decide:batch items without building models ---------------------------------------------
+
+# A decide's arguments: game_id, seat, state, reward, turn.
+DecideArgs = tuple[str, str, dict[str, Any], float | None, int | None]
+_BATCH_ITEM_FIELDS = frozenset(BatchItem.model_fields)
+
+
+def well_formed_batch(raw: bytes) -> list[DecideArgs] | None:
+    """A `decide:batch` body whose every item is well-formed, as decide arguments; None when
+    anything in it is not (`DecideBatchRequest` and `BatchItem` then say what, item by item).
+
+    The models' constraints checked by hand on the models' own JSON parser (so the values,
+    big integers and NaN included, are theirs): validating into a model per item cost ~4.4 us
+    of a batch item's ~25, parsing alone ~2.3 (orjson ~1.5, but it reads integers past 64 bits
+    as floats). `tests/test_batch_and_options.py` holds the two readings to the same verdicts
+    and values on generated items."""
+    try:
+        body = from_json(raw)
+    except ValueError:
+        return None
+    if type(body) is not dict or body.keys() != {"items"}:
+        return None
+    items = body["items"]
+    if type(items) is not list or len(items) > BATCH_MAX:
+        return None
+    out: list[DecideArgs] = []
+    for item in items:
+        if type(item) is not dict or not _BATCH_ITEM_FIELDS.issuperset(item):
+            return None
+        game_id, seat, state = item.get("game_id"), item.get("seat"), item.get("state")
+        if type(game_id) is not str or type(seat) is not str or type(state) is not dict:
+            return None
+        if len(game_id) > GAME_ID_MAX or len(seat) > SEAT_MAX:
+            return None
+        reward, turn = item.get("reward"), item.get("turn")
+        if type(reward) is int:  # a strict float field takes JSON integers (never booleans)
+            reward = float(reward)
+        elif reward is not None and type(reward) is not float:
+            return None
+        if turn is not None and (type(turn) is not int or not 0 <= turn <= TURN_MAX):
+            return None
+        out.append((game_id, seat, state, reward, turn))
+    return out
