@@ -149,7 +149,10 @@ class InferenceBatcher:
 
         They arrived together, so there is nothing to wait for: no queue, future, deadline
         or thread round trip (in-process, those cost a `decide:batch` item more than its
-        share of the forward). A failing model raises here, for the caller's fallback."""
+        share of the forward). A failing model raises here, for the caller's fallback.
+
+        It may run while the forward thread runs a queued batch: inference reads the weights
+        only and numpy's generator locks itself; the stats counters may then miss a count."""
         out: list[ModelDecision] = []
         for start in range(0, len(rows), self.max_batch):
             out += self._forward(rows[start : start + self.max_batch])
