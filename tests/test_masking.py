@@ -13,7 +13,7 @@ from croupier.engine.runner import run_engine
 from croupier.games.leduc import LeducAdapter
 from croupier.games.uno import UnoAdapter
 from croupier.policies.learned import PolicyVersions
-from croupier.policies.module import apply_mask
+from croupier.policies.module import ModelSpec, PolicyNetwork, apply_mask
 
 
 def random_masks(rng: np.random.Generator, n: int, num_actions: int) -> np.ndarray:
@@ -72,6 +72,58 @@ def test_apply_mask_gives_zero_probability():
     assert probs[1, 0] == 1.0
     # Legal logits are unchanged.
     assert torch.equal(masked[mask == 1], logits[mask == 1])
+
+
+def _module_logits(module, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    batch = {"obs": {"observations": torch.from_numpy(obs), "action_mask": torch.from_numpy(mask)}}
+    with torch.inference_mode():
+        return module._forward(batch)["action_dist_inputs"].numpy()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        ModelSpec(),
+        ModelSpec(algo="ppo", hiddens=[64], vf_share_layers=True),
+        ModelSpec(hiddens=[32, 16, 8], activation="tanh"),
+    ],
+    ids=["appo", "ppo-shared", "tanh-3"],
+)
+def test_the_plain_policy_network_gives_the_modules_logits(spec):
+    """Serving skips RLlib's wrapper (`PolicyNetwork`); the logits, and so the samples and
+    the log-probs the trainer gets, are the module's own, bit for bit, before and after new
+    weights land (the network shares the module's parameters)."""
+    adapter = LeducAdapter()
+    versions = PolicyVersions(adapter, spec=spec, seed=1)
+    _, module = versions.resolve(None)
+    network = PolicyNetwork.of(module)
+    assert network is not None
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        obs = (rng.standard_normal((50, adapter.obs_size)) * 10).astype(np.float32)
+        mask = random_masks(rng, 50, adapter.num_actions)
+        want = _module_logits(module, obs, mask)
+        assert np.array_equal(network(obs, mask), want)
+        assert np.array_equal(versions.act(module, obs, mask).logits, want)
+        # New weights, loaded in place as `install` and checkpoints do.
+        with torch.no_grad():
+            for p in module.parameters():
+                p.add_(torch.from_numpy(rng.standard_normal(tuple(p.shape)).astype(np.float32)))
+
+
+def test_a_module_of_another_layout_is_served_by_its_own_forward():
+    adapter = LeducAdapter()
+    versions = PolicyVersions(adapter, seed=1)
+    _, module = versions.resolve(None)
+    # Layers that are not the module's policy: caught by the check, never served.
+    stranger = torch.nn.Sequential(torch.nn.Linear(adapter.obs_size, adapter.num_actions))
+    assert not PolicyNetwork(stranger).matches(module)
+    # No actor layers where the default modules keep them: the module's `_forward` serves.
+    assert PolicyNetwork.of(torch.nn.Linear(2, 2)) is None
+    versions._networks[module] = None
+    obs = np.random.default_rng(0).standard_normal((8, adapter.obs_size)).astype(np.float32)
+    mask = random_masks(np.random.default_rng(1), 8, adapter.num_actions)
+    assert np.array_equal(versions.act(module, obs, mask).logits, _module_logits(module, obs, mask))
 
 
 def test_learned_decisions_over_http_are_legal(leduc_server):

@@ -69,7 +69,7 @@ class LeducAdapter(NamedActionsAdapter):
         chips, mine = state["all_chips"], state["my_chips"]
         if not isinstance(chips, list) or len(chips) != self.num_players:
             raise InvalidState(f"'all_chips' must be a list of {self.num_players} integers")
-        if not all(_is_int(c) for c in chips) or not _is_int(mine):
+        if not (_is_int(chips[0]) and _is_int(chips[1]) and _is_int(mine)):  # two players
             raise InvalidState("'all_chips' and 'my_chips' must be integers")
         if mine not in chips:
             raise InvalidState(f"'my_chips' ({mine}) is not one of 'all_chips' {chips}")

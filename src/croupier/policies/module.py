@@ -10,10 +10,12 @@ which breaks anyone reusing that dict).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from ray.rllib.algorithms.appo.default_appo_rl_module import TARGET_NETWORK_ACTION_DIST_INPUTS
 from ray.rllib.algorithms.appo.torch.default_appo_torch_rl_module import (
@@ -24,6 +26,8 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.torch_utils import FLOAT_MIN
+
+log = logging.getLogger(__name__)
 
 
 def apply_mask(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -158,3 +162,61 @@ def build_inference_module(
     module = spec.rl_module_spec(observation_space, action_space, inference_only=True).build()
     module.eval()
     return module
+
+
+class PolicyNetwork:
+    """A served module's policy as one plain torch call: observations through the module's own
+    actor layers to logits, then the mask in numpy (the formula of `apply_mask`).
+
+    Serving only. RLlib's `_forward` wraps the same layers in dict building and per-call
+    checks, and the mask costs three torch dispatches (log, clamp, add): at serving batch sizes
+    those cost more than the layers do. The layers are the module's (shared parameters: weights
+    loaded into the module are the ones used here); `of` uses this only after it gave the
+    module's own logits, bit for bit, and None (the module's `_forward`, then) otherwise.
+    """
+
+    def __init__(self, layers: torch.nn.Module):
+        self.layers = layers
+        self._float_min = np.float32(FLOAT_MIN)
+
+    @classmethod
+    def of(cls, module: Any) -> PolicyNetwork | None:
+        """The plain network of `module` (default actor-critic MLP modules), or None."""
+        encoder = getattr(module, "encoder", None)
+        actor = getattr(encoder, "actor_encoder", None) or getattr(encoder, "encoder", None)
+        body, head = getattr(actor, "net", None), getattr(getattr(module, "pi", None), "net", None)
+        if not isinstance(body, torch.nn.Module) or not isinstance(head, torch.nn.Module):
+            return None
+        net = cls(torch.nn.Sequential(body, head))
+        return net if net.matches(module) else None
+
+    def matches(self, module: Any, rows: int = 16) -> bool:
+        """The module's own masked logits and this network's, on random inputs, are equal."""
+        space = module.observation_space
+        obs = (
+            np.random.default_rng(0)
+            .standard_normal((rows, *space["observations"].shape))
+            .astype(np.float32)
+        )
+        mask = np.random.default_rng(1).random((rows, *space["action_mask"].shape)) < 0.7
+        mask = mask.astype(np.float32)
+        mask[:, 0] = 1.0  # one legal action at least, as every real state has
+        try:
+            with torch.inference_mode():
+                batch = {"obs": {"observations": torch.from_numpy(obs),
+                                 "action_mask": torch.from_numpy(mask)}}  # fmt: skip
+                want = module._forward(batch)[Columns.ACTION_DIST_INPUTS].numpy()
+            return bool(np.array_equal(self(obs, mask), want))
+        except (RuntimeError, ValueError, TypeError) as e:  # not the layout this expects
+            log.debug("no plain policy network for %s: %s", type(module).__name__, e)
+            return False
+
+    def __call__(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            logits = self.layers(torch.from_numpy(obs)).numpy()
+        # log(0) = -inf, clamped to FLOAT_MIN as `apply_mask` does; legal actions add log(1) = 0.
+        with np.errstate(divide="ignore"):
+            penalty = np.log(mask)
+        np.maximum(penalty, self._float_min, out=penalty)
+        logits += penalty
+        return logits

@@ -232,7 +232,8 @@ class DecisionService:
         """Many decisions at once: the learned ones are forwarded together right away (one
         forward where versions agree) without a task or a future per item; a failing item
         fails alone."""
-        steps = _each(requests, lambda request: self._prepare(*request, from_batch=True))
+        queued = self.batcher.queued  # batch items are not queued: it stays this long
+        steps = _each(requests, lambda request: self._prepare(*request, queued=queued))
         learned = [s for s in steps if isinstance(s, _Step) and s.learned]
         replays = [s.turn_result for s in steps if isinstance(s, _Step) and s.replay]
         try:
@@ -290,9 +291,11 @@ class DecisionService:
         state: dict[str, Any],
         reward: float | None,
         turn: int | None = None,
-        from_batch: bool = False,
+        queued: int | None = None,
     ) -> _Step:
-        """Validate and act where no model is needed; queue the model's work otherwise."""
+        """Validate and act where no model is needed; queue the model's work otherwise.
+        A batch request's items pass `queued` (the queue's length: they are forwarded
+        together, unqueued); a lone decide does not (it is queued)."""
         session = self.games.get(game_id)
         policy = session.seats.get(seat)
         if policy is None:
@@ -318,11 +321,12 @@ class DecisionService:
         elif policy.kind == "random":
             step.index = self._random_index(mask)
         else:
-            if self.batcher.queued >= self.config.max_queued_decisions:
+            waiting = self.batcher.queued if queued is None else queued
+            if waiting >= self.config.max_queued_decisions:
                 self.refused_overload += 1
-                raise Overloaded(f"{self.batcher.queued} decisions wait for the model")
+                raise Overloaded(f"{waiting} decisions wait for the model")
             step.learned = True
-            if not from_batch:  # a batch request's items are forwarded together, unqueued
+            if queued is None:
                 step.pending = self.batcher.submit(obs, mask, policy.version)
         if turn is not None:
             step.turn_result = asyncio.get_running_loop().create_future()
