@@ -20,6 +20,7 @@ import contextlib
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -227,33 +228,40 @@ class InferenceBatcher:
     def _forward(self, batch: list[Row]) -> list[ModelDecision]:
         """One forward per weights version present in the batch; answers in the batch's
         order. Versions are resolved once per distinct pin, not once per row."""
-        by_pin: dict[int | None, list[int]] = {}
-        for i, (_, _, pin) in enumerate(batch):
-            at = by_pin.get(pin)
-            if at is None:
-                at = by_pin[pin] = []
-            at.append(i)
-        groups: dict[int, tuple[Any, list[int]]] = {}
-        for pin, at in by_pin.items():
-            version, module = self.versions.resolve(pin)
-            if version in groups:
-                groups[version][1].extend(at)
-            else:
-                groups[version] = (module, at)
-        out: list[Any] = [None] * len(batch)
-        for version, (module, at) in groups.items():
-            # np.array over a list of equal-shape rows: ~5x faster than np.stack at these sizes.
-            obs = np.array([batch[i][0] for i in at])
-            mask = np.array([batch[i][1] for i in at])
-            res = self.versions.act(module, obs, mask)
-            actions, logps, logits = res.actions.tolist(), res.logp.tolist(), res.logits
-            for j, i in enumerate(at):
-                out[i] = ModelDecision(actions[j], logps[j], logits[j], version)
-            self.forward_passes += 1
+        pins = {pin for _, _, pin in batch}
+        if len(pins) == 1:  # the usual case: every row wants the same version
+            version, module = self.versions.resolve(pins.pop())
+            out = self._forward_rows(batch, version, module)
+        else:
+            out = self._forward_by_version(batch)
         self.decisions += len(batch)
         self.max_batch_seen = max(self.max_batch_seen, len(batch))
         self.batch_size_counts[len(batch)] += 1
         return out
+
+    def _forward_by_version(self, batch: list[Row]) -> list[ModelDecision]:
+        resolved = {pin: self.versions.resolve(pin) for pin in {pin for _, _, pin in batch}}
+        rows_of: dict[int, tuple[Any, list[int]]] = {}  # version -> (module, row indices)
+        for i, (_, _, pin) in enumerate(batch):
+            version, module = resolved[pin]
+            rows_of.setdefault(version, (module, []))[1].append(i)
+        out: list[Any] = [None] * len(batch)
+        for version, (module, at) in rows_of.items():
+            decisions = self._forward_rows([batch[i] for i in at], version, module)
+            for i, decision in zip(at, decisions, strict=True):
+                out[i] = decision
+        return out
+
+    def _forward_rows(self, rows: list[Row], version: int, module: Any) -> list[ModelDecision]:
+        # np.array over a list of equal-shape rows: ~5x faster than np.stack at these sizes.
+        obs = np.array([row[0] for row in rows])
+        mask = np.array([row[1] for row in rows])
+        res = self.versions.act(module, obs, mask)
+        self.forward_passes += 1
+        # Iterating `logits` gives its rows; `map` spares a Python loop per decision.
+        return list(
+            map(ModelDecision, res.actions.tolist(), res.logp.tolist(), res.logits, repeat(version))
+        )
 
     def stats(self) -> dict[str, Any]:
         return {
