@@ -213,6 +213,32 @@ def test_retried_turn_returns_the_same_action_and_records_once(inprocess, leduc_
     assert service.health()["turn_replays"] == 3
 
 
+def test_a_turn_and_its_retry_in_one_batch_get_one_decision(inprocess, leduc_states):
+    """An engine that resends a turn inside the same `decide:batch` (both copies in one
+    body): the copy waits on the first, both answer the same action, one step is recorded."""
+    state = _state(leduc_states, 0)
+
+    async def body(client, service) -> Any:
+        seats = {"0": "learned", "1": "rules"}
+        gid = (await client.post("/v1/games", json={"game": GAME, "seats": seats})).json()[
+            "game_id"
+        ]
+        item = {"game_id": gid, "seat": "0", "state": state, "turn": 1}
+        later = {**item, "turn": 2}
+        batch = await client.post("/v1/decide:batch", json={"items": [item, item, later, item]})
+        ended = await client.post(f"/v1/games/{gid}/end", json={"payoffs": {"0": 1, "1": -1}})
+        return batch.json()["results"], ended.json(), service.outbox.take()
+
+    (first, retry, later, stale), ended, taken = inprocess(body, seed=4)
+    assert first["error"] is None and first["policy"] == "learned"
+    assert retry == first
+    assert later["error"] is None
+    assert stale["error"]["status"] == 409  # turn 1 again after turn 2: out of order
+    assert ended["episodes"] == 1
+    (episode,) = taken
+    assert len(episode["actions"]["data"]) == 2  # turns 1 and 2, once each
+
+
 # --- fallback -----------------------------------------------------------------------------
 
 

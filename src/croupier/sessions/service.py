@@ -240,11 +240,11 @@ class DecisionService:
             if learned:
                 self._forward_now(learned)
             # New turns first: a retry in this same batch waits on one of them.
-            done = {id(s): self._finish(s) for s in steps if isinstance(s, _Step) and not s.replay}
+            out = [self._finish(s) if type(s) is _Step and not s.replay else s for s in steps]
             waiting = [r for r in replays if r is not None and not r.done()]
             if waiting:
                 await asyncio.wait(waiting)
-            return [done[id(s)] if id(s) in done else self._outcome(s) for s in steps]
+            return [self._replayed(o) if type(o) is _Step else o for o in out]
         finally:
             for s in steps:
                 if isinstance(s, _Step):
@@ -258,15 +258,13 @@ class DecisionService:
         for step, model in zip(steps, models, strict=True):
             step.model = model
 
-    def _outcome(self, step: _Step | Exception) -> Decision | Exception:
-        if isinstance(step, Exception):
-            return step
-        if step.replay:
-            assert step.turn_result is not None
-            if step.turn_result.cancelled():
-                return TurnConflict("the first request for this turn was abandoned; retry")
-            return step.turn_result.result()
-        return self._finish(step)
+    @staticmethod
+    def _replayed(step: _Step) -> Decision | Exception:
+        """A retried turn's answer in a batch: the first request's decision."""
+        assert step.replay and step.turn_result is not None
+        if step.turn_result.cancelled():
+            return TurnConflict("the first request for this turn was abandoned; retry")
+        return step.turn_result.result()
 
     async def _replay(
         self,
