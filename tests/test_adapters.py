@@ -61,6 +61,32 @@ def test_action_round_trip(game):
         adapter.action_index("nope", {})
 
 
+@pytest.mark.parametrize("game", list(ADAPTERS))
+def test_legal_masks_are_built_once_shared_read_only_and_still_checked(game):
+    adapter = ADAPTERS[game]
+    names = list(adapter.action_names[:3])
+    first = adapter.legal_mask(names)
+    assert adapter.legal_mask(list(names)) is first  # the same set: the same mask
+    assert not first.flags.writeable  # shared by every decision with this set
+    with pytest.raises(ValueError):
+        first[0] = 0.0
+    # Whatever a cached set's tuple would also match is refused as before.
+    for bad in ({n: 1 for n in names}, tuple(names), [*names, "nope"], [names[0], ["x"]], []):
+        with pytest.raises(InvalidState):
+            adapter.legal_mask(bad)
+
+    class FewMasks(type(adapter)):
+        MASKS_CACHED = 2
+
+    few = FewMasks()
+    sets = [list(adapter.action_names[i : i + 2]) for i in range(3)]
+    for legal in sets * 2:
+        assert np.flatnonzero(few.legal_mask(legal)).tolist() == [
+            adapter.action_names.index(a) for a in legal
+        ]
+    assert len(FewMasks._masks) == 2  # bounded: the rest are built each time
+
+
 def test_leduc_action_order_is_rlcards():
     env = rlcard.make("leduc-holdem")
     assert [LeducAdapter().action_value(i, {}) for i in range(4)] == env.actions

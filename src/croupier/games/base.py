@@ -114,12 +114,18 @@ class NamedActionsAdapter(GameAdapter):
 
     action_names: tuple[str, ...] = ()
     _action_ids: dict[str, int] = {}
+    # Masks already built, by their tuple of legal names: a game has few distinct legal sets
+    # (Leduc: a handful), and a lookup costs a fraction of building one. Bounded for games
+    # with many (UNO); the masks are read-only, since every decision with that set shares one.
+    MASKS_CACHED = 4096
+    _masks: dict[tuple[str, ...], np.ndarray] = {}
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
         if cls.action_names:
             cls.num_actions = len(cls.action_names)
             cls._action_ids = {a: i for i, a in enumerate(cls.action_names)}
+        cls._masks = {}
 
     def action_value(self, index: int, state: dict[str, Any]) -> str:
         if not 0 <= int(index) < self.num_actions:
@@ -134,6 +140,15 @@ class NamedActionsAdapter(GameAdapter):
     def legal_mask(self, legal: Any) -> np.ndarray:
         """The mask for a list of legal action names; rejects a non-list, an empty list and
         unknown names."""
+        key: tuple[str, ...] | None = None
+        if type(legal) is list:  # (not any iterable: a dict's keys would pass as names)
+            try:
+                key = tuple(legal)
+                cached = self._masks.get(key)
+            except TypeError:  # an unhashable item: the checks below name it
+                key = cached = None
+            if cached is not None:
+                return cached
         if not isinstance(legal, list):
             raise InvalidState(f"'legal_actions' must be a list of action names, got {legal!r}")
         if not legal:
@@ -141,11 +156,14 @@ class NamedActionsAdapter(GameAdapter):
         known = self._action_ids
         mask = np.zeros(self.num_actions, np.float32)
         # Names looked up one by one and the mask set slot by slot: for a few legal actions
-        # this beats building an index list and numpy's fancy indexing (hot path).
+        # this beats building an index list and numpy's fancy indexing.
         for a in legal:
             i = known.get(a, -1) if isinstance(a, str) else -1
             if i < 0:
                 bad = [a for a in legal if not (isinstance(a, str) and a in known)]
                 raise InvalidState(f"unknown action(s) {bad!r}")
             mask[i] = 1.0
+        mask.flags.writeable = False
+        if key is not None and len(self._masks) < self.MASKS_CACHED:
+            self._masks[key] = mask
         return mask
