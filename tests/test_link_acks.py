@@ -23,7 +23,12 @@ HYPER = Hyper(train_batch_size=8, minibatch_size=8, num_epochs=1, lr=1e-3)
 TOKEN = "s3cret-token"
 
 
-def build_runner(state_dir: Path | None, token: str | None = None, max_lag: int | None = None):
+def build_runner(
+    state_dir: Path | None,
+    token: str | None = None,
+    max_lag: int | None = None,
+    hyper: Hyper = HYPER,
+):
     from croupier.games.registry import load_adapter
     from croupier.policies.module import ModelSpec
     from croupier.trainer.algo import build_config
@@ -37,7 +42,7 @@ def build_runner(state_dir: Path | None, token: str | None = None, max_lag: int 
         state_dir=str(state_dir) if state_dir else None,
         handshake_timeout_s=1.0,
     )
-    config = build_config(load_adapter(GAME), options, ModelSpec(algo="ppo", hiddens=[16]), HYPER)
+    config = build_config(load_adapter(GAME), options, ModelSpec(algo="ppo", hiddens=[16]), hyper)
     return LinkEnvRunner(config=config)
 
 
@@ -178,3 +183,27 @@ def test_a_checkpoint_swap_killed_halfway_is_recovered(tmp_path):
     assert (tmp_path / "checkpoint" / "new").exists()  # the newer, complete one
     (tmp_path / "checkpoint").rename(tmp_path / "checkpoint.old")
     assert recover_checkpoint(tmp_path) == tmp_path / "checkpoint"  # only the previous one
+
+
+def test_a_backlog_bigger_than_the_cap_is_sampled_newest_first_and_the_rest_counted(runners):
+    """Games faster than the learner: one update takes at most `max_sample_batches` train
+    batches of the newest steps; the older surplus is dropped and counted, not trained."""
+    capped = Hyper(**{**HYPER.__dict__, "max_sample_batches": 2.0})  # 2 x 8 = 16 steps
+    runner = build_runner(None, hyper=capped)
+    runners.append(runner)
+    sock = connect(runner)
+    episodes = [synthetic_episode(0, n=3, seed=i) for i in range(10)]  # 3 steps each
+    ids = [e["id_"] for e in episodes]
+    wire.send(sock, {"type": "EPISODES", "episodes": episodes})
+    assert sorted(recv_acks(sock, 10)) == sorted(ids)  # all taken: the server may forget them
+    sampled = runner.sample()
+    assert [e.id_ for e in sampled] == ids[-5:]  # the newest 15 steps (16 would split one)
+    stats = runner.link_stats()
+    assert stats["steps_received"] == 30 and stats["steps_sampled"] == 15
+    assert stats["episodes_dropped_backlog"] == 5 and stats["steps_dropped_backlog"] == 15
+    # Under the cap nothing is dropped.
+    wire.send(sock, {"type": "EPISODES", "episodes": [synthetic_episode(0, n=3, seed=50)]})
+    recv_acks(sock, 1)
+    assert len(runner.sample()) == 1
+    assert runner.link_stats()["episodes_dropped_backlog"] == 5
+    sock.close()

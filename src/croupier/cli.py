@@ -259,6 +259,13 @@ def train(
     ] = None,
     minibatch_size: Annotated[int | None, typer.Option(help="PPO; default 500")] = None,
     num_epochs: Annotated[int | None, typer.Option(help="PPO; default 4")] = None,
+    max_sample_batches: Annotated[
+        float | None,
+        typer.Option(
+            help="Most train batches of the newest steps one update takes (older surplus "
+            "dropped); default: ppo 2, appo no cap; 0: no cap"
+        ),
+    ] = None,
     entropy_coeff: Annotated[float | None, typer.Option(help="Default 0.01")] = None,
     hiddens: Annotated[str, typer.Option(help="Hidden layer sizes")] = "128,128",
     checkpoint_every: int = 10,
@@ -293,6 +300,8 @@ def train(
     for name, value in overrides.items():
         if value is not None:
             setattr(hyper, name, value)
+    if max_sample_batches is not None:
+        hyper.max_sample_batches = max_sample_batches or None
     options = TrainOptions(
         game=game,
         algo=algo,

@@ -32,12 +32,23 @@ class Hyper:
     num_epochs: int = 4  # PPO
     entropy_coeff: float = 0.01
     vf_loss_coeff: float = 0.5
+    # The most one learner update takes, in train batches of the newest env steps; the older
+    # surplus is dropped (see `LinkEnvRunner._newest`). None: everything received. PPO needs
+    # it: its update blocks sampling and grows with the sample, so a learner slower than the
+    # games fell further behind with every update.
+    max_sample_batches: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def defaults(cls, algo: str) -> Hyper:
         if algo == "ppo":
-            return cls(lr=5e-4, train_batch_size=4000, minibatch_size=500, num_epochs=4)
+            return cls(
+                lr=5e-4,
+                train_batch_size=4000,
+                minibatch_size=500,
+                num_epochs=4,
+                max_sample_batches=2.0,
+            )
         # APPO in ray 2.60 takes one gradient step per train batch: small batches learn faster.
         return cls(lr=1e-3, train_batch_size=128)
 
@@ -90,6 +101,9 @@ def build_config(
             "game": adapter.name,
             "model": spec.to_dict(),
             "sample_min_steps": hyper.train_batch_size,
+            "sample_max_steps": int(hyper.max_sample_batches * hyper.train_batch_size)
+            if hyper.max_sample_batches
+            else None,
         }
     )
     return (

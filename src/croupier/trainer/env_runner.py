@@ -12,7 +12,9 @@ It subclasses RLlib's `EnvRunner` and speaks RLlib's RLlink framing, but unlike 
 - pushes each new weights version to every connected server as soon as the Algorithm sets it.
 
 `sample()` returns the episodes received since the last call, waiting until `sample_min_steps`
-env steps are in or `sample_timeout_s` passed.
+env steps are in or `sample_timeout_s` passed; at most `sample_max_steps` of them, the newest:
+when the games play faster than the learner learns, the older surplus is dropped and counted,
+so a learner update never grows with the backlog (which would make the next backlog bigger).
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class LinkOptions:
     max_version_lag: int | None = None
     sample_min_steps: int = 500
     sample_timeout_s: float = 2.0
+    # The most env steps one `sample()` returns (the newest episodes); None: no cap.
+    sample_max_steps: int | None = None
     max_frame_bytes: int = wire.DEFAULT_MAX_FRAME
     game: str = ""
     model: dict[str, Any] | None = None
@@ -249,9 +253,30 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 )
         with self._cv:
             episodes, self._inbox, steps, self._inbox_steps = self._inbox, [], self._inbox_steps, 0
+        episodes, steps = self._newest(episodes, steps)
+        self._count("steps_sampled", steps)
         SingleAgentEnvRunner._increase_sampled_metrics(self, steps, len(episodes))
         self._done_for_metrics.extend(episodes)
         return episodes
+
+    def _newest(
+        self, episodes: list[SingleAgentEpisode], steps: int
+    ) -> tuple[list[SingleAgentEpisode], int]:
+        """The newest episodes (arrival order) up to `sample_max_steps` env steps, one at
+        least; the older rest are dropped. They were acked: the games do not wait on the
+        learner, so a learner slower than them must leave some data out, and the oldest is
+        the most off-policy. Without a cap PPO ran away: a bigger sample, a longer update,
+        an even bigger backlog (11 updates in 3 minutes at 4k steps/s instead of ~100)."""
+        cap = self.options.sample_max_steps
+        if cap is None or steps <= cap:
+            return episodes, steps
+        start, kept = len(episodes), 0
+        while start > 0 and (kept == 0 or kept + len(episodes[start - 1]) <= cap):
+            start -= 1
+            kept += len(episodes[start])
+        self._count("episodes_dropped_backlog", start)
+        self._count("steps_dropped_backlog", steps - kept)
+        return episodes[start:], kept
 
     def _pull_newer_state(self) -> None:
         """APPO/IMPALA with remote runners do not push weights: they leave them on RLlib's
@@ -384,8 +409,11 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                     "episodes_rejected",
                     "episodes_duplicate",
                     "episodes_dropped_lag",
+                    "episodes_dropped_backlog",
                     "episodes_acked",
                     "steps_received",
+                    "steps_sampled",
+                    "steps_dropped_backlog",
                     "frames_rejected",
                     "connections_refused",
                     "connections_total",

@@ -271,7 +271,7 @@ class Trainer:
         min_steps = opts.hyper.train_batch_size if opts.hyper else 1
         iteration = 0
         last: dict[str, Any] = {}
-        t_last, steps_last = time.monotonic(), self.link_stats()["steps_received"]
+        t_last, steps_last = time.monotonic(), self.link_stats()["steps_sampled"]
         lag_before: dict[int, int] = {}
         trained_last: float | None = None  # learner env steps trained, lifetime
         while not self.stop_requested.is_set():
@@ -293,7 +293,7 @@ class Trainer:
             iteration += 1
             stats = self.link_stats()
             now = time.monotonic()
-            steps = stats["steps_received"]
+            steps = stats["steps_sampled"]  # handed to the learner (a backlog's surplus is not)
             lag_now = {int(k): v for k, v in stats["lag_histogram"].items()}
             trained = learner_trained_lifetime(result)
             last = {
