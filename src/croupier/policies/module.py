@@ -183,7 +183,9 @@ class PolicyNetwork:
     def of(cls, module: Any) -> PolicyNetwork | None:
         """The plain network of `module` (default actor-critic MLP modules), or None."""
         encoder = getattr(module, "encoder", None)
-        actor = getattr(encoder, "actor_encoder", None) or getattr(encoder, "encoder", None)
+        actor = getattr(encoder, "actor_encoder", None)  # separate actor and critic layers
+        if actor is None:
+            actor = getattr(encoder, "encoder", None)  # shared layers (`vf_share_layers`)
         body, head = getattr(actor, "net", None), getattr(getattr(module, "pi", None), "net", None)
         if not isinstance(body, torch.nn.Module) or not isinstance(head, torch.nn.Module):
             return None

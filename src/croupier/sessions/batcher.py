@@ -233,14 +233,14 @@ class InferenceBatcher:
             version, module = self.versions.resolve(pins.pop())
             out = self._forward_rows(batch, version, module)
         else:
-            out = self._forward_by_version(batch)
+            out = self._forward_by_version(batch, pins)
         self.decisions += len(batch)
         self.max_batch_seen = max(self.max_batch_seen, len(batch))
         self.batch_size_counts[len(batch)] += 1
         return out
 
-    def _forward_by_version(self, batch: list[Row]) -> list[ModelDecision]:
-        resolved = {pin: self.versions.resolve(pin) for pin in {pin for _, _, pin in batch}}
+    def _forward_by_version(self, batch: list[Row], pins: set[int | None]) -> list[ModelDecision]:
+        resolved = {pin: self.versions.resolve(pin) for pin in pins}
         rows_of: dict[int, tuple[Any, list[int]]] = {}  # version -> (module, row indices)
         for i, (_, _, pin) in enumerate(batch):
             version, module = resolved[pin]
