@@ -166,14 +166,28 @@ def test_arena_results_post_validate_and_list(inprocess, tmp_path) -> None:
         assert r.status_code == 401
         listed = (await c.get("/v1/arena/results", headers={"Authorization": "Bearer eng"})).json()
         assert [(x["version"], x["payoff"]) for x in listed] == [(1, -0.5), (3, 0.4)]
-        data = (await c.get("/dashboard/data.json")).json()
-        assert [x["version"] for x in data["arena"]] == [1, 3]
+        # The dashboard's data holds those results (and the trainer link's address and last
+        # error): a key opens it, a read-only key will do; none gets nothing (finding 8).
+        assert (await c.get("/dashboard/data.json")).status_code == 401
+        assert (await c.get("/v1/arena/results")).status_code == 401
+        for key in ("rd", "eng", "adm"):
+            auth = {"Authorization": f"Bearer {key}"}
+            data = (await c.get("/dashboard/data.json", headers=auth)).json()
+            assert [x["version"] for x in data["arena"]] == [1, 3], key
+            assert (await c.get("/v1/arena/results", headers=auth)).status_code == 200
+        # a read key reads: it plays no game and changes nothing
+        read = {"Authorization": "Bearer rd"}
+        assert (
+            await c.post("/v1/games", json={"game": "leduc-holdem"}, headers=read)
+        ).status_code == 403
+        r = await c.post("/v1/arena/results", json=good, headers=read)
+        assert r.status_code == 403
         # open like /healthz even on a server with keys: counters only, no game data
         for path in ("/metrics", "/dashboard", "/dashboard/dashboard.js"):
             assert (await c.get(path)).status_code == 200, path
         assert (await c.get("/dashboard/..%2Fapp.py")).status_code == 404
 
-    inprocess(run, arena_results=path, api_keys=["eng"], admin_keys=["adm"])
+    inprocess(run, arena_results=path, api_keys=["eng"], admin_keys=["adm"], read_keys=["rd"])
     assert len(path.read_text().splitlines()) == 3  # the posted one appended
 
 

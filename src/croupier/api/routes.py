@@ -49,6 +49,13 @@ def service(request: Request) -> DecisionService:
     return request.app.state.service
 
 
+def _owner(request: Request) -> str | None:
+    """The key a game is counted against, where a per-key cap is set (else not looked up)."""
+    if request.app.state.service.config.max_games_per_key is None:
+        return None
+    return request.app.state.api_keys.owner(request.headers.get("authorization"))
+
+
 # The routes an engine calls for every hand (create, decide, end) are the hot path: see
 # `croupier.api.lean`. Same models, same 422s, same OpenAPI docs as the other routes.
 hot_router = APIRouter(route_class=LeanRoute, dependencies=[Depends(require_engine_key)])
@@ -65,7 +72,7 @@ async def create_game(request: Request) -> Response:
     """Start a game: each seat gets a policy (and, for learned seats, a weights version)."""
     body = parse_body(CreateGame, await request.body())
     created = service(request).create_game(
-        body.game, body.game_id, body.seats, body.pin, body.record
+        body.game, body.game_id, body.seats, body.pin, body.record, _owner(request)
     )
     return json_response(created, status_code=201)
 
@@ -149,7 +156,7 @@ async def create_games(request: Request) -> Response:
         it if isinstance(it, Exception) else it.model_dump()
         for it in _validate_items(body.games, CreateGame)
     ]
-    outcomes = service(request).create_games(items)
+    outcomes = service(request).create_games(items, _owner(request))
     return json_response({"results": [_item_result(o, _NO_GAME) for o in outcomes]})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -10,8 +11,12 @@ from pydantic_core import from_json
 GameId = str
 # Numbers must be JSON numbers: no "0.5" strings or booleans silently turned into floats.
 Number = Annotated[float, Field(strict=True)]
-GAME_ID_PATTERN = r"^[A-Za-z0-9._~:-]+$"  # safe in a URL path without escaping
+# Safe in a URL path without escaping, and in a log line or a tab-separated file: no control
+# characters, spaces or separators. Every game id (created, decided, ended) must match it.
+GAME_ID_PATTERN = r"^[A-Za-z0-9._~:-]+$"
 GAME_ID_MAX = 128
+# For Python's `re`, `$` also matches before a final newline: fullmatch, no anchors.
+SAFE_GAME_ID = re.compile(GAME_ID_PATTERN.strip("^$"))
 SEAT_MAX = 64
 TURN_MAX = 2**53  # exact in a double: any JSON client can count this far
 BATCH_MAX = 4096
@@ -73,7 +78,7 @@ class DecideRequest(_Body):
 
 
 class BatchItem(DecideRequest):
-    game_id: GameId = Field(max_length=GAME_ID_MAX)
+    game_id: GameId = Field(max_length=GAME_ID_MAX, pattern=GAME_ID_PATTERN)
 
 
 class DecideBatchRequest(_Body):
@@ -152,7 +157,7 @@ class CreateGamesResponse(BaseModel):
 
 
 class EndBatchItem(EndRequest):
-    game_id: GameId = Field(max_length=GAME_ID_MAX)
+    game_id: GameId = Field(max_length=GAME_ID_MAX, pattern=GAME_ID_PATTERN)
 
 
 class EndBatchRequest(_Body):
@@ -206,6 +211,8 @@ def well_formed_batch(raw: bytes) -> list[DecideArgs] | None:
         if type(game_id) is not str or type(seat) is not str or type(state) is not dict:
             return None
         if len(game_id) > GAME_ID_MAX or len(seat) > SEAT_MAX:
+            return None
+        if not SAFE_GAME_ID.fullmatch(game_id):
             return None
         reward, turn = item.get("reward"), item.get("turn")
         if type(reward) is int:  # a strict float field takes JSON integers (never booleans)
