@@ -137,3 +137,81 @@ def test_learned_decisions_over_http_are_legal(leduc_server):
     after = httpx.get(leduc_server + "/healthz").json()["decisions"]["learned"]
     assert after - before == summary.decisions
     assert summary.decisions >= 900
+
+
+# --- weights gone bad (issue 14, finding 1) ---------------------------------------------------
+
+
+def _nan(weights: dict[str, np.ndarray], value: float = np.nan) -> dict[str, np.ndarray]:
+    """The same weights with one layer's values replaced by NaN (or inf): a diverged run."""
+    bad = {k: v.copy() for k, v in weights.items()}
+    first = next(iter(bad))
+    bad[first][...] = value
+    return bad
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_weights_are_refused_at_install(value):
+    versions = PolicyVersions(LeducAdapter(), seed=1)
+    good = versions.weights()
+    assert versions.install(1, good)
+    assert not versions.install(2, _nan(good, value))
+    assert not versions.install(3, _nan(good, value), force=True)  # a reconnect's state too
+    assert versions.latest == 1 and versions.versions() == [0, 1]
+    assert versions.refused_nonfinite == 2 and "non-finite" in versions.last_refused
+    with pytest.raises(ValueError, match="non-finite"):
+        versions.retain(7, _nan(good, value))  # a channel's version, loaded back
+
+
+def _poison(versions: PolicyVersions) -> None:
+    """NaN straight into the served module's parameters: whatever the way in (install is
+    guarded), the forward must not turn NaN into an action."""
+    _, module = versions.resolve(None)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.fill_(float("nan"))
+
+
+def test_non_finite_logits_are_flagged_never_served():
+    versions = PolicyVersions(LeducAdapter(), seed=1)
+    _poison(versions)
+    _, module = versions.resolve(None)
+    obs = np.zeros((4, versions.adapter.obs_size), np.float32)
+    mask = np.array([[0, 1, 1, 0]] * 4, np.float32)  # "call" (index 0) illegal
+    for explore in (True, False):
+        res = versions.act(module, obs, mask, explore=explore)
+        assert not res.valid.any()  # argmax over NaN picks 0: illegal, and flagged so
+
+
+def test_nan_weights_serve_only_legal_actions_via_the_fallback(inprocess, leduc_states):
+    """20 decides with only raise and fold legal on a model gone NaN: each answered legal by
+    the fallback, marked and counted, none recorded as learned (it answered "call" before)."""
+    state = {**leduc_states[0], "legal_actions": ["raise", "fold"]}
+
+    async def body(client, service):
+        _poison(service.versions)
+        seats = {"0": "learned", "1": "rules"}
+        gid = (
+            await client.post("/v1/games", json={"game": "leduc-holdem", "seats": seats})
+        ).json()["game_id"]
+        single = [
+            (
+                await client.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": state})
+            ).json()
+            for _ in range(10)
+        ]
+        items = [{"game_id": gid, "seat": "0", "state": state}] * 10
+        batch = (await client.post("/v1/decide:batch", json={"items": items})).json()["results"]
+        ended = await client.post(f"/v1/games/{gid}/end", json={"payoffs": {"0": 1, "1": -1}})
+        metrics = (await client.get("/metrics")).text
+        return single + batch, ended.json(), service.health(), metrics
+
+    answers, ended, health, metrics = inprocess(body)
+    assert len(answers) == 20
+    for a in answers:
+        assert a["action"] in ("raise", "fold"), a
+        assert a["fallback"] is True and a["policy"] == "rules" and a["version"] is None
+    assert health["fallbacks"] == 20 and health["batcher"]["invalid"] == 20
+    assert ended["episodes"] == 0  # nothing recorded as the learned policy's
+    assert "croupier_batcher_invalid_total 20.0" in metrics
+    assert "croupier_fallbacks_total 20.0" in metrics
