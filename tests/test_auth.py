@@ -87,3 +87,71 @@ def test_api_keys_decide_who_may_use_which_route(engine, admin, key, as_admin, a
 def test_parse_keys_ignores_blanks():
     assert parse_keys(" a, ,b,") == ["a", "b"]
     assert parse_keys(None) == []
+
+
+# --- one key cannot fill the server (issue 14, suspicion c) --------------------------------
+
+
+def test_a_per_key_game_cap_answers_429_with_retry_after(inprocess):
+    async def body(client, service):
+        k1, k2 = ({"Authorization": f"Bearer {k}"} for k in ("k1", "k2"))
+        new = {"game": GAME}
+        mine = [await client.post("/v1/games", json=new, headers=k1) for _ in range(3)]
+        codes = [r.status_code for r in mine]
+        ids = [r.json()["game_id"] for r in mine]
+        full = await client.post("/v1/games", json=new, headers=k1)
+        other = await client.post("/v1/games", json=new, headers=k2)  # another key: its own cap
+        batch = await client.post("/v1/games:batch", json={"games": [new] * 3}, headers=k2)
+        # An ended or aborted game frees its place.
+        await client.post(f"/v1/games/{ids[0]}/end", json={"payoffs": {"0": 0, "1": 0}}, headers=k1)
+        await client.delete(f"/v1/games/{ids[1]}", headers=k1)
+        again = [(await client.post("/v1/games", json=new, headers=k1)).status_code for _ in "ab"]
+        return codes, full, other, batch.json()["results"], again, service.health()
+
+    codes, full, other, batch, again, health = inprocess(
+        body, api_keys=["k1", "k2"], max_games_per_key=3, retry_after_s=2
+    )
+    assert codes == [201, 201, 201]
+    assert full.status_code == 429 and full.headers["retry-after"] == "2"
+    assert other.status_code == 201
+    assert [r["error"] and r["error"]["status"] for r in batch] == [None, None, 429]
+    assert again == [201, 201]
+    assert health["refused_quota"] == 2
+
+
+def test_without_a_per_key_cap_one_key_may_fill_max_games(inprocess):
+    async def body(client, service):
+        k1 = {"Authorization": "Bearer k1"}
+        return [
+            (await client.post("/v1/games", json={"game": GAME}, headers=k1)).status_code
+            for _ in range(4)
+        ]
+
+    assert inprocess(body, api_keys=["k1"], max_games=3) == [201, 201, 201, 503]
+
+
+# --- what `croupier serve` warns about (issue 14) --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "keys", "tls", "warned"),
+    [
+        ("127.0.0.1", [], False, set()),
+        ("::1", [], False, set()),
+        ("localhost", [], False, set()),
+        ("0.0.0.0", [], False, {"keys", "tls"}),
+        ("10.1.2.3", ["k"], False, {"tls"}),
+        ("0.0.0.0", ["k"], True, set()),
+        ("::", [], True, {"keys"}),
+        ("server.example", [], True, {"keys"}),
+    ],
+)
+def test_serving_beyond_loopback_without_keys_or_tls_is_warned(host, keys, tls, warned):
+    from croupier.api.exposure import exposure_warnings
+    from croupier.config import ServerConfig
+
+    warnings = exposure_warnings(host, ServerConfig(api_keys=keys), tls=tls)
+    found = {"keys" for w in warnings if "without API keys" in w} | {
+        "tls" for w in warnings if "plain HTTP" in w
+    }
+    assert found == warned

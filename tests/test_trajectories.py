@@ -216,3 +216,55 @@ def test_aborted_and_late_games_record_nothing(inprocess, leduc_states):
 
     stats = inprocess(body)
     assert stats["recorded"] == 0 and stats["pending"] == 0
+
+
+# --- games longer than the trainer takes (issue 14, suspicion a) -------------------------------
+
+
+def test_a_game_past_the_trainers_episode_limit_ships_in_truncated_pieces(inprocess):
+    """The trainer refuses episodes over MAX_EPISODE_LEN steps; a learned seat that plays on
+    (10,001 decisions here) used to make one episode of 10,001 steps, refused whole at the
+    trainer. It is cut at the limit, truncated (bootstrapped from the state the game went on
+    from), counted, and every piece is accepted by the trainer's own check."""
+    from croupier.trainer.episodes import MAX_EPISODE_LEN
+    from croupier.trajectories.recorder import MAX_EPISODE_STEPS
+
+    assert MAX_EPISODE_LEN == MAX_EPISODE_STEPS == 10_000
+    obs_size, num_actions, decisions = 4, 3, 10_001
+
+    def state(i: int) -> dict:
+        return {"obs": [float(i % 7), 1.0, 0.0, -1.0], "legal_actions": [i % 3, (i + 1) % 3]}
+
+    async def body(client, service):
+        created = await client.post(
+            "/v1/games", json={"game": "vector", "seats": {"0": "learned", "1": "random"}}
+        )
+        gid = created.json()["game_id"]
+        for start in range(0, decisions, 4096):
+            items = [
+                {"game_id": gid, "seat": "0", "state": state(i), "reward": 0.5}
+                for i in range(start, min(start + 4096, decisions))
+            ]
+            r = await client.post("/v1/decide:batch", json={"items": items})
+            assert all(x["error"] is None for x in r.json()["results"])
+        ended = await client.post(f"/v1/games/{gid}/end", json={"payoffs": {"0": 3.0, "1": -3}})
+        return ended.json(), service.outbox.take(), service.health()
+
+    ended, taken, health = inprocess(
+        body, game="vector", obs_size=obs_size, num_actions=num_actions, fallback="random"
+    )
+    assert health["episodes_cut"] == 1 and ended["episodes"] == 1
+    cut, rest = taken
+    assert (episode_len(cut), episode_len(rest)) == (10_000, 1)
+    assert cut["is_truncated"] is True and cut["is_terminated"] is False
+    assert rest["is_terminated"] is True
+    assert cut["custom_data"]["game_id"] == rest["custom_data"]["game_id"]
+    assert cut["id_"] != rest["id_"]
+    # The cut piece's last observation is the state the game went on from (decision 10,000).
+    last_obs = cut["observations"]["data"]["observations"][-1]
+    np.testing.assert_array_equal(last_obs, np.asarray(state(10_000)["obs"], np.float32))
+    # Rewards: each decide's reward belongs to the step before; the payoff to the last step.
+    assert cut["rewards"]["data"][-1] == pytest.approx(0.5)
+    assert rest["rewards"]["data"][-1] == pytest.approx(3.0)
+    for episode in (cut, rest):
+        validate_episode(episode, obs_size, num_actions)  # the trainer takes both
