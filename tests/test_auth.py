@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
 import pytest
 
 from croupier.api.auth import ApiKeys, parse_keys
+from tests.conftest import STARTUP_TIMEOUT_S, _stop, free_port
 
 GAME = "leduc-holdem"
 
@@ -155,3 +168,89 @@ def test_serving_beyond_loopback_without_keys_or_tls_is_warned(host, keys, tls, 
         "tls" for w in warnings if "plain HTTP" in w
     }
     assert found == warned
+
+
+# --- TLS on the HTTP server (issue 14, finding 9) -------------------------------------------
+
+
+def _openssl_cert(folder: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (and its key), made here with openssl."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+@contextlib.contextmanager
+def _https_server(*args: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "croupier", "serve", "--port", str(port), "--data-dir", "none"]
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([*cmd, *args], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield f"https://127.0.0.1:{port}", proc
+        except BaseException:
+            log.seek(0)
+            print(log.read().decode(errors="replace")[-3000:])
+            raise
+        finally:
+            _stop(proc)
+
+
+def _wait_https(url: str, proc: subprocess.Popen, **client: Any) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "server exited"
+        try:
+            if httpx.get(url + "/healthz", timeout=2.0, **client).status_code == 200:
+                return
+        except httpx.ConnectError:
+            time.sleep(0.2)
+    raise AssertionError("no HTTPS answer")
+
+
+@pytest.mark.parametrize("mutual", [False, True], ids=["tls", "mutual-tls"])
+def test_serve_speaks_tls_with_the_certificate_given(tmp_path, mutual):
+    """`croupier serve --ssl-certfile --ssl-keyfile` answers HTTPS only: a client trusting the
+    certificate plays, plain HTTP and an untrusting client get nothing. With `--ssl-ca-certs`
+    a client must also present a certificate that CA signed."""
+    cert, key = _openssl_cert(tmp_path, "server")
+    args = ["--ssl-certfile", str(cert), "--ssl-keyfile", str(key), "--api-keys", "k1"]
+    client_cert: tuple[str, str] | None = None
+    if mutual:
+        ccert, ckey = _openssl_cert(tmp_path, "client")
+        args += ["--ssl-ca-certs", str(ccert)]
+        client_cert = (str(ccert), str(ckey))
+    with _https_server(*args) as (url, proc):
+        trusted = {"verify": ssl.create_default_context(cafile=str(cert))}
+        if client_cert:
+            trusted["verify"].load_cert_chain(*client_cert)
+        _wait_https(url, proc, **trusted)
+        with httpx.Client(base_url=url, timeout=10, **trusted) as c:
+            auth = {"Authorization": "Bearer k1"}
+            created = c.post("/v1/games", json={"game": GAME}, headers=auth)
+            assert created.status_code == 201
+            assert c.post("/v1/games", json={"game": GAME}).status_code == 401
+        with pytest.raises(httpx.HTTPError):  # keys never go over plain HTTP to this port
+            httpx.get(url.replace("https", "http") + "/healthz", timeout=5)
+        with pytest.raises(httpx.ConnectError):  # a certificate the client does not trust
+            httpx.get(url + "/healthz", timeout=5)
+        if mutual:  # trusting the server is not enough: no client certificate, no answer
+            no_cert = ssl.create_default_context(cafile=str(cert))
+            with pytest.raises(httpx.HTTPError):
+                httpx.get(url + "/healthz", timeout=5, verify=no_cert)
+
+
+def test_serve_refuses_half_a_tls_setup(tmp_path):
+    for args in (["--ssl-certfile", "c.pem"], ["--ssl-ca-certs", "ca.pem"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "croupier", "serve", "--data-dir", "none", *args],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode != 0 and "ssl" in proc.stderr.lower(), proc.stderr[-500:]

@@ -268,3 +268,18 @@ def test_a_game_past_the_trainers_episode_limit_ships_in_truncated_pieces(inproc
     assert rest["rewards"]["data"][-1] == pytest.approx(3.0)
     for episode in (cut, rest):
         validate_episode(episode, obs_size, num_actions)  # the trainer takes both
+
+
+@pytest.mark.parametrize("bad_id", ["a\tb", "x\naccepted", "", "x" * 129, "a b", 7])
+def test_the_trainer_refuses_episode_ids_that_could_forge_ingest_log_lines(bad_id):
+    """The ingest log is `<id>\\t<outcome>` lines (suspicion b): an id with a tab or newline
+    would write a line of its own choosing, so the trainer refuses it."""
+    from croupier.trainer.episodes import EpisodeRejected
+    from croupier.trajectories.recorder import SeatRecorder
+
+    rec = SeatRecorder("g", "0", "learned", episode_id="ok-id")
+    rec.add_decision(*ADAPTER.terminal_observation(), 0, -0.5, np.zeros(ADAPTER.num_actions), 0)
+    episode = rec.close(1.0, ADAPTER.terminal_observation())
+    validate_episode(episode, ADAPTER.obs_size, ADAPTER.num_actions)  # the id as servers make
+    with pytest.raises(EpisodeRejected, match="id_"):
+        validate_episode({**episode, "id_": bad_id}, ADAPTER.obs_size, ADAPTER.num_actions)

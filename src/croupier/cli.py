@@ -140,6 +140,11 @@ def serve(
     log_level: str = "warning",
 ) -> None:
     """Run the policy server (FastAPI + uvicorn)."""
+    # Before the imports below (torch, RLlib: seconds): a half TLS setup fails at once.
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        raise typer.BadParameter("--ssl-certfile and --ssl-keyfile go together")
+    if ssl_ca_certs is not None and ssl_certfile is None:
+        raise typer.BadParameter("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile")
     import uvicorn
 
     from croupier.api.app import create_app
@@ -151,10 +156,6 @@ def serve(
     _setup_logging(log_level)
     if fallback not in ("rules", "random"):
         raise typer.BadParameter("--fallback must be rules or random")
-    if (ssl_certfile is None) != (ssl_keyfile is None):
-        raise typer.BadParameter("--ssl-certfile and --ssl-keyfile go together")
-    if ssl_ca_certs is not None and ssl_certfile is None:
-        raise typer.BadParameter("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile")
     config = ServerConfig(
         game=game,
         obs_size=obs_size,
