@@ -44,6 +44,7 @@ def test_thousands_of_learned_decisions_are_legal(versions):
         for explore in (True, False):
             res = versions.act(module, obs, mask, explore=explore)
             assert res.actions.shape == (n,)
+            assert res.valid is None  # every row fit to serve
             assert (mask[np.arange(n), res.actions] == 1.0).all()
             assert np.isfinite(res.logp).all() and (res.logp <= 0).all()
             probs = torch.softmax(torch.from_numpy(res.logits), -1).numpy()
@@ -181,6 +182,16 @@ def test_non_finite_logits_are_flagged_never_served():
     for explore in (True, False):
         res = versions.act(module, obs, mask, explore=explore)
         assert not res.valid.any()  # argmax over NaN picks 0: illegal, and flagged so
+
+
+def test_one_bad_row_is_flagged_alone():
+    versions = PolicyVersions(LeducAdapter(), seed=1)
+    _, module = versions.resolve(None)
+    obs = np.zeros((4, versions.adapter.obs_size), np.float32)
+    obs[2, 0] = np.nan  # one request's observation gone bad: only its logits are NaN
+    mask = np.array([[0, 1, 1, 0]] * 4, np.float32)
+    res = versions.act(module, obs, mask)
+    assert res.valid is not None and res.valid.tolist() == [True, True, False, True]
 
 
 def test_nan_weights_serve_only_legal_actions_via_the_fallback(inprocess, leduc_states):

@@ -269,7 +269,7 @@ class InferenceBatcher:
         out: list[ModelDecision | None] = list(
             map(ModelDecision, res.actions.tolist(), res.logp.tolist(), res.logits, repeat(version))
         )
-        if not res.valid.all():  # a row unfit to serve: None, the fallback's to answer
+        if res.valid is not None:  # a row unfit to serve: None, the fallback's to answer
             for i in np.flatnonzero(~res.valid).tolist():
                 out[i] = None
                 self.invalid += 1
