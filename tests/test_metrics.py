@@ -248,3 +248,24 @@ def test_history_rates_and_production_version() -> None:
     assert 1.0 < point["latency_p50_ms"] < 2.0 and 128 < point["latency_p99_ms"] <= 256
     assert point["production_version"] == 5 and point["version"] == 7
     assert point["episodes_shipped_per_s"] > 0
+
+
+def test_healthz_keeps_the_trainers_address_and_error_to_key_holders(inprocess):
+    """/healthz stays open for load balancers; on a server with keys, where the trainer is and
+    why the link failed are shown only to a key holder (a read key will do)."""
+    from tests.conftest import free_port
+
+    trainer = f"127.0.0.1:{free_port()}"  # nothing listens: the link fails and says why
+
+    async def run(c, service) -> None:
+        for _ in range(100):
+            keyed = (await c.get("/healthz", headers={"Authorization": "Bearer rd"})).json()
+            if keyed["trainer_link"]["last_error"]:
+                break
+            await asyncio.sleep(0.05)
+        assert keyed["trainer_link"]["trainer"] == trainer and keyed["trainer_link"]["last_error"]
+        anonymous = (await c.get("/healthz")).json()["trainer_link"]
+        assert "trainer" not in anonymous and "last_error" not in anonymous
+        assert anonymous["connected"] is False
+
+    inprocess(run, trainer=trainer, api_keys=["eng"], read_keys=["rd"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
 from croupier.api.auth import require_engine_key
@@ -65,7 +65,14 @@ hot_router = APIRouter(route_class=LeanRoute, dependencies=[Depends(require_engi
     "/v1/games",
     status_code=201,
     response_model=GameCreated,
-    responses={409: {"model": Problem, "description": "Duplicate game_id"}},
+    responses={
+        409: {"model": Problem, "description": "Duplicate game_id"},
+        429: {
+            "model": Problem,
+            "description": "This API key has its share of games in flight "
+            "(`--max-games-per-key`): retry after `Retry-After` seconds",
+        },
+    },
     openapi_extra=json_body(CreateGame),
 )
 async def create_game(request: Request) -> Response:
@@ -220,4 +227,18 @@ async def healthz(request: Request) -> dict[str, Any]:
     health = service(request).health()
     link = request.app.state.link
     health["trainer_link"] = link.stats() if link is not None else None
+    if health["trainer_link"] is not None and not _may_read(request):
+        # Open to load balancers, but where the trainer is and why the link failed is for
+        # key holders (as on /dashboard/data.json): the link's state stays.
+        for private in ("trainer", "last_error"):
+            health["trainer_link"].pop(private, None)
     return health
+
+
+def _may_read(request: Request) -> bool:
+    keys = request.app.state.api_keys
+    try:
+        keys.check(request.headers.get("authorization"), admin=False, read=True)
+    except HTTPException:
+        return False
+    return True
