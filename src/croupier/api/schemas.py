@@ -72,8 +72,9 @@ class DecideRequest(_Body):
     turn: Annotated[int, Field(strict=True, ge=0, le=TURN_MAX)] | None = Field(
         None,
         description="Optional: the game's turn number, increasing through the game. A retry "
-        "of the game's last turn (same seat) returns the same decision and records nothing "
-        "more; an older turn, or the same turn for another seat, is a 409.",
+        "of the game's last turn (same seat, same state and reward) returns the same decision "
+        "and records nothing more; an older turn, the same turn for another seat, or the same "
+        "turn with another state or reward, is a 409.",
     )
 
 
@@ -101,8 +102,9 @@ class DecideResponse(BaseModel):
     version: int | None
     fallback: bool = Field(
         False,
-        description="The learned policy missed its deadline or failed; the fallback policy "
-        "(named in `policy`) answered, and the step is not recorded for training.",
+        description="The learned policy missed its deadline, failed, or gave an answer unfit "
+        "to serve (non-finite values, an illegal action); the fallback policy (named in "
+        "`policy`) answered, and the step is not recorded for training.",
     )
 
 
