@@ -226,3 +226,83 @@ def test_nan_weights_serve_only_legal_actions_via_the_fallback(inprocess, leduc_
     assert ended["episodes"] == 0  # nothing recorded as the learned policy's
     assert "croupier_batcher_invalid_total 20.0" in metrics
     assert "croupier_fallbacks_total 20.0" in metrics
+
+
+class NaNPushingTrainer:
+    """A fake trainer on croupier's own wire: answers the handshake with good weights
+    (version 1), then pushes NaN weights as version 2, then keeps reading (a diverged run)."""
+
+    def __init__(self, good: dict[str, np.ndarray]):
+        import socket
+        import threading
+
+        self.good, self.bad = good, _nan(good)
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.pushed = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _state(self, version: int, weights: dict[str, np.ndarray]) -> dict:
+        return {"type": "SET_STATE", "state": {"rl_module": weights, "weights_seq_no": version}}
+
+    def _serve(self) -> None:
+        from croupier.link import wire
+
+        try:
+            conn, _ = self.sock.accept()
+            with conn:
+                adapter = LeducAdapter()
+                for kind, answer in (
+                    ("PING", {"type": "PONG"}),
+                    ("GET_CONFIG", {"type": "SET_CONFIG", "config": {
+                        "format": "croupier/1", "obs_size": adapter.obs_size,
+                        "num_actions": adapter.num_actions, "model": ModelSpec().to_dict(),
+                        "acks": False}}),
+                    ("GET_STATE", self._state(1, self.good)),
+                ):  # fmt: skip
+                    got, _ = wire.recv(conn)
+                    assert got.name == kind, got
+                    wire.send(conn, answer)
+                wire.send(conn, self._state(2, self.bad))
+                self.pushed.set()
+                conn.settimeout(60)
+                while True:  # take whatever the server ships until it goes
+                    wire.recv(conn)
+        except (OSError, ConnectionError):
+            pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_trainer_pushing_nan_weights_leaves_the_server_serving_legal_actions():
+    """A real server linked to a trainer that pushes NaN weights: the NaN version is refused
+    and counted, version 1 keeps serving, and every answer is legal."""
+    from tests.conftest import running_server, wait_for
+
+    good = {k: v + 0.01 for k, v in PolicyVersions(LeducAdapter(), seed=5).weights().items()}
+    trainer = NaNPushingTrainer(good)
+    state = {"hand": "SJ", "public_card": None, "all_chips": [2, 1], "my_chips": 1,
+             "legal_actions": ["raise", "fold"], "current_player": 0}  # fmt: skip
+    try:
+        args = ("--game", "leduc-holdem", "--trainer", trainer.address, "--data-dir", "none")
+        with running_server(*args) as url, httpx.Client(base_url=url, timeout=30) as c:
+            assert trainer.pushed.wait(60)
+            health = wait_for(
+                lambda: (h := c.get("/healthz").json())["weights_refused"] == 1 and h,
+                timeout_s=30, what="the NaN version refused",
+            )  # fmt: skip
+            seats = {"0": "learned", "1": "rules"}
+            gid = c.post("/v1/games", json={"game": "leduc-holdem", "seats": seats}).json()
+            answers = [
+                c.post(f"/v1/games/{gid['game_id']}/decide", json={"seat": "0", "state": state})
+                for _ in range(20)
+            ]
+            metrics = c.get("/metrics").text
+    finally:
+        trainer.close()
+    assert health["version"] == 1
+    assert all(a.status_code == 200 and a.json()["action"] in ("raise", "fold") for a in answers)
+    assert all(a.json()["version"] == 1 for a in answers)
+    assert "croupier_weights_refused_total 1.0" in metrics
