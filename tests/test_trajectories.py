@@ -283,3 +283,15 @@ def test_the_trainer_refuses_episode_ids_that_could_forge_ingest_log_lines(bad_i
     validate_episode(episode, ADAPTER.obs_size, ADAPTER.num_actions)  # the id as servers make
     with pytest.raises(EpisodeRejected, match="id_"):
         validate_episode({**episode, "id_": bad_id}, ADAPTER.obs_size, ADAPTER.num_actions)
+
+
+def test_the_ingest_log_never_writes_an_unsafe_id(tmp_path):
+    """Whoever calls it (a rejected episode's id is logged too), an id with a tab or newline
+    never reaches the ingest log's lines."""
+    from croupier.trainer.ingest_log import IngestLog, read_ingest_log
+
+    log = IngestLog(tmp_path / "ingest.log")
+    log.record([("x\tforged\naccepted", "rejected"), ("ok-1", "accepted"), ("a b", "lag")])
+    log.close()
+    assert read_ingest_log(tmp_path / "ingest.log") == [("ok-1", "accepted")]
+    assert (tmp_path / "ingest.log").read_text() == "ok-1\taccepted\n"

@@ -7,19 +7,16 @@ shape, range and finiteness, and a clean state is rebuilt from those fields alon
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
+from croupier.trainer.ingest_log import SAFE_EPISODE_ID
 from croupier.trajectories.recorder import MAX_EPISODE_STEPS, episode_state
 
 # Servers cut their learned seats' episodes at this length (truncated), so none is lost here.
 MAX_EPISODE_LEN = MAX_EPISODE_STEPS
-# Episode ids go into the ingest log as `<id>\t<outcome>` lines: no tab, newline or other
-# control character may reach it (one could forge lines). Servers make uuid hex ids.
-_SAFE_ID = re.compile(r"[A-Za-z0-9._~:-]{1,128}")
 
 
 class EpisodeRejected(ValueError):
@@ -59,7 +56,7 @@ def validate_episode(state: Any, obs_size: int, num_actions: int) -> SingleAgent
     except (KeyError, TypeError, ValueError) as e:
         raise EpisodeRejected(f"bad episode header: {e}") from None
     n = t - t0
-    if not isinstance(episode_id, str) or not _SAFE_ID.fullmatch(episode_id):
+    if not isinstance(episode_id, str) or not SAFE_EPISODE_ID.fullmatch(episode_id):
         raise EpisodeRejected("id_ must be 1-128 letters, digits or . _ ~ : -")
     if not 1 <= n <= MAX_EPISODE_LEN or t0 != 0:
         raise EpisodeRejected(f"episode length {n} out of range (t_started must be 0)")
