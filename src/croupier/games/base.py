@@ -122,7 +122,7 @@ class NamedActionsAdapter(GameAdapter):
     # (Leduc: a handful), and a lookup costs a fraction of building one. Bounded for games
     # with many (UNO); the masks are read-only, since every decision with that set shares one.
     # Only valid lists are cached (at most `num_actions` names), keyed by the adapter's own
-    # name strings, not the request's: an entry costs at most ~9 bytes a name plus the mask
+    # name strings, not the request's: an entry costs at most ~8 bytes a name plus the mask
     # (UNO, 61 actions: < 1 KiB, so < 4 MiB for the whole cache). Keyed by the request's
     # list, any length, 150 lists of 40k names had grown a server by 413 MiB.
     MASKS_CACHED = 4096
@@ -154,7 +154,7 @@ class NamedActionsAdapter(GameAdapter):
         unknown names."""
         key: tuple[str, ...] | None = None
         # (not any iterable: a dict's keys would pass as names; nor a list longer than the
-        # game's actions: it has a duplicate, and is refused below without a lookup)
+        # game's actions: never valid, refused below without building a key)
         if type(legal) is list and len(legal) <= self.num_actions:
             try:
                 key = tuple(legal)
