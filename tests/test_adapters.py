@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,3 +249,77 @@ def test_route_game_moves_few_keys_on_scale_out():
     # Only keys won by the new server move (~1/4), never between old servers.
     assert all(a == "http://d:8000" for _, a in moved)
     assert 0.15 <= len(moved) / len(IDS) <= 0.35
+
+
+# --- legal-action lists and the mask cache's memory (issue 14, finding 5) ---------------------
+
+
+@pytest.mark.parametrize("game", list(ADAPTERS))
+def test_legal_lists_longer_than_the_game_or_repeated_are_refused(game):
+    adapter = ADAPTERS[game]
+    names = list(adapter.action_names)
+    with pytest.raises(InvalidState, match="more legal actions"):
+        adapter.legal_mask([*names, names[0]])
+    with pytest.raises(InvalidState, match="more legal actions"):
+        adapter.legal_mask([names[0]] * 40_000)
+    if adapter.REPEATED_LEGAL_ACTIONS:  # UNO: RLCard lists a card once per copy held
+        assert adapter.legal_mask([names[1], names[1], names[0]]).sum() == 2
+    else:
+        with pytest.raises(InvalidState, match="twice"):
+            adapter.legal_mask([names[1], names[1]])
+    v = VectorAdapter(obs_size=2, num_actions=4)
+    for bad in ([1, 1], [0, 1, 2, 3, 0]):
+        with pytest.raises(InvalidState):
+            v.encode({"obs": [0.0, 0.0], "legal_actions": bad})
+
+
+def test_the_mask_cache_holds_the_games_names_not_the_requests():
+    """A cached entry's key is built from the adapter's own strings: the request's list (and
+    its strings) are not kept alive by the cache."""
+
+    class Fresh(UnoAdapter):
+        pass
+
+    adapter = Fresh()
+    legal = json.loads('["r-7", "b-0", "draw"]')  # new string objects, as a request's are
+    adapter.legal_mask(legal)
+    (key,) = Fresh._masks
+    assert key == tuple(legal)
+    canonical = {id(a) for a in adapter.action_names}
+    assert all(id(a) in canonical for a in key)
+    assert not any(a is b for a, b in zip(key, legal, strict=True))
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_huge_legal_lists_do_not_grow_a_real_server():
+    """150 decides, each with a different 40,000-name legal list (~48 MB sent): refused 422,
+    and the server does not grow (it grew by ~413 MiB when the cache kept each list)."""
+    import httpx
+
+    from tests.conftest import running_server_logged
+
+    rng = np.random.default_rng(0)
+    names = ["call", "raise", "fold"]
+    serve = running_server_logged("--game", "leduc-holdem", "--log-level", "warning")
+    with serve as server, httpx.Client(base_url=server.url, timeout=60) as c:
+        gid = c.post("/v1/games", json={"game": "leduc-holdem"}).json()["game_id"]
+        state = {"hand": "SJ", "public_card": None, "all_chips": [2, 1], "my_chips": 1,
+                 "current_player": 0}  # fmt: skip
+        decide = f"/v1/games/{gid}/decide"
+        for _ in range(5):  # warm: allocator pools, first-request imports
+            c.post(decide, json={"seat": "0", "state": {**state, "legal_actions": names}})
+        before = _rss_mib(server.proc.pid)
+        codes = set()
+        for _ in range(150):
+            legal = [names[i] for i in rng.integers(0, 3, 40_000)]
+            r = c.post(decide, json={"seat": "0", "state": {**state, "legal_actions": legal}})
+            codes.add(r.status_code)
+        grown = _rss_mib(server.proc.pid) - before
+    assert codes == {422}
+    assert grown < 60, f"server grew by {grown:.0f} MiB"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -339,3 +340,39 @@ def test_validation_errors_echoing_bad_input_never_5xx(leduc_server, body, ctype
         for path in ("/v1/games", "/v1/games/g/decide"):
             r = c.post(path, content=body, headers=headers)
             assert r.status_code < 500, (path, body, r.status_code)
+
+
+# --- ids and legal-action lists (issue 14: suspicion b, finding 5) ----------------------------
+
+UNSAFE_IDS = ["a\tb", "a\nb", "line\r\nforged\taccepted", "a b", "a\x00b", "g\n"]
+
+
+def test_game_ids_outside_the_safe_charset_are_422_everywhere(client):
+    """Game ids end up in logs and tab-separated files (ingest log, offline episodes): a tab
+    or newline could forge a line. Every place an id comes in refuses one with 422."""
+    for bad in UNSAFE_IDS:
+        assert client.post("/v1/games", json={"game": GAME, "game_id": bad}).status_code == 422
+        game_path = "/v1/games/" + quote(bad, safe="")  # percent-encoded in the URL
+        for path, body in (
+            (f"{game_path}/decide", {"seat": "0", "state": STATE}),
+            (f"{game_path}/end", {"payoffs": PAYOFFS}),
+        ):
+            r = client.post(path, json=body)
+            assert r.status_code == 422, (bad, path, r.status_code, r.text)
+            assert bad not in r.text  # the id is not echoed back
+        assert client.delete(game_path).status_code == 422
+        item = {"game_id": bad, "seat": "0", "state": STATE}
+        r = client.post("/v1/decide:batch", json={"items": [item]})
+        assert r.status_code == 200 and r.json()["results"][0]["error"]["status"] == 422, bad
+        r = client.post("/v1/end:batch", json={"items": [{"game_id": bad, "payoffs": PAYOFFS}]})
+        assert r.status_code == 200 and r.json()["results"][0]["error"]["status"] == 422, bad
+    # safe but unknown ids are still 404
+    assert decide(client, "no-such-game", "0").status_code == 404
+
+
+def test_legal_action_lists_with_repeats_or_too_long_are_422(client):
+    game = new_game(client, seats={"0": "learned", "1": "rules"})
+    for legal in (["call", "call"], ["call", "raise", "fold", "check", "call"], ["fold"] * 40_000):
+        r = decide(client, game["game_id"], "0", {**STATE, "legal_actions": legal})
+        assert r.status_code == 422, (legal[:5], r.text)
+    assert decide(client, game["game_id"], "0").status_code == 200

@@ -401,3 +401,159 @@ def test_spool_oldest_is_the_longest_waiting(tmp_path):
     assert spool.oldest()["id_"] == episodes[0]["id_"]
     spool.ack([episodes[0]["id_"]])
     assert spool.oldest()["id_"] == episodes[1]["id_"]
+
+
+# --- a retry must be the same request (issue 14, finding 10) -----------------------------------
+
+
+def test_a_retried_turn_with_another_state_is_refused_not_answered(inprocess, leduc_states):
+    """Turn 1 decided with call/raise/fold legal; a "retry" of turn 1 where only fold is legal
+    must not get the cached answer (it was 200 with an illegal action): 409, nothing recorded."""
+    state = {**_state(leduc_states, 0), "legal_actions": ["call", "raise", "fold"]}
+    only_fold = {**state, "legal_actions": ["fold"]}
+
+    async def body(client, service) -> Any:
+        seats = {"0": "learned", "1": "rules"}
+        gid = (await client.post("/v1/games", json={"game": GAME, "seats": seats})).json()[
+            "game_id"
+        ]
+        url = f"/v1/games/{gid}/decide"
+        first = await client.post(url, json={"seat": "0", "state": state, "turn": 1})
+        changed = await client.post(url, json={"seat": "0", "state": only_fold, "turn": 1})
+        reward = await client.post(
+            url, json={"seat": "0", "state": state, "turn": 1, "reward": 2.0}
+        )
+        batch = await client.post(
+            "/v1/decide:batch",
+            json={"items": [{"game_id": gid, "seat": "0", "state": only_fold, "turn": 1}]},
+        )
+        same = await client.post(url, json={"seat": "0", "state": dict(state), "turn": 1})
+        ended = await client.post(f"/v1/games/{gid}/end", json={"payoffs": {"0": 1, "1": -1}})
+        return first, changed, reward, batch.json(), same, ended.json(), service.outbox.take()
+
+    first, changed, reward, batch, same, ended, taken = inprocess(body, seed=5)
+    assert first.status_code == 200
+    assert changed.status_code == 409 and "another state" in changed.json()["detail"]
+    assert reward.status_code == 409  # a different reward is not the same request either
+    assert batch["results"][0]["error"]["status"] == 409
+    assert same.status_code == 200 and same.json() == first.json()  # a true retry: replayed
+    assert ended["episodes"] == 1
+    (episode,) = taken
+    assert len(episode["actions"]["data"]) == 1
+
+
+# --- weights files on disk (issue 14, finding 7) ------------------------------------------------
+
+
+def _versions_on_disk(weights_dir: Path, count: int) -> dict[int, dict[str, np.ndarray]]:
+    """Versions 1..count installed (so written) by a PolicyVersions; their weights."""
+    from croupier.policies.learned import PolicyVersions
+
+    versions = PolicyVersions(ADAPTER, weights_dir=weights_dir, seed=1)
+    written = {}
+    for v in range(1, count + 1):
+        weights = {k: w + v for k, w in versions.weights(0).items()}
+        assert versions.install(v, weights)
+        written[v] = weights
+    return written
+
+
+def _damage(path: Path, how: str) -> None:
+    raw = path.read_bytes()
+    if how == "cut":  # a crash mid-write: the file's first part only
+        path.write_bytes(raw[: len(raw) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(b"not a zip file at all" * 100)
+    elif how == "nan":
+        with np.load(path) as data:
+            weights = {k: data[k] for k in data.files}
+        first = next(iter(weights))
+        weights[first] = np.full_like(weights[first], np.nan)
+        with open(path, "wb") as f:
+            np.savez(f, **weights)
+
+
+@pytest.mark.parametrize("how", ["cut", "empty", "garbage", "nan"])
+def test_a_damaged_newest_weights_file_falls_back_to_the_newest_good_one(tmp_path, how):
+    from croupier.policies.learned import PolicyVersions
+
+    written = _versions_on_disk(tmp_path, 3)
+    _damage(tmp_path / "v00000003.npz", how)
+    again = PolicyVersions(ADAPTER, weights_dir=tmp_path, seed=1)  # a restart: no exception
+    assert again.latest == 2 and again.versions() == [1, 2]
+    for name, value in again.weights(2).items():
+        np.testing.assert_array_equal(value, written[2][name])
+    # Every version damaged: a fresh model (version 0), still no failed start.
+    for v in (1, 2):
+        _damage(tmp_path / f"v{v:08d}.npz", how)
+    assert PolicyVersions(ADAPTER, weights_dir=tmp_path, seed=1).latest == 0
+
+
+def test_weights_are_on_disk_before_latest_json_names_them(tmp_path, monkeypatch):
+    """The file and its directory entry are fsynced before latest.json is renamed into
+    place: a crash in between leaves the previous latest.json pointing at a whole file."""
+    import os
+
+    from croupier.policies import weights_file
+    from croupier.policies.learned import PolicyVersions
+
+    versions = PolicyVersions(ADAPTER, weights_dir=tmp_path, seed=1)
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        events.append(("replace", str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(weights_file.os, "fsync", fsync)
+    monkeypatch.setattr(weights_file.os, "replace", replace)
+    assert versions.install(1, versions.weights(0))
+    npz, meta = str(tmp_path / "v00000001.npz"), str(tmp_path / "latest.json")
+    names_it = events.index(("replace", meta))
+    before = events[:names_it]
+    assert ("fsync", str(tmp_path / "v00000001.tmp.npz")) in before  # the data
+    assert before.index(("replace", npz)) < len(before) - 1
+    # the directory, after the weights' rename and before latest.json's
+    renamed = before.index(("replace", npz))
+    assert ("fsync", str(tmp_path)) in before[renamed:]
+    assert events[names_it + 1 :] == [("fsync", str(tmp_path))]  # latest.json's rename too
+
+
+def test_a_server_with_bad_weights_on_disk_starts_and_serves_the_newest_good_version(tmp_path):
+    """A real `croupier serve` on a weights dir whose latest.json names NaN weights (a
+    diverged run saved before this check existed), and whose version before that was cut
+    short by a crash: it starts, serves version 1, and every answer is legal."""
+    import httpx
+
+    from tests.conftest import running_server
+
+    _versions_on_disk(tmp_path, 3)
+    _damage(tmp_path / "v00000002.npz", "cut")
+    _damage(tmp_path / "v00000003.npz", "nan")
+    state = {
+        "hand": "SJ", "public_card": None, "all_chips": [2, 1], "my_chips": 1,
+        "legal_actions": ["raise", "fold"], "current_player": 0,
+    }  # fmt: skip
+    with (
+        running_server("--game", GAME, "--weights-dir", str(tmp_path)) as url,
+        httpx.Client(base_url=url, timeout=30) as c,
+    ):
+        seats = {"0": "learned", "1": "rules"}
+        created = c.post("/v1/games", json={"game": GAME, "seats": seats}).json()
+        assert created["seats"]["0"]["version"] == 1
+        answers = [
+            c.post(
+                f"/v1/games/{created['game_id']}/decide", json={"seat": "0", "state": state}
+            ).json()
+            for _ in range(20)
+        ]
+        health = c.get("/healthz").json()
+    assert {a["action"] for a in answers} <= {"raise", "fold"}, answers
+    assert all(a["version"] == 1 and a["fallback"] is False for a in answers)
+    assert health["version"] == 1 and health["fallbacks"] == 0

@@ -58,6 +58,15 @@ def _requests(state: dict[str, Any]) -> Iterator[tuple[str, str, Any, dict[str, 
     yield "POST", "/v1/games/g1/decide", decide, {"content-type": "text/plain", **KEY}
     yield "POST", "/v1/games/g1/decide", body({"seat": "0", "state": {}}), AS_JSON
     yield "POST", "/v1/games/nope/decide", decide, AS_JSON
+    yield "POST", "/v1/games/a%0Ab/decide", decide, AS_JSON  # an unsafe id: 422
+    yield "POST", "/v1/games/g1/decide", body({"seat": "0", "state": state, "turn": 1}), AS_JSON
+    # the same turn again with another state: 409, not the first answer
+    yield (
+        "POST",
+        "/v1/games/g1/decide",
+        body({"seat": "0", "state": {**state, "x": 1}, "turn": 1}),
+        AS_JSON,
+    )
     yield "POST", "/v1/games/g1/decide", body({"seat": "0", "pad": "x" * LIMIT}), AS_JSON
     yield "POST", "/v1/games/g1/decide", _streamed(LIMIT // 1024 + 1), KEY
     yield "POST", "/v1/games/g1/decide", _streamed(2), KEY  # under the limit, not JSON

@@ -44,6 +44,7 @@ def test_thousands_of_learned_decisions_are_legal(versions):
         for explore in (True, False):
             res = versions.act(module, obs, mask, explore=explore)
             assert res.actions.shape == (n,)
+            assert res.valid is None  # every row fit to serve
             assert (mask[np.arange(n), res.actions] == 1.0).all()
             assert np.isfinite(res.logp).all() and (res.logp <= 0).all()
             probs = torch.softmax(torch.from_numpy(res.logits), -1).numpy()
@@ -137,3 +138,171 @@ def test_learned_decisions_over_http_are_legal(leduc_server):
     after = httpx.get(leduc_server + "/healthz").json()["decisions"]["learned"]
     assert after - before == summary.decisions
     assert summary.decisions >= 900
+
+
+# --- weights gone bad (issue 14, finding 1) ---------------------------------------------------
+
+
+def _nan(weights: dict[str, np.ndarray], value: float = np.nan) -> dict[str, np.ndarray]:
+    """The same weights with one layer's values replaced by NaN (or inf): a diverged run."""
+    bad = {k: v.copy() for k, v in weights.items()}
+    first = next(iter(bad))
+    bad[first][...] = value
+    return bad
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_weights_are_refused_at_install(value):
+    versions = PolicyVersions(LeducAdapter(), seed=1)
+    good = versions.weights()
+    assert versions.install(1, good)
+    assert not versions.install(2, _nan(good, value))
+    assert not versions.install(3, _nan(good, value), force=True)  # a reconnect's state too
+    assert versions.latest == 1 and versions.versions() == [0, 1]
+    assert versions.refused_nonfinite == 2 and "non-finite" in versions.last_refused
+    with pytest.raises(ValueError, match="non-finite"):
+        versions.retain(7, _nan(good, value))  # a channel's version, loaded back
+
+
+def _poison(versions: PolicyVersions) -> None:
+    """NaN straight into the served module's parameters: whatever the way in (install is
+    guarded), the forward must not turn NaN into an action."""
+    _, module = versions.resolve(None)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.fill_(float("nan"))
+
+
+def test_non_finite_logits_are_flagged_never_served():
+    versions = PolicyVersions(LeducAdapter(), seed=1)
+    _poison(versions)
+    _, module = versions.resolve(None)
+    obs = np.zeros((4, versions.adapter.obs_size), np.float32)
+    mask = np.array([[0, 1, 1, 0]] * 4, np.float32)  # "call" (index 0) illegal
+    for explore in (True, False):
+        res = versions.act(module, obs, mask, explore=explore)
+        assert not res.valid.any()  # argmax over NaN picks 0: illegal, and flagged so
+
+
+def test_one_bad_row_is_flagged_alone():
+    versions = PolicyVersions(LeducAdapter(), seed=1)
+    _, module = versions.resolve(None)
+    obs = np.zeros((4, versions.adapter.obs_size), np.float32)
+    obs[2, 0] = np.nan  # one request's observation gone bad: only its logits are NaN
+    mask = np.array([[0, 1, 1, 0]] * 4, np.float32)
+    res = versions.act(module, obs, mask)
+    assert res.valid is not None and res.valid.tolist() == [True, True, False, True]
+
+
+def test_nan_weights_serve_only_legal_actions_via_the_fallback(inprocess, leduc_states):
+    """20 decides with only raise and fold legal on a model gone NaN: each answered legal by
+    the fallback, marked and counted, none recorded as learned (it answered "call" before)."""
+    state = {**leduc_states[0], "legal_actions": ["raise", "fold"]}
+
+    async def body(client, service):
+        _poison(service.versions)
+        seats = {"0": "learned", "1": "rules"}
+        gid = (
+            await client.post("/v1/games", json={"game": "leduc-holdem", "seats": seats})
+        ).json()["game_id"]
+        single = [
+            (
+                await client.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": state})
+            ).json()
+            for _ in range(10)
+        ]
+        items = [{"game_id": gid, "seat": "0", "state": state}] * 10
+        batch = (await client.post("/v1/decide:batch", json={"items": items})).json()["results"]
+        ended = await client.post(f"/v1/games/{gid}/end", json={"payoffs": {"0": 1, "1": -1}})
+        metrics = (await client.get("/metrics")).text
+        return single + batch, ended.json(), service.health(), metrics
+
+    answers, ended, health, metrics = inprocess(body)
+    assert len(answers) == 20
+    for a in answers:
+        assert a["action"] in ("raise", "fold"), a
+        assert a["fallback"] is True and a["policy"] == "rules" and a["version"] is None
+    assert health["fallbacks"] == 20 and health["batcher"]["invalid"] == 20
+    assert ended["episodes"] == 0  # nothing recorded as the learned policy's
+    assert "croupier_batcher_invalid_total 20.0" in metrics
+    assert "croupier_fallbacks_total 20.0" in metrics
+
+
+class NaNPushingTrainer:
+    """A fake trainer on croupier's own wire: answers the handshake with good weights
+    (version 1), then pushes NaN weights as version 2, then keeps reading (a diverged run)."""
+
+    def __init__(self, good: dict[str, np.ndarray]):
+        import socket
+        import threading
+
+        self.good, self.bad = good, _nan(good)
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.pushed = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _state(self, version: int, weights: dict[str, np.ndarray]) -> dict:
+        return {"type": "SET_STATE", "state": {"rl_module": weights, "weights_seq_no": version}}
+
+    def _serve(self) -> None:
+        from croupier.link import wire
+
+        try:
+            conn, _ = self.sock.accept()
+            with conn:
+                adapter = LeducAdapter()
+                for kind, answer in (
+                    ("PING", {"type": "PONG"}),
+                    ("GET_CONFIG", {"type": "SET_CONFIG", "config": {
+                        "format": "croupier/1", "obs_size": adapter.obs_size,
+                        "num_actions": adapter.num_actions, "model": ModelSpec().to_dict(),
+                        "acks": False}}),
+                    ("GET_STATE", self._state(1, self.good)),
+                ):  # fmt: skip
+                    got, _ = wire.recv(conn)
+                    assert got.name == kind, got
+                    wire.send(conn, answer)
+                wire.send(conn, self._state(2, self.bad))
+                self.pushed.set()
+                conn.settimeout(60)
+                while True:  # take whatever the server ships until it goes
+                    wire.recv(conn)
+        except (OSError, ConnectionError):
+            pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_trainer_pushing_nan_weights_leaves_the_server_serving_legal_actions():
+    """A real server linked to a trainer that pushes NaN weights: the NaN version is refused
+    and counted, version 1 keeps serving, and every answer is legal."""
+    from tests.conftest import running_server, wait_for
+
+    good = {k: v + 0.01 for k, v in PolicyVersions(LeducAdapter(), seed=5).weights().items()}
+    trainer = NaNPushingTrainer(good)
+    state = {"hand": "SJ", "public_card": None, "all_chips": [2, 1], "my_chips": 1,
+             "legal_actions": ["raise", "fold"], "current_player": 0}  # fmt: skip
+    try:
+        args = ("--game", "leduc-holdem", "--trainer", trainer.address, "--data-dir", "none")
+        with running_server(*args) as url, httpx.Client(base_url=url, timeout=30) as c:
+            assert trainer.pushed.wait(60)
+            health = wait_for(
+                lambda: (h := c.get("/healthz").json())["weights_refused"] == 1 and h,
+                timeout_s=30, what="the NaN version refused",
+            )  # fmt: skip
+            seats = {"0": "learned", "1": "rules"}
+            gid = c.post("/v1/games", json={"game": "leduc-holdem", "seats": seats}).json()
+            answers = [
+                c.post(f"/v1/games/{gid['game_id']}/decide", json={"seat": "0", "state": state})
+                for _ in range(20)
+            ]
+            metrics = c.get("/metrics").text
+    finally:
+        trainer.close()
+    assert health["version"] == 1
+    assert all(a.status_code == 200 and a.json()["action"] in ("raise", "fold") for a in answers)
+    assert all(a.json()["version"] == 1 for a in answers)
+    assert "croupier_weights_refused_total 1.0" in metrics

@@ -166,14 +166,28 @@ def test_arena_results_post_validate_and_list(inprocess, tmp_path) -> None:
         assert r.status_code == 401
         listed = (await c.get("/v1/arena/results", headers={"Authorization": "Bearer eng"})).json()
         assert [(x["version"], x["payoff"]) for x in listed] == [(1, -0.5), (3, 0.4)]
-        data = (await c.get("/dashboard/data.json")).json()
-        assert [x["version"] for x in data["arena"]] == [1, 3]
+        # The dashboard's data holds those results (and the trainer link's address and last
+        # error): a key opens it, a read-only key will do; none gets nothing (finding 8).
+        assert (await c.get("/dashboard/data.json")).status_code == 401
+        assert (await c.get("/v1/arena/results")).status_code == 401
+        for key in ("rd", "eng", "adm"):
+            auth = {"Authorization": f"Bearer {key}"}
+            data = (await c.get("/dashboard/data.json", headers=auth)).json()
+            assert [x["version"] for x in data["arena"]] == [1, 3], key
+            assert (await c.get("/v1/arena/results", headers=auth)).status_code == 200
+        # a read key reads: it plays no game and changes nothing
+        read = {"Authorization": "Bearer rd"}
+        assert (
+            await c.post("/v1/games", json={"game": "leduc-holdem"}, headers=read)
+        ).status_code == 403
+        r = await c.post("/v1/arena/results", json=good, headers=read)
+        assert r.status_code == 403
         # open like /healthz even on a server with keys: counters only, no game data
         for path in ("/metrics", "/dashboard", "/dashboard/dashboard.js"):
             assert (await c.get(path)).status_code == 200, path
         assert (await c.get("/dashboard/..%2Fapp.py")).status_code == 404
 
-    inprocess(run, arena_results=path, api_keys=["eng"], admin_keys=["adm"])
+    inprocess(run, arena_results=path, api_keys=["eng"], admin_keys=["adm"], read_keys=["rd"])
     assert len(path.read_text().splitlines()) == 3  # the posted one appended
 
 
@@ -234,3 +248,24 @@ def test_history_rates_and_production_version() -> None:
     assert 1.0 < point["latency_p50_ms"] < 2.0 and 128 < point["latency_p99_ms"] <= 256
     assert point["production_version"] == 5 and point["version"] == 7
     assert point["episodes_shipped_per_s"] > 0
+
+
+def test_healthz_keeps_the_trainers_address_and_error_to_key_holders(inprocess):
+    """/healthz stays open for load balancers; on a server with keys, where the trainer is and
+    why the link failed are shown only to a key holder (a read key will do)."""
+    from tests.conftest import free_port
+
+    trainer = f"127.0.0.1:{free_port()}"  # nothing listens: the link fails and says why
+
+    async def run(c, service) -> None:
+        for _ in range(100):
+            keyed = (await c.get("/healthz", headers={"Authorization": "Bearer rd"})).json()
+            if keyed["trainer_link"]["last_error"]:
+                break
+            await asyncio.sleep(0.05)
+        assert keyed["trainer_link"]["trainer"] == trainer and keyed["trainer_link"]["last_error"]
+        anonymous = (await c.get("/healthz")).json()["trainer_link"]
+        assert "trainer" not in anonymous and "last_error" not in anonymous
+        assert anonymous["connected"] is False
+
+    inprocess(run, trainer=trainer, api_keys=["eng"], read_keys=["rd"])

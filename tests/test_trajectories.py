@@ -216,3 +216,82 @@ def test_aborted_and_late_games_record_nothing(inprocess, leduc_states):
 
     stats = inprocess(body)
     assert stats["recorded"] == 0 and stats["pending"] == 0
+
+
+# --- games longer than the trainer takes (issue 14, suspicion a) -------------------------------
+
+
+def test_a_game_past_the_trainers_episode_limit_ships_in_truncated_pieces(inprocess):
+    """The trainer refuses episodes over MAX_EPISODE_LEN steps; a learned seat that plays on
+    (10,001 decisions here) used to make one episode of 10,001 steps, refused whole at the
+    trainer. It is cut at the limit, truncated (bootstrapped from the state the game went on
+    from), counted, and every piece is accepted by the trainer's own check."""
+    from croupier.trainer.episodes import MAX_EPISODE_LEN
+    from croupier.trajectories.recorder import MAX_EPISODE_STEPS
+
+    assert MAX_EPISODE_LEN == MAX_EPISODE_STEPS == 10_000
+    obs_size, num_actions, decisions = 4, 3, 10_001
+
+    def state(i: int) -> dict:
+        return {"obs": [float(i % 7), 1.0, 0.0, -1.0], "legal_actions": [i % 3, (i + 1) % 3]}
+
+    async def body(client, service):
+        created = await client.post(
+            "/v1/games", json={"game": "vector", "seats": {"0": "learned", "1": "random"}}
+        )
+        gid = created.json()["game_id"]
+        for start in range(0, decisions, 4096):
+            items = [
+                {"game_id": gid, "seat": "0", "state": state(i), "reward": 0.5}
+                for i in range(start, min(start + 4096, decisions))
+            ]
+            r = await client.post("/v1/decide:batch", json={"items": items})
+            assert all(x["error"] is None for x in r.json()["results"])
+        ended = await client.post(f"/v1/games/{gid}/end", json={"payoffs": {"0": 3.0, "1": -3}})
+        return ended.json(), service.outbox.take(), service.health()
+
+    ended, taken, health = inprocess(
+        body, game="vector", obs_size=obs_size, num_actions=num_actions, fallback="random"
+    )
+    assert health["episodes_cut"] == 1 and ended["episodes"] == 1
+    cut, rest = taken
+    assert (episode_len(cut), episode_len(rest)) == (10_000, 1)
+    assert cut["is_truncated"] is True and cut["is_terminated"] is False
+    assert rest["is_terminated"] is True
+    assert cut["custom_data"]["game_id"] == rest["custom_data"]["game_id"]
+    assert cut["id_"] != rest["id_"]
+    # The cut piece's last observation is the state the game went on from (decision 10,000).
+    last_obs = cut["observations"]["data"]["observations"][-1]
+    np.testing.assert_array_equal(last_obs, np.asarray(state(10_000)["obs"], np.float32))
+    # Rewards: each decide's reward belongs to the step before; the payoff to the last step.
+    assert cut["rewards"]["data"][-1] == pytest.approx(0.5)
+    assert rest["rewards"]["data"][-1] == pytest.approx(3.0)
+    for episode in (cut, rest):
+        validate_episode(episode, obs_size, num_actions)  # the trainer takes both
+
+
+@pytest.mark.parametrize("bad_id", ["a\tb", "x\naccepted", "", "x" * 129, "a b", 7])
+def test_the_trainer_refuses_episode_ids_that_could_forge_ingest_log_lines(bad_id):
+    """The ingest log is `<id>\\t<outcome>` lines (suspicion b): an id with a tab or newline
+    would write a line of its own choosing, so the trainer refuses it."""
+    from croupier.trainer.episodes import EpisodeRejected
+    from croupier.trajectories.recorder import SeatRecorder
+
+    rec = SeatRecorder("g", "0", "learned", episode_id="ok-id")
+    rec.add_decision(*ADAPTER.terminal_observation(), 0, -0.5, np.zeros(ADAPTER.num_actions), 0)
+    episode = rec.close(1.0, ADAPTER.terminal_observation())
+    validate_episode(episode, ADAPTER.obs_size, ADAPTER.num_actions)  # the id as servers make
+    with pytest.raises(EpisodeRejected, match="id_"):
+        validate_episode({**episode, "id_": bad_id}, ADAPTER.obs_size, ADAPTER.num_actions)
+
+
+def test_the_ingest_log_never_writes_an_unsafe_id(tmp_path):
+    """Whoever calls it (a rejected episode's id is logged too), an id with a tab or newline
+    never reaches the ingest log's lines."""
+    from croupier.trainer.ingest_log import IngestLog, read_ingest_log
+
+    log = IngestLog(tmp_path / "ingest.log")
+    log.record([("x\tforged\naccepted", "rejected"), ("ok-1", "accepted"), ("a b", "lag")])
+    log.close()
+    assert read_ingest_log(tmp_path / "ingest.log") == [("ok-1", "accepted")]
+    assert (tmp_path / "ingest.log").read_text() == "ok-1\taccepted\n"

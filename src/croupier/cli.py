@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -71,6 +72,27 @@ def serve(
         str | None,
         typer.Option(envvar="CROUPIER_ADMIN_KEYS", help="Comma-separated admin bearer keys"),
     ] = None,
+    read_keys: Annotated[
+        str | None,
+        typer.Option(
+            envvar="CROUPIER_READ_KEYS",
+            help="Comma-separated read-only keys: dashboard data and arena results only",
+        ),
+    ] = None,
+    ssl_certfile: Annotated[
+        Path | None, typer.Option(help="Serve HTTPS: the server's certificate chain (PEM)")
+    ] = None,
+    ssl_keyfile: Annotated[
+        Path | None, typer.Option(help="Serve HTTPS: the certificate's private key (PEM)")
+    ] = None,
+    ssl_keyfile_password: Annotated[
+        str | None,
+        typer.Option(envvar="CROUPIER_SSL_KEYFILE_PASSWORD", help="The private key's password"),
+    ] = None,
+    ssl_ca_certs: Annotated[
+        Path | None,
+        typer.Option(help="With --ssl-certfile: CA bundle; clients must present a certificate"),
+    ] = None,
     data_dir: Annotated[
         str,
         typer.Option(
@@ -86,6 +108,9 @@ def serve(
     fallback: Annotated[str, typer.Option(help="rules | random")] = "rules",
     max_body_kb: Annotated[float, typer.Option(help="Larger request bodies get 413")] = 4096.0,
     max_games: Annotated[int, typer.Option(help="Games in flight; more get 503")] = 100_000,
+    max_games_per_key: Annotated[
+        int, typer.Option(help="Games in flight per API key; more get 429 (0: no cap)")
+    ] = 0,
     max_queued_decisions: Annotated[
         int, typer.Option(help="Decisions waiting for the model; more get 503")
     ] = 10_000,
@@ -115,10 +140,16 @@ def serve(
     log_level: str = "warning",
 ) -> None:
     """Run the policy server (FastAPI + uvicorn)."""
+    # Before the imports below (torch, RLlib: seconds): a half TLS setup fails at once.
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        raise typer.BadParameter("--ssl-certfile and --ssl-keyfile go together")
+    if ssl_ca_certs is not None and ssl_certfile is None:
+        raise typer.BadParameter("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile")
     import uvicorn
 
     from croupier.api.app import create_app
     from croupier.api.auth import parse_keys
+    from croupier.api.exposure import exposure_warnings
     from croupier.config import ServerConfig
     from croupier.policies.seats import parse_seat_mix
 
@@ -145,6 +176,7 @@ def serve(
         rllib_compat=rllib_compat,
         api_keys=parse_keys(api_keys),
         admin_keys=parse_keys(admin_keys),
+        read_keys=parse_keys(read_keys),
         data_dir=None if data_dir.lower() == "none" else Path(data_dir.format(port=port)),
         outbox_max_episodes=spool_max_episodes,
         spool_max_bytes=int(spool_max_mb * 1024 * 1024),
@@ -152,6 +184,7 @@ def serve(
         fallback=fallback,
         max_body_bytes=int(max_body_kb * 1024),
         max_games=max_games,
+        max_games_per_key=max_games_per_key or None,
         max_queued_decisions=max_queued_decisions,
         idle_game_timeout_s=idle_game_timeout_s or None,
         arena_results=arena_results,
@@ -160,6 +193,17 @@ def serve(
         opentelemetry=opentelemetry,
         seed=seed,
     )
+    for warning in exposure_warnings(host, config, tls=ssl_certfile is not None):
+        logging.getLogger("croupier.serve").warning(warning)
+    tls: dict[str, Any] = {}
+    if ssl_certfile is not None:
+        tls = {
+            "ssl_certfile": str(ssl_certfile),
+            "ssl_keyfile": str(ssl_keyfile),
+            "ssl_keyfile_password": ssl_keyfile_password,
+        }
+        if ssl_ca_certs is not None:  # mutual TLS: a client without a certificate is refused
+            tls |= {"ssl_ca_certs": str(ssl_ca_certs), "ssl_cert_reqs": ssl.CERT_REQUIRED}
     uvicorn.run(
         create_app(config),
         host=host,
@@ -169,6 +213,7 @@ def serve(
         log_level=log_level,
         access_log=False,
         timeout_keep_alive=int(keep_alive_s),
+        **tls,
     )
 
 

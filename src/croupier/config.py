@@ -54,6 +54,8 @@ class ServerConfig:
     # API keys (see croupier.api.auth): none configured = an open server.
     api_keys: list[str] = field(default_factory=list)
     admin_keys: list[str] = field(default_factory=list)
+    # Read-only keys: the dashboard's data and arena results, nothing else.
+    read_keys: list[str] = field(default_factory=list)
     # Idempotent decisions and fallback: a learned decision not ready within this deadline (or
     # failed) is answered by the fallback policy ("rules", or "random" where a game has none).
     decide_deadline_ms: float | None = 1000.0
@@ -62,6 +64,9 @@ class ServerConfig:
     # with Retry-After past either), idle games aborted after this many seconds (None: never).
     max_body_bytes: int = 4 << 20  # a full decide:batch (4096 items) fits
     max_games: int = 100_000
+    # Games in flight per API key (429 + Retry-After past it), so one engine cannot take all
+    # of `max_games`; None: no per-key cap. Needs keys (an open server has one client).
+    max_games_per_key: int | None = None
     max_queued_decisions: int = 10_000
     idle_game_timeout_s: float | None = 600.0
     retry_after_s: int = 1

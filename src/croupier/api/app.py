@@ -28,7 +28,7 @@ from croupier.games.registry import load_adapter
 from croupier.policies.learned import PolicyVersions
 from croupier.sessions.batcher import InferenceBatcher
 from croupier.sessions.expiry import expire_idle_games
-from croupier.sessions.guards import Overloaded
+from croupier.sessions.guards import Overloaded, QuotaExceeded
 from croupier.sessions.service import DecisionService
 from croupier.trajectories.spool import EpisodeSpool
 
@@ -140,7 +140,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     # FastAPI's telemetry middlewares see every request only on the full stack.
     app.hot_path = not config.opentelemetry
     app.state.service = service
-    app.state.api_keys = ApiKeys(config.api_keys, config.admin_keys)
+    app.state.api_keys = ApiKeys(config.api_keys, config.admin_keys, config.read_keys)
     app.state.link = None
     app.include_router(hot_router)
     app.include_router(router)
@@ -150,7 +150,8 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     async def client_error(request: Request, exc: Exception) -> JSONResponse:
         status, detail = status_and_detail(exc)
-        headers = {"Retry-After": str(config.retry_after_s)} if status == 503 else None
+        retry = status in (429, 503)  # overloaded, or a key's quota of games is full
+        headers = {"Retry-After": str(config.retry_after_s)} if retry else None
         return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
     async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
@@ -170,7 +171,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.add_exception_handler(RequestValidationError, invalid_request)
     for exc_type in CLIENT_ERRORS:
         app.add_exception_handler(exc_type, client_error)
-    assert Overloaded in CLIENT_ERRORS  # answered 503 + Retry-After above
+    assert Overloaded in CLIENT_ERRORS and QuotaExceeded in CLIENT_ERRORS  # + Retry-After
     app.add_middleware(
         BodySizeLimit, max_bytes=config.max_body_bytes, on_refuse=service.count_too_large
     )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from croupier.api.schemas import SAFE_GAME_ID
 from croupier.sessions.games import GameEnded, GameExists, GameNotFound
-from croupier.sessions.guards import Overloaded, TurnConflict
+from croupier.sessions.guards import Overloaded, QuotaExceeded, TurnConflict
 from croupier.sessions.service import CLIENT_ERRORS
 
 __all__ = ["CLIENT_ERRORS", "status_and_detail"]
@@ -11,6 +12,9 @@ __all__ = ["CLIENT_ERRORS", "status_and_detail"]
 
 def status_and_detail(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, GameNotFound):
+        # No game has such an id (created ids are checked): say so without echoing it.
+        if not SAFE_GAME_ID.fullmatch(str(exc.args[0])):
+            return 422, "game_id must be letters, digits and . _ ~ : - only"
         return 404, f"unknown game {exc.args[0]!r}"
     if isinstance(exc, GameEnded):
         return 409, f"game {exc.args[0]!r} has already ended"
@@ -20,4 +24,6 @@ def status_and_detail(exc: Exception) -> tuple[int, str]:
         return 409, str(exc)
     if isinstance(exc, Overloaded):
         return 503, str(exc)
+    if isinstance(exc, QuotaExceeded):
+        return 429, str(exc)
     return 422, str(exc)

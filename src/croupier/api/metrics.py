@@ -49,7 +49,11 @@ COUNTERS = {
     "turn_replays",
     "refused_overload",
     "refused_too_large",
+    "refused_quota",
     "expired_games",
+    "episodes_cut",
+    "weights_refused",
+    "batcher_invalid",
 }
 # health() dicts of numbers exported as one metric labelled by their keys.
 LABELLED = {"decisions": "policy"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
 from croupier.api.auth import require_engine_key
@@ -49,6 +49,13 @@ def service(request: Request) -> DecisionService:
     return request.app.state.service
 
 
+def _owner(request: Request) -> str | None:
+    """The key a game is counted against, where a per-key cap is set (else not looked up)."""
+    if request.app.state.service.config.max_games_per_key is None:
+        return None
+    return request.app.state.api_keys.owner(request.headers.get("authorization"))
+
+
 # The routes an engine calls for every hand (create, decide, end) are the hot path: see
 # `croupier.api.lean`. Same models, same 422s, same OpenAPI docs as the other routes.
 hot_router = APIRouter(route_class=LeanRoute, dependencies=[Depends(require_engine_key)])
@@ -58,14 +65,21 @@ hot_router = APIRouter(route_class=LeanRoute, dependencies=[Depends(require_engi
     "/v1/games",
     status_code=201,
     response_model=GameCreated,
-    responses={409: {"model": Problem, "description": "Duplicate game_id"}},
+    responses={
+        409: {"model": Problem, "description": "Duplicate game_id"},
+        429: {
+            "model": Problem,
+            "description": "This API key has its share of games in flight "
+            "(`--max-games-per-key`): retry after `Retry-After` seconds",
+        },
+    },
     openapi_extra=json_body(CreateGame),
 )
 async def create_game(request: Request) -> Response:
     """Start a game: each seat gets a policy (and, for learned seats, a weights version)."""
     body = parse_body(CreateGame, await request.body())
     created = service(request).create_game(
-        body.game, body.game_id, body.seats, body.pin, body.record
+        body.game, body.game_id, body.seats, body.pin, body.record, _owner(request)
     )
     return json_response(created, status_code=201)
 
@@ -149,7 +163,7 @@ async def create_games(request: Request) -> Response:
         it if isinstance(it, Exception) else it.model_dump()
         for it in _validate_items(body.games, CreateGame)
     ]
-    outcomes = service(request).create_games(items)
+    outcomes = service(request).create_games(items, _owner(request))
     return json_response({"results": [_item_result(o, _NO_GAME) for o in outcomes]})
 
 
@@ -213,4 +227,18 @@ async def healthz(request: Request) -> dict[str, Any]:
     health = service(request).health()
     link = request.app.state.link
     health["trainer_link"] = link.stats() if link is not None else None
+    if health["trainer_link"] is not None and not _may_read(request):
+        # Open to load balancers, but where the trainer is and why the link failed is for
+        # key holders (as on /dashboard/data.json): the link's state stays.
+        for private in ("trainer", "last_error"):
+            health["trainer_link"].pop(private, None)
     return health
+
+
+def _may_read(request: Request) -> bool:
+    keys = request.app.state.api_keys
+    try:
+        keys.check(request.headers.get("authorization"), admin=False, read=True)
+    except HTTPException:
+        return False
+    return True

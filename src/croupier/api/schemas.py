@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -10,8 +11,12 @@ from pydantic_core import from_json
 GameId = str
 # Numbers must be JSON numbers: no "0.5" strings or booleans silently turned into floats.
 Number = Annotated[float, Field(strict=True)]
-GAME_ID_PATTERN = r"^[A-Za-z0-9._~:-]+$"  # safe in a URL path without escaping
+# Safe in a URL path without escaping, and in a log line or a tab-separated file: no control
+# characters, spaces or separators. Every game id (created, decided, ended) must match it.
+GAME_ID_PATTERN = r"^[A-Za-z0-9._~:-]+$"
 GAME_ID_MAX = 128
+# For Python's `re`, `$` also matches before a final newline: fullmatch, no anchors.
+SAFE_GAME_ID = re.compile(GAME_ID_PATTERN.strip("^$"))
 SEAT_MAX = 64
 TURN_MAX = 2**53  # exact in a double: any JSON client can count this far
 BATCH_MAX = 4096
@@ -67,13 +72,14 @@ class DecideRequest(_Body):
     turn: Annotated[int, Field(strict=True, ge=0, le=TURN_MAX)] | None = Field(
         None,
         description="Optional: the game's turn number, increasing through the game. A retry "
-        "of the game's last turn (same seat) returns the same decision and records nothing "
-        "more; an older turn, or the same turn for another seat, is a 409.",
+        "of the game's last turn (same seat, same state and reward) returns the same decision "
+        "and records nothing more; an older turn, the same turn for another seat, or the same "
+        "turn with another state or reward, is a 409.",
     )
 
 
 class BatchItem(DecideRequest):
-    game_id: GameId = Field(max_length=GAME_ID_MAX)
+    game_id: GameId = Field(max_length=GAME_ID_MAX, pattern=GAME_ID_PATTERN)
 
 
 class DecideBatchRequest(_Body):
@@ -96,8 +102,9 @@ class DecideResponse(BaseModel):
     version: int | None
     fallback: bool = Field(
         False,
-        description="The learned policy missed its deadline or failed; the fallback policy "
-        "(named in `policy`) answered, and the step is not recorded for training.",
+        description="The learned policy missed its deadline, failed, or gave an answer unfit "
+        "to serve (non-finite values, an illegal action); the fallback policy (named in "
+        "`policy`) answered, and the step is not recorded for training.",
     )
 
 
@@ -152,7 +159,7 @@ class CreateGamesResponse(BaseModel):
 
 
 class EndBatchItem(EndRequest):
-    game_id: GameId = Field(max_length=GAME_ID_MAX)
+    game_id: GameId = Field(max_length=GAME_ID_MAX, pattern=GAME_ID_PATTERN)
 
 
 class EndBatchRequest(_Body):
@@ -206,6 +213,8 @@ def well_formed_batch(raw: bytes) -> list[DecideArgs] | None:
         if type(game_id) is not str or type(seat) is not str or type(state) is not dict:
             return None
         if len(game_id) > GAME_ID_MAX or len(seat) > SEAT_MAX:
+            return None
+        if not SAFE_GAME_ID.fullmatch(game_id):
             return None
         reward, turn = item.get("reward"), item.get("turn")
         if type(reward) is int:  # a strict float field takes JSON integers (never booleans)

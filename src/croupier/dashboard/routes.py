@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import FileResponse
 
-from croupier.api.auth import require_admin_key, require_engine_key
+from croupier.api.auth import require_admin_key, require_read_key
 from croupier.dashboard.arena import ArenaResult
 
 STATIC = Path(__file__).parent / "static"
@@ -28,9 +28,13 @@ async def dashboard_page() -> FileResponse:
     return FileResponse(STATIC / "index.html", media_type="text/html")
 
 
-@dashboard_router.get("/dashboard/data.json", include_in_schema=False)
+@dashboard_router.get(
+    "/dashboard/data.json", include_in_schema=False, dependencies=[Depends(require_read_key)]
+)
 async def dashboard_data(request: Request) -> dict[str, Any]:
-    """Everything the page draws: the sampled history, the current state, the arena curve."""
+    """Everything the page draws: the sampled history, the current state, the arena curve.
+    Behind a key (a read key will do): it holds the arena results and the trainer link's
+    address and last error, which `/v1/arena/results` and the link keep to key holders."""
     state = request.app.state
     return {
         "now": time.time(),
@@ -57,7 +61,7 @@ async def post_arena_results(results: list[ArenaResult], request: Request) -> di
     return {"added": len(results)}
 
 
-@arena_router.get("/v1/arena/results", dependencies=[Depends(require_engine_key)])
+@arena_router.get("/v1/arena/results", dependencies=[Depends(require_read_key)])
 async def get_arena_results(request: Request) -> list[ArenaResult]:
     """Every arena result the server knows, by version."""
     return request.app.state.arena.all()

@@ -101,10 +101,14 @@ def mask_from_indices(indices: Any, num_actions: int) -> np.ndarray:
         raise InvalidState(f"legal actions must be integer ids: {e}") from None
     if ids.ndim != 1 or ids.size == 0:
         raise InvalidState("the state lists no legal action")
+    if ids.size > num_actions:
+        raise InvalidState(f"more legal actions ({ids.size}) than the game has ({num_actions})")
     if ids.min() < 0 or ids.max() >= num_actions:
         raise InvalidState(f"legal action id out of range 0..{num_actions - 1}")
     mask = np.zeros(num_actions, np.float32)
     mask[ids] = 1.0
+    if np.count_nonzero(mask) != ids.size:
+        raise InvalidState("an action is listed twice in 'legal_actions'")
     return mask
 
 
@@ -117,8 +121,16 @@ class NamedActionsAdapter(GameAdapter):
     # Masks already built, by their tuple of legal names: a game has few distinct legal sets
     # (Leduc: a handful), and a lookup costs a fraction of building one. Bounded for games
     # with many (UNO); the masks are read-only, since every decision with that set shares one.
+    # Only valid lists are cached (at most `num_actions` names), keyed by the adapter's own
+    # name strings, not the request's: an entry costs at most ~8 bytes a name plus the mask
+    # (UNO, 61 actions: < 1 KiB, so < 4 MiB for the whole cache). Keyed by the request's
+    # list, any length, 150 lists of 40k names had grown a server by 413 MiB.
     MASKS_CACHED = 4096
     _masks: dict[tuple[str, ...], np.ndarray] = {}
+    # A name listed twice is refused (422) unless the game's engine really does that: RLCard's
+    # UNO lists one entry per playable card held, so two red sevens give "r-7" twice (~4% of
+    # its states). Either way a list longer than the game's actions is refused.
+    REPEATED_LEGAL_ACTIONS = False
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -141,7 +153,9 @@ class NamedActionsAdapter(GameAdapter):
         """The mask for a list of legal action names; rejects a non-list, an empty list and
         unknown names."""
         key: tuple[str, ...] | None = None
-        if type(legal) is list:  # (not any iterable: a dict's keys would pass as names)
+        # (not any iterable: a dict's keys would pass as names; nor a list longer than the
+        # game's actions: never valid, refused below without building a key)
+        if type(legal) is list and len(legal) <= self.num_actions:
             try:
                 key = tuple(legal)
                 cached = self._masks.get(key)
@@ -153,6 +167,10 @@ class NamedActionsAdapter(GameAdapter):
             raise InvalidState(f"'legal_actions' must be a list of action names, got {legal!r}")
         if not legal:
             raise InvalidState("the state lists no legal action")
+        if len(legal) > self.num_actions:
+            raise InvalidState(
+                f"more legal actions ({len(legal)}) than {self.name} has ({self.num_actions})"
+            )
         known = self._action_ids
         mask = np.zeros(self.num_actions, np.float32)
         # Names looked up one by one and the mask set slot by slot: for a few legal actions
@@ -162,8 +180,11 @@ class NamedActionsAdapter(GameAdapter):
             if i < 0:
                 bad = [a for a in legal if not (isinstance(a, str) and a in known)]
                 raise InvalidState(f"unknown action(s) {bad!r}")
+            if mask[i] and not self.REPEATED_LEGAL_ACTIONS:
+                raise InvalidState(f"action {a!r} is listed twice in 'legal_actions'")
             mask[i] = 1.0
         mask.flags.writeable = False
         if key is not None and len(self._masks) < self.MASKS_CACHED:
-            self._masks[key] = mask
+            names = self.action_names
+            self._masks[tuple(names[known[a]] for a in legal)] = mask
         return mask

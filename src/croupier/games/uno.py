@@ -38,6 +38,8 @@ class UnoAdapter(NamedActionsAdapter):
     obs_size = OBS_SIZE
     action_names = tuple(ACTION_LIST)  # RLCard's ids: ACTION_SPACE[name] == position here
     num_players = 2
+    # RLCard lists a playable card once per copy held (["r-7", "r-7", "b-0"]).
+    REPEATED_LEGAL_ACTIONS = True
 
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         if not isinstance(state, dict):

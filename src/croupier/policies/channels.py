@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from croupier.policies.learned import PolicyVersions, WeightsState
+from croupier.policies.learned import PolicyVersions
+from croupier.policies.weights_file import (
+    WeightsState,
+    read_weights,
+    weights_path,
+    write_json,
+    write_weights,
+)
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +107,7 @@ class Channels:
             return
         self.versions.release(version)
         if self.weights_dir is not None:
-            (self.weights_dir / WEIGHTS_SUBDIR / f"v{version:08d}.npz").unlink(missing_ok=True)
+            weights_path(self.weights_dir / WEIGHTS_SUBDIR, version).unlink(missing_ok=True)
 
     def _commit(
         self, action: str, version: int | None, previous: int | None, evidence: Any
@@ -130,19 +134,12 @@ class Channels:
     def _save_weights(self, version: int, weights: WeightsState) -> None:
         if self.weights_dir is None:
             return
-        folder = self.weights_dir / WEIGHTS_SUBDIR
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"v{version:08d}.npz"
-        tmp = folder / f"v{version:08d}.tmp.npz"
-        np.savez(tmp, **weights)  # npz: no pickle
-        os.replace(tmp, path)
+        write_weights(weights_path(self.weights_dir / WEIGHTS_SUBDIR, version), weights)
 
     @staticmethod
     def _write_json(path: Path, data: Any) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
+        write_json(path, data)
 
     def _load(self) -> None:
         if self.weights_dir is None or not (self.weights_dir / STATE_FILE).exists():
@@ -157,12 +154,10 @@ class Channels:
         for version in [*history, production]:
             if version is None:
                 continue
-            path = self.weights_dir / WEIGHTS_SUBDIR / f"v{int(version):08d}.npz"
+            path = weights_path(self.weights_dir / WEIGHTS_SUBDIR, int(version))
             try:
-                with np.load(path, allow_pickle=False) as npz:
-                    weights = {k: npz[k] for k in npz.files}
-                self.versions.retain(int(version), weights)
-            except (OSError, ValueError, RuntimeError, KeyError) as e:
+                self.versions.retain(int(version), read_weights(path))
+            except (ValueError, RuntimeError, KeyError) as e:  # UnreadableWeights included
                 log.warning("channel version %s cannot be loaded (%s); dropped", version, e)
                 continue
             if version == production:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import weakref
 from dataclasses import dataclass
@@ -21,10 +20,22 @@ import torch
 
 from croupier.games.base import GameAdapter
 from croupier.policies.module import ModelSpec, PolicyNetwork, build_inference_module
+from croupier.policies.weights_file import (
+    UnreadableWeights,
+    WeightsState,
+    nonfinite,
+    read_weights,
+    version_of,
+    weights_path,
+    write_json,
+    write_weights,
+)
 
 log = logging.getLogger(__name__)
 
-WeightsState = dict[str, np.ndarray]
+# Below any legal action's log-prob (the logits' spread would have to pass 1e37), above any
+# illegal one's (its logit sits at FLOAT_MIN, -3.4e38).
+_LOGP_FLOOR = np.float32(-1e37)
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,10 @@ class ActResult:
     actions: np.ndarray  # int64[B]
     logp: np.ndarray  # float32[B]
     logits: np.ndarray  # float32[B, A]
+    # None: every row is fit to serve (a legal action, finite logits and log-prob). Else the
+    # rows that are (bool[B]); one that is not (weights gone bad) is the fallback's to answer,
+    # never served or recorded as learned.
+    valid: np.ndarray | None
 
 
 def module_weights(module: Any) -> WeightsState:
@@ -72,6 +87,10 @@ class PolicyVersions:
         self._latest = 0
         # Versions a channel (production, its rollback history) holds: never evicted.
         self._pinned: set[int] = set()
+        # Versions refused at install for NaN/inf weights (a diverged run): the last good one
+        # keeps serving.
+        self.refused_nonfinite = 0
+        self.last_refused: str | None = None
         if not self._load_newest_from_disk():
             torch.manual_seed(seed)
             self._modules = {0: self._build()}
@@ -113,6 +132,12 @@ class PolicyVersions:
     def install(self, version: int, weights: WeightsState, *, force: bool = False) -> bool:
         """Install a version. Older-or-equal versions are ignored unless `force` (the trainer's
         first state after a (re)connect is authoritative, even if its numbers restarted)."""
+        bad = nonfinite(weights)
+        if bad:
+            self.refused_nonfinite += 1
+            self.last_refused = f"version {version}: non-finite values in {bad[:3]}"
+            log.error("refusing weights %s; still serving %d", self.last_refused, self._latest)
+            return False
         with self._install_lock:
             if version <= self._latest and not force:
                 return False
@@ -138,6 +163,9 @@ class PolicyVersions:
             if version not in self._modules:
                 if weights is None:
                     raise KeyError(f"version {version} is not loaded")
+                bad = nonfinite(weights)
+                if bad:
+                    raise ValueError(f"version {version} has non-finite values in {bad[:3]}")
                 module = self._build()
                 module.load_state_dict(
                     {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}, strict=True
@@ -181,8 +209,17 @@ class PolicyVersions:
             actions = np.argmax(logp_all + self._rng.gumbel(size=logp_all.shape), axis=1)
         else:
             actions = np.argmax(logits, axis=1)
-        logp = logp_all[np.arange(len(actions)), actions]
-        return ActResult(actions, logp.astype(np.float32), logits)
+        rows = np.arange(len(actions))
+        logp = logp_all[rows, actions]
+        # Legal by construction only while the logits are finite: NaN makes argmax pick 0.
+        # NaN or inf anywhere in a row makes its logp NaN; an illegal action's logp is near
+        # FLOAT_MIN. So two reductions vouch for the whole batch (~2 us; the row-by-row
+        # check, ~4-8 us, runs only when they fail).
+        valid = None
+        if not (logp.min() > _LOGP_FLOOR and logits.min() > -np.inf):
+            valid = (mask[rows, actions] > 0) & (logp > _LOGP_FLOOR)
+            valid &= np.isfinite(logits).all(axis=1)
+        return ActResult(actions, logp.astype(np.float32), logits, valid)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -205,67 +242,89 @@ class PolicyVersions:
         )
 
     def _save(self, version: int, weights: WeightsState) -> None:
-        # npz + json: no pickle anywhere, and the rename makes each file appear whole.
+        # npz + json, no pickle; the file is on disk (fsynced, file and directory) before
+        # latest.json names it, so a crash never leaves latest.json pointing at half a file.
         assert self.weights_dir is not None
-        self.weights_dir.mkdir(parents=True, exist_ok=True)
-        path = self.weights_dir / f"v{version:08d}.npz"
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, **weights)
-        os.replace(tmp, path)
+        path = weights_path(self.weights_dir, version)
+        write_weights(path, weights)
         meta = {"version": version, "spec": self.spec.to_dict(), "file": path.name}
-        tmp_meta = self.weights_dir / "latest.json.tmp"
-        tmp_meta.write_text(json.dumps(meta))
-        os.replace(tmp_meta, self.weights_dir / "latest.json")
-        for old in sorted(self.weights_dir.glob("v*.npz"))[: -self.keep]:
+        write_json(self.weights_dir / "latest.json", meta)
+        files = sorted(p for p in self.weights_dir.glob("v*.npz") if version_of(p) is not None)
+        for old in files[: -self.keep]:
             old.unlink(missing_ok=True)
 
     def _load_newest_from_disk(self) -> bool:
-        if self.weights_dir is None or not (self.weights_dir / "latest.json").exists():
+        """Serve the newest good version on disk: the one latest.json names, or, when that
+        one does not load (cut short by a crash, NaN in it, a torn zip), the newest that does.
+        Nothing loadable: False (a fresh model), never a failed start."""
+        if self.weights_dir is None or not self.weights_dir.is_dir():
             return False
+        named: int | None = None
         try:
-            version, self.spec, weights = read_weights_dir(self.weights_dir)
-            module = self._build()
+            meta = json.loads((self.weights_dir / "latest.json").read_text())
+            self.spec = ModelSpec.from_dict(meta["spec"])
+            named = int(meta["version"])
+        except FileNotFoundError:
+            pass  # no latest.json: any versions on disk still carry the default model
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.warning("ignoring unreadable latest.json in %s: %s", self.weights_dir, e)
+        candidates = self._versions_on_disk()
+        if named is not None and named in candidates:  # the named one first, then newest down
+            candidates.remove(named)
+            candidates.insert(0, named)
+        for version in candidates:
+            try:
+                module = self._load_version(version)
+            except UnreadableWeights as e:
+                log.warning("skipping weights version %d in %s: %s", version, self.weights_dir, e)
+                continue
+            self._modules = {version: module, **self._older_from_disk(version)}
+            self._latest = version
+            log.info(
+                "serving weights version %d from %s (loaded: %s)",
+                self._latest,
+                self.weights_dir,
+                sorted(self._modules),
+            )
+            return True
+        if candidates:
+            log.warning("no loadable weights in %s: serving a fresh model", self.weights_dir)
+        return False
+
+    def _versions_on_disk(self) -> list[int]:
+        assert self.weights_dir is not None
+        found = (version_of(p) for p in self.weights_dir.glob("v*.npz"))
+        return sorted((v for v in found if v is not None), reverse=True)
+
+    def _load_version(self, version: int) -> Any:
+        """Version `version`'s module from disk; `UnreadableWeights` for any failure."""
+        assert self.weights_dir is not None
+        weights = read_weights(weights_path(self.weights_dir, version))
+        module = self._build()
+        try:
             module.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
-        except (OSError, KeyError, ValueError, RuntimeError) as e:
-            log.warning("ignoring unreadable weights in %s: %s", self.weights_dir, e)
-            return False
-        self._modules = {version: module, **self._older_from_disk(version)}
-        self._latest = version
-        log.info(
-            "serving weights version %d from %s (loaded: %s)",
-            self._latest,
-            self.weights_dir,
-            sorted(self._modules),
-        )
-        return True
+        except (RuntimeError, ValueError, KeyError) as e:  # another model's weights
+            raise UnreadableWeights(f"v{version}: does not fit the model: {e}") from None
+        return module
 
     def _older_from_disk(self, newest: int) -> dict[int, Any]:
         """The other versions still on disk (up to `keep` in all), so a restarted server can
         seat `frozen@N` and arenas can compare. One that does not load is skipped."""
-        assert self.weights_dir is not None
         found: dict[int, Any] = {}
-        files = sorted(self.weights_dir.glob("v*.npz"), reverse=True)
-        for path in files:
+        for version in self._versions_on_disk():
             if len(found) >= self.keep - 1:
                 break
-            try:
-                version = int(path.stem[1:])
-                if version >= newest:
-                    continue
-                with np.load(path, allow_pickle=False) as data:
-                    state = {k: torch.as_tensor(data[k]) for k in data.files}
-                module = self._build()
-                module.load_state_dict(state)
-            except (OSError, ValueError, RuntimeError) as e:
-                log.warning("skipping %s: %s", path, e)
+            if version >= newest:
                 continue
-            found[version] = module
+            try:
+                found[version] = self._load_version(version)
+            except UnreadableWeights as e:
+                log.warning("skipping %s", e)
         return found
 
 
 def read_weights_dir(weights_dir: Path) -> tuple[int, ModelSpec, WeightsState]:
     """The newest version a server wrote to its weights directory: (version, model, weights)."""
     meta = json.loads((weights_dir / "latest.json").read_text())
-    with np.load(weights_dir / meta["file"], allow_pickle=False) as data:
-        weights = {k: data[k] for k in data.files}
+    weights = read_weights(weights_dir / meta["file"])
     return int(meta["version"]), ModelSpec.from_dict(meta["spec"]), weights

@@ -48,7 +48,7 @@ class _Request:
     obs: np.ndarray
     mask: np.ndarray
     version: int | None
-    # None when the deadline passed first (late).
+    # None when the deadline passed first (late) or the model's output was unfit (invalid).
     future: asyncio.Future[ModelDecision | None]
     due: float  # loop time past which the request is late
 
@@ -97,6 +97,9 @@ class InferenceBatcher:
         self.decisions = 0
         self.max_batch_seen = 0
         self.late = 0  # answered None: waited past the deadline
+        # Answered None: the model's output was unfit to serve (non-finite, or an action
+        # outside the mask); the caller's fallback answers and nothing is recorded.
+        self.invalid = 0
         # Forward rounds by batch size (index = size): the /metrics batch-size histogram.
         self.batch_size_counts = [0] * (max_batch + 1)
 
@@ -144,7 +147,7 @@ class InferenceBatcher:
         self._wake.set()
         return future
 
-    def forward_now(self, rows: list[Row]) -> list[ModelDecision]:
+    def forward_now(self, rows: list[Row]) -> list[ModelDecision | None]:
         """The decisions of one batch request (`decide:batch`), forwarded at once on the
         caller's thread, `max_batch` rows at a time; answers in `rows`' order.
 
@@ -154,7 +157,7 @@ class InferenceBatcher:
 
         It may run while the forward thread runs a queued batch: inference reads the weights
         only and numpy's generator locks itself; the stats counters may then miss a count."""
-        out: list[ModelDecision] = []
+        out: list[ModelDecision | None] = []
         for start in range(0, len(rows), self.max_batch):
             out += self._forward(rows[start : start + self.max_batch])
         return out
@@ -225,7 +228,7 @@ class InferenceBatcher:
         a batch this big: the loop is saturated (see `forward_inline_from`)."""
         return self.forward_thread and len(batch) < self.forward_inline_from
 
-    def _forward(self, batch: list[Row]) -> list[ModelDecision]:
+    def _forward(self, batch: list[Row]) -> list[ModelDecision | None]:
         """One forward per weights version present in the batch; answers in the batch's
         order. Versions are resolved once per distinct pin, not once per row."""
         pins = {pin for _, _, pin in batch}
@@ -239,7 +242,9 @@ class InferenceBatcher:
         self.batch_size_counts[len(batch)] += 1
         return out
 
-    def _forward_by_version(self, batch: list[Row], pins: set[int | None]) -> list[ModelDecision]:
+    def _forward_by_version(
+        self, batch: list[Row], pins: set[int | None]
+    ) -> list[ModelDecision | None]:
         resolved = {pin: self.versions.resolve(pin) for pin in pins}
         rows_of: dict[int, tuple[Any, list[int]]] = {}  # version -> (module, row indices)
         for i, (_, _, pin) in enumerate(batch):
@@ -252,16 +257,23 @@ class InferenceBatcher:
                 out[i] = decision
         return out
 
-    def _forward_rows(self, rows: list[Row], version: int, module: Any) -> list[ModelDecision]:
+    def _forward_rows(
+        self, rows: list[Row], version: int, module: Any
+    ) -> list[ModelDecision | None]:
         # np.array over a list of equal-shape rows: ~5x faster than np.stack at these sizes.
         obs = np.array([row[0] for row in rows])
         mask = np.array([row[1] for row in rows])
         res = self.versions.act(module, obs, mask)
         self.forward_passes += 1
         # Iterating `logits` gives its rows; `map` spares a Python loop per decision.
-        return list(
+        out: list[ModelDecision | None] = list(
             map(ModelDecision, res.actions.tolist(), res.logp.tolist(), res.logits, repeat(version))
         )
+        if res.valid is not None:  # a row unfit to serve: None, the fallback's to answer
+            for i in np.flatnonzero(~res.valid).tolist():
+                out[i] = None
+                self.invalid += 1
+        return out
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -270,6 +282,7 @@ class InferenceBatcher:
             "mean_batch": self.decisions / self.forward_passes if self.forward_passes else 0.0,
             "max_batch_seen": self.max_batch_seen,
             "late": self.late,
+            "invalid": self.invalid,
             "queued": self.queued,
             "max_batch": self.max_batch,
             "max_wait_ms": self.max_wait_s * 1000.0,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +30,11 @@ class GameSession:
     recorders: dict[str, SeatRecorder]
     created: float = field(default_factory=time.monotonic)
     last_seen: float = field(default_factory=time.monotonic)
-    # Idempotent decisions: (turn, seat, future of its Decision) of the last decide with a turn.
-    last_turn: tuple[int, str, Any] | None = None
+    # Idempotent decisions, the last decide with a turn: (turn, seat, future of its Decision,
+    # its state, its reward); a retry must match the last two.
+    last_turn: tuple[int, str, Any, dict[str, Any], float | None] | None = None
+    # The API key that created it (a label, not the key): per-key quotas count by it.
+    owner: str | None = None
 
 
 class GameStore:
@@ -42,6 +45,7 @@ class GameStore:
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._ended_remembered = ended_remembered
         self.created_total = 0
+        self._owned: Counter[str] = Counter()  # live games per owner
 
     def __len__(self) -> int:
         return len(self._live)
@@ -51,6 +55,18 @@ class GameStore:
             raise GameExists(session.game_id)
         self._live[session.game_id] = session
         self.created_total += 1
+        if session.owner is not None:
+            self._owned[session.owner] += 1
+
+    def owned(self, owner: str) -> int:
+        """Live games created by `owner`."""
+        return self._owned[owner]
+
+    def _forget_owner(self, session: GameSession) -> None:
+        if session.owner is not None:
+            self._owned[session.owner] -= 1
+            if self._owned[session.owner] <= 0:
+                del self._owned[session.owner]
 
     def is_live(self, game_id: str) -> bool:
         return game_id in self._live
@@ -73,6 +89,7 @@ class GameStore:
         """Remove a live game and remember that it ended."""
         session = self.get(game_id)
         del self._live[game_id]
+        self._forget_owner(session)
         self._ended[game_id] = None
         while len(self._ended) > self._ended_remembered:
             self._ended.popitem(last=False)
@@ -86,4 +103,5 @@ class GameStore:
         session = self._live.pop(game_id, None)
         if session is None:
             raise GameNotFound(game_id)
+        self._forget_owner(session)
         return session

@@ -24,9 +24,9 @@ from croupier.policies.rollout import Rollout
 from croupier.policies.seats import BadPolicySpec, SeatPolicy
 from croupier.sessions.batcher import InferenceBatcher, ModelDecision
 from croupier.sessions.games import GameEnded, GameExists, GameNotFound, GameSession, GameStore
-from croupier.sessions.guards import Overloaded, TurnConflict
+from croupier.sessions.guards import Overloaded, QuotaExceeded, TurnConflict
 from croupier.trajectories.offline import OfflineWriter
-from croupier.trajectories.recorder import SeatRecorder
+from croupier.trajectories.recorder import MAX_EPISODE_STEPS, SeatRecorder
 from croupier.trajectories.spool import EpisodeSpool
 
 T = TypeVar("T")
@@ -36,7 +36,15 @@ class Unprocessable(ValueError):
     """The request is well-formed JSON but makes no sense for this game (422)."""
 
 
-CLIENT_ERRORS = (GameNotFound, GameEnded, GameExists, Unprocessable, TurnConflict, Overloaded)
+CLIENT_ERRORS = (
+    GameNotFound,
+    GameEnded,
+    GameExists,
+    Unprocessable,
+    TurnConflict,
+    Overloaded,
+    QuotaExceeded,
+)
 
 
 @dataclass(slots=True)
@@ -126,8 +134,12 @@ class DecisionService:
         self.fallbacks = 0
         self.turn_replays = 0
         self.refused_overload = 0
+        self.refused_quota = 0
         self.refused_too_large = 0
         self.expired_games = 0
+        # Learned seats' episodes cut at the trainer's length limit (shipped truncated).
+        self.max_episode_steps = MAX_EPISODE_STEPS
+        self.episodes_cut = 0
         # Production channel, canary, shadow, league seats and rules recording.
         self.rollout = Rollout(
             versions,
@@ -149,12 +161,18 @@ class DecisionService:
         seats: dict[str, str] | None = None,
         pin: str | None = None,
         record: bool | str = True,
+        owner: str | None = None,
     ) -> dict[str, Any]:
+        """Start a game; `owner` (the API key's label) counts it against that key's quota."""
         if game != self.adapter.name:
             raise Unprocessable(f"this server plays {self.adapter.name!r}, not {game!r}")
         if len(self.games) >= self.config.max_games:
             self.refused_overload += 1
             raise Overloaded(f"{len(self.games)} games in flight, the server's limit")
+        quota = self.config.max_games_per_key
+        if quota is not None and owner is not None and self.games.owned(owner) >= quota:
+            self.refused_quota += 1
+            raise QuotaExceeded(f"this key has {quota} games in flight, its limit")
         seats = seats or {}
         unknown = set(seats) - set(self.adapter.seats)
         if unknown:
@@ -183,7 +201,7 @@ class DecisionService:
         recorders = {
             seat: SeatRecorder(game_id, seat, p.label()) for seat, p in plan.items() if p.record
         }
-        self.games.add(GameSession(game_id, plan, recorders))
+        self.games.add(GameSession(game_id, plan, recorders, owner=owner))
         self.rollout.begin_game(game_id, plan, record)
         return {
             "game_id": game_id,
@@ -299,7 +317,7 @@ class DecisionService:
         if policy is None:
             raise Unprocessable(f"seat {seat!r} is not in game {game_id!r}")
         if turn is not None:
-            replay = self._check_turn(session, seat, turn)
+            replay = self._check_turn(session, seat, turn, state, reward)
             if replay is not None:
                 self.turn_replays += 1
                 return _Step(session, seat, policy, state, reward, _NO_OBS, _NO_OBS,
@@ -328,17 +346,27 @@ class DecisionService:
                 step.pending = self.batcher.submit(obs, mask, policy.version)
         if turn is not None:
             step.turn_result = asyncio.get_running_loop().create_future()
-            session.last_turn = (turn, seat, step.turn_result)
+            session.last_turn = (turn, seat, step.turn_result, state, reward)
         return step
 
     @staticmethod
-    def _check_turn(session: GameSession, seat: str, turn: int) -> asyncio.Future[Decision] | None:
+    def _check_turn(
+        session: GameSession, seat: str, turn: int, state: dict[str, Any], reward: float | None
+    ) -> asyncio.Future[Decision] | None:
         """The earlier answer when this is a retry of the game's last turn; 409 when the turn
-        is not new; None when it is."""
+        is not new, or is a "retry" whose state or reward differ from the original's (its
+        answer was chosen under another legal set: replaying it could be illegal now);
+        None when the turn is new."""
         if session.last_turn is None:
             return None
-        last_turn, last_seat, result = session.last_turn
+        last_turn, last_seat, result, last_state, last_reward = session.last_turn
         if turn == last_turn and seat == last_seat:
+            # A real retry resends the same body: a dict comparison, paid by retries only.
+            if state != last_state or reward != last_reward:
+                raise TurnConflict(
+                    f"turn {turn} for seat {seat!r} was already decided for another state or "
+                    "reward; a retry must resend the original request (or use a new turn)"
+                )
             return result
         if turn <= last_turn:
             raise TurnConflict(
@@ -375,6 +403,8 @@ class DecisionService:
                 # nothing. A fallback step above is not the learned policy's: never recorded.
                 if recorder is not None and self.games.is_live(step.session.game_id):
                     recorder.add_reward(step.reward or 0.0)
+                    if len(recorder) >= self.max_episode_steps:
+                        recorder = self._cut_episode(step, recorder)
                     recorder.add_decision(
                         step.obs, step.mask, step.index, model.logp, model.logits, version
                     )
@@ -385,6 +415,15 @@ class DecisionService:
         if step.turn_result is not None and not step.turn_result.done():
             step.turn_result.set_result(decision)
         return decision
+
+    def _cut_episode(self, step: _Step, recorder: SeatRecorder) -> SeatRecorder:
+        """The seat's episode reached the trainer's limit: spool it truncated, begin anew."""
+        fresh = recorder.cut(step.obs, step.mask)
+        step.session.recorders[step.seat] = fresh
+        if recorder.truncated is not None:
+            self.outbox.put_many([recorder.truncated])
+            self.episodes_cut += 1
+        return fresh
 
     def _fallback_index(self, state: dict[str, Any], mask: np.ndarray) -> tuple[int, str]:
         if self.config.fallback == "rules" and self._rules is not None:
@@ -417,9 +456,11 @@ class DecisionService:
         self.outbox.put_many(episodes)
         return results
 
-    def create_games(self, items: list[dict[str, Any] | Exception]) -> list[Any]:
+    def create_games(
+        self, items: list[dict[str, Any] | Exception], owner: str | None = None
+    ) -> list[Any]:
         """Many `create_game`s; each item's outcome (or its error) in order."""
-        return _each(items, lambda item: self.create_game(**item))
+        return _each(items, lambda item: self.create_game(**item, owner=owner))
 
     def _close_game(
         self, game_id: str, payoffs: dict[str, float]
@@ -501,8 +542,11 @@ class DecisionService:
             "fallbacks": self.fallbacks,
             "turn_replays": self.turn_replays,
             "refused_overload": self.refused_overload,  # 503s
+            "refused_quota": self.refused_quota,  # 429s: a key's games-in-flight cap
             "refused_too_large": self.refused_too_large,  # 413s
             "expired_games": self.expired_games,
+            "episodes_cut": self.episodes_cut,  # truncated at the trainer's length limit
+            "weights_refused": self.versions.refused_nonfinite,  # NaN/inf versions not installed
         }
 
     # --- internals -----------------------------------------------------------------------

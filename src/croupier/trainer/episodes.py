@@ -12,9 +12,11 @@ from typing import Any
 import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from croupier.trajectories.recorder import episode_state
+from croupier.trainer.ingest_log import SAFE_EPISODE_ID
+from croupier.trajectories.recorder import MAX_EPISODE_STEPS, episode_state
 
-MAX_EPISODE_LEN = 10_000
+# Servers cut their learned seats' episodes at this length (truncated), so none is lost here.
+MAX_EPISODE_LEN = MAX_EPISODE_STEPS
 
 
 class EpisodeRejected(ValueError):
@@ -54,8 +56,8 @@ def validate_episode(state: Any, obs_size: int, num_actions: int) -> SingleAgent
     except (KeyError, TypeError, ValueError) as e:
         raise EpisodeRejected(f"bad episode header: {e}") from None
     n = t - t0
-    if not isinstance(episode_id, str) or not 0 < len(episode_id) <= 128:
-        raise EpisodeRejected("id_ must be a short string")
+    if not isinstance(episode_id, str) or not SAFE_EPISODE_ID.fullmatch(episode_id):
+        raise EpisodeRejected("id_ must be 1-128 letters, digits or . _ ~ : -")
     if not 1 <= n <= MAX_EPISODE_LEN or t0 != 0:
         raise EpisodeRejected(f"episode length {n} out of range (t_started must be 0)")
     if state.get("is_terminated") is not True and state.get("is_truncated") is not True:

@@ -14,11 +14,15 @@ newest `keep` ids when it grows past twice that.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import Counter, OrderedDict
 from pathlib import Path
 
 OUTCOMES = ("accepted", "lag", "rejected")
+# What an episode id may be: a line here is `<id>\t<outcome>`, so a tab, newline or other
+# control character in an id would write a line of the peer's choosing. Servers make uuid hex.
+SAFE_EPISODE_ID = re.compile(r"[A-Za-z0-9._~:-]{1,128}")
 
 
 class IngestLog:
@@ -49,7 +53,9 @@ class IngestLog:
         return len(self.ids)
 
     def record(self, entries: list[tuple[str, str]]) -> None:
-        """Remember these (id, outcome) pairs; on disk before this returns."""
+        """Remember these (id, outcome) pairs; on disk before this returns. An id that is not
+        a safe one (`SAFE_EPISODE_ID`) is not remembered: no line is ever forged."""
+        entries = [(i, o) for i, o in entries if SAFE_EPISODE_ID.fullmatch(i)]
         if not entries:
             return
         with self._lock:

@@ -19,6 +19,11 @@ from typing import Any
 
 import numpy as np
 
+# The longest episode a trainer takes (`trainer.episodes` refuses longer ones). A learned seat
+# still playing at this length has its episode cut here, truncated, and a new one begun: a
+# game that never ends is trained on in pieces instead of being lost whole at the trainer.
+MAX_EPISODE_STEPS = 10_000
+
 
 @dataclass
 class SeatRecorder:
@@ -37,6 +42,8 @@ class SeatRecorder:
     rewards: list[float] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
     last_step: float = field(default_factory=time.perf_counter)
+    # What `cut` closed, until the service has spooled it.
+    truncated: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -64,8 +71,18 @@ class SeatRecorder:
         self.rewards.append(0.0)
         self.last_step = time.perf_counter()
 
+    def cut(self, next_obs: np.ndarray, next_mask: np.ndarray) -> SeatRecorder:
+        """Close the steps so far as a truncated episode (its last observation the one the
+        game goes on from, for the value bootstrap) in `self.truncated`; the game's next
+        steps go to the recorder returned."""
+        self.truncated = self.close(0.0, (next_obs, next_mask), truncated=True)
+        return SeatRecorder(self.game_id, self.seat, self.policy)
+
     def close(
-        self, final_reward: float, terminal: tuple[np.ndarray, np.ndarray]
+        self,
+        final_reward: float,
+        terminal: tuple[np.ndarray, np.ndarray],
+        truncated: bool = False,
     ) -> dict[str, Any] | None:
         """The finished episode's state, or None when this seat never decided."""
         if not self.actions:
@@ -86,6 +103,8 @@ class SeatRecorder:
                 "policy": self.policy,
                 "versions": list(self.versions),
             },
+            terminated=not truncated,
+            truncated=truncated,
             start_time=self.started,
             last_step_time=self.last_step,
         )

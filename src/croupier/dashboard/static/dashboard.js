@@ -116,10 +116,26 @@ function render(data) {
   document.body.dataset.rendered = String(h.length);
 }
 
+// On a server with API keys the data needs one (a read key will do): open the page as
+// /dashboard#key=YOUR_KEY. A fragment never reaches the server or its logs; the key is kept
+// for this tab only and taken out of the address bar.
+function apiKey() {
+  const m = location.hash.match(/(?:^#|&)key=([^&]+)/);
+  if (m) {
+    sessionStorage.setItem("croupier-key", decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("croupier-key");
+}
+
 async function poll() {
   try {
-    const resp = await fetch("/dashboard/data.json", { cache: "no-store" });
+    const key = apiKey();
+    const headers = key ? { Authorization: `Bearer ${key}` } : {};
+    const resp = await fetch("/dashboard/data.json", { cache: "no-store", headers });
     if (resp.ok) render(await resp.json());
+    else if (resp.status === 401 || resp.status === 403)
+      text("updated", `data.json answered ${resp.status}: open /dashboard#key=YOUR_KEY (a read key will do)`);
     else text("updated", `data.json answered ${resp.status}`);
   } catch (e) {
     text("updated", `server unreachable: ${e}`);

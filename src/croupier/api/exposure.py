@@ -1,0 +1,41 @@
+"""What `croupier serve` says at start when it is reachable beyond this machine unprotected.
+
+Without API keys every route an engine uses is open to whoever reaches the port; without TLS
+the keys and game states cross the network in clear. On loopback neither matters (only this
+machine can connect); anywhere else each gets a warning in the log (see docs/security.md).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from croupier.config import ServerConfig
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, "localhost")."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:  # a name other than localhost: it may resolve to anything
+        return False
+
+
+def exposure_warnings(host: str, config: ServerConfig, tls: bool) -> list[str]:
+    """The warnings for serving `config` on `host` (none on loopback)."""
+    if is_loopback(host):
+        return []
+    out = []
+    if not (config.api_keys or config.admin_keys):
+        out.append(
+            f"serving on {host} without API keys: anyone who reaches this port can create "
+            "games, read decisions and feed episodes to training (set --api-keys and "
+            "--admin-keys, or bind 127.0.0.1 behind a proxy that authenticates)"
+        )
+    if not tls:
+        out.append(
+            f"serving plain HTTP on {host}: API keys and game states cross the network in "
+            "clear (use --ssl-certfile/--ssl-keyfile, or a TLS-terminating proxy)"
+        )
+    return out
