@@ -61,7 +61,18 @@ def serve(
     num_players: int = 2,
     link_token: Annotated[str | None, typer.Option(envvar="CROUPIER_LINK_TOKEN")] = None,
     rllib_compat: Annotated[
-        bool, typer.Option(help="Talk to RLlib's stock EnvRunnerServerForExternalInference")
+        bool,
+        typer.Option(
+            help="Talk to RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled "
+            "config: trusted networks only, see docs/security.md)"
+        ),
+    ] = False,
+    rllib_compat_allow_remote: Annotated[
+        bool,
+        typer.Option(
+            help="Let --rllib-compat unpickle the config of a trainer that is not on loopback "
+            "(whoever answers at --trainer can run code here)"
+        ),
     ] = False,
     api_keys: Annotated[
         str | None,
@@ -143,6 +154,7 @@ def serve(
         trainer=trainer,
         link_token=link_token,
         rllib_compat=rllib_compat,
+        rllib_compat_allow_remote=rllib_compat_allow_remote,
         api_keys=parse_keys(api_keys),
         admin_keys=parse_keys(admin_keys),
         data_dir=None if data_dir.lower() == "none" else Path(data_dir.format(port=port)),
@@ -253,6 +265,13 @@ def train(
         typer.Option(help="Drop episodes played more than this many versions behind the newest"),
     ] = None,
     link_token: Annotated[str | None, typer.Option(envvar="CROUPIER_LINK_TOKEN")] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            help="Listen on a non-loopback --listen without --link-token (anyone reaching the "
+            "port can send episodes and take the weights; see docs/security.md)"
+        ),
+    ] = False,
     lr: Annotated[float | None, typer.Option(help="Default: ppo 5e-4, appo 1e-3")] = None,
     train_batch_size: Annotated[
         int | None, typer.Option(help="Default: ppo 4000, appo 128")
@@ -312,6 +331,7 @@ def train(
         ray_address=ray_address,
         max_version_lag=max_version_lag,
         token=link_token,
+        insecure=insecure,
         checkpoint_every=checkpoint_every,
         hiddens=[int(h) for h in hiddens.split(",")],
         hyper=hyper,
