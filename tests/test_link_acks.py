@@ -123,8 +123,7 @@ def test_token_handshake_closes_before_anything_is_processed(runners):
             {"type": "PING", "auth": auth.PROTOCOL, "nonce": nonce, "pad": "x" * 10_000}
         ),
         "a wrong proof": hello + wire.pack({"type": "PING", "proof": b"p" * 32}),
-        "episodes instead of a proof": hello
-        + wire.pack({"type": "EPISODES", "episodes": [good]}),
+        "episodes instead of a proof": hello + wire.pack({"type": "EPISODES", "episodes": [good]}),
         "huge length header": b"99999999",
         "wrong msgpack type": _frame(wire.encode_value([1, 2, 3])),
         "silence": b"",

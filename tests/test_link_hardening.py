@@ -452,7 +452,7 @@ def test_a_byte_at_a_time_peer_is_cut_at_the_total_handshake_deadline(cleanup, t
     with socket.create_connection(("127.0.0.1", runner.port), timeout=5) as sock:
         t0 = time.monotonic()
         closed_at = None
-        for byte in b"00004000" + b"x" * 40:  # a frame under the cap, never finished  # each byte well inside a per-recv timeout
+        for byte in b"00004000" + b"x" * 40:  # one slow byte at a time, never a whole frame
             try:
                 sock.sendall(bytes([byte]))
             except OSError:
