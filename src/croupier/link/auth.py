@@ -11,7 +11,8 @@ would delete spooled episodes, weights to serve), nor replay or reorder one, nor
 
 Why this rather than TLS: the link already has one shared secret and frames of its own, so this
 needs no certificates to issue, rotate or expire across every policy server, and no new setting;
-it costs one SHA-256 pass over each frame (~0.5 ms per MiB here). It gives no secrecy: episodes
+it costs one SHA-256 pass over each frame (2.5 ms per MiB measured on this 2-core box:
+0.4 ms for a 512-step message of Leduc episodes, 7 µs for an ack). It gives no secrecy: episodes
 and weights travel readable (docs/security.md says when to add a tunnel for that).
 
 Without a token the link is plain RLlink (what RLlib's own peers speak): no authentication,

@@ -101,6 +101,7 @@ class TrainerLink:
         self.errors = 0
         self.last_error: str | None = None
         self.last_error_at: float | None = None
+        self._error_lock = threading.Lock()
         # The most bytes one EPISODES frame body may have: below the trainer's announced limit.
         self.max_message_bytes = wire.DEFAULT_MAX_FRAME
         # Whether the trainer acknowledges episodes (croupier's own does; RLlib's stock runner
@@ -137,11 +138,12 @@ class TrainerLink:
         }
 
     def _error(self, what: str) -> None:
-        if self.last_error != what:
-            log.warning("trainer link %s:%d: %s", *self.address, what)
-        self.errors += 1
-        self.last_error = what
-        self.last_error_at = time.time()
+        with self._error_lock:  # the link thread and its reader both report
+            if self.last_error != what:
+                log.warning("trainer link %s:%d: %s", *self.address, what)
+            self.errors += 1
+            self.last_error = what
+            self.last_error_at = time.time()
 
     # --- connection lifecycle ------------------------------------------------------------
 
