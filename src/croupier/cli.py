@@ -172,6 +172,13 @@ def serve(
         opentelemetry=opentelemetry,
         seed=seed,
     )
+    if config.trainer:
+        from croupier.link.client import check_link_config
+
+        try:  # a link that would trust a peer it cannot check: refused before serving
+            check_link_config(config)
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
     uvicorn.run(
         create_app(config),
         host=host,
@@ -308,6 +315,15 @@ def train(
     from croupier.trainer.run import train as run_training
 
     _setup_logging(log_level)
+    from croupier.link.client import parse_address
+    from croupier.trainer.env_runner import LinkOptions, check_listen
+
+    try:  # an open trainer port on the network: refused before Ray starts
+        check_listen(
+            LinkOptions(host=parse_address(listen)[0], token=link_token, insecure=insecure)
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     hyper = Hyper.defaults(algo)
     overrides = {
         "lr": lr,
