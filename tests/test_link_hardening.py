@@ -82,15 +82,24 @@ class FakeTrainer:
     past the scripts, connections are forwarded to `then_port` (a real runner), if any.
     Every byte a peer sends is kept in `received`."""
 
-    def __init__(self, scripts: list[Callable[[socket.socket], None]], then_port: int = 0):
+    def __init__(
+        self, scripts: list[Callable[[socket.socket], None]], then_port: int = 0, port: int = 0
+    ):
         self.scripts = list(scripts)
         self.then_port = then_port
         self.received = bytearray()
         self.failures: list[str] = []  # assertion errors inside scripts
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server(("127.0.0.1", port))
         self.port = self.listener.getsockname()[1]
         self._socks: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def handshake(self, sock: socket.socket, token: str) -> auth.Channel:
+        """A trainer's side of the handshake, holding `token` (a broken trainer, not an
+        impostor); the server's first frames are kept in `received` too."""
+        sock.settimeout(10)
+        channel = auth.trainer_handshake(sock, token, time.monotonic() + 10, 4096)
+        return channel
 
     def recv(self, sock: socket.socket) -> tuple[Any, dict[str, Any]]:
         """One frame from the server (kept in `received`)."""
@@ -568,3 +577,92 @@ def test_link_errors_show_in_healthz_and_metrics(cleanup):
         assert errors and float(errors[0].split()[-1]) >= 2, errors
 
     run_inprocess(check, game=GAME, trainer=f"127.0.0.1:{fake.port}")
+
+
+# --- all of it against a real `croupier serve` -----------------------------------------------
+
+
+@pytest.mark.timeout(240)
+def test_a_real_server_keeps_serving_through_an_outage_impostor_broken_trainers_and_a_backlog(
+    cleanup, tmp_path
+):
+    """Done-when of issue 14 (link side) against a live `croupier serve`: a trainer outage
+    builds a backlog over the trainer's frame limit (scaled down: 32 KiB announced); then an
+    impostor without the token, a trainer answering garbage, one pushing weights the server
+    refuses; then the real trainer. Games are served throughout,
+    the link thread lives, and every recorded episode reaches the trainer exactly once."""
+    import sqlite3
+
+    from tests.conftest import BackgroundPlay, free_port, running_server_logged
+
+    runner = build_runner(token=TOKEN, max_frame_bytes=32 * 1024)
+    cleanup.append(runner)
+    port = free_port()
+    args = ("--trainer", f"127.0.0.1:{port}", "--link-token", TOKEN, "--data-dir", str(tmp_path))
+    with running_server_logged(*args, "--seats", "learned,rules", timeout_s=90) as server:
+        link = lambda: server.get("/healthz")["trainer_link"]  # noqa: E731
+        episodes = lambda: server.get("/healthz")["episodes"]  # noqa: E731
+        play = BackgroundPlay(server.url, games=8).start()
+        t0 = time.monotonic()
+        try:
+            wait_for(lambda: episodes()["spooled_bytes"] > 10 * 32 * 1024, 60, 0.2,
+                     "a backlog ten times the frame limit")  # fmt: skip
+            with sqlite3.connect(tmp_path / "spool.sqlite3") as db:
+                spooled_ids = [r[0] for r in db.execute("SELECT episode_id FROM episodes")]
+            weights = runner.module.get_state()
+
+            def impostor(sock: socket.socket) -> None:
+                fake.recv(sock)
+                wire.send(
+                    sock,
+                    {
+                        "type": "PONG",
+                        "auth": auth.PROTOCOL,
+                        "nonce": os.urandom(auth.NONCE_BYTES),
+                        "proof": os.urandom(32),
+                    },
+                )
+                with contextlib.suppress(OSError):
+                    wire.send(sock, {"type": "ACK", "ids": spooled_ids})  # fmt: skip
+                    fake.recv(sock)
+
+            def garbage(sock: socket.socket) -> None:
+                channel = fake.handshake(sock, TOKEN)
+                channel.recv()
+                sock.sendall(b"garbage!" + os.urandom(200))
+
+            def refused_weights(sock: socket.socket) -> None:
+                channel = fake.handshake(sock, TOKEN)
+                channel.recv()
+                channel.send({"type": "SET_CONFIG", "config": runner.plain_config()})
+                channel.recv()
+                wrong = {k: np.zeros((2, 2), np.float32) for k in weights}
+                channel.send(state_message(wrong, 5))
+                channel.send(state_message(weights, "x"))
+                wait_for(lambda: link()["versions_refused"] >= 2, 10, 0.1, "two refusals")
+
+            print(f"backlog built: {time.monotonic() - t0:.1f} s")
+            fake = FakeTrainer([impostor, garbage, refused_weights], runner.port, port=port)
+            cleanup.append(fake)
+            wait_for(lambda: link()["connected"] and not fake.scripts, 90, 0.2,
+                     "the link to come up on the real trainer")  # fmt: skip
+        finally:
+            play.stop()
+        assert play.errors == 0 and play.hands > 0
+        health = server.get("/healthz")
+        assert health["fallbacks"] == 0
+        print(f"link up on the real trainer: {time.monotonic() - t0:.1f} s")
+        wait_for(lambda: episodes()["spooled"] == 0, 60, 0.2, "the backlog to be acked")
+        print(f"backlog acked: {time.monotonic() - t0:.1f} s")
+        stats, final = link(), episodes()
+
+    assert fake.failures == []
+    assert TOKEN.encode() not in fake.received
+    assert stats["thread_alive"] and stats["authenticated"] and stats["errors"] >= 3
+    assert stats["versions_refused"] >= 2 and stats["max_message_bytes"] == 32 * 1024
+    assert final["dropped"] == final["too_big"] == final["corrupt"] == 0
+    trainer = runner.link_stats()
+    assert trainer["frames_rejected"] == 0
+    assert trainer["episodes_received"] == final["recorded"] + final["recovered"]
+    received = {e.id_ for e in runner.sample()}
+    assert set(spooled_ids) <= received and len(received) == trainer["episodes_received"]

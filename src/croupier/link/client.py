@@ -102,6 +102,7 @@ class TrainerLink:
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self._error_lock = threading.Lock()
+        self._up_since = 0.0
         # The most bytes one EPISODES frame body may have: below the trainer's announced limit.
         self.max_message_bytes = wire.DEFAULT_MAX_FRAME
         # Whether the trainer acknowledges episodes (croupier's own does; RLlib's stock runner
@@ -155,13 +156,15 @@ class TrainerLink:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._sock = sock
                 self._session(sock)
-                backoff = BACKOFF_MIN_S
             except Exception as e:  # whatever a peer sends (or a bug): never end the thread
                 if not self._stop.is_set():
                     if not isinstance(e, OSError | wire.FrameError | LinkRefused | auth.AuthError):
                         log.exception("trainer link: unexpected error")
                     self._error(_describe(e))
             finally:
+                if self.connected and time.monotonic() - self._up_since > BACKOFF_MAX_S:
+                    backoff = BACKOFF_MIN_S  # a session that lasted: retry quickly (a flapping
+                    # trainer that drops every session at once keeps its backoff growing)
                 self.connected = False
                 if self._sock is not None:
                     _close(self._sock)
@@ -184,6 +187,7 @@ class TrainerLink:
         # A new connection: whatever the last one sent but got no ack for is due again.
         self.outbox.rewind()
         self.connected = True
+        self._up_since = time.monotonic()
         self.connects += 1
         log.info("trainer link up: %s:%d, version %d", *self.address, self.versions.latest)
 
@@ -231,21 +235,24 @@ class TrainerLink:
 
     def _ship_loop(self, channel: auth.Channel, reader_done: threading.Event) -> None:
         last_ship = time.monotonic()
+        backlog = False  # the last message was full: send the next at once
         while not self._stop.is_set() and not reader_done.is_set():
-            due = time.monotonic() - last_ship >= self.config.ship_max_seconds
+            due = backlog or time.monotonic() - last_ship >= self.config.ship_max_seconds
             if self.outbox.pending_steps >= self.config.ship_max_steps or (
                 due and self.outbox.pending_episodes
             ):
-                self._ship(channel)
+                backlog = self._ship(channel)
                 last_ship = time.monotonic()
             else:
                 reader_done.wait(0.02)
         if reader_done.is_set():
             raise ConnectionError(self.last_error or "trainer closed the link")
 
-    def _ship(self, channel: auth.Channel) -> None:
-        """Send the oldest unsent episodes, in messages no bigger than the trainer takes."""
+    def _ship(self, channel: auth.Channel) -> bool:
+        """Send the oldest unsent episodes, in messages no bigger than the trainer takes.
+        True if a cap left some of them for the next message."""
         limit = self.max_message_bytes - channel.overhead()
+        waiting = self.outbox.pending_episodes
         episodes = self.outbox.take(
             MAX_EPISODES_PER_MESSAGE, max_bytes=limit - _MESSAGE_SLACK_BYTES
         )
@@ -261,6 +268,7 @@ class TrainerLink:
         except OSError:
             self.outbox.requeue(episodes)
             raise
+        return len(episodes) < waiting
 
     def _bodies(
         self, episodes: list[dict[str, Any]], limit: int
