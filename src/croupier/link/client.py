@@ -53,6 +53,10 @@ class LinkRefused(ConnectionError):
     """The trainer answered, but with something this server cannot work with."""
 
 
+class _ReaderEnded(ConnectionError):
+    """The session's reader stopped (its error is already counted)."""
+
+
 def parse_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
@@ -157,7 +161,7 @@ class TrainerLink:
                 self._sock = sock
                 self._session(sock)
             except Exception as e:  # whatever a peer sends (or a bug): never end the thread
-                if not self._stop.is_set():
+                if not self._stop.is_set() and not isinstance(e, _ReaderEnded):
                     if not isinstance(e, OSError | wire.FrameError | LinkRefused | auth.AuthError):
                         log.exception("trainer link: unexpected error")
                     self._error(_describe(e))
@@ -246,7 +250,7 @@ class TrainerLink:
             else:
                 reader_done.wait(0.02)
         if reader_done.is_set():
-            raise ConnectionError(self.last_error or "trainer closed the link")
+            raise _ReaderEnded(self.last_error or "trainer closed the link")
 
     def _ship(self, channel: auth.Channel) -> bool:
         """Send the oldest unsent episodes, in messages no bigger than the trainer takes.

@@ -158,10 +158,6 @@ def send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall(pack(message))
 
 
-def send_frame(sock: socket.socket, frame: bytes) -> None:
-    sock.sendall(frame)
-
-
 def recv(
     sock: socket.socket, max_frame: int = DEFAULT_MAX_FRAME, deadline: float | None = None
 ) -> tuple[Kind, dict[str, Any]]:
