@@ -84,7 +84,7 @@ class LinkOptions:
     max_handshake_bytes: int = 4096
     handshake_timeout_s: float = 10.0
     # Connections at once (authenticated or not); more are closed as they arrive.
-    max_connections: int = 64
+    max_connections: int = 256
     # Bytes queued for one server beyond the newest weights push (acks, replies); past it the
     # server is not reading and is dropped.
     max_queued_bytes: int = 16 * 1024 * 1024
