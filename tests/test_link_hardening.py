@@ -96,10 +96,8 @@ class FakeTrainer:
 
     def handshake(self, sock: socket.socket, token: str) -> auth.Channel:
         """A trainer's side of the handshake, holding `token` (a broken trainer, not an
-        impostor); the server's first frames are kept in `received` too."""
-        sock.settimeout(10)
-        channel = auth.trainer_handshake(sock, token, time.monotonic() + 10, 4096)
-        return channel
+        impostor); what it reads is not kept in `received`."""
+        return auth.trainer_handshake(sock, token, time.monotonic() + 10, 4096)
 
     def recv(self, sock: socket.socket) -> tuple[Any, dict[str, Any]]:
         """One frame from the server (kept in `received`)."""
