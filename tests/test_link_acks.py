@@ -1,4 +1,4 @@
-"""The trainer's side of delivery: acks, de-duplication across a restart, the token handshake.
+"""The trainer's side of delivery: acks, de-duplication across a restart, the handshake.
 
 A `LinkEnvRunner` is built in this process (no Algorithm, no Ray session) and spoken to over
 loopback with the wire module, as a policy server would.
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from croupier.link import wire
+from croupier.link import auth, wire
 from croupier.trainer.algo import Hyper
 from croupier.trainer.ingest_log import outcome_counts
 from tests.test_trainer_link import GAME, _closed_by_peer, _frame, synthetic_episode
@@ -46,23 +46,19 @@ def build_runner(
     return LinkEnvRunner(config=config)
 
 
-def connect(runner: Any, token: str | None = None) -> socket.socket:
+def connect(runner: Any, token: str | None = None) -> auth.Channel:
+    """A policy server's handshake (with the token: proved both ways): the channel after it."""
     sock = socket.create_connection(("127.0.0.1", runner.port), timeout=10)
-    ping: dict[str, Any] = {"type": "PING"}
-    if token is not None:
-        ping["token"] = token
-    wire.send(sock, ping)
-    assert wire.recv(sock)[0].name == "PONG"
-    return sock
+    return auth.client_handshake(sock, token, time.monotonic() + 10)
 
 
-def recv_acks(sock: socket.socket, want: int, timeout_s: float = 10.0) -> list[str]:
+def recv_acks(channel: auth.Channel, want: int, timeout_s: float = 10.0) -> list[str]:
     """Read messages until `want` acked ids have arrived (weights pushes are skipped)."""
-    sock.settimeout(timeout_s)
+    channel.sock.settimeout(timeout_s)
     ids: list[str] = []
     deadline = time.monotonic() + timeout_s
     while len(ids) < want and time.monotonic() < deadline:
-        kind, body = wire.recv(sock)
+        kind, body = channel.recv()
         if kind is wire.LinkExt.ACK:
             ids += body["ids"]
     return ids
@@ -81,30 +77,30 @@ def test_acks_on_ingest_and_dedup_survives_a_restart(tmp_path, runners):
     ids = [e["id_"] for e in episodes]
     first = build_runner(tmp_path, max_lag=2)
     runners.append(first)
-    sock = connect(first)
+    chan = connect(first)
     stale = synthetic_episode(0, seed=99)
     first.set_state({"rl_module": first.module.get_state(), "weights_seq_no": 5})
-    wire.send(sock, {"type": "EPISODES", "episodes": [*episodes[:4], stale]})
+    chan.send({"type": "EPISODES", "episodes": [*episodes[:4], stale]})
     # Taken into the inbox or dropped for lag: either way settled, logged and acked.
-    assert sorted(recv_acks(sock, 5)) == sorted([*ids[:4], stale["id_"]])
+    assert sorted(recv_acks(chan, 5)) == sorted([*ids[:4], stale["id_"]])
     assert sorted(e.id_ for e in first.sample()) == sorted(ids[:4])
     # Sent again (an ack lost on the way): a duplicate, acked again, not sampled again.
-    wire.send(sock, {"type": "EPISODES", "episodes": [episodes[0], episodes[4], episodes[4]]})
-    assert sorted(recv_acks(sock, 2)) == sorted([ids[0], ids[4]])
+    chan.send({"type": "EPISODES", "episodes": [episodes[0], episodes[4], episodes[4]]})
+    assert sorted(recv_acks(chan, 2)) == sorted([ids[0], ids[4]])
     assert first.link_stats()["episodes_duplicate"] == 2
-    sock.close()
+    chan.sock.close()
     first.stop()
 
     second = build_runner(tmp_path, max_lag=2)  # a restart on the same state dir
     runners.append(second)
-    sock = connect(second)
+    chan = connect(second)
     # The server resends what it holds: old ones whose ack it never saw, and a new one.
-    wire.send(sock, {"type": "EPISODES", "episodes": [episodes[1], episodes[4], episodes[5]]})
-    assert sorted(recv_acks(sock, 3)) == sorted([ids[1], ids[4], ids[5]])
+    chan.send({"type": "EPISODES", "episodes": [episodes[1], episodes[4], episodes[5]]})
+    assert sorted(recv_acks(chan, 3)) == sorted([ids[1], ids[4], ids[5]])
     assert [e.id_ for e in second.sample()] == [ids[5]]
     stats = second.link_stats()
     assert stats["episodes_received"] == 1 and stats["episodes_duplicate"] == 2
-    sock.close()
+    chan.sock.close()
     second.stop()
     counts = outcome_counts(tmp_path / "ingested-0.log")
     assert counts == {"accepted": 6, "lag": 1}  # every episode exactly once
@@ -114,12 +110,20 @@ def test_token_handshake_closes_before_anything_is_processed(runners):
     runner = build_runner(None, token=TOKEN)
     runners.append(runner)
     good = synthetic_episode(0, seed=1)
+    nonce = b"n" * auth.NONCE_BYTES
+    hello = wire.pack({"type": "PING", "auth": auth.PROTOCOL, "nonce": nonce})
     cases = {
-        "no token": wire.pack({"type": "PING"}),
-        "wrong token": wire.pack({"type": "PING", "token": "guess"}),
-        "token of the wrong type": wire.pack({"type": "PING", "token": 12345}),
+        "no auth": wire.pack({"type": "PING"}),
+        "the token in clear (the old handshake)": wire.pack({"type": "PING", "token": TOKEN}),
+        "a nonce of the wrong type": wire.pack(
+            {"type": "PING", "auth": auth.PROTOCOL, "nonce": 12345}
+        ),
         "episodes first": wire.pack({"type": "EPISODES", "episodes": [good], "token": TOKEN}),
-        "big first frame": wire.pack({"type": "PING", "token": TOKEN, "pad": "x" * 10_000}),
+        "big first frame": wire.pack(
+            {"type": "PING", "auth": auth.PROTOCOL, "nonce": nonce, "pad": "x" * 10_000}
+        ),
+        "a wrong proof": hello + wire.pack({"type": "PING", "proof": b"p" * 32}),
+        "episodes instead of a proof": hello + wire.pack({"type": "EPISODES", "episodes": [good]}),
         "huge length header": b"99999999",
         "wrong msgpack type": _frame(wire.encode_value([1, 2, 3])),
         "silence": b"",
@@ -136,20 +140,19 @@ def test_token_handshake_closes_before_anything_is_processed(runners):
     assert stats["connected_servers"] == 0
 
     # With the token it works, and wrong types after the handshake drop only that link.
-    sock = connect(runner, TOKEN)
-    wire.send(sock, {"type": "EPISODES", "episodes": [good]})
-    assert recv_acks(sock, 1) == [good["id_"]]
+    chan = connect(runner, TOKEN)
+    chan.send({"type": "EPISODES", "episodes": [good]})
+    assert recv_acks(chan, 1) == [good["id_"]]
     assert runner.wait_for_steps(len(good["actions"]["data"]), 10)
     for bad in ({"type": "EPISODES", "episodes": 7}, {"type": "SET_STATE", "x": 1}):
-        with socket.create_connection(("127.0.0.1", runner.port), timeout=10) as other:
-            wire.send(other, {"type": "PING", "token": TOKEN})
-            assert wire.recv(other)[0].name == "PONG"
-            wire.send(other, bad)
-            assert _closed_by_peer(other, 5.0)
-    wire.send(sock, {"type": "PING"})
-    sock.settimeout(10)
-    assert wire.recv(sock)[0].name == "PONG"  # the good link is still up
-    sock.close()
+        other = connect(runner, TOKEN)
+        other.send(bad)
+        assert _closed_by_peer(other.sock, 5.0)
+        other.sock.close()
+    chan.send({"type": "PING"})
+    chan.sock.settimeout(10)
+    assert chan.recv()[0].name == "PONG"  # the good link is still up
+    chan.sock.close()
 
 
 def test_ingest_log_compacts_and_survives_a_torn_line(tmp_path):
@@ -191,19 +194,19 @@ def test_a_backlog_bigger_than_the_cap_is_sampled_newest_first_and_the_rest_coun
     capped = Hyper(**{**HYPER.__dict__, "max_sample_batches": 2.0})  # 2 x 8 = 16 steps
     runner = build_runner(None, hyper=capped)
     runners.append(runner)
-    sock = connect(runner)
+    chan = connect(runner)
     episodes = [synthetic_episode(0, n=3, seed=i) for i in range(10)]  # 3 steps each
     ids = [e["id_"] for e in episodes]
-    wire.send(sock, {"type": "EPISODES", "episodes": episodes})
-    assert sorted(recv_acks(sock, 10)) == sorted(ids)  # all taken: the server may forget them
+    chan.send({"type": "EPISODES", "episodes": episodes})
+    assert sorted(recv_acks(chan, 10)) == sorted(ids)  # all taken: the server may forget them
     sampled = runner.sample()
     assert [e.id_ for e in sampled] == ids[-5:]  # the newest 15 steps (16 would split one)
     stats = runner.link_stats()
     assert stats["steps_received"] == 30 and stats["steps_sampled"] == 15
     assert stats["episodes_dropped_backlog"] == 5 and stats["steps_dropped_backlog"] == 15
     # Under the cap nothing is dropped.
-    wire.send(sock, {"type": "EPISODES", "episodes": [synthetic_episode(0, n=3, seed=50)]})
-    recv_acks(sock, 1)
+    chan.send({"type": "EPISODES", "episodes": [synthetic_episode(0, n=3, seed=50)]})
+    recv_acks(chan, 1)
     assert len(runner.sample()) == 1
     assert runner.link_stats()["episodes_dropped_backlog"] == 5
-    sock.close()
+    chan.sock.close()

@@ -62,7 +62,18 @@ def serve(
     num_players: int = 2,
     link_token: Annotated[str | None, typer.Option(envvar="CROUPIER_LINK_TOKEN")] = None,
     rllib_compat: Annotated[
-        bool, typer.Option(help="Talk to RLlib's stock EnvRunnerServerForExternalInference")
+        bool,
+        typer.Option(
+            help="Talk to RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled "
+            "config: trusted networks only, see docs/security.md)"
+        ),
+    ] = False,
+    rllib_compat_allow_remote: Annotated[
+        bool,
+        typer.Option(
+            help="Let --rllib-compat unpickle the config of a trainer that is not on loopback "
+            "(whoever answers at --trainer can run code here)"
+        ),
     ] = False,
     api_keys: Annotated[
         str | None,
@@ -174,6 +185,7 @@ def serve(
         trainer=trainer,
         link_token=link_token,
         rllib_compat=rllib_compat,
+        rllib_compat_allow_remote=rllib_compat_allow_remote,
         api_keys=parse_keys(api_keys),
         admin_keys=parse_keys(admin_keys),
         read_keys=parse_keys(read_keys),
@@ -193,6 +205,13 @@ def serve(
         opentelemetry=opentelemetry,
         seed=seed,
     )
+    if config.trainer:
+        from croupier.link.client import check_link_config
+
+        try:  # a link that would trust a peer it cannot check: refused before serving
+            check_link_config(config)
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
     for warning in exposure_warnings(host, config, tls=ssl_certfile is not None):
         logging.getLogger("croupier.serve").warning(warning)
     tls: dict[str, Any] = {}
@@ -298,6 +317,13 @@ def train(
         typer.Option(help="Drop episodes played more than this many versions behind the newest"),
     ] = None,
     link_token: Annotated[str | None, typer.Option(envvar="CROUPIER_LINK_TOKEN")] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            help="Listen on a non-loopback --listen without --link-token (anyone reaching the "
+            "port can send episodes and take the weights; see docs/security.md)"
+        ),
+    ] = False,
     lr: Annotated[float | None, typer.Option(help="Default: ppo 5e-4, appo 1e-3")] = None,
     train_batch_size: Annotated[
         int | None, typer.Option(help="Default: ppo 4000, appo 128")
@@ -334,6 +360,15 @@ def train(
     from croupier.trainer.run import train as run_training
 
     _setup_logging(log_level)
+    from croupier.link.client import parse_address
+    from croupier.trainer.env_runner import LinkOptions, check_listen
+
+    try:  # an open trainer port on the network: refused before Ray starts
+        check_listen(
+            LinkOptions(host=parse_address(listen)[0], token=link_token, insecure=insecure)
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     hyper = Hyper.defaults(algo)
     overrides = {
         "lr": lr,
@@ -357,6 +392,7 @@ def train(
         ray_address=ray_address,
         max_version_lag=max_version_lag,
         token=link_token,
+        insecure=insecure,
         checkpoint_every=checkpoint_every,
         hiddens=[int(h) for h in hiddens.split(",")],
         hyper=hyper,

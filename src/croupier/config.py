@@ -45,10 +45,14 @@ class ServerConfig:
     trainer: str | None = None
     ship_max_steps: int = 512
     ship_max_seconds: float = 0.5
-    # The link's shared token (sent in the first message); None: no token.
+    # The link's shared secret (never sent: both ends prove they hold it, and every frame is
+    # MACed with it; see link/auth.py); None: an unauthenticated link, for loopback.
     link_token: str | None = None
     # Accept RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled config).
     rllib_compat: bool = False
+    # Let --rllib-compat unpickle a trainer's config from a non-loopback address (trusted
+    # networks only: whoever answers there can run code in this process).
+    rllib_compat_allow_remote: bool = False
     # FastAPI's native OpenTelemetry (traces/metrics/logs to the globally configured providers).
     opentelemetry: bool = False
     # API keys (see croupier.api.auth): none configured = an open server.

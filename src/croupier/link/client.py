@@ -1,12 +1,19 @@
 """The policy server's side of the trainer link.
 
-A background thread keeps one TCP connection to the trainer: it handshakes (PING with the shared
-token, GET_CONFIG, GET_STATE), then ships finished episodes in batches (by steps or by seconds,
-whichever comes first) while a reader thread installs every weights version the trainer pushes.
+A background thread keeps one TCP connection to the trainer: it handshakes (PING, and with a
+link token a challenge-response both ways, see `link/auth.py`; GET_CONFIG, GET_STATE), then
+ships finished episodes in batches (by steps or by seconds, whichever comes first) while a
+reader thread installs every weights version the trainer pushes.
 When the trainer is not up or goes away, it reconnects with exponential backoff; episodes wait
 in the spool meanwhile (on disk), and each episode leaves the spool only when the trainer
 acknowledges its id; after a reconnect every unacknowledged episode is sent again (the trainer
 drops ids it has seen). Games never wait on any of this.
+
+No error ends the thread: anything a trainer (or an impersonator) sends, and any bug of ours,
+is caught, counted, shown in `stats()` (so `/healthz` and `/metrics`) and retried after a
+backoff. Each message is capped in bytes below the frame limit the trainer announces in its
+config, so a backlog after an outage goes out in pieces the trainer accepts; an episode too big
+for any message on its own is dropped from the spool and counted.
 """
 
 from __future__ import annotations
@@ -17,12 +24,14 @@ import pickle
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from ray.rllib.env.external.rllink import RLlink
 
 from croupier.config import ServerConfig
-from croupier.link import wire
+from croupier.link import auth, wire
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.module import MODULE_CLASSES, ModelSpec
 from croupier.trajectories.spool import EpisodeSpool
@@ -30,12 +39,22 @@ from croupier.trajectories.spool import EpisodeSpool
 log = logging.getLogger(__name__)
 
 MAX_EPISODES_PER_MESSAGE = 2000
+# The whole handshake (through the first weights) must finish in this long.
 HANDSHAKE_TIMEOUT_S = 30.0
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.2, 5.0
+# Frame limits a trainer may announce: below, not even one small episode fits; above, the
+# 8-digit RLlink header cannot say the length.
+MIN_FRAME_BYTES, MAX_FRAME_BYTES = 16 * 1024, 10**wire.HEADER_BYTES - 1
+# Room left in a message for its map, the list header and per-episode msgpack framing.
+_MESSAGE_SLACK_BYTES = 1024
 
 
 class LinkRefused(ConnectionError):
     """The trainer answered, but with something this server cannot work with."""
+
+
+class _ReaderEnded(ConnectionError):
+    """The session's reader stopped (its error is already counted)."""
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -45,9 +64,36 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def check_link_config(config: ServerConfig) -> None:
+    """Refuse, before anything connects, a link set up to trust a peer it cannot check:
+    `--rllib-compat` unpickles the trainer's config (code execution for whoever answers), so
+    it is for a trainer on this machine unless explicitly allowed; and RLlib's stock runner
+    cannot authenticate, so it cannot go with a link token."""
+    assert config.trainer
+    host, _ = parse_address(config.trainer)
+    if config.rllib_compat:
+        if config.link_token:
+            raise ValueError(
+                "--rllib-compat cannot authenticate (RLlib's stock runner knows no link token): "
+                "drop --link-token / CROUPIER_LINK_TOKEN for it"
+            )
+        if not auth.is_loopback(host) and not config.rllib_compat_allow_remote:
+            raise ValueError(
+                f"--rllib-compat unpickles what the trainer at {host} sends: anyone who can "
+                "answer on that address could run code here. Use it with a trainer on this "
+                "machine, or pass --rllib-compat-allow-remote on a network you trust"
+            )
+    elif not config.link_token and not auth.is_loopback(host):
+        log.warning(
+            "the trainer link to %s has no --link-token: whoever answers there gets this "
+            "server's episodes and can push the weights it serves", host,
+        )  # fmt: skip
+
+
 class TrainerLink:
     def __init__(self, config: ServerConfig, versions: PolicyVersions, outbox: EpisodeSpool):
         assert config.trainer
+        check_link_config(config)
         self.address = parse_address(config.trainer)
         self.config = config
         self.versions = versions
@@ -55,7 +101,14 @@ class TrainerLink:
         self.connected = False
         self.connects = 0
         self.versions_installed = 0
+        self.versions_refused = 0
+        self.errors = 0
         self.last_error: str | None = None
+        self.last_error_at: float | None = None
+        self._error_lock = threading.Lock()
+        self._up_since = 0.0
+        # The most bytes one EPISODES frame body may have: below the trainer's announced limit.
+        self.max_message_bytes = wire.DEFAULT_MAX_FRAME
         # Whether the trainer acknowledges episodes (croupier's own does; RLlib's stock runner
         # does not, and then a completed send counts as delivery).
         self.trainer_acks = False
@@ -76,12 +129,26 @@ class TrainerLink:
     def stats(self) -> dict[str, Any]:
         return {
             "trainer": self.config.trainer,
+            "thread_alive": self._thread.is_alive(),
             "connected": self.connected,
+            "authenticated": self.connected and bool(self.config.link_token),
             "connects": self.connects,
             "versions_installed": self.versions_installed,
+            "versions_refused": self.versions_refused,
+            "errors": self.errors,
             "trainer_acks": self.trainer_acks,
+            "max_message_bytes": self.max_message_bytes,
             "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
         }
+
+    def _error(self, what: str) -> None:
+        with self._error_lock:  # the link thread and its reader both report
+            if self.last_error != what:
+                log.warning("trainer link %s:%d: %s", *self.address, what)
+            self.errors += 1
+            self.last_error = what
+            self.last_error_at = time.time()
 
     # --- connection lifecycle ------------------------------------------------------------
 
@@ -93,12 +160,15 @@ class TrainerLink:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._sock = sock
                 self._session(sock)
-                backoff = BACKOFF_MIN_S
-            except (OSError, ConnectionError) as e:
-                if self.last_error != str(e):
-                    log.warning("trainer link %s:%d: %s", *self.address, e)
-                self.last_error = str(e)
+            except Exception as e:  # whatever a peer sends (or a bug): never end the thread
+                if not self._stop.is_set() and not isinstance(e, _ReaderEnded):
+                    if not isinstance(e, OSError | wire.FrameError | LinkRefused | auth.AuthError):
+                        log.exception("trainer link: unexpected error")
+                    self._error(_describe(e))
             finally:
+                if self.connected and time.monotonic() - self._up_since > BACKOFF_MAX_S:
+                    backoff = BACKOFF_MIN_S  # a session that lasted: retry quickly (a flapping
+                    # trainer that drops every session at once keeps its backoff growing)
                 self.connected = False
                 if self._sock is not None:
                     _close(self._sock)
@@ -107,84 +177,133 @@ class TrainerLink:
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     def _session(self, sock: socket.socket) -> None:
-        ping: dict[str, Any] = {"type": RLlink.PING.name}
-        if self.config.link_token:
-            ping["token"] = self.config.link_token
-        wire.send(sock, ping)
-        self._expect(sock, RLlink.PONG)
-        wire.send(sock, {"type": RLlink.GET_CONFIG.name})
-        self._apply_config(self._expect(sock, RLlink.SET_CONFIG)["config"])
-        wire.send(sock, {"type": RLlink.GET_STATE.name})
+        deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
+        channel = auth.client_handshake(sock, self.config.link_token, deadline)
+        channel.send({"type": RLlink.GET_CONFIG.name})
+        config = self._expect(channel, RLlink.SET_CONFIG, deadline)
+        if "config" not in config:
+            raise LinkRefused("SET_CONFIG without a config")
+        self._apply_config(config["config"])
+        channel.send({"type": RLlink.GET_STATE.name})
         # The trainer's state is authoritative after a (re)connect, even if its numbers restarted.
-        self._install(self._expect(sock, RLlink.SET_STATE), force=True)
+        self._install_pushed(self._expect(channel, RLlink.SET_STATE, deadline), force=True)
         sock.settimeout(None)
         # A new connection: whatever the last one sent but got no ack for is due again.
         self.outbox.rewind()
         self.connected = True
+        self._up_since = time.monotonic()
         self.connects += 1
-        self.last_error = None
         log.info("trainer link up: %s:%d, version %d", *self.address, self.versions.latest)
 
         reader_done = threading.Event()
         reader = threading.Thread(
-            target=self._read_loop, args=(sock, reader_done), daemon=True, name="trainer-link-r"
-        )
+            target=self._read_loop, args=(channel, reader_done), daemon=True,
+            name="trainer-link-r",
+        )  # fmt: skip
         reader.start()
-        self._ship_loop(sock, reader_done)
+        self._ship_loop(channel, reader_done)
 
-    def _expect(self, sock: socket.socket, kind: RLlink) -> dict[str, Any]:
-        got, body = wire.recv(sock)
+    def _expect(self, channel: auth.Channel, kind: RLlink, deadline: float) -> dict[str, Any]:
+        got, body = channel.recv(deadline=deadline)
         if got is not kind:
             raise LinkRefused(f"expected {kind.name}, trainer sent {got.name}")
         return body
 
-    def _read_loop(self, sock: socket.socket, done: threading.Event) -> None:
+    def _read_loop(self, channel: auth.Channel, done: threading.Event) -> None:
         try:
             while not self._stop.is_set():
-                kind, body = wire.recv(sock)
+                kind, body = channel.recv()
                 if kind is RLlink.SET_STATE:
-                    self._install(body)
+                    self._install_pushed(body)
                 elif kind is wire.LinkExt.ACK:
                     ids = body.get("ids")
                     if isinstance(ids, list):
                         self.outbox.ack([i for i in ids if isinstance(i, str)])
-        except (OSError, ConnectionError) as e:
-            self.last_error = f"reader: {e}"
+        except Exception as e:  # the ship loop sees `done` and ends the session
+            if not self._stop.is_set():
+                if not isinstance(e, OSError | wire.FrameError):
+                    log.exception("trainer link reader: unexpected error")
+                self._error(f"reader: {_describe(e)}")
         finally:
             done.set()
 
-    def _ship_loop(self, sock: socket.socket, reader_done: threading.Event) -> None:
+    def _install_pushed(self, body: dict[str, Any], force: bool = False) -> None:
+        """Install a pushed version; one this server refuses (weights that do not fit its
+        model, non-finite values, a bad version number) is counted and the link goes on with
+        the version it serves: the trainer will push again, and episodes still flow."""
+        try:
+            self._install(body, force=force)
+        except Exception as e:
+            self.versions_refused += 1
+            self._error(f"weights refused: {_describe(e)}")
+
+    def _ship_loop(self, channel: auth.Channel, reader_done: threading.Event) -> None:
         last_ship = time.monotonic()
+        backlog = False  # the last message was full: send the next at once
         while not self._stop.is_set() and not reader_done.is_set():
-            due = time.monotonic() - last_ship >= self.config.ship_max_seconds
+            due = backlog or time.monotonic() - last_ship >= self.config.ship_max_seconds
             if self.outbox.pending_steps >= self.config.ship_max_steps or (
                 due and self.outbox.pending_episodes
             ):
-                self._ship(sock)
+                backlog = self._ship(channel)
                 last_ship = time.monotonic()
             else:
                 reader_done.wait(0.02)
         if reader_done.is_set():
-            raise ConnectionError(self.last_error or "trainer closed the link")
+            raise _ReaderEnded(self.last_error or "trainer closed the link")
 
-    def _ship(self, sock: socket.socket) -> None:
-        episodes = self.outbox.take(MAX_EPISODES_PER_MESSAGE)
+    def _ship(self, channel: auth.Channel) -> bool:
+        """Send the oldest unsent episodes, in messages no bigger than the trainer takes.
+        True if a cap left some of them for the next message."""
+        limit = self.max_message_bytes - channel.overhead()
+        waiting = self.outbox.pending_episodes
+        episodes = self.outbox.take(
+            MAX_EPISODES_PER_MESSAGE, max_bytes=limit - _MESSAGE_SLACK_BYTES
+        )
         try:
-            wire.send(sock, {"type": RLlink.EPISODES.name, "episodes": episodes})
-            if self.config.rllib_compat:
-                # RLlib's stock runner never pushes: ask for the newest weights each time.
-                wire.send(sock, {"type": RLlink.GET_STATE.name})
+            for batch in self._bodies(episodes, limit):
+                channel.send_body(batch[1])
+                if self.config.rllib_compat:
+                    # RLlib's stock runner never pushes: ask for the newest weights each time.
+                    channel.send({"type": RLlink.GET_STATE.name})
+                self.outbox.mark_shipped(len(batch[0]))
+                if not self.trainer_acks:
+                    self.outbox.ack([e["id_"] for e in batch[0]])
         except OSError:
             self.outbox.requeue(episodes)
             raise
-        self.outbox.mark_shipped(len(episodes))
-        if not self.trainer_acks:
-            self.outbox.ack([e["id_"] for e in episodes])
+        return len(episodes) < waiting
+
+    def _bodies(
+        self, episodes: list[dict[str, Any]], limit: int
+    ) -> Iterator[tuple[list[dict[str, Any]], bytes]]:
+        """(episodes, EPISODES body) pairs, each body at most `limit` bytes: the spool's size
+        estimate is checked against the real encoding, and a message over the limit is split
+        in halves; an episode over it on its own is dropped from the spool and counted."""
+        if not episodes:
+            return
+        try:
+            body = wire.pack_body({"type": RLlink.EPISODES.name, "episodes": episodes})
+        except ValueError:  # past what any frame can carry
+            body = None
+        if body is not None and len(body) <= limit:
+            yield episodes, body
+            return
+        if len(episodes) == 1:
+            size = "too large to encode" if body is None else f"{len(body)} bytes"
+            self.outbox.drop_too_big([episodes[0]["id_"]])
+            self._error(f"episode {episodes[0]['id_']} dropped: {size}, over the {limit}-byte "
+                        "message limit")  # fmt: skip
+            return
+        half = len(episodes) // 2
+        yield from self._bodies(episodes[:half], limit)
+        yield from self._bodies(episodes[half:], limit)
 
     # --- what the trainer sends ----------------------------------------------------------
 
     def _apply_config(self, config: Any) -> None:
         self.trainer_acks = False
+        self.max_message_bytes = wire.DEFAULT_MAX_FRAME
         if self.config.rllib_compat:
             # RLlib's stock runner sends its AlgorithmConfig pickled. Unpickling runs code from
             # the peer, so this happens only in the explicit compat mode, for a trainer you run.
@@ -201,6 +320,14 @@ class TrainerLink:
                 "trainer sent no croupier/1 config (RLlib's stock runner? use --rllib-compat)"
             )
         self.trainer_acks = config.get("acks") is True
+        announced = config.get("max_frame_bytes", wire.DEFAULT_MAX_FRAME)
+        if (
+            not isinstance(announced, int)
+            or isinstance(announced, bool)
+            or not MIN_FRAME_BYTES <= announced <= MAX_FRAME_BYTES
+        ):
+            raise LinkRefused(f"trainer announced a frame limit of {announced!r} bytes")
+        self.max_message_bytes = announced
         adapter = self.versions.adapter
         if (config.get("obs_size"), config.get("num_actions")) != (
             adapter.obs_size,
@@ -211,7 +338,13 @@ class TrainerLink:
                 f"{config.get('num_actions')}, this server has {adapter.obs_size} / "
                 f"{adapter.num_actions}"
             )
-        spec = ModelSpec.from_dict(config.get("model") or {})
+        model = config.get("model") or {}
+        try:
+            spec = ModelSpec.from_dict(model) if isinstance(model, dict) else None
+        except (TypeError, ValueError) as e:
+            raise LinkRefused(f"trainer sent a bad model spec: {e}") from None
+        if spec is None:
+            raise LinkRefused("trainer sent a model spec that is not a map")
         if spec.algo not in MODULE_CLASSES:  # never import a class named by the network
             raise LinkRefused(f"unknown module algorithm {spec.algo!r}")
         self._adopt(spec)
@@ -219,7 +352,10 @@ class TrainerLink:
     def _adopt(self, spec: ModelSpec) -> None:
         if spec != self.versions.spec:
             log.info("adopting the trainer's model %s", spec.to_dict())
-            self.versions.reset_spec(spec)
+            try:  # builds the new module before storing anything: a bad spec changes nothing
+                self.versions.reset_spec(spec)
+            except Exception as e:
+                raise LinkRefused(f"cannot build the trainer's model {spec.to_dict()}: {e}") from e
 
     def _install(self, body: dict[str, Any], force: bool = False) -> None:
         state = body.get("state")
@@ -230,12 +366,26 @@ class TrainerLink:
             weights = weights["default_policy"]
         if not isinstance(weights, dict):
             raise LinkRefused("SET_STATE without module weights")
-        version = int(state.get("weights_seq_no", 0))
+        version = _version(state.get("weights_seq_no", 0))
         try:
             if self.versions.install(version, weights, force=force):
                 self.versions_installed += 1
         except (RuntimeError, ValueError, TypeError) as e:
             raise LinkRefused(f"weights do not fit this server's model: {e}") from None
+
+
+def _version(value: Any) -> int:
+    """A weights_seq_no as the trainer may send it (an int, or numpy's), checked."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise LinkRefused(f"bad weights_seq_no {value!r}")
+    if not 0 <= int(value) < 2**62:
+        raise LinkRefused(f"weights_seq_no {int(value)} out of range")
+    return int(value)
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return text if isinstance(e, OSError | ConnectionError) else f"{type(e).__name__}: {text}"
 
 
 def compat_model_spec(algo_config: Any) -> ModelSpec:

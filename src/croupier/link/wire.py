@@ -11,6 +11,7 @@ the frame length before allocating anything.
 from __future__ import annotations
 
 import socket
+import time
 from enum import Enum
 from typing import Any
 
@@ -95,10 +96,20 @@ def _decode_hook(obj: dict[Any, Any]) -> Any:
 
 def pack(message: dict[str, Any]) -> bytes:
     """A whole frame (header + body) for `message`, which must carry a "type"."""
-    body = _Packer(default=_encode_default, use_bin_type=True).pack(message)
-    if len(body) >= 10**HEADER_BYTES:
+    body = pack_body(message)
+    return frame_header(len(body)) + body
+
+
+def pack_body(message: dict[str, Any]) -> bytes:
+    """The msgpack body of a frame (no header): what a frame MAC covers."""
+    return _Packer(default=_encode_default, use_bin_type=True).pack(message)
+
+
+def frame_header(length: int) -> bytes:
+    """The 8-digit length header; a `ValueError` past what 8 digits can say (~95 MiB)."""
+    if length >= 10**HEADER_BYTES:
         raise ValueError("message too large for an RLlink frame")
-    return str(len(body)).zfill(HEADER_BYTES).encode("ascii") + body
+    return str(length).zfill(HEADER_BYTES).encode("ascii")
 
 
 def encode_value(value: Any) -> bytes:
@@ -106,7 +117,7 @@ def encode_value(value: Any) -> bytes:
     return _Packer(default=_encode_default, use_bin_type=True).pack(value)
 
 
-def decode_value(data: bytes) -> Any:
+def decode_value(data: bytes | memoryview) -> Any:
     """The inverse of `encode_value`, with the same never-unpickle decoder as the link."""
     try:
         return _unpackb(
@@ -118,7 +129,7 @@ def decode_value(data: bytes) -> Any:
         raise FrameError(f"undecodable message body: {type(e).__name__}: {e}") from None
 
 
-def unpack_body(body: bytes) -> tuple[Kind, dict[str, Any]]:
+def unpack_body(body: bytes | memoryview) -> tuple[Kind, dict[str, Any]]:
     message = decode_value(body)
     if not isinstance(message, dict) or "type" not in message:
         raise FrameError("message is not a map with a 'type'")
@@ -147,19 +158,30 @@ def send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall(pack(message))
 
 
-def send_frame(sock: socket.socket, frame: bytes) -> None:
-    sock.sendall(frame)
+def recv(
+    sock: socket.socket, max_frame: int = DEFAULT_MAX_FRAME, deadline: float | None = None
+) -> tuple[Kind, dict[str, Any]]:
+    return unpack_body(recv_body(sock, max_frame, deadline))
 
 
-def recv(sock: socket.socket, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Kind, dict[str, Any]]:
-    length = parse_header(_recv_exact(sock, HEADER_BYTES), max_frame)
-    return unpack_body(_recv_exact(sock, length))
+def recv_body(
+    sock: socket.socket, max_frame: int = DEFAULT_MAX_FRAME, deadline: float | None = None
+) -> bytes:
+    """One frame's body. `deadline` (`time.monotonic()`): a total limit for the whole frame,
+    not per `recv` call, so a peer sending a byte at a time cannot stretch it."""
+    length = parse_header(_recv_exact(sock, HEADER_BYTES, deadline), max_frame)
+    return _recv_exact(sock, length, deadline)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
     chunks = []
     remaining = n
     while remaining:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("deadline passed before the frame was complete")
+            sock.settimeout(left)
         chunk = sock.recv(min(remaining, 1 << 20))
         if not chunk:
             raise ConnectionError("peer closed the connection")

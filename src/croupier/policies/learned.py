@@ -181,10 +181,14 @@ class PolicyVersions:
             self._pinned.discard(version)
 
     def reset_spec(self, spec: ModelSpec) -> None:
-        """Rebuild with another architecture (the trainer's), dropping all versions."""
+        """Rebuild with another architecture (the trainer's), dropping all versions. The new
+        module is built first: a spec that cannot be built raises and changes nothing."""
+        module = build_inference_module(
+            spec, self.adapter.observation_space, self.adapter.action_space
+        )
         with self._install_lock:
             self.spec = spec
-            self._modules = {0: self._build()}
+            self._modules = {0: module}
             self._latest = 0
             self._pinned.clear()
 

@@ -3,8 +3,12 @@
 It subclasses RLlib's `EnvRunner` and speaks RLlib's RLlink framing, but unlike RLlib's stock
 `EnvRunnerServerForExternalInference` it
 
-- accepts many policy servers at once: a reader and a writer thread per connection, so a slow
-  or stuck server never blocks another, and a weights push never waits on a reader;
+- accepts many policy servers at once (up to `max_connections`): a reader and a writer thread
+  per connection, so a slow or stuck server never blocks another, and a weights push never
+  waits on a reader; a server that does not read what it is sent is dropped, not buffered for;
+- with a link token, lets a server in only once it proved it holds the token (a
+  challenge-response both ways) and tags every frame after that (`croupier.link.auth`); with or
+  without, the first frame must be a small PING within a total handshake deadline;
 - answers GET_CONFIG with plain data (spaces, module class path, model spec), never a pickle,
   and decodes frames without ever unpickling (see `croupier.link.wire`);
 - validates every episode and counts what it rejects, drops duplicates (at-least-once delivery
@@ -20,7 +24,6 @@ so a learner update never grows with the backlog (which would make the next back
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import os
 import socket
@@ -48,7 +51,7 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 from ray.rllib.utils.serialization import gym_space_to_dict
 
-from croupier.link import wire
+from croupier.link import auth, wire
 from croupier.policies.module import ModelSpec
 from croupier.trainer.episodes import EpisodeRejected, validate_episode
 from croupier.trainer.ingest_log import IngestLog
@@ -77,9 +80,17 @@ class LinkOptions:
     model: dict[str, Any] | None = None
     # Where the ingest log lives (de-duplication across restarts); None: memory only.
     state_dir: str | None = None
-    # Before the token handshake: the first frame's size cap and how long a peer may take.
+    # Before the handshake is done: each frame's size cap, and how long (in all) a peer may take.
     max_handshake_bytes: int = 4096
     handshake_timeout_s: float = 10.0
+    # Connections at once (authenticated or not); more are closed as they arrive.
+    max_connections: int = 256
+    # Bytes queued for one server beyond the newest weights push (acks, replies); past it the
+    # server is not reading and is dropped.
+    max_queued_bytes: int = 16 * 1024 * 1024
+    # Listen on a non-loopback address without a token (anyone who can reach the port may
+    # send episodes and take the weights): refused unless this is set.
+    insecure: bool = False
 
     @classmethod
     def from_config(cls, env_config: dict[str, Any]) -> LinkOptions:
@@ -94,12 +105,13 @@ class _Connection:
         self.addr = addr
         self.runner = runner
         self.name = f"{addr[0]}:{addr[1]}"
-        self.authed = runner.options.token is None
-        if not self.authed:
-            # Unauthenticated peers get a small first frame and a short time to send it.
-            sock.settimeout(runner.options.handshake_timeout_s)
+        self.authed = False
+        # The whole handshake, however the peer paces its bytes, must end by then.
+        self.deadline = time.monotonic() + runner.options.handshake_timeout_s
+        self.channel = auth.Channel(sock)
         self.open = True
-        self._out: deque[tuple[bytes, bool]] = deque()  # (frame, is a weights push)
+        self._out: deque[tuple[bytes, bool]] = deque()  # (frame body, is a weights push)
+        self._queued_bytes = 0  # of the bodies that are not weights pushes
         self._cv = threading.Condition()
 
     def start(self) -> None:
@@ -108,17 +120,27 @@ class _Connection:
         threading.Thread(target=self._read_loop, daemon=True, name=f"link-r-{self.name}").start()
         threading.Thread(target=self._write_loop, daemon=True, name=f"link-w-{self.name}").start()
 
-    def send(self, frame: bytes, is_state: bool = False) -> None:
+    def send(self, body: bytes, is_state: bool = False) -> None:
+        """Queue a frame body (the writer adds the header, and the tag once authenticated)."""
         with self._cv:
+            if not self.open:
+                return
             if is_state:
                 # Coalesce: a server that has not taken the last push only needs the newest.
                 self._out = deque(item for item in self._out if not item[1])
-            self._out.append((frame, is_state))
+            else:
+                self._queued_bytes += len(body)
+            self._out.append((body, is_state))
             self._cv.notify()
+            overflowing = self._queued_bytes > self.runner.options.max_queued_bytes
+        if overflowing:
+            self.runner._count("connections_not_reading")
+            self.runner._drop(self, "not reading what it is sent")
 
     def close(self) -> None:
         with self._cv:
             self.open = False
+            self._out.clear()
             self._cv.notify()
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
@@ -132,10 +154,12 @@ class _Connection:
                         self._cv.wait()
                     if not self.open:
                         return
-                    frame, _ = self._out.popleft()
-                wire.send_frame(self.sock, frame)
-        except OSError:
-            self.runner._drop(self, "send failed")
+                    body, is_state = self._out.popleft()
+                    if not is_state:
+                        self._queued_bytes -= len(body)
+                self.channel.send_body(body)
+        except (OSError, ValueError) as e:
+            self.runner._drop(self, f"send failed: {e}")
 
     def _read_loop(self) -> None:
         runner = self.runner
@@ -145,7 +169,7 @@ class _Connection:
                     if not self._handshake():
                         return
                     continue
-                kind, body = wire.recv(self.sock, runner.options.max_frame_bytes)
+                kind, body = self.channel.recv(runner.options.max_frame_bytes)
                 runner._handle(self, kind, body)
         except wire.FrameError as e:
             runner._count("frames_rejected")
@@ -157,28 +181,21 @@ class _Connection:
             runner._drop(self, f"unexpected {type(e).__name__}: {e}")
 
     def _handshake(self) -> bool:
-        """The first frame must be a small PING carrying the token; anything else closes the
-        connection before its content is acted on."""
+        """Small frames, a total deadline, and (with a token) proof of the token both ways,
+        before anything the peer sends is acted on or anything but the handshake is sent."""
         runner = self.runner
         try:
-            kind, body = wire.recv(self.sock, runner.options.max_handshake_bytes)
-        except (wire.FrameError, OSError):
+            self.channel = auth.trainer_handshake(
+                self.sock, runner.options.token, self.deadline, runner.options.max_handshake_bytes
+            )
+        except Exception as e:  # a bad frame, a wrong proof, a slow or vanished peer
+            if isinstance(e, wire.FrameError):
+                runner._count("frames_rejected")
             runner._count("connections_refused")
-            runner._drop(self, "no valid handshake")
+            runner._drop(self, f"no valid handshake: {e}")
             return False
-        token = body.get("token")
-        expected = runner.options.token or ""
-        if (
-            kind is not RLlink.PING
-            or not isinstance(token, str)
-            or not hmac.compare_digest(token.encode(), expected.encode())
-        ):
-            runner._count("connections_refused")
-            runner._drop(self, "no valid token in the first message")
-            return False
-        self.authed = True
         self.sock.settimeout(None)
-        runner._handle(self, kind, body)
+        self.authed = True  # the channel is set first: pushes from now on are tagged
         return True
 
 
@@ -220,7 +237,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self._conns: set[_Connection] = set()
         self._conns_lock = threading.Lock()
         self._stopping = threading.Event()
-        self._state_frame = self._encode_state()
+        self._state_body = self._encode_state()
 
         self.listening = None
         # With remote runners, the local one (index 0) only holds weights: it must not accept
@@ -367,9 +384,9 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             self.module.set_state(module_state)
         if seq > 0:
             self._weights_seq_no = seq
-        self._state_frame = self._encode_state()
+        self._state_body = self._encode_state()
         self._remember_published(self._weights_seq_no)
-        self._broadcast(self._state_frame)
+        self._broadcast(self._state_body)
 
     def _remember_published(self, seq: int) -> None:
         """Note the highest version ever sent to servers beside the checkpoint: a trainer
@@ -416,6 +433,8 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                     "steps_dropped_backlog",
                     "frames_rejected",
                     "connections_refused",
+                    "connections_over_cap",
+                    "connections_not_reading",
                     "connections_total",
                 )
             },
@@ -435,11 +454,14 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             "model": self.spec.to_dict(),
             "weights_seq_no": self._weights_seq_no,
             "acks": True,
+            # Servers keep each message's body at most this big (a frame over it is refused).
+            "max_frame_bytes": int(self.options.max_frame_bytes),
         }
 
     # --- connections ---------------------------------------------------------------------
 
     def _listen(self) -> None:
+        check_listen(self.options)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         port = self.options.port + self.worker_index if self.options.port else 0
@@ -455,8 +477,15 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 client, addr = sock.accept()
             except OSError:
                 return  # closed by stop()
-            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._count("connections_total")
+            with self._conns_lock:
+                full = len(self._conns) >= self.options.max_connections
+            if full:
+                self._count("connections_over_cap")
+                with contextlib.suppress(OSError):
+                    client.close()
+                continue
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = _Connection(client, addr, self)
             with self._conns_lock:
                 self._conns.add(conn)
@@ -473,14 +502,14 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
     def _count(self, key: str, n: int = 1) -> None:
         self.counters[key] += n
 
-    def _broadcast(self, frame: bytes) -> None:
+    def _broadcast(self, body: bytes) -> None:
         with self._conns_lock:
             conns = [c for c in self._conns if c.authed]
         for conn in conns:
-            conn.send(frame, is_state=True)
+            conn.send(body, is_state=True)
 
     def _encode_state(self) -> bytes:
-        return wire.pack(
+        return wire.pack_body(
             {
                 "type": RLlink.SET_STATE.name,
                 "state": {
@@ -492,11 +521,12 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
 
     def _handle(self, conn: _Connection, kind: RLlink, body: dict[str, Any]) -> None:
         if kind is RLlink.PING:
-            conn.send(wire.pack({"type": RLlink.PONG.name}))
+            conn.send(wire.pack_body({"type": RLlink.PONG.name}))
         elif kind is RLlink.GET_CONFIG:
-            conn.send(wire.pack({"type": RLlink.SET_CONFIG.name, "config": self.plain_config()}))
+            body = {"type": RLlink.SET_CONFIG.name, "config": self.plain_config()}
+            conn.send(wire.pack_body(body))
         elif kind is RLlink.GET_STATE:
-            conn.send(self._state_frame, is_state=True)
+            conn.send(self._state_body, is_state=True)
         elif kind in (RLlink.EPISODES, RLlink.EPISODES_AND_GET_STATE):
             self._ingest(body.get("episodes"), conn)
             # EPISODES_AND_GET_STATE is answered by the next push, which every server gets.
@@ -559,8 +589,19 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         recognised then."""
         if conn is None or not conn.open or not ids:
             return
-        conn.send(wire.pack({"type": wire.LinkExt.ACK.value, "ids": ids}))
+        conn.send(wire.pack_body({"type": wire.LinkExt.ACK.value, "ids": ids}))
         self._count("episodes_acked", len(ids))
+
+
+def check_listen(options: LinkOptions) -> None:
+    """An unauthenticated trainer port reachable from other machines lets anyone feed it
+    episodes and download its weights: refused unless asked for with `insecure`."""
+    if options.token is None and not options.insecure and not auth.is_loopback(options.host):
+        raise ValueError(
+            f"refusing to listen on {options.host!r} without a link token: set --link-token "
+            "(or CROUPIER_LINK_TOKEN) on the trainer and every server, or pass --insecure on "
+            "a network you trust"
+        )
 
 
 def published_version(state_dir: Path) -> int:

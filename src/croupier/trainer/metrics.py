@@ -28,6 +28,8 @@ LINK_COUNTERS = (
     "steps_dropped_backlog",
     "frames_rejected",
     "connections_refused",
+    "connections_over_cap",
+    "connections_not_reading",
     "connections_total",
 )
 

@@ -38,6 +38,8 @@ class TrainOptions:
     num_cpus: int | None = None
     max_version_lag: int | None = None
     token: str | None = None
+    # Listen on a non-loopback address without a token (refused otherwise).
+    insecure: bool = False
     checkpoint_every: int = 10
     hiddens: list[int] = field(default_factory=lambda: [128, 128])
     hyper: Hyper | None = None  # None: Hyper.defaults(algo)
@@ -114,7 +116,7 @@ class Trainer:
         from croupier.link.client import parse_address
         from croupier.policies.module import ModelSpec
         from croupier.trainer.algo import build_config
-        from croupier.trainer.env_runner import LinkOptions
+        from croupier.trainer.env_runner import LinkOptions, check_listen
 
         # Small models: intra-op threads only fight each other (20x slower measured).
         torch.set_num_threads(1)
@@ -133,7 +135,9 @@ class Trainer:
             token=opts.token,
             max_version_lag=opts.max_version_lag,
             state_dir=str(Path(opts.checkpoint_dir).resolve()),
+            insecure=opts.insecure,
         )
+        check_listen(link)  # before building: inside an env runner, Ray would wrap the error
         spec = ModelSpec(algo=opts.algo, hiddens=list(opts.hiddens))
         if opts.hyper is None:
             opts.hyper = Hyper.defaults(opts.algo)

@@ -76,6 +76,7 @@ class EpisodeSpool:
         self.acked = 0
         self.dropped = 0
         self.corrupt = 0
+        self.too_big = 0  # over the trainer's message limit on its own: never sendable
         self.put_seconds = 0.0
         self.put_calls = 0  # writes (transactions): `end:batch` writes many episodes in one
 
@@ -153,14 +154,21 @@ class EpisodeSpool:
 
     # --- the link's side -----------------------------------------------------------------
 
-    def take(self, max_episodes: int | None = None) -> list[dict[str, Any]]:
-        """The oldest episodes not yet sent on this connection (they stay until acked)."""
+    def take(
+        self, max_episodes: int | None = None, max_bytes: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The oldest episodes not yet sent on this connection (they stay until acked): at
+        most `max_episodes`, and as many as fit in `max_bytes` of stored bodies (one at
+        least). An episode bigger than `max_bytes` on its own can never be sent: it is
+        dropped here, before being read back, and counted as `too_big`."""
         limit = -1 if max_episodes is None else max_episodes
         with self._lock:
             rows = self._db.execute(
                 "SELECT seq, steps, body FROM episodes WHERE seq > ? ORDER BY seq LIMIT ?",
                 (self._cursor, limit),
             ).fetchall()
+            if max_bytes is not None:
+                rows = self._fit(rows, max_bytes)
             if rows:
                 self._cursor = rows[-1][0]
                 self._unsent_count -= len(rows)
@@ -193,6 +201,43 @@ class EpisodeSpool:
                 self._bytes -= nbytes
                 self._steps -= steps
             self.corrupt += len(rows)
+
+    def _fit(self, rows: list[Any], max_bytes: int) -> list[Any]:
+        """The leading `rows` whose bodies fit in `max_bytes` together (one at least); rows
+        too big on their own among them are deleted and counted (lock held)."""
+        kept, big, total = [], [], 0
+        for row in rows:
+            size = len(row[2])
+            if size > max_bytes:
+                big.append(row[0])
+                continue
+            if kept and total + size > max_bytes:
+                break
+            kept.append(row)
+            total += size
+        if big:
+            marks = ",".join("?" * len(big))
+            deleted = self._db.execute(
+                f"DELETE FROM episodes WHERE seq IN ({marks}) "  # noqa: S608 - marks only
+                "RETURNING seq, steps, nbytes",
+                big,
+            ).fetchall()
+            self._forget(deleted)  # still past the cursor: the unsent counts drop too
+            self.too_big += len(deleted)
+        return kept
+
+    def drop_too_big(self, episode_ids: list[str]) -> int:
+        """Episodes the link could not fit in any message (taken already): deleted, counted."""
+        with self._lock:
+            rows: list[tuple[int, int, int]] = []
+            for episode_id in episode_ids:
+                rows += self._db.execute(
+                    "DELETE FROM episodes WHERE episode_id = ? RETURNING seq, steps, nbytes",
+                    (str(episode_id),),
+                ).fetchall()
+            self._forget(rows)
+            self.too_big += len(rows)
+        return len(rows)
 
     def rewind(self) -> None:
         """A new connection: everything not acknowledged is due again."""
@@ -262,6 +307,7 @@ class EpisodeSpool:
                 "acked": self.acked,
                 "dropped": self.dropped,
                 "corrupt": self.corrupt,
+                "too_big": self.too_big,
                 "put_us_mean": 1e6 * self.put_seconds / max(self.put_total, 1),
                 "durable": self.path is not None,
             }
