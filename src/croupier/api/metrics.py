@@ -54,6 +54,9 @@ COUNTERS = {
     "episodes_cut",
     "weights_refused",
     "batcher_invalid",
+    "trainer_link_errors",
+    "trainer_link_versions_refused",
+    "episodes_too_big",
 }
 # health() dicts of numbers exported as one metric labelled by their keys.
 LABELLED = {"decisions": "policy"}
