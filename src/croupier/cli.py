@@ -441,46 +441,78 @@ def eval_cmd(
 
 @app.command()
 def promote(
-    url: str = "http://127.0.0.1:8000",
+    url: Annotated[
+        str,
+        typer.Option(help="A server URL, or the whole fleet comma separated: every one is changed"),
+    ] = "http://127.0.0.1:8000",
     game: str = "leduc-holdem",
     version: Annotated[int | None, typer.Option(help="Promote this version as is")] = None,
     auto: Annotated[
         bool, typer.Option("--auto", help="Newest vs production in the arena; promote if better")
     ] = False,
     rollback: Annotated[bool, typer.Option("--rollback", help="Back to the previous one")] = False,
+    canary_share: Annotated[
+        float | None,
+        typer.Option(help="Set the share of new games whose canary seats get production"),
+    ] = None,
     hands: Annotated[int, typer.Option(help="--auto: arena hands")] = 4000,
     tables: int = 16,
     seed: int = 0,
     log: Annotated[Path | None, typer.Option(help="Append each decision (JSON line) here")] = (
         None
     ),
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
     admin_key: Annotated[str | None, typer.Option(envvar="CROUPIER_ADMIN_KEY")] = None,
 ) -> None:
-    """Move the production channel: --auto (with evidence), --version N, or --rollback."""
+    """Move the production channel of one server or a fleet: --auto (with evidence), --version
+    N, --rollback, or --canary-share S. Every server is checked before any is changed, each is
+    reported; exit 1 unless all hold the target."""
     import uvloop
 
-    from croupier.arena.promote import auto_promote
-    from croupier.client import CroupierClient, CroupierError
+    from croupier.arena.fleet import change_fleet, format_report, parse_urls
 
-    if sum([auto, rollback, version is not None]) != 1:
-        raise typer.BadParameter("give exactly one of --auto, --version N, --rollback")
+    actions = [auto, rollback, version is not None, canary_share is not None]
+    if sum(actions) != 1:
+        raise typer.BadParameter(
+            "give exactly one of --auto, --version N, --rollback, --canary-share S"
+        )
+    if canary_share is not None and not 0.0 <= canary_share <= 1.0:
+        raise typer.BadParameter("--canary-share must be between 0 and 1")
+    try:
+        urls = parse_urls(url)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    evidence = {"by": "croupier promote (manual)", "servers": urls}
 
     async def run() -> dict:
         if auto:
-            return await auto_promote(
-                url, game, hands, admin_key=admin_key, tables=tables, seed=seed, log_path=log
-            )
-        async with CroupierClient(url, api_key=admin_key) as client:
-            evidence = {"by": "croupier promote (manual)"}
-            if rollback:
-                return await client.rollback(evidence)
-            return await client.promote(int(version), evidence)  # type: ignore[arg-type]
+            from croupier.arena.promote import auto_promote  # the arena: RLCard tables
 
-    try:
-        typer.echo(json.dumps(uvloop.run(run()), indent=2, default=float))
-    except CroupierError as e:
-        typer.echo(f"refused: {e}", err=True)
-        raise typer.Exit(1) from None
+            return await auto_promote(
+                urls[0], game, hands, admin_key=admin_key, tables=tables, seed=seed,
+                log_path=log, fleet=urls,
+            )  # fmt: skip
+        if rollback:
+            return await change_fleet(urls, "rollback", admin_key=admin_key, evidence=evidence)
+        if canary_share is not None:
+            return await change_fleet(
+                urls, "canary", share=canary_share, admin_key=admin_key, evidence=evidence
+            )
+        return await change_fleet(
+            urls, "promote", version=version, admin_key=admin_key, evidence=evidence
+        )
+
+    result = uvloop.run(run())
+    if auto:
+        typer.echo(json.dumps(result, indent=2, default=float))
+        fleet = result.get("fleet")
+        if fleet is not None and not fleet["ok"]:
+            typer.echo(format_report(fleet), err=True)
+            raise typer.Exit(1)
+        return
+    typer.echo(json.dumps(result, indent=2) if json_out else format_report(result))
+    if not result["ok"]:
+        raise typer.Exit(1)
 
 
 @app.command()
