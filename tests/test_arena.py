@@ -94,6 +94,14 @@ def test_identical_policies_ci_contains_zero(live):
     assert rand.ci_low <= 0 <= rand.ci_high
 
 
+def test_text_report_names_the_version_latest_was(live):
+    r = arena(live, "learned@latest", "learned@1", 20)
+    assert r.seats == {"a": "frozen@2", "b": "frozen@1"}
+    head, payoff = r.format().splitlines()[:2]
+    assert head.startswith(f"{GAME}: learned@latest (v2) vs learned@1, 20 hands")
+    assert payoff.startswith("payoff per hand for learned@latest (v2): ")
+
+
 def test_unknown_policies_are_refused(live):
     with pytest.raises(ArenaError):
         arena(live, "learned@77", "rules", 10)

@@ -516,6 +516,30 @@ def promote(
 
 
 @app.command()
+def status(
+    url: Annotated[
+        str, typer.Option(help="A server URL, or the whole fleet comma separated")
+    ] = "http://127.0.0.1:8000",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+    api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+) -> None:
+    """Each server's health, versions, production channel, trainer link and spool; exit 1
+    unless every server answers ok (a fleet check for runbooks and cron)."""
+    import uvloop
+
+    from croupier.arena.fleet import fleet_status, format_status, parse_urls
+
+    try:
+        urls = parse_urls(url)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    report = uvloop.run(fleet_status(urls, api_key))
+    typer.echo(json.dumps(report, indent=2) if json_out else format_status(report))
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+@app.command()
 def pretrain(
     from_dir: Annotated[
         Path, typer.Option("--from", help="Offline episodes written by `record: rules` games")

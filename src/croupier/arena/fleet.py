@@ -186,3 +186,57 @@ def format_report(report: dict[str, Any]) -> str:
     elif "refused" not in report:
         lines.append("NOT ok: the fleet is split; fix the failed servers and run this again")
     return "\n".join(lines)
+
+
+async def fleet_status(urls: list[str], api_key: str | None = None) -> dict[str, Any]:
+    """What every server serves and holds: its `/healthz` essentials and its channel.
+    `ok` when every server answered and says ok; `consistent` when all hold the same
+    production version and canary share."""
+    urls = [u.rstrip("/") for u in urls]
+
+    async def one(client: CroupierClient) -> dict[str, Any]:
+        health = await client.health()
+        channels = await client.channels()
+        link = health.get("trainer_link") or {}
+        episodes = health.get("episodes") or {}
+        return {
+            "status": health.get("status"),
+            "latest": health.get("version"),
+            "production": channels.get("production"),
+            "canary_share": channels.get("canary_share"),
+            "trainer_connected": link.get("connected") if link else None,
+            "spooled": episodes.get("spooled"),
+            "dropped": episodes.get("dropped"),
+            "fallbacks": health.get("fallbacks"),
+            "games_in_flight": health.get("games_in_flight"),
+        }
+
+    results = await _each(urls, api_key, one)
+    servers = {
+        url: {"status": "unreachable", "error": _error(r)} if isinstance(r, BaseException) else r
+        for url, r in results.items()
+    }
+    held = {(s.get("production"), s.get("canary_share")) for s in servers.values()}
+    return {
+        "ok": all(s["status"] == "ok" for s in servers.values()),
+        "consistent": len(held) == 1 and all(s["status"] == "ok" for s in servers.values()),
+        "servers": servers,
+    }
+
+
+def format_status(report: dict[str, Any]) -> str:
+    cols = (
+        "status", "latest", "production", "canary_share", "trainer_connected", "spooled",
+        "fallbacks",
+    )  # fmt: skip
+    lines = ["server  " + "  ".join(cols)]
+    for url, s in report["servers"].items():
+        if s["status"] == "unreachable":
+            lines.append(f"{url}  unreachable ({s['error']})")
+        else:
+            lines.append(f"{url}  " + "  ".join(str(s.get(c)) for c in cols))
+    lines.append(
+        ("ok" if report["ok"] else "NOT ok: a server is down or unhealthy")
+        + ("; one production version and canary share" if report["consistent"] else "")
+    )
+    return "\n".join(lines)
