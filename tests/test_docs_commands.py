@@ -89,7 +89,8 @@ def test_rollout_md_channel_curls_work_as_written(tmp_path):
         assert status == 200
         assert (state["latest"], state["production"], state["history"]) == (12, 7, [])
         assert state["canary_share"] == 0.05
-        assert [e["action"] for e in state["events"]] == ["promote", "promote", "rollback", "canary"]
+        actions = [e["action"] for e in state["events"]]
+        assert actions == ["promote", "promote", "rollback", "canary"]
 
 
 def test_readme_keys_only_admin_keys_close_the_engine_routes(inprocess):
