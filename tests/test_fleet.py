@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from croupier.arena.fleet import change_fleet, parse_urls
+from croupier.arena.fleet import change_fleet
 from croupier.games.registry import load_adapter
 from croupier.policies.learned import PolicyVersions
 from tests.conftest import free_port, running_server_logged
@@ -51,13 +51,6 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def _fleet(urls: list[str], action: str, **kw) -> dict:
     return asyncio.run(change_fleet(urls, action, admin_key=ADMIN, **kw))
-
-
-def test_parse_urls():
-    assert parse_urls(" http://a:1/, http://b:2,,http://a:1") == ["http://a:1", "http://b:2"]
-    with contextlib.suppress(ValueError):
-        parse_urls(" , ")
-        raise AssertionError("an empty list must be refused")
 
 
 def test_one_promote_reaches_every_server_of_a_fleet(tmp_path):

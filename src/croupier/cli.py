@@ -469,7 +469,8 @@ def promote(
     reported; exit 1 unless all hold the target."""
     import uvloop
 
-    from croupier.arena.fleet import change_fleet, format_report, parse_urls
+    from croupier.arena.fleet import change_fleet, format_report
+    from croupier.routing import parse_urls
 
     actions = [auto, rollback, version is not None, canary_share is not None]
     if sum(actions) != 1:
@@ -527,7 +528,8 @@ def status(
     unless every server answers ok (a fleet check for runbooks and cron)."""
     import uvloop
 
-    from croupier.arena.fleet import fleet_status, format_status, parse_urls
+    from croupier.arena.fleet import fleet_status, format_status
+    from croupier.routing import parse_urls
 
     try:
         urls = parse_urls(url)

@@ -26,17 +26,6 @@ from croupier.client import CroupierClient, CroupierError
 TIMEOUT_S = 10.0
 
 
-def parse_urls(text: str) -> list[str]:
-    """`http://a:8000,http://b:8000` → distinct URLs in order (as `croupier engine --url`)."""
-    urls: list[str] = []
-    for url in (u.strip().rstrip("/") for u in text.split(",")):
-        if url and url not in urls:
-            urls.append(url)
-    if not urls:
-        raise ValueError("no server URL given")
-    return urls
-
-
 def _error(e: BaseException) -> str:
     if isinstance(e, CroupierError):
         return str(e)
