@@ -94,6 +94,13 @@ class Systemd:
 
     def start(self, name: str) -> None:
         unit, instance = self._unit(name)
+        if unit.get("Type") == ["oneshot"]:  # each ExecStart in turn; all must succeed
+            for line in unit["ExecStart"]:
+                done = subprocess.run(
+                    self.expand(line, instance), env=self.env, capture_output=True, timeout=60
+                )
+                assert done.returncode == 0, f"{name}: {line}: {done.stdout!r} {done.stderr!r}"
+            return
         assert name not in self.procs or self.procs[name].poll() is not None, f"{name} runs"
         self.starts[name] = self.starts.get(name, 0) + 1
         log = open(self.logs / f"{name}.{self.starts[name]}.log", "wb")  # noqa: SIM115
@@ -218,6 +225,7 @@ def test_the_runbook_runs_as_written(tmp_path):
         out = section(SECTIONS[0])
         assert "ok" in out[2].splitlines()[-1]  # croupier status
         wait_for(connected, 60, 0.5, "every server connected to the trainer")
+        systemd.start("croupier-fleet-check")  # the timer's check passes on a healthy fleet
         for _ in range(3):  # the smoke test's episodes train versions; more if not yet
             if (
                 min(on_all("/v1/policies", lambda p: len(p["policies"]["learned"]["versions"])))
@@ -259,6 +267,8 @@ def test_the_runbook_runs_as_written(tmp_path):
             status = json.loads(run(f"croupier status --url {','.join(fleet)} --json"))
             for server in status["servers"].values():
                 assert server["trainer_connected"] is False and server["spooled"] > 0, status
+            with pytest.raises(AssertionError, match="healthz"):  # the check sees the outage
+                systemd.start("croupier-fleet-check")
 
         section(SECTIONS[5], after={2: trainer_down})  # after the smoke test, trainer down
         wait_for(connected, 60, 0.5, "every server back on the trainer")
