@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -169,3 +170,17 @@ def test_canary_route_needs_admin_and_refuses_bad_shares(inprocess, tmp_path):
     assert out["bad"] == [422] * 5 and out["nan_raw"] == 422
     assert out["share_after_bad"] == 0.1
     assert out["ok"] == (200, 0.25, 0.1) and out["share"] == 0.25
+
+
+def test_channel_events_are_read_back_from_the_log_tail(tmp_path):
+    """The last 100 events come back from promotions.jsonl; a damaged line is skipped."""
+    from croupier.policies.channels import LOG_FILE, RECENT_EVENTS, Channels
+
+    versions = PolicyVersions(load_adapter("leduc-holdem"))
+    lines = [json.dumps({"action": "promote", "production": v}) for v in range(150)]
+    lines[140] = '{"action": "promo'  # a write cut by a crash
+    lines.append("[1, 2]")  # valid JSON, not an event
+    (tmp_path / LOG_FILE).write_text("\n".join(lines) + "\n")
+    events = Channels(versions, tmp_path).state()["events"]
+    assert [e["production"] for e in events] == [v for v in range(51, 150) if v != 140]
+    assert len(events) == RECENT_EVENTS - 2

@@ -240,8 +240,7 @@ class Channels:
         path = self.weights_dir / LOG_FILE
         try:
             with path.open("rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - EVENTS_TAIL_BYTES))
+                f.seek(max(0, path.stat().st_size - EVENTS_TAIL_BYTES))
                 lines = f.read().splitlines()
         except FileNotFoundError:
             return
