@@ -124,54 +124,50 @@ def serve(
         raise typer.BadParameter("--fallback must be rules or random")
     # Bound before torch and RLlib load (seconds): /healthz answers 503 "starting" meanwhile.
     early = EarlyHealth(host, port)
-    try:
-        from croupier.api.app import create_app
-        from croupier.api.auth import parse_keys
-        from croupier.config import ServerConfig
-        from croupier.policies.seats import parse_seat_mix
 
-        config = ServerConfig(
-            game=game,
-            obs_size=obs_size,
-            num_actions=num_actions,
-            num_players=num_players,
-            seat_mix=parse_seat_mix(seats),
-            pin=pin,
-            rules=rules,
-            max_batch=max_batch,
-            max_wait_ms=max_wait_ms,
-            forward_thread=forward_thread,
-            forward_inline_from=forward_inline_from,
-            keep_versions=keep_versions,
-            behaviour_lag=behaviour_lag,
-            weights_dir=weights_dir,
-            trainer=trainer,
-            link_token=link_token,
-            rllib_compat=rllib_compat,
-            api_keys=parse_keys(api_keys),
-            admin_keys=parse_keys(admin_keys),
-            data_dir=None if data_dir.lower() == "none" else Path(data_dir.format(port=port)),
-            outbox_max_episodes=spool_max_episodes,
-            spool_max_bytes=int(spool_max_mb * 1024 * 1024),
-            decide_deadline_ms=decide_deadline_ms or None,
-            fallback=fallback,
-            max_body_bytes=int(max_body_kb * 1024),
-            max_games=max_games,
-            max_queued_decisions=max_queued_decisions,
-            idle_game_timeout_s=idle_game_timeout_s or None,
-            arena_results=arena_results,
-            canary_share=canary_share,
-            offline_dir=offline_dir,
-            opentelemetry=opentelemetry,
-            seed=seed,
-        )
-        api = create_app(config)
-    except BaseException:
-        early.close()
-        raise
+    from croupier.api.app import create_app
+    from croupier.api.auth import parse_keys
+    from croupier.config import ServerConfig
+    from croupier.policies.seats import parse_seat_mix
+
+    config = ServerConfig(
+        game=game,
+        obs_size=obs_size,
+        num_actions=num_actions,
+        num_players=num_players,
+        seat_mix=parse_seat_mix(seats),
+        pin=pin,
+        rules=rules,
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        forward_thread=forward_thread,
+        forward_inline_from=forward_inline_from,
+        keep_versions=keep_versions,
+        behaviour_lag=behaviour_lag,
+        weights_dir=weights_dir,
+        trainer=trainer,
+        link_token=link_token,
+        rllib_compat=rllib_compat,
+        api_keys=parse_keys(api_keys),
+        admin_keys=parse_keys(admin_keys),
+        data_dir=None if data_dir.lower() == "none" else Path(data_dir.format(port=port)),
+        outbox_max_episodes=spool_max_episodes,
+        spool_max_bytes=int(spool_max_mb * 1024 * 1024),
+        decide_deadline_ms=decide_deadline_ms or None,
+        fallback=fallback,
+        max_body_bytes=int(max_body_kb * 1024),
+        max_games=max_games,
+        max_queued_decisions=max_queued_decisions,
+        idle_game_timeout_s=idle_game_timeout_s or None,
+        arena_results=arena_results,
+        canary_share=canary_share,
+        offline_dir=offline_dir,
+        opentelemetry=opentelemetry,
+        seed=seed,
+    )
     server = uvicorn.Server(
         uvicorn.Config(
-            api,
+            create_app(config),
             host=host,
             port=port,
             loop="uvloop",
@@ -181,7 +177,7 @@ def serve(
             timeout_keep_alive=int(keep_alive_s),
         )
     )
-    server.run(sockets=[early.hand_over()])
+    server.run(sockets=[early.hand_over()])  # the app takes the bound socket over
 
 
 @app.command()

@@ -27,7 +27,9 @@ BACKLOG = 2048  # uvicorn's default
 class EarlyHealth:
     """The bound listening socket plus a thread answering 503 "starting" until `hand_over`."""
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, answer: bool = True):
+        """`answer=False` (a TLS server: this plain-HTTP answer would break the handshake)
+        binds and listens only: connections wait in the backlog until the app is up."""
         self.started = time.monotonic()
         # uvicorn's own binding (address family, SO_REUSEADDR); a port in use exits here with
         # uvicorn's "address already in use" message, as it would have later.
@@ -37,7 +39,8 @@ class EarlyHealth:
         self.answered = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="croupier-early", daemon=True)
-        self._thread.start()
+        if answer:
+            self._thread.start()
 
     def _serve(self) -> None:
         while not self._stop.is_set():
@@ -80,11 +83,10 @@ class EarlyHealth:
         """Stop answering (a request being answered is finished first) and return the socket
         for uvicorn; connections arriving meanwhile wait in the listen backlog."""
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
         self.sock.settimeout(None)
         return self.sock
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
+        self.hand_over().close()
