@@ -184,3 +184,24 @@ def test_channel_events_are_read_back_from_the_log_tail(tmp_path):
     events = Channels(versions, tmp_path).state()["events"]
     assert [e["production"] for e in events] == [v for v in range(51, 150) if v != 140]
     assert len(events) == RECENT_EVENTS - 2
+
+
+def test_a_server_failing_after_the_check_is_reported_and_the_fleet_called_split():
+    """Both servers pass the check (the key reads channels on both) but one refuses the
+    change (there the key is no admin key): the other is changed, the report says which and
+    that the fleet is split, and `ok` is false (the CLI exits 1)."""
+    from croupier.arena.fleet import format_report
+    from tests.test_arena import ThreadServer
+
+    with (
+        ThreadServer(admin_keys=[ADMIN]) as a,
+        ThreadServer(api_keys=[ADMIN], admin_keys=["another"]) as b,
+    ):
+        report = _fleet([a.url, b.url], "promote", version=0)
+        assert not report["ok"] and not report["consistent"]
+        assert report["servers"][a.url]["result"] == "changed"
+        assert report["servers"][b.url]["result"] == "failed"
+        assert "403" in report["servers"][b.url]["error"]
+        assert a.service.rollout.channels.production == 0
+        assert b.service.rollout.channels.production is None
+        assert "NOT ok: the fleet is split" in format_report(report)
