@@ -74,7 +74,7 @@ async def change_fleet(
     every server holds the target at the end."""
     if action not in ("promote", "rollback", "canary"):
         raise ValueError(f"unknown fleet action {action!r}")
-    urls = [u.rstrip("/") for u in urls]
+    urls = list(dict.fromkeys(u.rstrip("/") for u in urls))  # each server once
     report: dict[str, Any] = {"action": action, "ok": False, "consistent": False}
     servers: dict[str, dict[str, Any]] = {u: {} for u in urls}
     report["servers"] = servers
@@ -181,7 +181,7 @@ async def fleet_status(urls: list[str], api_key: str | None = None) -> dict[str,
     """What every server serves and holds: its `/healthz` essentials and its channel.
     `ok` when every server answered and says ok; `consistent` when all hold the same
     production version and canary share."""
-    urls = [u.rstrip("/") for u in urls]
+    urls = list(dict.fromkeys(u.rstrip("/") for u in urls))  # each server once
 
     async def one(client: CroupierClient) -> dict[str, Any]:
         health = await client.health()
