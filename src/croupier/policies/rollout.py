@@ -95,16 +95,15 @@ class Rollout:
         self,
         versions: PolicyVersions,
         channels: Channels,
-        canary_share: float = 0.0,
+        canary_share: float | None = None,
         weights_dir: Path | None = None,
         offline: Any = None,
         seed: int = 0,
     ):
-        if not 0.0 <= canary_share <= 1.0:
-            raise ValueError("canary_share must be between 0 and 1")
         self.versions = versions
-        self.channels = channels
-        self.canary_share = canary_share
+        self.channels = channels  # holds the canary share (changed at run time by an admin)
+        if canary_share is not None:
+            channels.start_share(canary_share)
         self.weights_dir = Path(weights_dir) if weights_dir else None
         self.offline = offline  # an OfflineWriter for `record: rules`, or None
         self._rng = np.random.default_rng(seed + 7919)
@@ -114,6 +113,10 @@ class Rollout:
         self.shadow: dict[int, ShadowStats] = {}
         self._ratings: dict[str, float] = {}
         self._ratings_mtime = 0.0
+
+    @property
+    def canary_share(self) -> float:
+        return self.channels.canary_share
 
     # --- game creation -------------------------------------------------------------------
 
