@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -17,15 +15,16 @@ from typing import Any
 import httpx
 import pytest
 
-STARTUP_TIMEOUT_S = 90.0  # generous: a loaded 2-core box can take a while to import torch + RLlib
+from croupier.local_server import (
+    ServerExited,
+    free_port,
+    start_serve,
+    stop,
+    wait_until_up,
+)
+
+STARTUP_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 10.0
-
-
-def free_port() -> int:
-    """A port the kernel just handed out on loopback (released again for the server)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _log_tail(log: Any, n: int = 4000) -> str:
@@ -35,29 +34,7 @@ def _log_tail(log: Any, n: int = 4000) -> str:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(STOP_TIMEOUT_S)
-
-
-def _wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float) -> bool:
-    """True once /healthz answers 200; False if the process exited first."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"server at {url} not healthy after {timeout_s} s")
+    stop(proc, STOP_TIMEOUT_S)
 
 
 @contextlib.contextmanager
@@ -175,19 +152,18 @@ def _run_logged(
     for _attempt in range(3):
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "croupier", "serve", "--port", str(port), *args, *extra]
         with tempfile.NamedTemporaryFile(prefix="croupier-serve-", suffix=".log") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            proc = start_serve([*args, *extra], port, stdout=log)
             try:
                 try:
-                    healthy = _wait_healthy(proc, url, timeout_s)
+                    wait_until_up(url, proc, timeout_s, poll_s=0.1)
                 except TimeoutError as e:
                     raise AssertionError(f"{e}\n--- server log ---\n{_log_tail(log)}") from None
-                if not healthy:
+                except ServerExited:
                     tail = _log_tail(log)
                     if "address already in use" in tail.lower():
                         continue
-                    raise AssertionError(f"server exited with {proc.returncode}:\n{tail}")
+                    raise AssertionError(f"server exited with {proc.returncode}:\n{tail}") from None
                 yield LoggedServer(url, log.name, proc)
                 return
             finally:
