@@ -10,6 +10,9 @@ from typing import Annotated, Any
 
 import typer
 
+from croupier.config import ServeProcess, ServerConfig
+from croupier.settings import build, command, markdown_table
+
 app = typer.Typer(
     help="Serve, record and train RLlib policies behind a card game's decision API.",
     no_args_is_help=True,
@@ -22,195 +25,30 @@ def _setup_logging(level: str) -> None:
 
 
 @app.command()
-def serve(
-    game: Annotated[str, typer.Option(help="leduc-holdem, uno, vector or pkg.module:Adapter")] = (
-        "leduc-holdem"
-    ),
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    seats: Annotated[
-        str, typer.Option(help="Seat mix for seats a game does not name, e.g. learned,rules")
-    ] = "learned,rules",
-    pin: Annotated[str, typer.Option(help="created | latest")] = "created",
-    rules: Annotated[
-        str | None, typer.Option(help="Your rules policy: pkg.module:function(state) -> action")
-    ] = None,
-    trainer: Annotated[str | None, typer.Option(help="Trainer link host:port")] = None,
-    weights_dir: Annotated[Path | None, typer.Option(help="Where received versions go")] = None,
-    keep_versions: int = 8,
-    behaviour_lag: Annotated[
-        int, typer.Option(help="Experiments: serve the version N places behind the newest")
-    ] = 0,
-    max_batch: int = 256,
-    max_wait_ms: float = 0.0,
-    forward_thread: Annotated[
-        bool,
-        typer.Option(
-            help="Run batched forwards on a thread of their own (the default) or inline on the "
-            "event loop (--no-forward-thread)"
-        ),
-    ] = True,
-    forward_inline_from: Annotated[
-        int,
-        typer.Option(
-            help="Batches at least this big run inline even with the forward thread: a queue "
-            "that long means a saturated event loop, where the thread's round trip costs more"
-        ),
-    ] = 128,
-    obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
-    num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
-    num_players: int = 2,
-    link_token: Annotated[str | None, typer.Option(envvar="CROUPIER_LINK_TOKEN")] = None,
-    rllib_compat: Annotated[
-        bool,
-        typer.Option(
-            help="Talk to RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled "
-            "config: trusted networks only, see docs/security.md)"
-        ),
-    ] = False,
-    rllib_compat_allow_remote: Annotated[
-        bool,
-        typer.Option(
-            help="Let --rllib-compat unpickle the config of a trainer that is not on loopback "
-            "(whoever answers at --trainer can run code here)"
-        ),
-    ] = False,
-    api_keys: Annotated[
-        str | None,
-        typer.Option(envvar="CROUPIER_API_KEYS", help="Comma-separated engine bearer keys"),
-    ] = None,
-    admin_keys: Annotated[
-        str | None,
-        typer.Option(envvar="CROUPIER_ADMIN_KEYS", help="Comma-separated admin bearer keys"),
-    ] = None,
-    read_keys: Annotated[
-        str | None,
-        typer.Option(
-            envvar="CROUPIER_READ_KEYS",
-            help="Comma-separated read-only keys: dashboard data and arena results only",
-        ),
-    ] = None,
-    ssl_certfile: Annotated[
-        Path | None, typer.Option(help="Serve HTTPS: the server's certificate chain (PEM)")
-    ] = None,
-    ssl_keyfile: Annotated[
-        Path | None, typer.Option(help="Serve HTTPS: the certificate's private key (PEM)")
-    ] = None,
-    ssl_keyfile_password: Annotated[
-        str | None,
-        typer.Option(envvar="CROUPIER_SSL_KEYFILE_PASSWORD", help="The private key's password"),
-    ] = None,
-    ssl_ca_certs: Annotated[
-        Path | None,
-        typer.Option(help="With --ssl-certfile: CA bundle; clients must present a certificate"),
-    ] = None,
-    data_dir: Annotated[
-        str,
-        typer.Option(
-            help="Episode spool (SQLite) and received weights; '{port}' is replaced by the "
-            "port; 'none' keeps both in memory"
-        ),
-    ] = "croupier-data/{port}",
-    spool_max_episodes: int = 50_000,
-    spool_max_mb: float = 1024.0,
-    decide_deadline_ms: Annotated[
-        float, typer.Option(help="Learned decisions later than this get the fallback; 0: off")
-    ] = 1000.0,
-    fallback: Annotated[str, typer.Option(help="rules | random")] = "rules",
-    max_body_kb: Annotated[float, typer.Option(help="Larger request bodies get 413")] = 4096.0,
-    max_games: Annotated[int, typer.Option(help="Games in flight; more get 503")] = 100_000,
-    max_games_per_key: Annotated[
-        int, typer.Option(help="Games in flight per API key; more get 429 (0: no cap)")
-    ] = 0,
-    max_queued_decisions: Annotated[
-        int, typer.Option(help="Decisions waiting for the model; more get 503")
-    ] = 10_000,
-    idle_game_timeout_s: Annotated[
-        float, typer.Option(help="Abort games idle this long; 0: never")
-    ] = 600.0,
-    keep_alive_s: Annotated[
-        float,
-        typer.Option(
-            help="Idle keep-alive connections are closed after this long (uvicorn's 5 s "
-            "default races busy clients reusing a connection: resets)"
-        ),
-    ] = 75.0,
-    arena_results: Annotated[
-        Path | None, typer.Option(help="Arena results file (JSON lines) for the dashboard")
-    ] = None,
-    canary_share: Annotated[
-        float, typer.Option(help="Share of new games whose `canary` seats get production")
-    ] = 0.0,
-    offline_dir: Annotated[
-        Path | None, typer.Option(help="Where `record: rules` games' episodes are written")
-    ] = None,
-    opentelemetry: Annotated[
-        bool, typer.Option(help="FastAPI's native OpenTelemetry (off: it costs ~7% per request)")
-    ] = False,
-    seed: int = 0,
-    log_level: str = "warning",
-) -> None:
+@command(ServeProcess, ServerConfig)
+def serve(values: dict[str, Any]) -> None:
     """Run the policy server (FastAPI + uvicorn)."""
+    process: ServeProcess = build(ServeProcess, values)
     # Before the imports below (torch, RLlib: seconds): a half TLS setup fails at once.
-    if (ssl_certfile is None) != (ssl_keyfile is None):
+    if (process.ssl_certfile is None) != (process.ssl_keyfile is None):
         raise typer.BadParameter("--ssl-certfile and --ssl-keyfile go together")
-    if ssl_ca_certs is not None and ssl_certfile is None:
+    if process.ssl_ca_certs is not None and process.ssl_certfile is None:
         raise typer.BadParameter("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile")
     import uvicorn
 
     from croupier.api.early import EarlyHealth
 
-    _setup_logging(log_level)
-    if fallback not in ("rules", "random"):
+    _setup_logging(process.log_level)
+    if values["fallback"] not in ("rules", "random"):
         raise typer.BadParameter("--fallback must be rules or random")
     # Bound before torch and RLlib load (seconds): /healthz answers 503 "starting" meanwhile.
     # (A TLS server's early socket only accepts: a plain-HTTP 503 would confuse TLS clients.)
-    early = EarlyHealth(host, port, answer=ssl_certfile is None)
+    early = EarlyHealth(process.host, process.port, answer=process.ssl_certfile is None)
 
     from croupier.api.app import create_app
-    from croupier.api.auth import parse_keys
     from croupier.api.exposure import exposure_warnings
-    from croupier.config import ServerConfig
-    from croupier.policies.seats import parse_seat_mix
 
-    config = ServerConfig(
-        game=game,
-        obs_size=obs_size,
-        num_actions=num_actions,
-        num_players=num_players,
-        seat_mix=parse_seat_mix(seats),
-        pin=pin,
-        rules=rules,
-        max_batch=max_batch,
-        max_wait_ms=max_wait_ms,
-        forward_thread=forward_thread,
-        forward_inline_from=forward_inline_from,
-        keep_versions=keep_versions,
-        behaviour_lag=behaviour_lag,
-        weights_dir=weights_dir,
-        trainer=trainer,
-        link_token=link_token,
-        rllib_compat=rllib_compat,
-        rllib_compat_allow_remote=rllib_compat_allow_remote,
-        api_keys=parse_keys(api_keys),
-        admin_keys=parse_keys(admin_keys),
-        read_keys=parse_keys(read_keys),
-        data_dir=None if data_dir.lower() == "none" else Path(data_dir.format(port=port)),
-        outbox_max_episodes=spool_max_episodes,
-        spool_max_bytes=int(spool_max_mb * 1024 * 1024),
-        decide_deadline_ms=decide_deadline_ms or None,
-        fallback=fallback,
-        max_body_bytes=int(max_body_kb * 1024),
-        max_games=max_games,
-        max_games_per_key=max_games_per_key or None,
-        max_queued_decisions=max_queued_decisions,
-        idle_game_timeout_s=idle_game_timeout_s or None,
-        arena_results=arena_results,
-        canary_share=canary_share,
-        offline_dir=offline_dir,
-        opentelemetry=opentelemetry,
-        seed=seed,
-    )
+    config: ServerConfig = build(ServerConfig, values)
     if config.trainer:
         from croupier.link.client import check_link_config
 
@@ -218,31 +56,61 @@ def serve(
             check_link_config(config)
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
-    for warning in exposure_warnings(host, config, tls=ssl_certfile is not None):
+    tls_on = process.ssl_certfile is not None
+    for warning in exposure_warnings(process.host, config, tls=tls_on):
         logging.getLogger("croupier.serve").warning(warning)
     tls: dict[str, Any] = {}
-    if ssl_certfile is not None:
+    if tls_on:
         tls = {
-            "ssl_certfile": str(ssl_certfile),
-            "ssl_keyfile": str(ssl_keyfile),
-            "ssl_keyfile_password": ssl_keyfile_password,
+            "ssl_certfile": str(process.ssl_certfile),
+            "ssl_keyfile": str(process.ssl_keyfile),
+            "ssl_keyfile_password": process.ssl_keyfile_password,
         }
-        if ssl_ca_certs is not None:  # mutual TLS: a client without a certificate is refused
-            tls |= {"ssl_ca_certs": str(ssl_ca_certs), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+        if (
+            process.ssl_ca_certs is not None
+        ):  # mutual TLS: a client without a certificate is refused
+            tls |= {"ssl_ca_certs": str(process.ssl_ca_certs), "ssl_cert_reqs": ssl.CERT_REQUIRED}
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(config),
-            host=host,
-            port=port,
+            host=process.host,
+            port=process.port,
             loop="uvloop",
             http="httptools",
-            log_level=log_level,
+            log_level=process.log_level,
             access_log=False,
-            timeout_keep_alive=int(keep_alive_s),
+            timeout_keep_alive=int(process.keep_alive_s),
             **tls,
         )
     )
     server.run(sockets=[early.hand_over()])  # the app takes the bound socket over
+
+
+def settings_markdown() -> str:
+    """docs/settings.md: every setting of the commands defined by a settings model."""
+    return (
+        "# Settings\n\n"
+        "<!-- Generated by `croupier settings-doc --out docs/settings.md` from\n"
+        "     croupier/config.py;\n"
+        "     tests/test_settings.py fails when this file and the models differ. -->\n\n"
+        "## `croupier serve`\n\n"
+        "The process: where it listens, TLS, logging (`ServeProcess`).\n\n"
+        + markdown_table(ServeProcess)
+        + "\nThe server (`ServerConfig`, which tests and `create_app` take directly).\n\n"
+        + markdown_table(ServerConfig)
+    )
+
+
+@app.command("settings-doc")
+def settings_doc(
+    out: Annotated[Path | None, typer.Option(help="Write here instead of stdout")] = None,
+) -> None:
+    """Print (or write) the settings tables of docs/settings.md, generated from the models."""
+    text = settings_markdown()
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
 
 
 @app.command()
