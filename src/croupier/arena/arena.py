@@ -37,7 +37,10 @@ class ArenaError(ValueError):
 
 
 @dataclass
-class ArenaResult:
+class MatchResult:
+    """One A-vs-B match in duplicate (not the dashboard's `ArenaResult`, one point of the
+    learning curve that a match can be posted as)."""
+
     game: str
     a: str
     b: str
@@ -185,7 +188,7 @@ async def play_arena(
     seed: int = 0,
     api_key: str | None = None,
     batch: bool = False,
-) -> ArenaResult:
+) -> MatchResult:
     """Play `hands` hands (rounded up to whole duplicate pairs) of A against B."""
     if game not in GAMES:
         raise ArenaError(f"the arena plays {GAMES}, not {game!r}")
@@ -212,12 +215,12 @@ async def play_arena(
 
 def summarize(
     game: str, a: str, b: str, specs: dict[str, str], score: _Score, seconds: float
-) -> ArenaResult:
+) -> MatchResult:
     n = len(score.values)
     mean = sum(score.values) / n if n else float("nan")
     var = sum((x - mean) ** 2 for x in score.values) / (n - 1) if n > 1 else float("nan")
     hands = 2 * n
-    return ArenaResult(
+    return MatchResult(
         game=game,
         a=a,
         b=b,

@@ -19,7 +19,7 @@ from typing import Any
 
 from openskill.models import PlackettLuce
 
-from croupier.arena.arena import ArenaResult, play_arena
+from croupier.arena.arena import MatchResult, play_arena
 from croupier.client import CroupierClient
 
 
@@ -33,7 +33,7 @@ async def league_players(url: str, versions: int, api_key: str | None = None) ->
     return [*players, "random"]
 
 
-def rate(matches: list[ArenaResult], seed: int = 0) -> dict[str, dict[str, float]]:
+def rate(matches: list[MatchResult], seed: int = 0) -> dict[str, dict[str, float]]:
     """openskill ratings from every duplicate pair of every match."""
     model = PlackettLuce()
     players = {p for m in matches for p in (m.a, m.b)}
