@@ -21,6 +21,7 @@ from openskill.models import PlackettLuce
 
 from croupier.arena.arena import MatchResult, play_arena
 from croupier.client import CroupierClient
+from croupier.files import write_atomic
 
 
 async def league_players(url: str, versions: int, api_key: str | None = None) -> list[str]:
@@ -119,8 +120,6 @@ def save_league(league: dict[str, Any], run_dir: Path, weights_dir: Path | None 
     (run_dir / "league.json").write_text(json.dumps(league, indent=2, default=float))
     (run_dir / "table.txt").write_text(format_table(league) + "\n")
     if weights_dir is not None:
-        weights_dir.mkdir(parents=True, exist_ok=True)
-        tmp = weights_dir / "ratings.json.tmp"
-        tmp.write_text(json.dumps({"time": league["time"], "ratings": league["ratings"]}))
-        tmp.replace(weights_dir / "ratings.json")
+        ratings = {"time": league["time"], "ratings": league["ratings"]}
+        write_atomic(weights_dir / "ratings.json", json.dumps(ratings))
     return run_dir / "league.json"

@@ -24,6 +24,7 @@ from croupier.demo import ExternalRun, run_external
 from croupier.engine.runner import run_engine
 from croupier.local_server import serving
 from croupier.policies.module import ModelSpec
+from croupier.policies.weights_file import weights_path
 from croupier.trainer.pretrain import pretrain
 
 
@@ -91,8 +92,8 @@ def bench_warmstart(
             external.train_args = ["--init-weights", str(pre_dir)]
             weights = run_dir / name / "weights"
             weights.mkdir(parents=True, exist_ok=True)
-            for f in ("v00000001.npz", "latest.json"):
-                shutil.copy(pre_dir / f, weights / f)
+            for path in (weights_path(pre_dir, 1), pre_dir / "latest.json"):
+                shutil.copy(path, weights / path.name)
         report = run_external(external)
         runs[name] = {
             "windows": window_means(report["curve"], window_s),
