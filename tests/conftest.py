@@ -337,7 +337,7 @@ _SYSTEM_MODULES = {
     "test_dashboard_browser",
 }
 # Tests that start `croupier serve` (or another process) themselves, not through a fixture.
-_INTEGRATION_MODULES = {"test_arena", "test_startup", "test_docs_commands", "test_link_acks"}
+_INTEGRATION_MODULES = {"test_arena", "test_startup", "test_docs_commands"}
 _INTEGRATION_TESTS = {
     "test_auth.py::test_serve_speaks_tls_with_the_certificate_given",
     "test_auth.py::test_serve_refuses_half_a_tls_setup",

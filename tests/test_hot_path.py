@@ -20,7 +20,7 @@ import httpx
 from croupier.api.app import create_app
 from croupier.api.hot_path import HotPath
 from croupier.config import ServerConfig
-from tests.test_api import _bad_requests
+from tests.helpers.api import bad_requests
 
 GAME = "leduc-holdem"
 KEY = {"authorization": "Bearer engine-key"}
@@ -88,7 +88,7 @@ def _requests(state: dict[str, Any]) -> Iterator[tuple[str, str, Any, dict[str, 
     yield "POST", "/v1/end:batch", body({"items": ends}), AS_JSON
     yield "POST", "/v1/games/g1/end", body({"payoffs": {"0": 1, "1": -1}}), AS_JSON
     yield "POST", "/v1/games/g1/end", body({"payoffs": {"0": 1, "1": -1}}), AS_JSON
-    for method, path, raw, headers in _bad_requests("g1"):
+    for method, path, raw, headers in bad_requests("g1"):
         yield method, path, raw, {**headers, **KEY}
 
 

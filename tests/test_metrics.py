@@ -6,25 +6,10 @@ import asyncio
 import math
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from croupier.api.metrics import EXPORTED, NOT_EXPORTED, endpoint_of, numeric_paths
 from croupier.dashboard.history import quantile
 from croupier.local_server import free_port
-
-
-def parse(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """{(sample name, sorted labels): value} from Prometheus text."""
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(samples: dict, name: str, **labels: str) -> float:
-    return samples[(name, tuple(sorted(labels.items())))]
-
+from tests.helpers.prometheus import parse, value
 
 SERVER_METRICS = [
     "croupier_request_seconds_bucket",
