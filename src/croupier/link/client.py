@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 MAX_EPISODES_PER_MESSAGE = 2000
 HANDSHAKE_TIMEOUT_S = 30.0
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.2, 5.0
+INSTALL_LOG_EVERY_S = 10.0
 
 
 class LinkRefused(ConnectionError):
@@ -62,6 +63,8 @@ class TrainerLink:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="trainer-link")
         self._sock: socket.socket | None = None
+        self._install_logged_at = -INSTALL_LOG_EVERY_S
+        self._installs_unlogged = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -115,8 +118,9 @@ class TrainerLink:
         wire.send(sock, {"type": RLlink.GET_CONFIG.name})
         self._apply_config(self._expect(sock, RLlink.SET_CONFIG)["config"])
         wire.send(sock, {"type": RLlink.GET_STATE.name})
-        # The trainer's state is authoritative after a (re)connect, even if its numbers restarted.
-        self._install(self._expect(sock, RLlink.SET_STATE), force=True)
+        # Never an older version than this server holds (a trainer restarted from an older
+        # checkpoint, or a new run): rolling back is the production channel's job.
+        self._install(self._expect(sock, RLlink.SET_STATE), first=True)
         sock.settimeout(None)
         # A new connection: whatever the last one sent but got no ack for is due again.
         self.outbox.rewind()
@@ -221,7 +225,7 @@ class TrainerLink:
             log.info("adopting the trainer's model %s", spec.to_dict())
             self.versions.reset_spec(spec)
 
-    def _install(self, body: dict[str, Any], force: bool = False) -> None:
+    def _install(self, body: dict[str, Any], first: bool = False) -> None:
         state = body.get("state")
         if not isinstance(state, dict):
             raise LinkRefused("SET_STATE without a state")
@@ -231,11 +235,31 @@ class TrainerLink:
         if not isinstance(weights, dict):
             raise LinkRefused("SET_STATE without module weights")
         version = int(state.get("weights_seq_no", 0))
+        held = self.versions.latest
         try:
-            if self.versions.install(version, weights, force=force):
-                self.versions_installed += 1
+            installed = self.versions.install(version, weights)
         except (RuntimeError, ValueError, TypeError) as e:
             raise LinkRefused(f"weights do not fit this server's model: {e}") from None
+        if installed:
+            self.versions_installed += 1
+            self._log_installed(version)
+        elif first and version < held:
+            log.warning(
+                "the trainer is at version %d, this server holds %d: keeping %d (start the "
+                "server on a fresh --weights-dir for a new training run)",
+                version, held, held,
+            )  # fmt: skip
+
+    def _log_installed(self, version: int) -> None:
+        """One info line per install, but at most one per INSTALL_LOG_EVERY_S (APPO pushes
+        several versions a second), then a count of the ones not shown."""
+        now = time.monotonic()
+        self._installs_unlogged += 1
+        if now - self._install_logged_at >= INSTALL_LOG_EVERY_S:
+            more = self._installs_unlogged - 1
+            log.info("installed weights version %d%s", version,
+                     f" ({more} more since the last line)" if more else "")  # fmt: skip
+            self._install_logged_at, self._installs_unlogged = now, 0
 
 
 def compat_model_spec(algo_config: Any) -> ModelSpec:
