@@ -86,6 +86,15 @@ def lag_summary(histogram: dict[int, int]) -> dict[str, float]:
     return {"mean": mean, "p50": quantile(0.5), "p90": quantile(0.9), "max": float(lags[-1])}
 
 
+_EPISODE_COUNTS = (
+    "episodes_received",
+    "episodes_sampled",
+    "episodes_dropped_stale",
+    "episodes_dropped_backlog",
+    "episodes_dropped_lag",
+)
+
+
 def trained_share(stats: dict[str, Any]) -> float | None:
     """Of the episodes that left the trainer's queue (or were refused for lag), the share
     handed to the learner; None before any did."""
@@ -310,18 +319,23 @@ class Trainer:
 
     def health(self) -> dict[str, Any]:
         """Where the trainer stands, for orchestrators (`/healthz` on the metrics port)."""
-        runner = self._runner() if self.algo is not None else None
-        idle_s = runner.idle_s() if runner is not None else None
+        runner = self._runner()
+        stats = runner.link_stats() if runner is not None else self.last_progress
         ckpt = self.last_checkpoint
         return {
             "alive": self.state not in ("stopped",),
             "state": self.state,
             "idle": self.state == "idle",
-            "idle_s": None if idle_s is None else round(idle_s, 1),
+            "idle_s": stats.get("idle_s"),
             "max_idle_s": self.options.max_idle_s,
             "iteration": self.iteration,
-            "version": self.weights_seq_no() if runner is not None else None,
-            "connected_servers": runner.link_stats()["connected_servers"] if runner else None,
+            "version": stats.get("weights_seq_no"),
+            "connected_servers": stats.get("connected_servers"),
+            # The backlog: env steps waiting for the learner, and the share of the episodes
+            # taken so far that were trained rather than dropped.
+            "waiting_steps": stats.get("waiting_steps"),
+            "trained_share": trained_share(stats),
+            "episodes": {k: stats.get(k) for k in _EPISODE_COUNTS},
             "last_checkpoint": None
             if ckpt is None
             else {**ckpt, "age_s": round(time.time() - ckpt["time"], 1)},

@@ -1,0 +1,268 @@
+"""The trainer as a service: idle without crashing, restart without regressing a server.
+
+In-process (one Ray session for the module): an idle trainer stays up, says so on `/healthz`
+and resumes when episodes return; a restart goes on from the newest weights it published.
+With real processes: `croupier train` restarted five times (SIGTERM and SIGKILL) beside two
+serving `croupier serve`s: no server ever goes back a version or to the untrained model,
+SIGTERM leaves a checkpoint within a bound, and the backlog of an outage is trained.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from croupier.trainer.metrics import serve_trainer_metrics
+from tests.conftest import BackgroundPlay, LoggedServer, free_port, running_server_logged, wait_for
+from tests.test_trainer_link import HYPER, RunningTrainer, synthetic_episode, trainer_options
+
+GAME = "leduc-holdem"
+
+
+def feed(rt: RunningTrainer, batches: int = 2, seed: int = 0) -> None:
+    """Hand the runner `batches` train batches of synthetic episodes (as servers would)."""
+    n = batches * HYPER.train_batch_size // 4 + 1
+    rt.runner._ingest([synthetic_episode(rt.seq(), seed=seed + i) for i in range(n)])
+
+
+def healthz(port: int) -> tuple[int, dict[str, Any]]:
+    resp = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5.0)
+    return resp.status_code, resp.json()
+
+
+# --- idle ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.ray
+def test_an_idle_trainer_waits_reports_idle_and_resumes(ray_session, tmp_path):
+    rt = RunningTrainer(trainer_options(tmp_path, idle_after_s=1.0))
+    port = free_port()
+    server = serve_trainer_metrics(rt.trainer, port)
+    try:
+        assert healthz(port)[1]["state"] == "training"  # built: its link is open
+        rt.start()
+        feed(rt, seed=0)
+        wait_for(lambda: rt.trainer.iteration >= 1, 60, what="a first update")
+        wait_for(lambda: healthz(port)[1]["idle"], 10, what="the trainer to report idle")
+        time.sleep(4.0)  # idle for several idle periods: no crash, still answering
+        status, health = healthz(port)
+        assert rt.alive() and status == 200, health
+        assert health["state"] == "idle" and health["idle_s"] >= 4.0, health
+        assert health["iteration"] == rt.trainer.iteration
+        # Games return: it learns again.
+        before = rt.trainer.iteration
+        feed(rt, seed=1000)
+        wait_for(lambda: rt.trainer.iteration > before, 60, what="an update after idling")
+        assert healthz(port)[1]["state"] in ("training", "idle")
+        # Told to wait at most 2 s (--max-idle), it checkpoints and stops by itself.
+        rt.trainer.options.max_idle_s = 2.0
+        rt.join(30)
+        assert rt.result is not None and rt.result["stop_reason"] == "max idle"
+        assert (tmp_path / "checkpoint").is_dir()
+        status, health = healthz(port)
+        assert status == 503 and health["state"] == "stopped"
+        assert health["last_checkpoint"]["iteration"] == rt.trainer.iteration
+    finally:
+        server.shutdown()
+        rt.close()
+
+
+# --- the number goes with its weights -------------------------------------------------------------
+
+
+def _policy_weights(rt: RunningTrainer) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in rt.runner.module.get_state().items()}
+
+
+@pytest.mark.ray
+def test_a_restart_goes_on_from_the_newest_published_weights(ray_session, tmp_path, caplog):
+    """Killed after more versions were published than the checkpoint holds: the next trainer
+    serves the newest published weights under their own number; without them it says so."""
+    rt = RunningTrainer(trainer_options(tmp_path, iterations=2))
+    try:
+        rt.start().join(90, feed=True)
+        at_checkpoint = rt.seq()
+        shutil.copytree(tmp_path / "checkpoint", tmp_path / "checkpoint-c")
+        rt.trainer.options.iterations = 4  # two more updates, published, then "killed"
+        rt.start().join(90, feed=True)
+        published = rt.seq()
+        newest = _policy_weights(rt)
+    finally:
+        rt.close()
+    assert published > at_checkpoint > 0
+    shutil.rmtree(tmp_path / "checkpoint")
+    (tmp_path / "checkpoint-c").rename(tmp_path / "checkpoint")  # as if killed before saving
+
+    again = RunningTrainer(trainer_options(tmp_path))
+    try:
+        assert again.seq() == published
+        assert again.trainer.restored == {
+            "checkpoint_version": at_checkpoint,
+            "published_version": published,
+            "version": published,
+            "weights": "published",
+        }
+        resumed = _policy_weights(again)
+        assert resumed.keys() == newest.keys()
+        for key, value in newest.items():
+            np.testing.assert_array_equal(resumed[key], value, err_msg=key)
+    finally:
+        again.close()
+
+    # Without the published weights it cannot prove them: a new number, and a loud warning.
+    for path in tmp_path.glob("published-*.npz"):
+        path.unlink()
+    with caplog.at_level("WARNING", logger="croupier.trainer.run"):
+        third = RunningTrainer(trainer_options(tmp_path))
+    try:
+        assert third.seq() == published + 1
+        assert third.trainer.restored["weights"] == "checkpoint"
+        assert "RESTORED OLDER WEIGHTS" in caplog.text
+    finally:
+        third.close()
+
+
+# --- real processes: five restarts beside serving servers ---------------------------------------
+
+TRAINER_START_S = 120
+STOP_BOUND_S = 30.0
+
+
+class TrainerProcess:
+    """`croupier train` (PPO, small batches) on a fixed port, with /healthz on another."""
+
+    def __init__(self, port: int, metrics_port: int, checkpoint_dir: Path, log: Any):
+        cmd = [sys.executable, "-m", "croupier", "train", "--game", GAME, "--algo", "ppo"]
+        cmd += ["--listen", f"127.0.0.1:{port}", "--checkpoint-dir", str(checkpoint_dir)]
+        cmd += ["--train-batch-size", "200", "--minibatch-size", "100", "--num-epochs", "1"]
+        cmd += ["--hiddens", "32,32", "--checkpoint-every", "1000", "--log-level", "info"]
+        cmd += ["--metrics-port", str(metrics_port), "--stop-grace", str(STOP_BOUND_S)]
+        self.metrics_port = metrics_port
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+    def health(self) -> dict[str, Any] | None:
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.metrics_port}/healthz", timeout=2).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    def wait_training(self) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            assert self.proc.poll() is None, f"trainer exited with {self.proc.returncode}"
+            health = self.health()
+            return health if health and health["state"] in ("training", "idle") else None
+
+        return wait_for(ready, TRAINER_START_S, 0.5, "the trainer to start")
+
+    def stop(self, sig: signal.Signals) -> float:
+        """Send `sig`; wait for the exit; return the seconds it took."""
+        t0 = time.monotonic()
+        self.proc.send_signal(sig)
+        self.proc.wait(STOP_BOUND_S + 30)
+        return time.monotonic() - t0
+
+
+class VersionWatch:
+    """Polls each server's `latest` (the version new games get) and records every change."""
+
+    def __init__(self, servers: list[LoggedServer]):
+        self.servers = servers
+        self.seen: list[list[int]] = [[] for _ in servers]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for seen, server in zip(self.seen, self.servers, strict=True):
+                with contextlib.suppress(httpx.HTTPError):
+                    latest = server.latest()
+                    if not seen or seen[-1] != latest:
+                        seen.append(latest)
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> VersionWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+@contextlib.contextmanager
+def trainer_log() -> Iterator[Any]:
+    with tempfile.NamedTemporaryFile(prefix="croupier-train-", suffix=".log") as log:
+        try:
+            yield log
+        except BaseException:
+            log.seek(0)
+            print("--- trainer log ---\n" + log.read().decode(errors="replace")[-5000:])
+            raise
+
+
+@pytest.mark.timeout(600)
+def test_five_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(tmp_path):
+    checkpoint_dir = tmp_path / "trainer"
+    port, metrics_port = free_port(), free_port()
+    args = ("--trainer", f"127.0.0.1:{port}", "--seats", "learned,rules")
+    with (
+        running_server_logged(*args, timeout_s=60) as a,
+        running_server_logged(*args, timeout_s=60) as b,
+        trainer_log() as log,
+        VersionWatch([a, b]) as watch,
+        BackgroundPlay(a.url, games=4),
+        BackgroundPlay(b.url, games=4),
+    ):
+        trainer = TrainerProcess(port, metrics_port, checkpoint_dir, log)
+        # SIGTERM and SIGKILL alternate; the fourth stop is a longer outage under load.
+        for restart, sig in enumerate([signal.SIGTERM, signal.SIGKILL, signal.SIGTERM,
+                                       signal.SIGKILL, signal.SIGTERM], 1):  # fmt: skip
+            trainer.wait_training()
+            start_version = max(a.latest(), b.latest())
+            wait_for(lambda v=start_version: min(a.latest(), b.latest()) > v, 60, 0.2,
+                     f"a new version on both servers (restart {restart})")  # fmt: skip
+            t_signal = time.time()
+            took = trainer.stop(sig)
+            if sig == signal.SIGTERM:
+                assert trainer.proc.returncode == 0, trainer.proc.returncode
+                assert took < STOP_BOUND_S, f"SIGTERM took {took:.1f} s"
+                assert (checkpoint_dir / "checkpoint").stat().st_mtime >= t_signal - 1
+            held = max(a.latest(), b.latest())
+            if restart == 4:
+                time.sleep(10)  # an outage: games go on, episodes pile up in the spools
+            trainer = TrainerProcess(port, metrics_port, checkpoint_dir, log)
+            health = trainer.wait_training()
+            restored = health["restored"]
+            # It goes on from the newest it published, never below what servers hold.
+            assert restored["version"] >= held, (restored, held)
+            if sig == signal.SIGKILL:
+                assert restored["weights"] == "published", restored
+        # After the last restart (an outage before it): the backlog arrives and is trained.
+        trainer.wait_training()
+        wait_for(
+            lambda: not any(s.get("/healthz")["episodes"]["pending"] for s in (a, b)),
+            90, 0.5, "the servers' spools to empty",
+        )  # fmt: skip
+        wait_for(lambda: (trainer.health() or {}).get("waiting_steps") == 0, 60, 0.5,
+                 "the trainer's queue to empty")  # fmt: skip
+        health = trainer.health()
+        trainer.stop(signal.SIGTERM)
+    print(f"\nversions seen: {watch.seen}\nafter the outage: {health}")
+    for seen in watch.seen:
+        # Never back, so never to the untrained version 0 once past it.
+        assert seen == sorted(seen) and seen[-1] > 0, f"a server went back a version: {seen}"
+    assert health is not None and health["episodes"]["episodes_received"] > 0, health
+    assert health["trained_share"] >= 0.9, health
