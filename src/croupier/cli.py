@@ -310,7 +310,7 @@ def train(
         int | None,
         typer.Option(
             help="Drop waiting episodes more versions behind than this when sampled "
-            "(a backlog's staleness bound); default: ppo 16, appo none; -1: none"
+            "(a backlog's staleness bound); default: ppo 32, appo none; -1: none"
         ),
     ] = None,
     stop_grace: Annotated[

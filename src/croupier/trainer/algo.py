@@ -40,9 +40,9 @@ class Hyper:
     # Waiting episodes more versions behind than this when sampled are dropped (counted);
     # None: none are. What bounds the staleness of a backlog trained after an outage.
     max_sample_lag: int | None = None
-    # The most env steps waiting in the trainer's memory, in train batches; past it the
-    # oldest are dropped (counted). None: no bound.
-    backlog_max_batches: float | None = None
+    # The most env steps waiting in the trainer's memory; past it the oldest are dropped
+    # (counted). None: no bound.
+    backlog_max_steps: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -54,10 +54,11 @@ class Hyper:
                 minibatch_size=500,
                 num_epochs=4,
                 max_sample_batches=2.0,
-                # A 60 s outage at ~1,300 steps/s is ~20 batches, trained within ~16 updates
-                # when the games leave the learner room (docs/trainer-lifecycle.md).
-                max_sample_lag=16,
-                backlog_max_batches=64.0,
+                # A 60 s outage at ~1,300 steps/s is ~20 batches, drained in ~17 updates by a
+                # learner twice as fast as the games: 32 leaves a margin of two
+                # (docs/trainer-lifecycle.md). ~1 KB per waiting step: 256k steps ~ 250 MB.
+                max_sample_lag=32,
+                backlog_max_steps=262_144,
             )
         # APPO in ray 2.60 takes one gradient step per train batch: small batches learn faster.
         return cls(lr=1e-3, train_batch_size=128)
@@ -115,9 +116,7 @@ def build_config(
             if hyper.max_sample_batches
             else None,
             "max_sample_lag": hyper.max_sample_lag,
-            "backlog_max_steps": int(hyper.backlog_max_batches * hyper.train_batch_size)
-            if hyper.backlog_max_batches
-            else None,
+            "backlog_max_steps": hyper.backlog_max_steps,
         }
     )
     # PPO: one iteration is one update and one version, and the trainer's loop (which waits

@@ -13,11 +13,11 @@ It subclasses RLlib's `EnvRunner` and speaks RLlib's RLlink framing, but unlike 
 
 `sample()` returns the episodes received since the last call, waiting until `sample_min_steps`
 env steps are in or `sample_timeout_s` passed, and with no traffic as long as it takes (until
-the runner is stopped). Episodes wait in a queue, oldest first, and one `sample()` takes at most
-`sample_max_steps` of them: a learner update never grows with a backlog (which would make the
-next backlog bigger), and a backlog (a trainer outage's spool) is trained over the next updates.
-What waits longer than `max_sample_lag` versions is dropped then, counted; so is what exceeds
-`backlog_max_steps` in memory (see docs/trainer-lifecycle.md).
+the runner is stopped). Episodes wait in a queue; one `sample()` takes at most `sample_max_steps`
+of them, the newest: a learner update never grows with a backlog (which would make the next
+backlog bigger), and a backlog (a trainer outage's spool) is trained over the next updates with
+room. What is more than `max_sample_lag` versions old by then is dropped, counted; so is what
+exceeds `backlog_max_steps` in memory (see docs/trainer-lifecycle.md).
 
 The runner listens only once `start_link()` is called (`listen_at_start=False`, as the trainer
 does after restoring its checkpoint), so no server is handed weights before they are restored.
@@ -285,34 +285,41 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         return episodes
 
     def _take(self) -> tuple[list[SingleAgentEpisode], int]:
-        """The oldest waiting episodes up to `sample_max_steps` env steps (one at least),
-        after dropping those now more than `max_sample_lag` versions old. Holds `_cv`.
+        """The newest waiting episodes up to `sample_max_steps` env steps (one at least),
+        skipping and dropping those more than `max_sample_lag` versions old. Holds `_cv`.
 
-        Oldest first, so that an outage's backlog is trained in the updates after it, each
-        update still bounded (without a bound PPO ran away: a bigger sample, a longer
-        update, an even bigger backlog: 11 updates in 3 minutes instead of ~100); when the
-        games outpace the learner for good, the staleness bound decides what is lost."""
+        Newest first: the learner always gets the freshest data it can (PPO learns markedly
+        worse from data a few versions old, docs/off-policy.md), and what it cannot take now
+        waits for an update with room, i.e. an outage's backlog is trained as soon as the
+        learner is faster than the games, each update still bounded (unbounded, PPO ran
+        away: a bigger sample, a longer update, a bigger backlog: 11 updates in 3 minutes
+        instead of ~100). When the games outpace the learner for good, the staleness bound
+        decides what is lost, and counts it."""
         max_lag = self.options.max_sample_lag
+        stale = stale_steps = 0
         if max_lag is not None:
-            stale = stale_steps = 0
+            # The oldest arrivals are (near enough) the oldest versions: drop from that end.
             while self._inbox and self._weights_seq_no - self._inbox[0][1] > max_lag:
                 episode, _ = self._inbox.popleft()
                 stale += 1
                 stale_steps += len(episode)
-            if stale:
-                self._inbox_steps -= stale_steps
-                self._count("episodes_dropped_stale", stale)
-                self._count("steps_dropped_stale", stale_steps)
         cap = self.options.sample_max_steps
         episodes: list[SingleAgentEpisode] = []
         steps = 0
         while self._inbox:
-            if cap is not None and episodes and steps + len(self._inbox[0][0]) > cap:
+            if cap is not None and episodes and steps + len(self._inbox[-1][0]) > cap:
                 break
-            episode, _ = self._inbox.popleft()
+            episode, played = self._inbox.pop()
+            if max_lag is not None and self._weights_seq_no - played > max_lag:
+                stale += 1
+                stale_steps += len(episode)
+                continue
             episodes.append(episode)
             steps += len(episode)
-        self._inbox_steps -= steps
+        self._inbox_steps -= steps + stale_steps
+        if stale:
+            self._count("episodes_dropped_stale", stale)
+            self._count("steps_dropped_stale", stale_steps)
         return episodes, steps
 
     def _pull_newer_state(self) -> None:
