@@ -271,3 +271,61 @@ def test_five_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(t
         assert seen == sorted(seen) and seen[-1] > 0, f"a server went back a version: {seen}"
     assert health is not None and health["episodes"]["episodes_received"] > 0, health
     assert health["trained_share"] >= 0.9, health
+
+
+# --- a server never installs an older version -------------------------------------------------
+
+
+def test_a_server_keeps_its_newer_version_when_the_trainer_offers_an_older_one(tmp_path, caplog):
+    """A trainer that comes back with an older version (an older checkpoint, a new run) is
+    connected to and sent episodes, but its older weights are not installed."""
+    import socket
+
+    from croupier.config import ServerConfig
+    from croupier.games.registry import load_adapter
+    from croupier.link import wire
+    from croupier.link.client import TrainerLink
+    from croupier.policies.learned import PolicyVersions
+    from croupier.trajectories.spool import EpisodeSpool
+
+    adapter = load_adapter(GAME)
+    versions = PolicyVersions(adapter)
+    versions.install(7, versions.weights(0))
+    listener = socket.create_server(("127.0.0.1", 0))
+    config = ServerConfig(trainer=f"127.0.0.1:{listener.getsockname()[1]}")
+    link = TrainerLink(config, versions, EpisodeSpool(tmp_path / "spool.sqlite3"))
+    older = {k: v + 1.0 for k, v in versions.weights(7).items()}
+
+    def fake_trainer() -> None:  # answers the handshake with version 3, then pushes 9
+        conn, _ = listener.accept()
+        with conn:
+            for _ in range(3):
+                kind, _body = wire.recv(conn)
+                if kind.name == "PING":
+                    wire.send(conn, {"type": "PONG"})
+                elif kind.name == "GET_CONFIG":
+                    plain = {"format": "croupier/1", "model": versions.spec.to_dict()}
+                    plain.update(obs_size=adapter.obs_size, num_actions=adapter.num_actions)
+                    wire.send(conn, {"type": "SET_CONFIG", "config": {**plain, "acks": True}})
+                else:
+                    state = {"rl_module": older, "weights_seq_no": 3}
+                    wire.send(conn, {"type": "SET_STATE", "state": state})
+            time.sleep(0.5)
+            wire.send(conn, {"type": "SET_STATE", "state": {"rl_module": older,
+                                                            "weights_seq_no": 9}})  # fmt: skip
+            time.sleep(1.0)
+
+    thread = threading.Thread(target=fake_trainer, daemon=True)
+    with caplog.at_level("INFO", logger="croupier.link.client"):
+        thread.start()
+        link.start()
+        try:
+            wait_for(lambda: link.connected, 10, 0.05, "the link")
+            assert versions.latest == 7  # not 3
+            wait_for(lambda: versions.latest == 9, 10, 0.05, "the newer push")
+        finally:
+            link.stop()
+            thread.join(5)
+            listener.close()
+    assert "the trainer is at version 3, this server holds 7: keeping 7" in caplog.text
+    assert "installed weights version 9" in caplog.text

@@ -372,6 +372,8 @@ class Trainer:
                 if k == "lag_histogram":
                     for lag, n in v.items():
                         merged[k][lag] = merged[k].get(lag, 0) + n
+                elif k == "idle_s":  # the fleet is idle when every runner is
+                    merged[k] = min(merged.get(k, v), v)
                 elif isinstance(v, int | float):
                     merged[k] = merged.get(k, 0) + v
         merged["weights_seq_no"] = max((s["weights_seq_no"] for s in per_runner), default=0)
