@@ -3,9 +3,9 @@
 In-process (one Ray session for the module): an idle trainer stays up, says so on `/healthz`
 and resumes when episodes return; a restart goes on from the newest weights it published.
 With real processes: `croupier train` restarted (SIGTERM and SIGKILL; five times with
-CROUPIER_TRAINER_RESTARTS=5) beside two
-serving `croupier serve`s: no server ever goes back a version or to the untrained model,
-SIGTERM leaves a checkpoint within a bound, and the backlog of an outage is trained.
+CROUPIER_TRAINER_RESTARTS=5) beside two serving `croupier serve`s: no server ever goes back a
+version or to the untrained model, SIGTERM leaves a checkpoint within a bound, and the backlog
+of an outage is trained.
 """
 
 from __future__ import annotations
