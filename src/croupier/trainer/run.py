@@ -147,6 +147,7 @@ class Trainer:
         self.last_lag_histogram: dict[int, int] = {}
         # What /healthz reads (see `health`).
         self.state = "starting"  # starting, training, idle, stopping, stopped
+        self._state_lock = threading.Lock()  # the loop, the idle watcher and signals set it
         self.iteration = 0
         self.last_checkpoint: dict[str, Any] | None = None
         self.restored: dict[str, Any] | None = None
@@ -222,7 +223,7 @@ class Trainer:
         if checkpoint is not None:
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
         self._open_links()
-        self.state = "training"
+        self._set_state("training", expect=("starting",))
 
     def _open_links(self) -> None:
         """Let servers connect: only now, with the restored weights in place."""
@@ -311,11 +312,18 @@ class Trainer:
         if not self.stop_requested.is_set():
             self.stop_reason = reason
         self.stop_requested.set()
-        if self.state != "stopped":
-            self.state = "stopping"
+        self._set_state("stopping", expect=("starting", "training", "idle"))
         runner = self._runner() if self.algo is not None else None
         if runner is not None:
             runner.request_stop()
+
+    def _set_state(self, new: str, expect: tuple[str, ...]) -> bool:
+        """Move to `new` only from one of `expect` (so a late "idle" never hides a stop)."""
+        with self._state_lock:
+            if self.state not in expect:
+                return False
+            self.state = new
+            return True
 
     def health(self) -> dict[str, Any]:
         """Where the trainer stands, for orchestrators (`/healthz` on the metrics port)."""
@@ -394,6 +402,7 @@ class Trainer:
             timer.daemon = True
             timer.start()
         Path(opts.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        self._set_state("training", expect=("starting", "stopped"))  # run() may run again
         runner = self._runner()
         watcher = None
         if runner is not None:
@@ -457,9 +466,9 @@ class Trainer:
                 self.checkpoint()
         if timer is not None:
             timer.cancel()
-        self.state = "stopping"
+        self._set_state("stopping", expect=("training", "idle"))
         self.checkpoint()
-        self.state = "stopped"
+        self._set_state("stopped", expect=("stopping",))
         if watcher is not None:
             watcher.join(2.0)
         if self.stop_reason is not None:
@@ -473,13 +482,11 @@ class Trainer:
         opts = self.options
         while self.state not in ("stopping", "stopped"):
             idle_s = runner.idle_s()
-            if self.state == "training" and idle_s >= opts.idle_after_s:
-                self.state = "idle"
+            if idle_s >= opts.idle_after_s and self._set_state("idle", expect=("training",)):
                 log.warning("no episodes for %.0f s: idle, waiting for games (%s)", idle_s,
                             "for ever" if opts.max_idle_s is None
                             else f"at most {opts.max_idle_s:.0f} s")  # fmt: skip
-            elif self.state == "idle" and idle_s < opts.idle_after_s:
-                self.state = "training"
+            elif idle_s < opts.idle_after_s and self._set_state("training", expect=("idle",)):
                 log.warning("episodes again: training resumes")
             if opts.max_idle_s is not None and idle_s >= opts.max_idle_s:
                 log.warning("no episodes for %.0f s (max idle %.0f s): stopping",
