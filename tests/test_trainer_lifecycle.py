@@ -237,6 +237,7 @@ def test_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(tmp_pa
         BackgroundPlay(b.url, games=2),
     ):
         t0 = time.monotonic()
+        stops: list[str] = []
         trainer = TrainerProcess(port, metrics_port, checkpoint_dir, log)
         # SIGTERM and SIGKILL alternate; the last stop is a longer outage under load.
         for restart in range(1, RESTARTS + 1):
@@ -247,6 +248,7 @@ def test_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(tmp_pa
                      f"a new version on both servers (restart {restart})")  # fmt: skip
             t_signal = time.time()
             took = trainer.stop(sig)
+            stops.append(f"{sig.name} {took:.1f} s")
             if sig == signal.SIGTERM:
                 assert trainer.proc.returncode == 0, trainer.proc.returncode
                 assert took < STOP_BOUND_S, f"SIGTERM took {took:.1f} s"
@@ -277,6 +279,7 @@ def test_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(tmp_pa
         health = trainer.health()
         trainer.stop(signal.SIGTERM)
     print(f"\nversions seen: {watch.seen}\nafter the outage: {health}")
+    print(f"signal to exit: {', '.join(stops)}")
     print(f"{time.monotonic() - t0:.0f} s for {RESTARTS + 1} trainer starts; a backlog of "
           f"{backlog} episodes drained in {drained_s:.1f} s")  # fmt: skip
     for seen in watch.seen:

@@ -258,6 +258,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         serves = self.worker_index > 0 or self.config.num_env_runners == 0
         if serves and self.listening is None and not self._stopping.is_set():
             self._listen()
+            self._started_at = time.monotonic()  # idle counts from when games could come
         return self.port
 
     def get_spaces(self) -> dict[str, Any]:
