@@ -79,7 +79,7 @@ class LinkOptions:
     max_version_lag: int | None = None
     sample_min_steps: int = 500
     sample_timeout_s: float = 2.0
-    # The most env steps one `sample()` returns (the oldest waiting episodes); None: no cap.
+    # The most env steps one `sample()` returns (the newest waiting episodes); None: no cap.
     sample_max_steps: int | None = None
     # A waiting episode more than this many versions behind the newest when it would be
     # sampled is dropped (counted: episodes_dropped_stale); None: no bound.
@@ -367,7 +367,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             self._cv.notify_all()
 
     def idle_s(self) -> float:
-        """Seconds since the last episode arrived (since start if none has)."""
+        """Seconds since the last episode arrived (since the link opened if none has)."""
         last = self._last_episode_at if self._last_episode_at is not None else self._started_at
         return time.monotonic() - last
 
