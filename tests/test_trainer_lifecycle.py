@@ -49,8 +49,26 @@ def healthz(port: int) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.mark.ray
-def test_an_idle_trainer_waits_reports_idle_and_resumes(ray_session, tmp_path):
-    rt = RunningTrainer(trainer_options(tmp_path, idle_after_s=1.0))
+def test_an_idle_trainer_waits_reports_idle_and_resumes(ray_session, tmp_path, monkeypatch):
+    import socket
+
+    from croupier.trainer.run import Trainer
+
+    link_port = free_port()
+    probes: list[int] = []
+    restore = Trainer._continue_from_published
+
+    def probed(self: Trainer, published: int) -> bool:  # while the state is being restored
+        with socket.socket() as s:
+            probes.append(s.connect_ex(("127.0.0.1", link_port)))
+        return restore(self, published)
+
+    monkeypatch.setattr(Trainer, "_continue_from_published", probed)
+    rt = RunningTrainer(
+        trainer_options(tmp_path, idle_after_s=1.0, listen=f"127.0.0.1:{link_port}")
+    )
+    assert probes and probes[0] != 0, "the link accepted a connection before the restore"
+    assert rt.port == link_port  # and opened after it
     port = free_port()
     server = serve_trainer_metrics(rt.trainer, port)
     try:
