@@ -372,8 +372,11 @@ class TrainerLink:
             raise LinkRefused("SET_STATE without module weights")
         version = _version(state.get("weights_seq_no", 0))
         held = self.versions.latest
+        # Version 0 is nobody's training yet: the server's own placeholder gives way to the
+        # trainer's, so that episodes are recorded with the weights the learner starts from.
+        replace_placeholder = first and version == held == 0
         try:
-            installed = self.versions.install(version, weights)
+            installed = self.versions.install(version, weights, force=replace_placeholder)
         except (RuntimeError, ValueError, TypeError) as e:
             raise LinkRefused(f"weights do not fit this server's model: {e}") from None
         if installed:
