@@ -331,6 +331,7 @@ _SYSTEM_MODULES = {
     "test_runbook",
     "test_scale_out",
     "test_trainer_link",
+    "test_trainer_lifecycle",
     "test_your_game",
     "test_pretrain",
     "test_fleet",

@@ -34,13 +34,12 @@ from tests.conftest import (
     running_server_logged,
     wait_for,
 )
+from tests.helpers.link import closed_by_peer, raw_frame
 from tests.helpers.trainer import (
     GAME,
     HYPER,
     RunningTrainer,
-    closed_by_peer,
     health,
-    raw_frame,
     synthetic_episode,
     trainer_options,
     wait_quiet,

@@ -176,6 +176,21 @@ def engine(
         raise typer.Exit(1)
 
 
+def _duration_s(text: str, flag: str) -> float | None:
+    """Seconds from "900", "15m", "2h" or "30s"; None for "0", "none" or "forever"."""
+    value = text.strip().lower()
+    if value in ("", "0", "none", "forever"):
+        return None
+    scale = {"s": 1, "m": 60, "h": 3600}.get(value[-1], 0)
+    try:
+        seconds = float(value[:-1] if scale else value) * (scale or 1)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a duration", param_hint=flag) from None
+    if seconds < 0:
+        raise typer.BadParameter("must not be negative", param_hint=flag)
+    return seconds or None
+
+
 @app.command()
 def train(
     game: str = "leduc-holdem",
@@ -229,6 +244,26 @@ def train(
     init_weights: Annotated[
         Path | None, typer.Option(help="Start from a `croupier pretrain` output dir")
     ] = None,
+    max_idle: Annotated[
+        str,
+        typer.Option(
+            help="Without episodes this long (900, 15m, 2h) checkpoint and stop; "
+            "0 or none: wait for games forever"
+        ),
+    ] = "none",
+    idle_after: Annotated[
+        float, typer.Option(help="Seconds without episodes before reporting idle")
+    ] = 30.0,
+    max_sample_lag: Annotated[
+        int | None,
+        typer.Option(
+            help="Drop waiting episodes more versions behind than this when sampled "
+            "(a backlog's staleness bound); default: ppo 32, appo none; -1: none"
+        ),
+    ] = None,
+    stop_grace: Annotated[
+        float, typer.Option(help="Seconds after SIGTERM/SIGINT to checkpoint and exit")
+    ] = 60.0,
     log_level: str = "warning",
 ) -> None:
     """Train with RLlib on the episodes policy servers send; push each new version back."""
@@ -259,6 +294,8 @@ def train(
             setattr(hyper, name, value)
     if max_sample_batches is not None:
         hyper.max_sample_batches = max_sample_batches or None
+    if max_sample_lag is not None:
+        hyper.max_sample_lag = max_sample_lag if max_sample_lag >= 0 else None
     options = TrainOptions(
         game=game,
         algo=algo,
@@ -281,6 +318,9 @@ def train(
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         init_weights=init_weights,
+        max_idle_s=_duration_s(max_idle, "--max-idle"),
+        idle_after_s=idle_after,
+        stop_grace_s=stop_grace,
     )
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))

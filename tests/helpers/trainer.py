@@ -3,7 +3,6 @@ link frames (moved from test_trainer_link.py so link and scale-out tests share t
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from pathlib import Path
@@ -11,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from croupier.link import wire
 from croupier.trainer.algo import Hyper
 from croupier.trainer.run import Trainer, TrainOptions
 from croupier.trajectories.recorder import SeatRecorder
@@ -51,8 +49,8 @@ def synthetic_episode(version: int, n: int = 4, seed: int = 0) -> dict[str, Any]
 class RunningTrainer:
     """A built `Trainer` whose `run()` loops in a thread. `close()` ends it and frees its port.
 
-    An RLlib iteration that has started waits (up to `MAX_IDLE_S`) for episodes, so when no
-    server plays any more, `close()` feeds synthetic episodes until the loop has ended."""
+    A stop request ends the loop even while an iteration waits for episodes (`close()`);
+    `join(feed=True)` feeds synthetic episodes so that a run of N iterations can end."""
 
     def __init__(self, options: TrainOptions):
         self.trainer = Trainer(options)
@@ -147,22 +145,3 @@ def wait_quiet(trainer: RunningTrainer, servers: list[LoggedServer], timeout_s: 
         return after + 1  # truthy even for 0
 
     return wait_for(steady, timeout_s, 0.2, "servers and trainer to go quiet") - 1
-
-
-def raw_frame(body: bytes) -> bytes:
-    return str(len(body)).zfill(wire.HEADER_BYTES).encode() + body
-
-
-def closed_by_peer(sock: socket.socket, timeout_s: float = 15.0) -> bool:
-    """Read until EOF (or reset): True if the peer closed within `timeout_s`."""
-    sock.settimeout(timeout_s)
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            if not sock.recv(65536):
-                return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
-    return False

@@ -130,8 +130,8 @@ class PolicyVersions:
     # --- writing -------------------------------------------------------------------------
 
     def install(self, version: int, weights: WeightsState, *, force: bool = False) -> bool:
-        """Install a version. Older-or-equal versions are ignored unless `force` (the trainer's
-        first state after a (re)connect is authoritative, even if its numbers restarted)."""
+        """Install a version. Older-or-equal versions are ignored unless `force` (only the
+        link's first state, to replace the server's own untrained version 0 by the trainer's)."""
         bad = nonfinite(weights)
         if bad:
             self.refused_nonfinite += 1
