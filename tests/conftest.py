@@ -346,6 +346,9 @@ _INTEGRATION_TESTS = {
     "test_durability.py::test_a_server_with_bad_weights_on_disk_starts_and_serves_the_newest_good_version",
     "test_link_hardening.py::test_a_real_server_keeps_serving_through_an_outage_impostor_broken_trainers_and_a_backlog",
     "test_masking.py::test_a_trainer_pushing_nan_weights_leaves_the_server_serving_legal_actions",
+    # In-process but slow (RLlib's import, ~10 s; every route fuzzed, ~30 s): `make test` runs them.
+    "test_settings.py::test_train_defaults_are_the_trainers_own",
+    "test_settings.py::test_train_flags_convert",
     # In-process but long (every route fuzzed: ~30 s of the fast tier's 60): run by `make test`.
     "test_fuzz.py::test_no_route_answers_5xx",
 }

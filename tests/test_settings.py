@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import typer
 
-from croupier.cli import app, settings_markdown
-from croupier.config import ServeProcess, ServerConfig
+from croupier.cli import app, settings_markdown, train_options
+from croupier.config import ServeProcess, ServerConfig, TrainSettings
 from croupier.settings import build
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,3 +133,77 @@ def test_a_bad_seat_mix_is_refused_by_the_parser():
 def test_docs_settings_md_is_the_generated_table():
     """Regenerate with `croupier settings-doc --out docs/settings.md`."""
     assert (ROOT / "docs/settings.md").read_text() == settings_markdown()
+
+
+TRAIN_FLAGS = [
+    "--game",
+    "--algo",
+    "--listen",
+    "--checkpoint-dir",
+    "--minutes",
+    "--iterations",
+    "--ray-address",
+    "--max-version-lag",
+    "--link-token",
+    "--insecure",
+    "--no-insecure",
+    "--lr",
+    "--train-batch-size",
+    "--minibatch-size",
+    "--num-epochs",
+    "--max-sample-batches",
+    "--entropy-coeff",
+    "--hiddens",
+    "--checkpoint-every",
+    "--num-env-runners",
+    "--num-learners",
+    "--num-gpus-per-learner",
+    "--obs-size",
+    "--num-actions",
+    "--metrics-port",
+    "--metrics-host",
+    "--init-weights",
+    "--max-idle",
+    "--idle-after",
+    "--max-sample-lag",
+    "--stop-grace",
+    "--log-level",
+]
+
+
+def _train() -> Any:
+    return typer.main.get_command(app).commands["train"]  # type: ignore[attr-defined]
+
+
+def train_parse(*argv: str) -> Any:
+    """The `TrainOptions` `croupier train ARGV` would run, without training."""
+    ctx = _train().make_context("train", list(argv))
+    return train_options(build(TrainSettings, ctx.params))
+
+
+def test_every_old_train_flag_still_exists():
+    flags = {d for p in _train().params for d in (*p.opts, *p.secondary_opts)}
+    assert set(TRAIN_FLAGS) <= flags, set(TRAIN_FLAGS) - flags
+
+
+def test_train_defaults_are_the_trainers_own():
+    """`croupier train` with no flags runs what `TrainOptions()` means (its hyperparameters
+    `Hyper.defaults(algo)`): the settings model and the trainer's defaults cannot drift."""
+    from croupier.trainer.algo import Hyper
+    from croupier.trainer.run import TrainOptions
+
+    assert train_parse() == TrainOptions(hyper=Hyper.defaults("appo"))
+    assert train_parse("--algo", "ppo") == TrainOptions(algo="ppo", hyper=Hyper.defaults("ppo"))
+
+
+def test_train_flags_convert(monkeypatch):
+    monkeypatch.setenv("CROUPIER_LINK_TOKEN", "tok")
+    options = train_parse(
+        "--algo", "ppo", "--lr", "0.25", "--max-sample-batches", "0", "--max-sample-lag", "-1",
+        "--max-idle", "15m", "--hiddens", "8,4", "--stop-grace", "5",
+    )  # fmt: skip
+    assert options.token == "tok" and options.hiddens == [8, 4]
+    assert options.max_idle_s == 900.0 and options.stop_grace_s == 5.0
+    assert options.hyper.lr == 0.25
+    assert options.hyper.max_sample_batches is None and options.hyper.max_sample_lag is None
+    assert train_parse("--max-sample-lag", "3").hyper.max_sample_lag == 3

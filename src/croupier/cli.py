@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from croupier.config import ServeProcess, ServerConfig
+from croupier.config import ServeProcess, ServerConfig, TrainSettings
 from croupier.settings import build, command, markdown_table
 
 app = typer.Typer(
@@ -98,6 +98,8 @@ def settings_markdown() -> str:
         + markdown_table(ServeProcess)
         + "\nThe server (`ServerConfig`, which tests and `create_app` take directly).\n\n"
         + markdown_table(ServerConfig)
+        + "\n## `croupier train`\n\n"
+        + markdown_table(TrainSettings)
     )
 
 
@@ -191,137 +193,65 @@ def _duration_s(text: str, flag: str) -> float | None:
     return seconds or None
 
 
-@app.command()
-def train(
-    game: str = "leduc-holdem",
-    algo: Annotated[str, typer.Option(help="appo (V-trace, default) or ppo")] = "appo",
-    listen: Annotated[str, typer.Option(help="host:port policy servers connect to")] = (
-        "127.0.0.1:5555"
-    ),
-    checkpoint_dir: Annotated[Path, typer.Option(help="Checkpoints; resumes if present")] = Path(
-        "runs/trainer"
-    ),
-    minutes: Annotated[float | None, typer.Option(help="Stop after this long")] = None,
-    iterations: Annotated[int | None, typer.Option(help="Stop after this many")] = None,
-    ray_address: Annotated[str | None, typer.Option(help="An existing Ray cluster")] = None,
-    max_version_lag: Annotated[
-        int | None,
-        typer.Option(help="Drop episodes played more than this many versions behind the newest"),
-    ] = None,
-    link_token: Annotated[str | None, typer.Option(envvar="CROUPIER_LINK_TOKEN")] = None,
-    insecure: Annotated[
-        bool,
-        typer.Option(
-            help="Listen on a non-loopback --listen without --link-token (anyone reaching the "
-            "port can send episodes and take the weights; see docs/security.md)"
-        ),
-    ] = False,
-    lr: Annotated[float | None, typer.Option(help="Default: ppo 5e-4, appo 1e-3")] = None,
-    train_batch_size: Annotated[
-        int | None, typer.Option(help="Default: ppo 4000, appo 128")
-    ] = None,
-    minibatch_size: Annotated[int | None, typer.Option(help="PPO; default 500")] = None,
-    num_epochs: Annotated[int | None, typer.Option(help="PPO; default 4")] = None,
-    max_sample_batches: Annotated[
-        float | None,
-        typer.Option(
-            help="Most train batches of the newest steps one update takes (older surplus "
-            "dropped); default: ppo 2, appo no cap; 0: no cap"
-        ),
-    ] = None,
-    entropy_coeff: Annotated[float | None, typer.Option(help="Default 0.01")] = None,
-    hiddens: Annotated[str, typer.Option(help="Hidden layer sizes")] = "128,128",
-    checkpoint_every: int = 10,
-    num_env_runners: int = 0,
-    num_learners: int = 0,
-    num_gpus_per_learner: float = 0,
-    obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
-    num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
-    metrics_port: Annotated[
-        int | None, typer.Option(help="Serve Prometheus /metrics on this port")
-    ] = None,
-    metrics_host: Annotated[str, typer.Option(help="Address for --metrics-port")] = "127.0.0.1",
-    init_weights: Annotated[
-        Path | None, typer.Option(help="Start from a `croupier pretrain` output dir")
-    ] = None,
-    max_idle: Annotated[
-        str,
-        typer.Option(
-            help="Without episodes this long (900, 15m, 2h) checkpoint and stop; "
-            "0 or none: wait for games forever"
-        ),
-    ] = "none",
-    idle_after: Annotated[
-        float, typer.Option(help="Seconds without episodes before reporting idle")
-    ] = 30.0,
-    max_sample_lag: Annotated[
-        int | None,
-        typer.Option(
-            help="Drop waiting episodes more versions behind than this when sampled "
-            "(a backlog's staleness bound); default: ppo 32, appo none; -1: none"
-        ),
-    ] = None,
-    stop_grace: Annotated[
-        float, typer.Option(help="Seconds after SIGTERM/SIGINT to checkpoint and exit")
-    ] = 60.0,
-    log_level: str = "warning",
-) -> None:
-    """Train with RLlib on the episodes policy servers send; push each new version back."""
+def train_options(s: TrainSettings) -> Any:
+    """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
     from croupier.trainer.algo import Hyper
     from croupier.trainer.run import TrainOptions
+
+    hyper = Hyper.defaults(s.algo)
+    for name in ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff"):
+        if (value := getattr(s, name)) is not None:
+            setattr(hyper, name, value)
+    if s.max_sample_batches is not None:
+        hyper.max_sample_batches = s.max_sample_batches or None
+    if s.max_sample_lag is not None:
+        hyper.max_sample_lag = s.max_sample_lag if s.max_sample_lag >= 0 else None
+    return TrainOptions(
+        game=s.game,
+        algo=s.algo,
+        listen=s.listen,
+        checkpoint_dir=s.checkpoint_dir,
+        minutes=s.minutes,
+        iterations=s.iterations,
+        ray_address=s.ray_address,
+        max_version_lag=s.max_version_lag,
+        token=s.link_token,
+        insecure=s.insecure,
+        checkpoint_every=s.checkpoint_every,
+        hiddens=[int(h) for h in s.hiddens.split(",")],
+        hyper=hyper,
+        num_env_runners=s.num_env_runners,
+        num_learners=s.num_learners,
+        num_gpus_per_learner=s.num_gpus_per_learner,
+        obs_size=s.obs_size,
+        num_actions=s.num_actions,
+        metrics_port=s.metrics_port,
+        metrics_host=s.metrics_host,
+        init_weights=s.init_weights,
+        max_idle_s=_duration_s(s.max_idle, "--max-idle"),
+        idle_after_s=s.idle_after,
+        stop_grace_s=s.stop_grace,
+    )
+
+
+@app.command()
+@command(TrainSettings)
+def train(values: dict[str, Any]) -> None:
+    """Train with RLlib on the episodes policy servers send; push each new version back."""
     from croupier.trainer.run import train as run_training
 
-    _setup_logging(log_level)
+    s: TrainSettings = build(TrainSettings, values)
+    _setup_logging(s.log_level)
     from croupier.link.client import parse_address
     from croupier.trainer.env_runner import LinkOptions, check_listen
 
     try:  # an open trainer port on the network: refused before Ray starts
         check_listen(
-            LinkOptions(host=parse_address(listen)[0], token=link_token, insecure=insecure)
+            LinkOptions(host=parse_address(s.listen)[0], token=s.link_token, insecure=s.insecure)
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    hyper = Hyper.defaults(algo)
-    overrides = {
-        "lr": lr,
-        "train_batch_size": train_batch_size,
-        "minibatch_size": minibatch_size,
-        "num_epochs": num_epochs,
-        "entropy_coeff": entropy_coeff,
-    }
-    for name, value in overrides.items():
-        if value is not None:
-            setattr(hyper, name, value)
-    if max_sample_batches is not None:
-        hyper.max_sample_batches = max_sample_batches or None
-    if max_sample_lag is not None:
-        hyper.max_sample_lag = max_sample_lag if max_sample_lag >= 0 else None
-    options = TrainOptions(
-        game=game,
-        algo=algo,
-        listen=listen,
-        checkpoint_dir=checkpoint_dir,
-        minutes=minutes,
-        iterations=iterations,
-        ray_address=ray_address,
-        max_version_lag=max_version_lag,
-        token=link_token,
-        insecure=insecure,
-        checkpoint_every=checkpoint_every,
-        hiddens=[int(h) for h in hiddens.split(",")],
-        hyper=hyper,
-        num_env_runners=num_env_runners,
-        num_learners=num_learners,
-        num_gpus_per_learner=num_gpus_per_learner,
-        obs_size=obs_size,
-        num_actions=num_actions,
-        metrics_port=metrics_port,
-        metrics_host=metrics_host,
-        init_weights=init_weights,
-        max_idle_s=_duration_s(max_idle, "--max-idle"),
-        idle_after_s=idle_after,
-        stop_grace_s=stop_grace,
-    )
+    options = train_options(s)
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))
 

@@ -229,3 +229,64 @@ class ServeProcess:
         "busy clients reusing a connection: resets)",
     )
     log_level: str = setting("warning", "debug | info | warning | error")
+
+
+@dataclass
+class TrainSettings:
+    """`croupier train`'s settings: its flags, help and environment variables (cli.py builds the
+    trainer's `TrainOptions` and `Hyper` from them; `None` hyperparameters keep the algorithm's
+    defaults, `Hyper.defaults(algo)`)."""
+
+    game: str = setting("leduc-holdem", "leduc-holdem, uno, vector or pkg.module:Adapter")
+    algo: str = setting("appo", "appo (V-trace, default) or ppo")
+    listen: str = setting("127.0.0.1:5555", "host:port policy servers connect to")
+    checkpoint_dir: Path = setting(Path("runs/trainer"), "Checkpoints; resumes if present")
+    minutes: float | None = setting(None, "Stop after this long")
+    iterations: int | None = setting(None, "Stop after this many")
+    ray_address: str | None = setting(None, "An existing Ray cluster")
+    max_version_lag: int | None = setting(
+        None, "Drop episodes played more than this many versions behind the newest"
+    )
+    link_token: str | None = setting(
+        None,
+        "The trainer link's shared secret (none: an unauthenticated link, for loopback)",
+        env="CROUPIER_LINK_TOKEN",
+    )
+    insecure: bool = setting(
+        False,
+        "Listen on a non-loopback --listen without --link-token (anyone reaching the port can "
+        "send episodes and take the weights; see docs/security.md)",
+    )
+    lr: float | None = setting(None, "Default: ppo 5e-4, appo 1e-3")
+    train_batch_size: int | None = setting(None, "Default: ppo 4000, appo 128")
+    minibatch_size: int | None = setting(None, "PPO; default 500")
+    num_epochs: int | None = setting(None, "PPO; default 4")
+    max_sample_batches: float | None = setting(
+        None,
+        "Most train batches of the newest steps one update takes (older surplus dropped); "
+        "default: ppo 2, appo no cap; 0: no cap",
+    )
+    entropy_coeff: float | None = setting(None, "Default 0.01")
+    hiddens: str = setting("128,128", "Hidden layer sizes")
+    checkpoint_every: int = setting(10, "Checkpoint every this many iterations")
+    num_env_runners: int = setting(0, "RLlib env runners besides the local one")
+    num_learners: int = setting(0, "RLlib learner actors (0: learn in the main process)")
+    num_gpus_per_learner: float = setting(0, "GPUs per learner")
+    obs_size: int | None = setting(None, "vector game: observation size")
+    num_actions: int | None = setting(None, "vector game: action count")
+    metrics_port: int | None = setting(None, "Serve Prometheus /metrics on this port")
+    metrics_host: str = setting("127.0.0.1", "Address for --metrics-port")
+    init_weights: Path | None = setting(None, "Start from a `croupier pretrain` output dir")
+    max_idle: str = setting(
+        "none",
+        "Without episodes this long (900, 15m, 2h) checkpoint and stop; 0 or none: wait for "
+        "games forever",
+    )
+    idle_after: float = setting(30.0, "Seconds without episodes before reporting idle")
+    max_sample_lag: int | None = setting(
+        None,
+        "Drop waiting episodes more versions behind than this when sampled (a backlog's "
+        "staleness bound); default: ppo 32, appo none; -1: none",
+    )
+    stop_grace: float = setting(60.0, "Seconds after SIGTERM/SIGINT to checkpoint and exit")
+    log_level: str = setting("warning", "debug | info | warning | error")
