@@ -20,6 +20,13 @@ app = typer.Typer(
 )
 
 
+def _echo_or_write(text: str, out: Path | None) -> None:
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
+
+
 def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(name)s %(message)s")
 
@@ -108,11 +115,7 @@ def settings_doc(
     out: Annotated[Path | None, typer.Option(help="Write here instead of stdout")] = None,
 ) -> None:
     """Print (or write) the settings tables of docs/settings.md, generated from the models."""
-    text = settings_markdown()
-    if out is None:
-        typer.echo(text, nl=False)
-    else:
-        out.write_text(text)
+    _echo_or_write(settings_markdown(), out)
 
 
 @app.command()
@@ -287,11 +290,7 @@ def openapi(
     """Print (or write) the HTTP API's OpenAPI document."""
     from croupier.api.openapi_export import openapi_json
 
-    text = openapi_json()
-    if out is None:
-        typer.echo(text, nl=False)
-    else:
-        out.write_text(text)
+    _echo_or_write(openapi_json(), out)
 
 
 @app.command("eval")

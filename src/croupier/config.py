@@ -34,6 +34,11 @@ def _data_dir(text: str, values: dict[str, Any]) -> Path | None:
     return None if text.lower() == "none" else Path(text.format(port=values["port"]))
 
 
+def _keys_setting(help: str, env: str) -> Any:
+    """A comma-separated list of bearer keys, from a flag or the environment."""
+    return setting([], help, env=env, cli_type=str | None, cli_default=None, from_cli=_keys)
+
+
 _MB = 1024 * 1024
 
 
@@ -127,29 +132,13 @@ class ServerConfig:
         "answers at --trainer can run code here)",
     )
     # API keys (see croupier.api.auth): none configured = an open server.
-    api_keys: list[str] = setting(
-        [],
-        "Comma-separated engine bearer keys",
-        env="CROUPIER_API_KEYS",
-        cli_type=str | None,
-        cli_default=None,
-        from_cli=_keys,
+    api_keys: list[str] = _keys_setting("Comma-separated engine bearer keys", "CROUPIER_API_KEYS")
+    admin_keys: list[str] = _keys_setting(
+        "Comma-separated admin bearer keys", "CROUPIER_ADMIN_KEYS"
     )
-    admin_keys: list[str] = setting(
-        [],
-        "Comma-separated admin bearer keys",
-        env="CROUPIER_ADMIN_KEYS",
-        cli_type=str | None,
-        cli_default=None,
-        from_cli=_keys,
-    )
-    read_keys: list[str] = setting(
-        [],
+    read_keys: list[str] = _keys_setting(
         "Comma-separated read-only keys: dashboard data and arena results only",
-        env="CROUPIER_READ_KEYS",
-        cli_type=str | None,
-        cli_default=None,
-        from_cli=_keys,
+        "CROUPIER_READ_KEYS",
     )
     # The fallback policy is "rules", or "random" where a game has none.
     decide_deadline_ms: float | None = setting(
