@@ -39,6 +39,15 @@ def _keys_setting(help: str, env: str) -> Any:
     return setting([], help, env=env, cli_type=str | None, cli_default=None, from_cli=_keys)
 
 
+def _link_token_setting() -> Any:
+    """The link's shared secret: the same setting on both ends (`serve`, `train`)."""
+    return setting(
+        None,
+        "The trainer link's shared secret (none: an unauthenticated link, for loopback)",
+        env="CROUPIER_LINK_TOKEN",
+    )
+
+
 _MB = 1024 * 1024
 
 
@@ -116,11 +125,7 @@ class ServerConfig:
     ship_max_steps: int = setting(512, "Link: most steps per shipped batch", cli=False)
     ship_max_seconds: float = setting(0.5, "Link: longest wait before shipping", cli=False)
     # Never sent: both ends prove they hold it, and every frame is MACed (see link/auth.py).
-    link_token: str | None = setting(
-        None,
-        "The trainer link's shared secret (none: an unauthenticated link, for loopback)",
-        env="CROUPIER_LINK_TOKEN",
-    )
+    link_token: str | None = _link_token_setting()
     rllib_compat: bool = setting(
         False,
         "Talk to RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled config: "
@@ -236,11 +241,7 @@ class TrainSettings:
     max_version_lag: int | None = setting(
         None, "Drop episodes played more than this many versions behind the newest"
     )
-    link_token: str | None = setting(
-        None,
-        "The trainer link's shared secret (none: an unauthenticated link, for loopback)",
-        env="CROUPIER_LINK_TOKEN",
-    )
+    link_token: str | None = _link_token_setting()
     insecure: bool = setting(
         False,
         "Listen on a non-loopback --listen without --link-token (anyone reaching the port can "
