@@ -27,7 +27,9 @@ def _seat_mix(text: str, _values: dict[str, Any]) -> list[str]:
 
 
 def _keys(text: str | None, _values: dict[str, Any]) -> list[str]:
-    return [k.strip() for k in (text or "").split(",") if k.strip()]
+    from croupier.api.auth import parse_keys
+
+    return parse_keys(text)
 
 
 def _data_dir(text: str, values: dict[str, Any]) -> Path | None:
