@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from croupier.api.auth import ApiKeys
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
-from croupier.api.hot_path import HotPath
+from croupier.api.fast_lane import FastLane, check_fast_lane
 from croupier.api.limits import BodySizeLimit
 from croupier.api.observability import install_observability
 from croupier.api.rollout_routes import rollout_router
@@ -75,7 +75,7 @@ GC_YOUNG_THRESHOLD = 100_000
 
 
 class CroupierAPI(FastAPI):
-    """FastAPI with the engine's per-hand routes on a short stack (`croupier.api.hot_path`)."""
+    """FastAPI with the engine's per-hand routes on a short stack (`croupier.api.fast_lane`)."""
 
     hot_path = True
 
@@ -83,7 +83,9 @@ class CroupierAPI(FastAPI):
         full_stack = super().build_middleware_stack()
         if not self.hot_path:
             return full_stack
-        return HotPath(full_stack, hot_router.routes, self.user_middleware, self.exception_handlers)
+        return FastLane(
+            full_stack, hot_router.routes, self.user_middleware, self.exception_handlers
+        )
 
 
 def create_app(config: ServerConfig) -> FastAPI:
@@ -142,6 +144,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.state.service = service
     app.state.api_keys = ApiKeys(config.api_keys, config.admin_keys, config.read_keys)
     app.state.link = None
+    check_fast_lane(hot_router.routes)  # refuse, at build, what the lane would ignore
     app.include_router(hot_router)
     app.include_router(router)
     app.include_router(open_router)
