@@ -51,7 +51,7 @@ def service(request: Request) -> DecisionService:
 
 def _owner(request: Request) -> str | None:
     """The key a game is counted against, where a per-key cap is set (else not looked up)."""
-    if request.app.state.service.config.max_games_per_key is None:
+    if request.app.state.components.config.max_games_per_key is None:
         return None
     return request.app.state.api_keys.owner(request.headers.get("authorization"))
 
