@@ -207,6 +207,10 @@ class Rollout:
     def on_abort(self, game_id: str) -> None:
         self._games.pop(game_id, None)
 
+    def tracks(self, game_id: str) -> bool:
+        """Whether this game's rollout seats are remembered (until it ends or is aborted)."""
+        return game_id in self._games
+
     def _settle(self, state: _GameState) -> None:
         assert state.payoffs is not None
         for seat, (version, disagreed) in state.shadow.items():
