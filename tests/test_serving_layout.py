@@ -49,8 +49,22 @@ def test_ending_a_game_early_is_one_path_and_the_rollout_forgets_it(tmp_path, ho
     assert service.health()["games_in_flight"] == 0
 
 
-GOOD = ["rules", "random", "learned", "learned@latest", "frozen@3", "frozen@-1", "frozen@-0",
-        "production", "canary", "league", "shadow", "shadow@latest", "shadow@2", " rules "]  # fmt: skip
+GOOD = [
+    "rules",
+    "random",
+    "learned",
+    "learned@latest",
+    "frozen@3",
+    "frozen@-1",
+    "frozen@-0",
+    "production",
+    "canary",
+    "league",
+    "shadow",
+    "shadow@latest",
+    "shadow@2",
+    " rules ",
+]
 BAD = ["league@3", "canary@x", "shadow@x", "frozen@x", "frozen@", "learned@5", "rules@1", "x"]
 
 
