@@ -21,6 +21,7 @@ server's `--seat-mix` alike; resolving a spec against the loaded versions comes 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -69,6 +70,9 @@ class SeatSpec:
         return self.name in ROLLOUT_SPECS
 
 
+# A server sees a handful of distinct specs (its seat mix, the engines' few), parsed per seat of
+# every new game: cached, a spec costs a dict lookup (SeatSpec is frozen: safe to share).
+@functools.lru_cache(maxsize=1024)
 def parse_spec(text: str) -> SeatSpec:
     """The one grammar of seat specs (plain and rollout); `BadPolicySpec` if it is not one."""
     name, _, arg = text.strip().partition("@")
