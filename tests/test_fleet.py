@@ -174,7 +174,7 @@ def test_canary_route_needs_admin_and_refuses_bad_shares(inprocess, tmp_path):
 
 def test_channel_events_are_read_back_from_the_log_tail(tmp_path):
     """The last 100 events come back from promotions.jsonl; a damaged line is skipped."""
-    from croupier.policies.channels import LOG_FILE, RECENT_EVENTS, Channels
+    from croupier.policies.rollout.channels import LOG_FILE, RECENT_EVENTS, Channels
 
     versions = PolicyVersions(load_adapter("leduc-holdem"))
     lines = [json.dumps({"action": "promote", "production": v}) for v in range(150)]

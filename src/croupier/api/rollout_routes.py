@@ -9,8 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from croupier.api.auth import require_admin_key, require_engine_key
-from croupier.policies.channels import ChannelError
-from croupier.policies.rollout import Rollout
+from croupier.policies.rollout import ChannelError, Rollout
 
 rollout_router = APIRouter()
 
@@ -18,7 +17,7 @@ MAX_EVIDENCE_BYTES = 64_000
 
 
 def rollout(request: Request) -> Rollout:
-    return request.app.state.service.rollout
+    return request.app.state.components.rollout
 
 
 class _Evidence(BaseModel):
