@@ -1,4 +1,8 @@
-"""The `croupier` command line: serve, engine, train."""
+"""The `croupier` command line: one function per command, each only parsing and wiring.
+
+Over 400 lines because it lists every command (serve, engine, train, eval, promote, status,
+score, pretrain, openapi, settings-doc, bench …); `serve` and `train` take their options from
+the settings models in config.py, the others' few options stay beside their code."""
 
 from __future__ import annotations
 
