@@ -34,23 +34,61 @@ from torch import nn
 _KEYS = {"observations", "candidates", "candidate_mask"}
 
 
+class RowLinear(nn.Linear):
+    """nn.Linear whose every row's result is independent of the batch it came in.
+
+    Why: the learner must recompute the acting logits exactly, but the batch it sees differs
+    from the one the env runner or server acted on, and torch's CPU matmul picks kernels by
+    row count (1-3 rows, or 5 rows against 64, gave results ~1e-7..1e-6 apart). Rows go
+    through the matmul in chunks of exactly `CHUNK` (the last one zero-padded): with the
+    shape fixed, a row's result did not depend on its place or its neighbours (tested on
+    random permutations, layers 12..1266 wide). Costs a few small matmuls instead of one.
+    """
+
+    CHUNK = 64
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        if n == self.CHUNK:
+            return super().forward(x)
+        pad = -n % self.CHUNK
+        if pad:
+            x = torch.cat([x, x.new_zeros(pad, *x.shape[1:])])
+        w, b = self.weight, self.bias
+        return torch.cat([nn.functional.linear(c, w, b) for c in x.split(self.CHUNK)])[:n]
+
+
+class Dot(nn.Module):
+    """A linear layer to one output as a row-wise dot product: a one-output matmul's result
+    depended on the row count (~1e-6 off); the row-wise sum does not, and needs no chunks."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(size).uniform_(-(size**-0.5), size**-0.5))
+        self.bias = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * self.weight).sum(-1) + self.bias
+
+
 class CandidateNet(nn.Module):
     """State MLP, candidate scorer, value head. Inputs padded: state [B, S], candidates
-    [B, K, F], mask [B, K] (1 = a real candidate)."""
+    [B, K, F], mask [B, K] (1 = a real candidate). Every row's output is independent of the
+    batch it came in (see `RowLinear`): acting and learning compute the same logits."""
 
     def __init__(self, obs_size: int, cand_size: int, hiddens: list[int], score_hidden: int):
         super().__init__()
         layers: list[nn.Module] = []
         last = obs_size
         for h in hiddens:
-            layers += [nn.Linear(last, h), nn.ReLU()]
+            layers += [RowLinear(last, h), nn.ReLU()]
             last = h
         self.state = nn.Sequential(*layers)
-        self.state_in = nn.Linear(last, score_hidden)
-        self.cand_in = nn.Linear(cand_size, score_hidden, bias=False)
-        self.score = nn.Sequential(nn.ReLU(), nn.Linear(score_hidden, score_hidden), nn.ReLU(),
-                                   nn.Linear(score_hidden, 1))  # fmt: skip
-        self.value = nn.Linear(last, 1)
+        self.state_in = RowLinear(last, score_hidden)
+        self.cand_in = RowLinear(cand_size, score_hidden, bias=False)
+        self.score = nn.Sequential(nn.ReLU(), RowLinear(score_hidden, score_hidden), nn.ReLU(),
+                                   Dot(score_hidden))  # fmt: skip
+        self.value = Dot(last)
 
     def embed(self, obs: torch.Tensor) -> torch.Tensor:
         return self.state(obs)
@@ -61,7 +99,7 @@ class CandidateNet(nn.Module):
         list (doudizhu: ~6 legal moves on average, a few hundred at most) would cost ~30x."""
         rows, cols = torch.nonzero(mask > 0, as_tuple=True)
         z = self.state_in(h)[rows] + self.cand_in(cands[rows, cols])  # [C, H]
-        scores = self.score(z).squeeze(-1)  # [C]
+        scores = self.score(z)  # [C]
         out = torch.full(mask.shape, FLOAT_MIN, dtype=scores.dtype, device=scores.device)
         return out.index_put((rows, cols), scores)
 
@@ -69,7 +107,7 @@ class CandidateNet(nn.Module):
         self, obs: torch.Tensor, cands: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.embed(obs)
-        return self.logits(h, cands, mask), self.value(h).squeeze(-1)
+        return self.logits(h, cands, mask), self.value(h)
 
 
 def _parts(batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -117,7 +155,7 @@ class CandidatePPOModule(TorchRLModule, ValueFunctionAPI):
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         if embeddings is None:
             embeddings = self.net.embed(_parts(batch)[0])
-        return self.net.value(embeddings).squeeze(-1)
+        return self.net.value(embeddings)
 
 
 class CandidateAPPOModule(CandidatePPOModule, TargetNetworkAPI):
