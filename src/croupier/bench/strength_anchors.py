@@ -266,7 +266,25 @@ def evaluate(
 ) -> dict[str, float]:
     """Win rate of the learned side over `games` fixed deals (seeds seed..seed+games-1);
     `pol=None` plays the rule agent in the learned seats (the baseline on the same deals)."""
-    np.random.seed(seed)  # doudizhu-rule-v1 draws from numpy's global generator
+    # doudizhu-rule-v1 draws from numpy's global generator: seed it for these deals, and
+    # give training its own stream back afterwards.
+    outer = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        return _evaluate(pol, learn, adapter, games, greedy, seed, parallel)
+    finally:
+        np.random.set_state(outer)
+
+
+def _evaluate(
+    pol: Policies | None,
+    learn: str,
+    adapter: DoudizhuAdapter,
+    games: int,
+    greedy: bool,
+    seed: int,
+    parallel: int,
+) -> dict[str, float]:
     tables = Tables(min(parallel, games), learn, adapter, seed)
     rules = rule_move_unchecked
     next_deal, wins, done = 0, 0, 0
