@@ -317,7 +317,10 @@ def _evaluate(
     return {"win_rate": p, "ci95": ci, "games": games, "greedy": greedy}
 
 
-def train(cfg: PPOConfig, log: Any = print) -> dict[str, Any]:
+def train(cfg: PPOConfig, log: Any = print, out: str = "") -> dict[str, Any]:
+    """Train, evaluating every `eval_every_s` seconds of training; with `out`, the curve so
+    far (JSON) and the weights (`.pt`) are written at every checkpoint, so a run cut short
+    keeps what it measured."""
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
@@ -340,6 +343,8 @@ def train(cfg: PPOConfig, log: Any = print) -> dict[str, Any]:
         eval_s += time.monotonic() - te
         curve.append(point)
         log(json.dumps(point))
+        if out:
+            save(out, {"config": asdict(cfg), "curve": curve}, pol)
 
     while True:
         train_s = time.monotonic() - t0 - eval_s
@@ -374,13 +379,17 @@ def main() -> None:
     p.add_argument("--out", default="")
     args = vars(p.parse_args())
     out = args.pop("out")
-    res = train(PPOConfig(**args))
+    res = train(PPOConfig(**args), out=out)
     pol = res.pop("policies")
     print(json.dumps({k: v for k, v in res.items() if k != "curve"}))
     if out:
-        with open(out, "w") as f:
-            json.dump(res, f, indent=1)
-        torch.save([n.state_dict() for n in pol.nets], out.rsplit(".", 1)[0] + ".pt")
+        save(out, res, pol)
+
+
+def save(out: str, result: dict[str, Any], pol: Policies) -> None:
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    torch.save([n.state_dict() for n in pol.nets], out.rsplit(".", 1)[0] + ".pt")
 
 
 if __name__ == "__main__":
