@@ -351,6 +351,7 @@ _INTEGRATION_TESTS = {
     "test_settings.py::test_train_flags_convert",
     # In-process but long (every route fuzzed: ~30 s of the fast tier's 60): run by `make test`.
     "test_fuzz.py::test_no_route_answers_5xx",
+    "test_strength_anchor.py::test_short_run_learns_the_landlord",  # trains in-process: ~40 s
 }
 
 
