@@ -3,7 +3,7 @@ PY := .venv/bin/python
 VENV_STAMP := .venv/.croupier-installed
 DEMO_MINUTES ?= 4
 
-.PHONY: setup test lint format demo bench clean
+.PHONY: setup test test-fast lint format demo bench clean
 
 setup: $(VENV_STAMP)
 
@@ -18,6 +18,10 @@ $(VENV_STAMP): pyproject.toml
 test: setup
 	$(PY) -m ruff check src tests examples
 	$(PY) -m pytest -q
+
+# The unit tier (tests/conftest.py: no Ray, no subprocess, guarded): under a minute.
+test-fast: setup
+	$(PY) -m pytest -q -m unit
 
 lint: setup
 	$(PY) -m ruff check src tests examples

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -17,15 +15,16 @@ from typing import Any
 import httpx
 import pytest
 
-STARTUP_TIMEOUT_S = 90.0  # generous: a loaded 2-core box can take a while to import torch + RLlib
+from croupier.local_server import (
+    ServerExited,
+    free_port,
+    start_serve,
+    stop,
+    wait_until_up,
+)
+
+STARTUP_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 10.0
-
-
-def free_port() -> int:
-    """A port the kernel just handed out on loopback (released again for the server)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _log_tail(log: Any, n: int = 4000) -> str:
@@ -35,29 +34,7 @@ def _log_tail(log: Any, n: int = 4000) -> str:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(STOP_TIMEOUT_S)
-
-
-def _wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float) -> bool:
-    """True once /healthz answers 200; False if the process exited first."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"server at {url} not healthy after {timeout_s} s")
+    stop(proc, STOP_TIMEOUT_S)
 
 
 @contextlib.contextmanager
@@ -175,19 +152,18 @@ def _run_logged(
     for _attempt in range(3):
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "croupier", "serve", "--port", str(port), *args, *extra]
         with tempfile.NamedTemporaryFile(prefix="croupier-serve-", suffix=".log") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            proc = start_serve([*args, *extra], port, stdout=log)
             try:
                 try:
-                    healthy = _wait_healthy(proc, url, timeout_s)
+                    wait_until_up(url, proc, timeout_s, poll_s=0.1)
                 except TimeoutError as e:
                     raise AssertionError(f"{e}\n--- server log ---\n{_log_tail(log)}") from None
-                if not healthy:
+                except ServerExited:
                     tail = _log_tail(log)
                     if "address already in use" in tail.lower():
                         continue
-                    raise AssertionError(f"server exited with {proc.returncode}:\n{tail}")
+                    raise AssertionError(f"server exited with {proc.returncode}:\n{tail}") from None
                 yield LoggedServer(url, log.name, proc)
                 return
             finally:
@@ -339,3 +315,88 @@ async def play_hands_over_http(
             table.step(d.json()["action"])
         payoffs = dict(zip(("0", "1"), table.payoffs(), strict=True))
         await client.post(f"/v1/games/{game_id}/end", json={"payoffs": payoffs})
+
+
+# --- tiers: unit (in-process), integration (a real server process or a Ray session), system
+# (several processes end to end). `make test-fast` runs `-m unit`; `make test` runs all. ------
+
+TIERS = ("unit", "integration", "system")
+# Fixtures that start a process or Ray: a test using one is at least integration.
+_PROCESS_FIXTURES = {"ray_session", "leduc_server", "server_factory"}
+# Modules whose tests run trainer + servers (+ engine) together, or the runbook's units.
+_SYSTEM_MODULES = {
+    "test_engine_e2e",
+    "test_faults",
+    "test_rllib_compat",
+    "test_runbook",
+    "test_scale_out",
+    "test_trainer_link",
+    "test_trainer_lifecycle",
+    "test_your_game",
+    "test_pretrain",
+    "test_fleet",
+    "test_dashboard_browser",
+}
+# Tests that start `croupier serve` (or another process) themselves, not through a fixture.
+_INTEGRATION_MODULES = {"test_arena", "test_startup", "test_docs_commands"}
+_INTEGRATION_TESTS = {
+    "test_auth.py::test_serve_speaks_tls_with_the_certificate_given",
+    "test_auth.py::test_serve_refuses_half_a_tls_setup",
+    "test_adapters.py::test_huge_legal_lists_do_not_grow_a_real_server",
+    "test_durability.py::test_a_server_with_bad_weights_on_disk_starts_and_serves_the_newest_good_version",
+    "test_link_hardening.py::test_a_real_server_keeps_serving_through_an_outage_impostor_broken_trainers_and_a_backlog",
+    "test_masking.py::test_a_trainer_pushing_nan_weights_leaves_the_server_serving_legal_actions",
+    # In-process but slow (RLlib's import, ~10 s; every route fuzzed, ~30 s): `make test` runs them.
+    "test_settings.py::test_train_defaults_are_the_trainers_own",
+    "test_settings.py::test_train_flags_convert",
+    # In-process but long (every route fuzzed: ~30 s of the fast tier's 60): run by `make test`.
+    "test_fuzz.py::test_no_route_answers_5xx",
+    "test_strength_anchor.py::test_short_run_learns_the_landlord",  # trains in-process: ~40 s
+}
+
+
+def _tier(item: pytest.Item) -> str:
+    for tier in TIERS:
+        if item.get_closest_marker(tier) is not None:
+            return tier
+    module = item.path.stem
+    if module in _SYSTEM_MODULES:
+        return "system"
+    if module in _INTEGRATION_MODULES or item.get_closest_marker("ray") is not None:
+        return "integration"
+    if _PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "integration"
+    if f"{item.path.name}::{getattr(item, 'originalname', item.name)}" in _INTEGRATION_TESTS:
+        return "integration"
+    return "unit"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = _tier(item)
+        if item.get_closest_marker(tier) is None:
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+class _ProcessInUnitTest(AssertionError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch) -> None:  # noqa: ANN001
+    """A unit test that starts a process (a server, Ray, a shell) fails here, so the fast tier
+    really has none: mark it integration (or list it above) instead."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def refuse(self: subprocess.Popen, args: Any, *rest: Any, **kwargs: Any) -> Any:
+        # RLCard runs `pip freeze` when its package is first imported: a library's import,
+        # not a process under test.
+        if list(args)[1:] == ["-m", "pip", "freeze"]:
+            return execute_child(self, args, *rest, **kwargs)
+        raise _ProcessInUnitTest(f"{request.node.nodeid}: a unit test started {args!r}")
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    monkeypatch.setattr("os.fork", refuse)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import numpy as np
 import pytest
-import uvicorn
 
 from croupier.arena.arena import ArenaError, play_arena
 from croupier.arena.league import play_league, save_league
 from croupier.arena.promote import auto_promote
-from tests.conftest import free_port, wait_for
+from tests.helpers.servers import ThreadServer
 
 GAME = "leduc-holdem"
 # Leduc's action order: call, raise, fold, check. The rules raise, else call, else check.
@@ -29,32 +27,6 @@ def crafted(service, prefs: dict[str, float]) -> dict[str, np.ndarray]:
     weights["pi.net.mlp.0.weight"][:] = 0.0
     weights["pi.net.mlp.0.bias"][:] = [prefs[a] for a in ORDER]
     return weights
-
-
-class ThreadServer:
-    """The app served by uvicorn on a thread: the test can install versions directly."""
-
-    def __init__(self, **config):
-        from croupier.api.app import create_app
-        from croupier.config import ServerConfig
-
-        self.app = create_app(ServerConfig(game=GAME, **config))
-        self.service = self.app.state.service
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        self.server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning")
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        wait_for(lambda: self.server.started, 30, what="uvicorn start")
-        return self
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(30)
 
 
 @pytest.fixture(scope="module")

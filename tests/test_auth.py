@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from croupier.api.auth import ApiKeys, parse_keys
-from tests.conftest import STARTUP_TIMEOUT_S, _stop, free_port
+from croupier.local_server import free_port, start_serve
+from tests.conftest import STARTUP_TIMEOUT_S, _stop
 
 GAME = "leduc-holdem"
 
@@ -190,9 +191,8 @@ def _openssl_cert(folder: Path, name: str) -> tuple[Path, Path]:
 @contextlib.contextmanager
 def _https_server(*args: str) -> Iterator[tuple[str, subprocess.Popen]]:
     port = free_port()
-    cmd = [sys.executable, "-m", "croupier", "serve", "--port", str(port), "--data-dir", "none"]
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([*cmd, *args], stdout=log, stderr=subprocess.STDOUT)
+        proc = start_serve(["--data-dir", "none", *args], port, stdout=log)
         try:
             yield f"https://127.0.0.1:{port}", proc
         except BaseException:

@@ -4,44 +4,15 @@ server, the README's key rules."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
 import numpy as np
 
 from tests.conftest import running_server_logged
+from tests.helpers.docs import bash_blocks, commands
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def bash_blocks(markdown: str, after: str) -> list[str]:
-    """The ```bash blocks of `markdown` after the heading line `after`, until the next
-    heading of the same or a higher level (a `#` inside a block is a comment, not a heading)."""
-    level = len(after) - len(after.lstrip("#"))
-    blocks: list[str] = []
-    inside, fence, current = False, None, []
-    for line in markdown.splitlines():
-        if fence is not None:
-            if line.startswith("```"):
-                if fence == "bash" and inside:
-                    blocks.append("\n".join(current) + "\n")
-                fence, current = None, []
-            else:
-                current.append(line)
-        elif line.startswith("```"):
-            fence = line[3:].strip()
-        elif line == after:
-            inside = True
-        elif inside and re.match(rf"#{{1,{level}}} ", line):
-            break
-    return blocks
-
-
-def commands(block: str) -> list[str]:
-    """Shell commands of a block: continuation lines joined, comments dropped."""
-    joined = block.replace("\\\n", " ")
-    return [line.strip() for line in joined.splitlines() if line.strip() and line[0] != "#"]
 
 
 def _weights_dir(path: Path, versions: range) -> Path:

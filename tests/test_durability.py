@@ -18,6 +18,7 @@ import pytest
 
 from croupier.games.leduc import LeducAdapter
 from croupier.link import wire
+from croupier.policies.weights_file import weights_path
 from croupier.trajectories.recorder import SeatRecorder
 from croupier.trajectories.spool import EpisodeSpool
 from tests.conftest import UNPICKLED, PickleBomb
@@ -480,14 +481,14 @@ def test_a_damaged_newest_weights_file_falls_back_to_the_newest_good_one(tmp_pat
     from croupier.policies.learned import PolicyVersions
 
     written = _versions_on_disk(tmp_path, 3)
-    _damage(tmp_path / "v00000003.npz", how)
+    _damage(weights_path(tmp_path, 3), how)
     again = PolicyVersions(ADAPTER, weights_dir=tmp_path, seed=1)  # a restart: no exception
     assert again.latest == 2 and again.versions() == [1, 2]
     for name, value in again.weights(2).items():
         np.testing.assert_array_equal(value, written[2][name])
     # Every version damaged: a fresh model (version 0), still no failed start.
     for v in (1, 2):
-        _damage(tmp_path / f"v{v:08d}.npz", how)
+        _damage(weights_path(tmp_path, v), how)
     assert PolicyVersions(ADAPTER, weights_dir=tmp_path, seed=1).latest == 0
 
 
@@ -514,7 +515,7 @@ def test_weights_are_on_disk_before_latest_json_names_them(tmp_path, monkeypatch
     monkeypatch.setattr(weights_file.os, "fsync", fsync)
     monkeypatch.setattr(weights_file.os, "replace", replace)
     assert versions.install(1, versions.weights(0))
-    npz, meta = str(tmp_path / "v00000001.npz"), str(tmp_path / "latest.json")
+    npz, meta = str(weights_path(tmp_path, 1)), str(tmp_path / "latest.json")
     names_it = events.index(("replace", meta))
     before = events[:names_it]
     assert ("fsync", str(tmp_path / "v00000001.tmp.npz")) in before  # the data
@@ -534,8 +535,8 @@ def test_a_server_with_bad_weights_on_disk_starts_and_serves_the_newest_good_ver
     from tests.conftest import running_server
 
     _versions_on_disk(tmp_path, 3)
-    _damage(tmp_path / "v00000002.npz", "cut")
-    _damage(tmp_path / "v00000003.npz", "nan")
+    _damage(weights_path(tmp_path, 2), "cut")
+    _damage(weights_path(tmp_path, 3), "nan")
     state = {
         "hand": "SJ", "public_card": None, "all_chips": [2, 1], "my_chips": 1,
         "legal_actions": ["raise", "fold"], "current_player": 0,

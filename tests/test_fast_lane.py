@@ -24,7 +24,7 @@ from croupier.api.fast_lane import (
 )
 from croupier.api.routes import hot_router
 from croupier.api.schemas import DecideResponse, Problem
-from tests.test_hot_path import AS_JSON, GAME, _config, _requests
+from tests.helpers.fast_lane import AS_JSON, GAME, keyed_config, paired_requests
 
 
 async def _endpoint(request: Request) -> Response:
@@ -86,10 +86,10 @@ def test_the_app_is_not_built_with_a_route_the_lane_would_ignore() -> None:
     hot_router.routes.append(bad)
     try:
         with pytest.raises(FastLaneRefused, match="response_model"):
-            create_app(_config())
+            create_app(keyed_config())
     finally:
         hot_router.routes.remove(bad)
-    create_app(_config())  # and is, once it is gone
+    create_app(keyed_config())  # and is, once it is gone
 
 
 # --- answers against the documented models ---------------------------------------------------
@@ -150,12 +150,12 @@ def test_every_lane_answer_fits_its_documented_model(leduc_states) -> None:
     state = next(s for s in leduc_states if s.get("current_player") == 0)
 
     async def play() -> list[tuple[str, int, Any]]:
-        app = create_app(_config())
+        app = create_app(keyed_config())
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
             async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
                 out = []
-                for method, path, raw, headers in [*_more_requests(state), *_requests(state)]:
+                for method, path, raw, headers in [*_more_requests(state), *paired_requests(state)]:
                     r = await client.request(method, path, content=raw, headers=headers)
                     if r.headers.get("content-type") == "application/json":
                         out.append((method + " " + path.split("?")[0], r.status_code, r.json()))

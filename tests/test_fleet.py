@@ -191,7 +191,7 @@ def test_a_server_failing_after_the_check_is_reported_and_the_fleet_called_split
     change (there the key is no admin key): the other is changed, the report says which and
     that the fleet is split, and `ok` is false (the CLI exits 1)."""
     from croupier.arena.fleet import format_report
-    from tests.test_arena import ThreadServer
+    from tests.helpers.servers import ThreadServer
 
     with (
         ThreadServer(admin_keys=[ADMIN]) as a,

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -20,76 +18,12 @@ import httpx
 from croupier.api.app import create_app
 from croupier.api.fast_lane import FastLane
 from croupier.config import ServerConfig
-from tests.test_api import _bad_requests
-
-GAME = "leduc-holdem"
-KEY = {"authorization": "Bearer engine-key"}
-AS_JSON = {"content-type": "application/json", **KEY}
-LIMIT = 64 * 1024
-
-
-def _config() -> ServerConfig:
-    return ServerConfig(
-        game=GAME, api_keys=["engine-key"], admin_keys=["admin-key"], max_body_bytes=LIMIT
-    )
-
-
-async def _streamed(n: int) -> AsyncIterator[bytes]:  # no Content-Length: read as it comes
-    for _ in range(n):
-        yield b" " * 1024
-
-
-def _requests(state: dict[str, Any]) -> Iterator[tuple[str, str, Any, dict[str, str]]]:
-    """(method, path, body, headers); ids are fixed so both apps see the same games."""
-
-    def body(value: Any) -> bytes:
-        return json.dumps(value).encode()
-
-    seats = {"0": "learned", "1": "rules"}
-    decide = body({"seat": "0", "state": state})
-    yield "POST", "/v1/games", body({"game": GAME, "game_id": "g1", "seats": seats}), AS_JSON
-    yield "POST", "/v1/games", body({"game": GAME, "game_id": "g1", "seats": seats}), AS_JSON
-    yield "POST", "/v1/games", body({"game": GAME, "game_id": "g2", "seats": seats}), AS_JSON
-    yield "POST", "/v1/games/g1/decide", decide, AS_JSON
-    yield "POST", "/v1/games/g1/decide", decide, {}  # no key
-    yield "POST", "/v1/games/g1/decide", decide, {"authorization": "Bearer nope"}
-    yield "POST", "/v1/games/g1/decide", decide, {"authorization": "Basic engine-key"}
-    yield "POST", "/v1/games/g1/decide", decide, {"authorization": "Bearer admin-key"}
-    yield "POST", "/v1/games/g1/decide", decide, {"content-type": "text/plain", **KEY}
-    yield "POST", "/v1/games/g1/decide", body({"seat": "0", "state": {}}), AS_JSON
-    yield "POST", "/v1/games/nope/decide", decide, AS_JSON
-    yield "POST", "/v1/games/a%0Ab/decide", decide, AS_JSON  # an unsafe id: 422
-    yield "POST", "/v1/games/g1/decide", body({"seat": "0", "state": state, "turn": 1}), AS_JSON
-    # the same turn again with another state: 409, not the first answer
-    yield (
-        "POST",
-        "/v1/games/g1/decide",
-        body({"seat": "0", "state": {**state, "x": 1}, "turn": 1}),
-        AS_JSON,
-    )
-    yield "POST", "/v1/games/g1/decide", body({"seat": "0", "pad": "x" * LIMIT}), AS_JSON
-    yield "POST", "/v1/games/g1/decide", _streamed(LIMIT // 1024 + 1), KEY
-    yield "POST", "/v1/games/g1/decide", _streamed(2), KEY  # under the limit, not JSON
-    yield "GET", "/v1/games/g1/decide", None, KEY
-    yield "PUT", "/v1/games", b"{}", AS_JSON
-    yield "POST", "/v1/games/g1/decide/", decide, AS_JSON
-    yield "POST", "/v1/games/g1/decide?x=1", decide, AS_JSON
-    yield "POST", "/v1/games//decide", decide, AS_JSON
-    yield "POST", "/v1/games/g1/g2/decide", decide, AS_JSON
-    items = [
-        {"game_id": "g2", "seat": "0", "state": state},
-        {"game_id": "nope", "seat": "0", "state": state},
-        {"game_id": "g2", "seat": 5},
-    ]
-    yield "POST", "/v1/decide:batch", body({"items": items}), AS_JSON
-    yield "POST", "/v1/decide:batch", body({"items": "x"}), AS_JSON
-    yield "POST", "/v1/games:batch", body({"games": [{"game": GAME, "game_id": "g2"}, {}]}), AS_JSON
-    ends = [{"game_id": "g2", "payoffs": {"0": 1, "1": -1}}, {"game_id": "g2", "payoffs": {}}]
-    yield "POST", "/v1/end:batch", body({"items": ends}), AS_JSON
-    yield "POST", "/v1/games/g1/end", body({"payoffs": {"0": 1, "1": -1}}), AS_JSON
-    yield "POST", "/v1/games/g1/end", body({"payoffs": {"0": 1, "1": -1}}), AS_JSON
-    for method, path, raw, headers in _bad_requests("g1"):
-        yield method, path, raw, {**headers, **KEY}
+from tests.helpers.fast_lane import (
+    GAME,
+    KEY,
+    keyed_config,
+    paired_requests,
+)
 
 
 def _comparable(response: httpx.Response) -> tuple[int, list[tuple[str, str]], Any]:
@@ -110,7 +44,7 @@ async def play_both(play: Any) -> tuple[Any, Any]:
     out = {}
     async with contextlib.AsyncExitStack() as stack:
         for hot in (True, False):
-            app = create_app(_config())
+            app = create_app(keyed_config())
             app.hot_path = hot
             await stack.enter_async_context(app.router.lifespan_context(app))
             transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
@@ -126,7 +60,7 @@ def test_hot_routes_answer_as_the_full_stack(leduc_states):
 
     async def play(app: Any, client: httpx.AsyncClient) -> Any:
         answers = []
-        for method, path, body, headers in _requests(state):
+        for method, path, body, headers in paired_requests(state):
             response = await client.request(method, path, content=body, headers=headers)
             answers.append(((method, path[:60]), _comparable(response)))
         health = (await client.get("/healthz")).json()

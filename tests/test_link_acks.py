@@ -17,7 +17,8 @@ import pytest
 from croupier.link import auth, wire
 from croupier.trainer.algo import Hyper
 from croupier.trainer.ingest_log import outcome_counts
-from tests.test_trainer_link import GAME, _closed_by_peer, _frame, synthetic_episode
+from tests.helpers.link import closed_by_peer, raw_frame
+from tests.helpers.trainer import GAME, synthetic_episode
 
 HYPER = Hyper(train_batch_size=8, minibatch_size=8, num_epochs=1, lr=1e-3)
 TOKEN = "s3cret-token"
@@ -125,14 +126,14 @@ def test_token_handshake_closes_before_anything_is_processed(runners):
         "a wrong proof": hello + wire.pack({"type": "PING", "proof": b"p" * 32}),
         "episodes instead of a proof": hello + wire.pack({"type": "EPISODES", "episodes": [good]}),
         "huge length header": b"99999999",
-        "wrong msgpack type": _frame(wire.encode_value([1, 2, 3])),
+        "wrong msgpack type": raw_frame(wire.encode_value([1, 2, 3])),
         "silence": b"",
     }
     for name, data in cases.items():
         with socket.create_connection(("127.0.0.1", runner.port), timeout=10) as sock:
             sock.sendall(data)
             t0 = time.monotonic()
-            assert _closed_by_peer(sock, 5.0), f"{name}: connection left open"
+            assert closed_by_peer(sock, 5.0), f"{name}: connection left open"
             assert time.monotonic() - t0 < 3.0, f"{name}: took too long to close"
     stats = runner.link_stats()
     assert stats["connections_refused"] == len(cases)
@@ -147,7 +148,7 @@ def test_token_handshake_closes_before_anything_is_processed(runners):
     for bad in ({"type": "EPISODES", "episodes": 7}, {"type": "SET_STATE", "x": 1}):
         other = connect(runner, TOKEN)
         other.send(bad)
-        assert _closed_by_peer(other.sock, 5.0)
+        assert closed_by_peer(other.sock, 5.0)
         other.sock.close()
     chan.send({"type": "PING"})
     chan.sock.settimeout(10)

@@ -29,7 +29,8 @@ from croupier.policies.learned import PolicyVersions
 from croupier.policies.module import ModelSpec
 from croupier.trajectories.spool import EpisodeSpool
 from tests.conftest import run_inprocess, wait_for
-from tests.test_trainer_link import GAME, _closed_by_peer, synthetic_episode
+from tests.helpers.link import closed_by_peer
+from tests.helpers.trainer import GAME, synthetic_episode
 
 TOKEN = "hardening-test-token-0123456789"
 SPEC = ModelSpec(algo="ppo", hiddens=[16])
@@ -492,7 +493,7 @@ def test_without_a_token_the_first_frame_is_still_a_small_ping(cleanup):
     ):
         with socket.create_connection(("127.0.0.1", runner.port), timeout=5) as sock:
             sock.sendall(data)
-            assert _closed_by_peer(sock, 3.0)
+            assert closed_by_peer(sock, 3.0)
     stats = runner.link_stats()
     assert stats["connections_refused"] == 3 and stats["episodes_received"] == 0
 
@@ -503,7 +504,7 @@ def test_connections_are_capped(cleanup):
     held = [socket.create_connection(("127.0.0.1", runner.port), timeout=5) for _ in range(3)]
     wait_for(lambda: runner.link_stats()["connected_servers"] == 3, 5, 0.05, "three held")
     with socket.create_connection(("127.0.0.1", runner.port), timeout=5) as extra:
-        assert _closed_by_peer(extra, 2.0)
+        assert closed_by_peer(extra, 2.0)
     assert runner.link_stats()["connections_over_cap"] == 1
     for sock in held:
         sock.close()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from croupier.policies.module import ModelSpec
+from croupier.policies.weights_file import weights_path
 from croupier.trainer.pretrain import pretrain, rules_agreement
 from tests.conftest import play_hands_over_http
 
@@ -78,7 +79,7 @@ def test_pretrain_clones_the_rules_and_training_continues_from_it(ray_session, i
     try:
         assert trainer.weights_seq_no() == 1
         runner_state = trainer.algo.env_runner.module.state_dict()
-        with np.load(out / "v00000001.npz") as served_weights:
+        with np.load(weights_path(out, 1)) as served_weights:
             for key in served_weights.files:
                 np.testing.assert_allclose(runner_state[key].numpy(), served_weights[key])
     finally:

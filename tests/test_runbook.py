@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from tests.conftest import free_port, wait_for
-from tests.test_docs_commands import bash_blocks, commands
+from tests.helpers.docs import bash_blocks, commands
 
 ROOT = Path(__file__).resolve().parents[1]
 UNITS = ROOT / "examples/systemd"

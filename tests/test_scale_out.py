@@ -15,8 +15,8 @@ from croupier.client import CroupierError, route_game
 from croupier.routing import RoutedClient
 from croupier.trainer.metrics import serve_trainer_metrics
 from tests.conftest import BackgroundPlay, free_port, running_server_logged, wait_for
-from tests.test_metrics import parse, value
-from tests.test_trainer_link import RunningTrainer, health, trainer_options, wait_quiet
+from tests.helpers.prometheus import parse, value
+from tests.helpers.trainer import RunningTrainer, health, trainer_options, wait_quiet
 
 pytestmark = pytest.mark.ray
 

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import httpx
 
-from tests.conftest import STARTUP_TIMEOUT_S, free_port
+from croupier.local_server import free_port, start_serve, stop
+from tests.conftest import STARTUP_TIMEOUT_S
 
 
 def test_healthz_answers_starting_before_the_app_is_ready(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "croupier", "serve", "--port", str(port)]
-    cmd += ["--data-dir", str(tmp_path / "data"), "--log-level", "warning"]
+    args = ["--data-dir", str(tmp_path / "data"), "--log-level", "warning"]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_serve(args, port)
     seen: list[tuple[float, int, dict]] = []
     other = None
     try:
@@ -34,8 +32,7 @@ def test_healthz_answers_starting_before_the_app_is_ready(tmp_path):
                 other = httpx.post(url + "/v1/games", json={"game": "leduc-holdem"}, timeout=5)
             time.sleep(0.02)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc, 10)
     assert seen and seen[-1][1] == 200, seen[-3:]
     starting = [s for s in seen if s[1] == 503]
     assert starting, "no 503 'starting' answer before the server was ready"

@@ -29,7 +29,7 @@ import pytest
 
 from croupier.trainer.metrics import serve_trainer_metrics
 from tests.conftest import BackgroundPlay, LoggedServer, free_port, running_server_logged, wait_for
-from tests.test_trainer_link import HYPER, RunningTrainer, synthetic_episode, trainer_options
+from tests.helpers.trainer import HYPER, RunningTrainer, synthetic_episode, trainer_options
 
 GAME = "leduc-holdem"
 

@@ -16,6 +16,7 @@ from ray.rllib.env.external.rllink import RLlink, get_rllink_message, send_rllin
 
 from croupier.link import wire
 from tests.conftest import UNPICKLED, PickleBomb
+from tests.helpers.link import raw_frame
 
 # msgpack_numpy.patch() (run by RLlib's rllink and msgpack checkpoints) rebinds these.
 _MSGPACK_NAMES = ("Packer", "Unpacker", "load", "loads", "dump", "dumps", "pack", "packb")
@@ -77,17 +78,13 @@ def _object_array_body(flag: Path) -> bytes:
     return msgpack.packb(payload, use_bin_type=True)
 
 
-def _frame(body: bytes) -> bytes:
-    return str(len(body)).zfill(wire.HEADER_BYTES).encode() + body
-
-
 def _assert_refused_unpickled(flag: Path, sockpair: tuple[socket.socket, socket.socket]) -> None:
     body = _object_array_body(flag)
     UNPICKLED.clear()
     with pytest.raises(wire.FrameError):
         wire.unpack_body(body)
     a, b = sockpair
-    a.sendall(_frame(body))
+    a.sendall(raw_frame(body))
     with pytest.raises(wire.FrameError):
         wire.recv(b)
     assert not flag.exists() and UNPICKLED == [], "the peer's pickle was loaded"

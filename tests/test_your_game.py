@@ -14,7 +14,7 @@ from croupier.games.registry import load_adapter
 from croupier.trainer.algo import Hyper
 from examples.kuhn.play import play
 from tests.conftest import running_server_logged, wait_for
-from tests.test_trainer_link import RunningTrainer, trainer_options
+from tests.helpers.trainer import RunningTrainer, trainer_options
 
 ROOT = Path(__file__).resolve().parent.parent
 GAME = "examples.kuhn.adapter:KuhnAdapter"

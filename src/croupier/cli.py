@@ -1,4 +1,8 @@
-"""The `croupier` command line: serve, engine, train."""
+"""The `croupier` command line: one function per command, each only parsing and wiring.
+
+Over 400 lines because it lists every command (serve, engine, train, eval, promote, status,
+score, pretrain, openapi, settings-doc, bench …); `serve` and `train` take their options from
+the settings models in config.py, the others' few options stay beside their code."""
 
 from __future__ import annotations
 
@@ -10,6 +14,9 @@ from typing import Annotated, Any
 
 import typer
 
+from croupier.config import ServeProcess, ServerConfig, TrainSettings
+from croupier.settings import build, command, markdown_table
+
 app = typer.Typer(
     help="Serve, record and train RLlib policies behind a card game's decision API.",
     no_args_is_help=True,
@@ -17,200 +24,42 @@ app = typer.Typer(
 )
 
 
+def _echo_or_write(text: str, out: Path | None) -> None:
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
+
+
 def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(name)s %(message)s")
 
 
 @app.command()
-def serve(
-    game: Annotated[str, typer.Option(help="leduc-holdem, uno, vector or pkg.module:Adapter")] = (
-        "leduc-holdem"
-    ),
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    seats: Annotated[
-        str, typer.Option(help="Seat mix for seats a game does not name, e.g. learned,rules")
-    ] = "learned,rules",
-    pin: Annotated[str, typer.Option(help="created | latest")] = "created",
-    rules: Annotated[
-        str | None, typer.Option(help="Your rules policy: pkg.module:function(state) -> action")
-    ] = None,
-    trainer: Annotated[str | None, typer.Option(help="Trainer link host:port")] = None,
-    weights_dir: Annotated[Path | None, typer.Option(help="Where received versions go")] = None,
-    keep_versions: int = 8,
-    behaviour_lag: Annotated[
-        int, typer.Option(help="Experiments: serve the version N places behind the newest")
-    ] = 0,
-    max_batch: int = 256,
-    max_wait_ms: float = 0.0,
-    forward_thread: Annotated[
-        bool,
-        typer.Option(
-            help="Run batched forwards on a thread of their own (the default) or inline on the "
-            "event loop (--no-forward-thread)"
-        ),
-    ] = True,
-    forward_inline_from: Annotated[
-        int,
-        typer.Option(
-            help="Batches at least this big run inline even with the forward thread: a queue "
-            "that long means a saturated event loop, where the thread's round trip costs more"
-        ),
-    ] = 128,
-    obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
-    num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
-    num_players: int = 2,
-    link_token: Annotated[str | None, typer.Option(envvar="CROUPIER_LINK_TOKEN")] = None,
-    rllib_compat: Annotated[
-        bool,
-        typer.Option(
-            help="Talk to RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled "
-            "config: trusted networks only, see docs/security.md)"
-        ),
-    ] = False,
-    rllib_compat_allow_remote: Annotated[
-        bool,
-        typer.Option(
-            help="Let --rllib-compat unpickle the config of a trainer that is not on loopback "
-            "(whoever answers at --trainer can run code here)"
-        ),
-    ] = False,
-    api_keys: Annotated[
-        str | None,
-        typer.Option(envvar="CROUPIER_API_KEYS", help="Comma-separated engine bearer keys"),
-    ] = None,
-    admin_keys: Annotated[
-        str | None,
-        typer.Option(envvar="CROUPIER_ADMIN_KEYS", help="Comma-separated admin bearer keys"),
-    ] = None,
-    read_keys: Annotated[
-        str | None,
-        typer.Option(
-            envvar="CROUPIER_READ_KEYS",
-            help="Comma-separated read-only keys: dashboard data and arena results only",
-        ),
-    ] = None,
-    ssl_certfile: Annotated[
-        Path | None, typer.Option(help="Serve HTTPS: the server's certificate chain (PEM)")
-    ] = None,
-    ssl_keyfile: Annotated[
-        Path | None, typer.Option(help="Serve HTTPS: the certificate's private key (PEM)")
-    ] = None,
-    ssl_keyfile_password: Annotated[
-        str | None,
-        typer.Option(envvar="CROUPIER_SSL_KEYFILE_PASSWORD", help="The private key's password"),
-    ] = None,
-    ssl_ca_certs: Annotated[
-        Path | None,
-        typer.Option(help="With --ssl-certfile: CA bundle; clients must present a certificate"),
-    ] = None,
-    data_dir: Annotated[
-        str,
-        typer.Option(
-            help="Episode spool (SQLite) and received weights; '{port}' is replaced by the "
-            "port; 'none' keeps both in memory"
-        ),
-    ] = "croupier-data/{port}",
-    spool_max_episodes: int = 50_000,
-    spool_max_mb: float = 1024.0,
-    decide_deadline_ms: Annotated[
-        float, typer.Option(help="Learned decisions later than this get the fallback; 0: off")
-    ] = 1000.0,
-    fallback: Annotated[str, typer.Option(help="rules | random")] = "rules",
-    max_body_kb: Annotated[float, typer.Option(help="Larger request bodies get 413")] = 4096.0,
-    max_games: Annotated[int, typer.Option(help="Games in flight; more get 503")] = 100_000,
-    max_games_per_key: Annotated[
-        int, typer.Option(help="Games in flight per API key; more get 429 (0: no cap)")
-    ] = 0,
-    max_queued_decisions: Annotated[
-        int, typer.Option(help="Decisions waiting for the model; more get 503")
-    ] = 10_000,
-    idle_game_timeout_s: Annotated[
-        float, typer.Option(help="Abort games idle this long; 0: never")
-    ] = 600.0,
-    keep_alive_s: Annotated[
-        float,
-        typer.Option(
-            help="Idle keep-alive connections are closed after this long (uvicorn's 5 s "
-            "default races busy clients reusing a connection: resets)"
-        ),
-    ] = 75.0,
-    arena_results: Annotated[
-        Path | None, typer.Option(help="Arena results file (JSON lines) for the dashboard")
-    ] = None,
-    canary_share: Annotated[
-        float, typer.Option(help="Share of new games whose `canary` seats get production")
-    ] = 0.0,
-    offline_dir: Annotated[
-        Path | None, typer.Option(help="Where `record: rules` games' episodes are written")
-    ] = None,
-    opentelemetry: Annotated[
-        bool, typer.Option(help="FastAPI's native OpenTelemetry (off: it costs ~7% per request)")
-    ] = False,
-    seed: int = 0,
-    log_level: str = "warning",
-) -> None:
+@command(ServeProcess, ServerConfig)
+def serve(values: dict[str, Any]) -> None:
     """Run the policy server (FastAPI + uvicorn)."""
+    process: ServeProcess = build(ServeProcess, values)
     # Before the imports below (torch, RLlib: seconds): a half TLS setup fails at once.
-    if (ssl_certfile is None) != (ssl_keyfile is None):
+    if (process.ssl_certfile is None) != (process.ssl_keyfile is None):
         raise typer.BadParameter("--ssl-certfile and --ssl-keyfile go together")
-    if ssl_ca_certs is not None and ssl_certfile is None:
+    if process.ssl_ca_certs is not None and process.ssl_certfile is None:
         raise typer.BadParameter("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile")
     import uvicorn
 
     from croupier.api.early import EarlyHealth
 
-    _setup_logging(log_level)
-    if fallback not in ("rules", "random"):
+    _setup_logging(process.log_level)
+    if values["fallback"] not in ("rules", "random"):
         raise typer.BadParameter("--fallback must be rules or random")
     # Bound before torch and RLlib load (seconds): /healthz answers 503 "starting" meanwhile.
     # (A TLS server's early socket only accepts: a plain-HTTP 503 would confuse TLS clients.)
-    early = EarlyHealth(host, port, answer=ssl_certfile is None)
+    early = EarlyHealth(process.host, process.port, answer=process.ssl_certfile is None)
 
     from croupier.api.app import create_app
-    from croupier.api.auth import parse_keys
     from croupier.api.exposure import exposure_warnings
-    from croupier.config import ServerConfig
-    from croupier.policies.seats import parse_seat_mix
 
-    config = ServerConfig(
-        game=game,
-        obs_size=obs_size,
-        num_actions=num_actions,
-        num_players=num_players,
-        seat_mix=parse_seat_mix(seats),
-        pin=pin,
-        rules=rules,
-        max_batch=max_batch,
-        max_wait_ms=max_wait_ms,
-        forward_thread=forward_thread,
-        forward_inline_from=forward_inline_from,
-        keep_versions=keep_versions,
-        behaviour_lag=behaviour_lag,
-        weights_dir=weights_dir,
-        trainer=trainer,
-        link_token=link_token,
-        rllib_compat=rllib_compat,
-        rllib_compat_allow_remote=rllib_compat_allow_remote,
-        api_keys=parse_keys(api_keys),
-        admin_keys=parse_keys(admin_keys),
-        read_keys=parse_keys(read_keys),
-        data_dir=None if data_dir.lower() == "none" else Path(data_dir.format(port=port)),
-        outbox_max_episodes=spool_max_episodes,
-        spool_max_bytes=int(spool_max_mb * 1024 * 1024),
-        decide_deadline_ms=decide_deadline_ms or None,
-        fallback=fallback,
-        max_body_bytes=int(max_body_kb * 1024),
-        max_games=max_games,
-        max_games_per_key=max_games_per_key or None,
-        max_queued_decisions=max_queued_decisions,
-        idle_game_timeout_s=idle_game_timeout_s or None,
-        arena_results=arena_results,
-        canary_share=canary_share,
-        offline_dir=offline_dir,
-        opentelemetry=opentelemetry,
-        seed=seed,
-    )
+    config: ServerConfig = build(ServerConfig, values)
     if config.trainer:
         from croupier.link.client import check_link_config
 
@@ -218,31 +67,59 @@ def serve(
             check_link_config(config)
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
-    for warning in exposure_warnings(host, config, tls=ssl_certfile is not None):
+    tls_on = process.ssl_certfile is not None
+    for warning in exposure_warnings(process.host, config, tls=tls_on):
         logging.getLogger("croupier.serve").warning(warning)
     tls: dict[str, Any] = {}
-    if ssl_certfile is not None:
+    if tls_on:
         tls = {
-            "ssl_certfile": str(ssl_certfile),
-            "ssl_keyfile": str(ssl_keyfile),
-            "ssl_keyfile_password": ssl_keyfile_password,
+            "ssl_certfile": str(process.ssl_certfile),
+            "ssl_keyfile": str(process.ssl_keyfile),
+            "ssl_keyfile_password": process.ssl_keyfile_password,
         }
-        if ssl_ca_certs is not None:  # mutual TLS: a client without a certificate is refused
-            tls |= {"ssl_ca_certs": str(ssl_ca_certs), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+        if (
+            process.ssl_ca_certs is not None
+        ):  # mutual TLS: a client without a certificate is refused
+            tls |= {"ssl_ca_certs": str(process.ssl_ca_certs), "ssl_cert_reqs": ssl.CERT_REQUIRED}
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(config),
-            host=host,
-            port=port,
+            host=process.host,
+            port=process.port,
             loop="uvloop",
             http="httptools",
-            log_level=log_level,
+            log_level=process.log_level,
             access_log=False,
-            timeout_keep_alive=int(keep_alive_s),
+            timeout_keep_alive=int(process.keep_alive_s),
             **tls,
         )
     )
     server.run(sockets=[early.hand_over()])  # the app takes the bound socket over
+
+
+def settings_markdown() -> str:
+    """docs/settings.md: every setting of the commands defined by a settings model."""
+    return (
+        "# Settings\n\n"
+        "<!-- Generated by `croupier settings-doc --out docs/settings.md` from\n"
+        "     croupier/config.py;\n"
+        "     tests/test_settings.py fails when this file and the models differ. -->\n\n"
+        "## `croupier serve`\n\n"
+        "The process: where it listens, TLS, logging (`ServeProcess`).\n\n"
+        + markdown_table(ServeProcess)
+        + "\nThe server (`ServerConfig`, which tests and `create_app` take directly).\n\n"
+        + markdown_table(ServerConfig)
+        + "\n## `croupier train`\n\n"
+        + markdown_table(TrainSettings)
+    )
+
+
+@app.command("settings-doc")
+def settings_doc(
+    out: Annotated[Path | None, typer.Option(help="Write here instead of stdout")] = None,
+) -> None:
+    """Print (or write) the settings tables of docs/settings.md, generated from the models."""
+    _echo_or_write(settings_markdown(), out)
 
 
 @app.command()
@@ -323,137 +200,65 @@ def _duration_s(text: str, flag: str) -> float | None:
     return seconds or None
 
 
-@app.command()
-def train(
-    game: str = "leduc-holdem",
-    algo: Annotated[str, typer.Option(help="appo (V-trace, default) or ppo")] = "appo",
-    listen: Annotated[str, typer.Option(help="host:port policy servers connect to")] = (
-        "127.0.0.1:5555"
-    ),
-    checkpoint_dir: Annotated[Path, typer.Option(help="Checkpoints; resumes if present")] = Path(
-        "runs/trainer"
-    ),
-    minutes: Annotated[float | None, typer.Option(help="Stop after this long")] = None,
-    iterations: Annotated[int | None, typer.Option(help="Stop after this many")] = None,
-    ray_address: Annotated[str | None, typer.Option(help="An existing Ray cluster")] = None,
-    max_version_lag: Annotated[
-        int | None,
-        typer.Option(help="Drop episodes played more than this many versions behind the newest"),
-    ] = None,
-    link_token: Annotated[str | None, typer.Option(envvar="CROUPIER_LINK_TOKEN")] = None,
-    insecure: Annotated[
-        bool,
-        typer.Option(
-            help="Listen on a non-loopback --listen without --link-token (anyone reaching the "
-            "port can send episodes and take the weights; see docs/security.md)"
-        ),
-    ] = False,
-    lr: Annotated[float | None, typer.Option(help="Default: ppo 5e-4, appo 1e-3")] = None,
-    train_batch_size: Annotated[
-        int | None, typer.Option(help="Default: ppo 4000, appo 128")
-    ] = None,
-    minibatch_size: Annotated[int | None, typer.Option(help="PPO; default 500")] = None,
-    num_epochs: Annotated[int | None, typer.Option(help="PPO; default 4")] = None,
-    max_sample_batches: Annotated[
-        float | None,
-        typer.Option(
-            help="Most train batches of the newest steps one update takes (older surplus "
-            "dropped); default: ppo 2, appo no cap; 0: no cap"
-        ),
-    ] = None,
-    entropy_coeff: Annotated[float | None, typer.Option(help="Default 0.01")] = None,
-    hiddens: Annotated[str, typer.Option(help="Hidden layer sizes")] = "128,128",
-    checkpoint_every: int = 10,
-    num_env_runners: int = 0,
-    num_learners: int = 0,
-    num_gpus_per_learner: float = 0,
-    obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
-    num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
-    metrics_port: Annotated[
-        int | None, typer.Option(help="Serve Prometheus /metrics on this port")
-    ] = None,
-    metrics_host: Annotated[str, typer.Option(help="Address for --metrics-port")] = "127.0.0.1",
-    init_weights: Annotated[
-        Path | None, typer.Option(help="Start from a `croupier pretrain` output dir")
-    ] = None,
-    max_idle: Annotated[
-        str,
-        typer.Option(
-            help="Without episodes this long (900, 15m, 2h) checkpoint and stop; "
-            "0 or none: wait for games forever"
-        ),
-    ] = "none",
-    idle_after: Annotated[
-        float, typer.Option(help="Seconds without episodes before reporting idle")
-    ] = 30.0,
-    max_sample_lag: Annotated[
-        int | None,
-        typer.Option(
-            help="Drop waiting episodes more versions behind than this when sampled "
-            "(a backlog's staleness bound); default: ppo 32, appo none; -1: none"
-        ),
-    ] = None,
-    stop_grace: Annotated[
-        float, typer.Option(help="Seconds after SIGTERM/SIGINT to checkpoint and exit")
-    ] = 60.0,
-    log_level: str = "warning",
-) -> None:
-    """Train with RLlib on the episodes policy servers send; push each new version back."""
+def train_options(s: TrainSettings) -> Any:
+    """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
     from croupier.trainer.algo import Hyper
     from croupier.trainer.run import TrainOptions
+
+    hyper = Hyper.defaults(s.algo)
+    for name in ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff"):
+        if (value := getattr(s, name)) is not None:
+            setattr(hyper, name, value)
+    if s.max_sample_batches is not None:
+        hyper.max_sample_batches = s.max_sample_batches or None
+    if s.max_sample_lag is not None:
+        hyper.max_sample_lag = s.max_sample_lag if s.max_sample_lag >= 0 else None
+    return TrainOptions(
+        game=s.game,
+        algo=s.algo,
+        listen=s.listen,
+        checkpoint_dir=s.checkpoint_dir,
+        minutes=s.minutes,
+        iterations=s.iterations,
+        ray_address=s.ray_address,
+        max_version_lag=s.max_version_lag,
+        token=s.link_token,
+        insecure=s.insecure,
+        checkpoint_every=s.checkpoint_every,
+        hiddens=[int(h) for h in s.hiddens.split(",")],
+        hyper=hyper,
+        num_env_runners=s.num_env_runners,
+        num_learners=s.num_learners,
+        num_gpus_per_learner=s.num_gpus_per_learner,
+        obs_size=s.obs_size,
+        num_actions=s.num_actions,
+        metrics_port=s.metrics_port,
+        metrics_host=s.metrics_host,
+        init_weights=s.init_weights,
+        max_idle_s=_duration_s(s.max_idle, "--max-idle"),
+        idle_after_s=s.idle_after,
+        stop_grace_s=s.stop_grace,
+    )
+
+
+@app.command()
+@command(TrainSettings)
+def train(values: dict[str, Any]) -> None:
+    """Train with RLlib on the episodes policy servers send; push each new version back."""
     from croupier.trainer.run import train as run_training
 
-    _setup_logging(log_level)
+    s: TrainSettings = build(TrainSettings, values)
+    _setup_logging(s.log_level)
     from croupier.link.client import parse_address
     from croupier.trainer.env_runner import LinkOptions, check_listen
 
     try:  # an open trainer port on the network: refused before Ray starts
         check_listen(
-            LinkOptions(host=parse_address(listen)[0], token=link_token, insecure=insecure)
+            LinkOptions(host=parse_address(s.listen)[0], token=s.link_token, insecure=s.insecure)
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    hyper = Hyper.defaults(algo)
-    overrides = {
-        "lr": lr,
-        "train_batch_size": train_batch_size,
-        "minibatch_size": minibatch_size,
-        "num_epochs": num_epochs,
-        "entropy_coeff": entropy_coeff,
-    }
-    for name, value in overrides.items():
-        if value is not None:
-            setattr(hyper, name, value)
-    if max_sample_batches is not None:
-        hyper.max_sample_batches = max_sample_batches or None
-    if max_sample_lag is not None:
-        hyper.max_sample_lag = max_sample_lag if max_sample_lag >= 0 else None
-    options = TrainOptions(
-        game=game,
-        algo=algo,
-        listen=listen,
-        checkpoint_dir=checkpoint_dir,
-        minutes=minutes,
-        iterations=iterations,
-        ray_address=ray_address,
-        max_version_lag=max_version_lag,
-        token=link_token,
-        insecure=insecure,
-        checkpoint_every=checkpoint_every,
-        hiddens=[int(h) for h in hiddens.split(",")],
-        hyper=hyper,
-        num_env_runners=num_env_runners,
-        num_learners=num_learners,
-        num_gpus_per_learner=num_gpus_per_learner,
-        obs_size=obs_size,
-        num_actions=num_actions,
-        metrics_port=metrics_port,
-        metrics_host=metrics_host,
-        init_weights=init_weights,
-        max_idle_s=_duration_s(max_idle, "--max-idle"),
-        idle_after_s=idle_after,
-        stop_grace_s=stop_grace,
-    )
+    options = train_options(s)
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))
 
@@ -489,11 +294,7 @@ def openapi(
     """Print (or write) the HTTP API's OpenAPI document."""
     from croupier.api.openapi_export import openapi_json
 
-    text = openapi_json()
-    if out is None:
-        typer.echo(text, nl=False)
-    else:
-        out.write_text(text)
+    _echo_or_write(openapi_json(), out)
 
 
 @app.command("eval")

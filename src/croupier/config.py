@@ -1,87 +1,200 @@
-"""The policy server's settings: one dataclass, filled from CLI flags (or by tests directly)."""
+"""The policy server's settings, each defined once: `ServerConfig` (what the app is built from;
+tests construct it directly) and `ServeProcess` (what only the `croupier serve` process needs:
+address, TLS, logging). `croupier serve`'s flags, their help and environment variables, and
+docs/settings.md are generated from these fields (see croupier/settings.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from croupier.settings import setting
+
+
+def _zero_is_none(value: Any, _values: dict[str, Any]) -> Any:
+    return value or None
+
+
+def _none_is_zero(value: Any) -> Any:
+    return 0 if value is None else value
+
+
+def _seat_mix(text: str, _values: dict[str, Any]) -> list[str]:
+    from croupier.policies.seats import parse_seat_mix
+
+    return parse_seat_mix(text)
+
+
+def _keys(text: str | None, _values: dict[str, Any]) -> list[str]:
+    from croupier.api.auth import parse_keys
+
+    return parse_keys(text)
+
+
+def _data_dir(text: str, values: dict[str, Any]) -> Path | None:
+    return None if text.lower() == "none" else Path(text.format(port=values["port"]))
+
+
+def _keys_setting(help: str, env: str) -> Any:
+    """A comma-separated list of bearer keys, from a flag or the environment."""
+    return setting([], help, env=env, cli_type=str | None, cli_default=None, from_cli=_keys)
+
+
+def _link_token_setting() -> Any:
+    """The link's shared secret: the same setting on both ends (`serve`, `train`)."""
+    return setting(
+        None,
+        "The trainer link's shared secret (none: an unauthenticated link, for loopback)",
+        env="CROUPIER_LINK_TOKEN",
+    )
+
+
+_MB = 1024 * 1024
 
 
 @dataclass
 class ServerConfig:
-    game: str = "leduc-holdem"
-    # For the `vector` game (and adapters that take sizes): observation and action sizes.
-    obs_size: int | None = None
-    num_actions: int | None = None
-    num_players: int = 2
-    # A rules policy named by import path (`pkg.mod:fn`, state -> engine action); overrides the
-    # adapter's own (for the built-in games, RLCard's rule agents).
-    rules: str | None = None
-    # Seats not named in POST /v1/games get these policies, rotated one place per new game so
-    # every policy plays every seat equally often.
-    seat_mix: list[str] = field(default_factory=lambda: ["learned", "rules"])
-    # "created": a learned seat keeps the version current when its game started;
-    # "latest": it follows every new version.
-    pin: str = "created"
-    # Batching of learned-policy forwards.
-    max_batch: int = 256
-    max_wait_ms: float = 0.0
-    forward_thread: bool = True
-    # Batches at least this big run inline even with the thread (the loop is saturated then).
-    forward_inline_from: int = 128
-    # Weights versions kept in memory, and where each received version is written.
-    keep_versions: int = 8
-    # Experiments: serve the version this many places behind the newest (`bench lag`).
-    behaviour_lag: int = 0
-    weights_dir: Path | None = None
-    # The server's data directory: the episode spool (spool.sqlite3) and, unless weights_dir
-    # says otherwise, received weights (weights/). None: both in memory only.
-    data_dir: Path | None = None
+    game: str = setting("leduc-holdem", "leduc-holdem, uno, vector or pkg.module:Adapter")
+    obs_size: int | None = setting(None, "vector game: observation size")
+    num_actions: int | None = setting(None, "vector game: action count")
+    num_players: int = setting(2, "Players per game")
+    rules: str | None = setting(
+        None,
+        "Your rules policy: pkg.module:function(state) -> action (overrides the adapter's own; "
+        "for the built-in games, RLCard's rule agents)",
+    )
+    # Rotated one place per new game so every policy plays every seat equally often.
+    seat_mix: list[str] = setting(
+        ["learned", "rules"],
+        "Seat mix for seats a game does not name, e.g. learned,rules",
+        flag="seats",
+        cli_type=str,
+        to_cli=",".join,
+        from_cli=_seat_mix,
+    )
+    pin: str = setting(
+        "created",
+        "created (a learned seat keeps the version current when its game started) | latest "
+        "(it follows every new version)",
+    )
+    max_batch: int = setting(256, "Most learned decisions in one forward")
+    max_wait_ms: float = setting(0.0, "How long a batch waits for more decisions")
+    forward_thread: bool = setting(
+        True,
+        "Run batched forwards on a thread of their own (the default) or inline on the event "
+        "loop (--no-forward-thread)",
+    )
+    forward_inline_from: int = setting(
+        128,
+        "Batches at least this big run inline even with the forward thread: a queue that long "
+        "means a saturated event loop, where the thread's round trip costs more",
+    )
+    keep_versions: int = setting(8, "Weights versions kept in memory")
+    behaviour_lag: int = setting(
+        0, "Experiments: serve the version N places behind the newest (`bench lag`)"
+    )
+    weights_dir: Path | None = setting(
+        None, "Where received versions go (default: the data dir's weights/)"
+    )
+    # None: the spool and the weights in memory only.
+    data_dir: Path | None = setting(
+        None,
+        "Episode spool (SQLite) and received weights; '{port}' is replaced by the port; 'none' "
+        "keeps both in memory",
+        cli_type=str,
+        cli_default="croupier-data/{port}",
+        from_cli=_data_dir,
+    )
     # Finished episodes waiting for the trainer (oldest dropped, counted, past either bound).
-    outbox_max_episodes: int = 50_000
-    spool_max_bytes: int = 1 << 30
-    # Games remembered after they end (to answer 409 instead of 404).
-    ended_games_remembered: int = 100_000
-    # Trainer link: host:port, or None to serve without training.
-    trainer: str | None = None
-    ship_max_steps: int = 512
-    ship_max_seconds: float = 0.5
-    # The link's shared secret (never sent: both ends prove they hold it, and every frame is
-    # MACed with it; see link/auth.py); None: an unauthenticated link, for loopback.
-    link_token: str | None = None
-    # Accept RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled config).
-    rllib_compat: bool = False
-    # Let --rllib-compat unpickle a trainer's config from a non-loopback address (trusted
-    # networks only: whoever answers there can run code in this process).
-    rllib_compat_allow_remote: bool = False
-    # FastAPI's native OpenTelemetry (traces/metrics/logs to the globally configured providers).
-    opentelemetry: bool = False
+    outbox_max_episodes: int = setting(
+        50_000,
+        "Episodes waiting for the trainer; past it the oldest are dropped",
+        flag="spool-max-episodes",
+    )
+    spool_max_bytes: int = setting(
+        1 << 30,
+        "Spool size in MB; past it the oldest episodes are dropped",
+        flag="spool-max-mb",
+        cli_type=float,
+        to_cli=lambda b: b / _MB,
+        from_cli=lambda mb, _v: int(mb * _MB),
+    )
+    ended_games_remembered: int = setting(
+        100_000, "Games remembered after they end (409 instead of 404)", cli=False
+    )
+    trainer: str | None = setting(None, "Trainer link host:port (none: serve without training)")
+    ship_max_steps: int = setting(512, "Link: most steps per shipped batch", cli=False)
+    ship_max_seconds: float = setting(0.5, "Link: longest wait before shipping", cli=False)
+    # Never sent: both ends prove they hold it, and every frame is MACed (see link/auth.py).
+    link_token: str | None = _link_token_setting()
+    rllib_compat: bool = setting(
+        False,
+        "Talk to RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled config: "
+        "trusted networks only, see docs/security.md)",
+    )
+    rllib_compat_allow_remote: bool = setting(
+        False,
+        "Let --rllib-compat unpickle the config of a trainer that is not on loopback (whoever "
+        "answers at --trainer can run code here)",
+    )
     # API keys (see croupier.api.auth): none configured = an open server.
-    api_keys: list[str] = field(default_factory=list)
-    admin_keys: list[str] = field(default_factory=list)
-    # Read-only keys: the dashboard's data and arena results, nothing else.
-    read_keys: list[str] = field(default_factory=list)
-    # Idempotent decisions and fallback: a learned decision not ready within this deadline (or
-    # failed) is answered by the fallback policy ("rules", or "random" where a game has none).
-    decide_deadline_ms: float | None = 1000.0
-    fallback: str = "rules"
-    # Limits: request bodies (413), games in flight and decisions waiting for the model (503
-    # with Retry-After past either), idle games aborted after this many seconds (None: never).
-    max_body_bytes: int = 4 << 20  # a full decide:batch (4096 items) fits
-    max_games: int = 100_000
-    # Games in flight per API key (429 + Retry-After past it), so one engine cannot take all
-    # of `max_games`; None: no per-key cap. Needs keys (an open server has one client).
-    max_games_per_key: int | None = None
-    max_queued_decisions: int = 10_000
-    idle_game_timeout_s: float | None = 600.0
-    retry_after_s: int = 1
-    # Arena results (JSON lines) behind the dashboard's learning curve; see dashboard/arena.py.
-    arena_results: Path | None = None
-    # Rollout (policies/rollout.py): the share of new games whose `canary` seats get the
-    # production version (the rest get the rules), and where `record: rules` games' rules
-    # decisions are written as offline episodes (None: such games are refused).
-    canary_share: float = 0.0
-    offline_dir: Path | None = None
-    seed: int = 0
+    api_keys: list[str] = _keys_setting("Comma-separated engine bearer keys", "CROUPIER_API_KEYS")
+    admin_keys: list[str] = _keys_setting(
+        "Comma-separated admin bearer keys", "CROUPIER_ADMIN_KEYS"
+    )
+    read_keys: list[str] = _keys_setting(
+        "Comma-separated read-only keys: dashboard data and arena results only",
+        "CROUPIER_READ_KEYS",
+    )
+    # The fallback policy is "rules", or "random" where a game has none.
+    decide_deadline_ms: float | None = setting(
+        1000.0,
+        "Learned decisions later than this (or failed) get the fallback; 0: off",
+        cli_type=float,
+        to_cli=_none_is_zero,
+        from_cli=_zero_is_none,
+    )
+    fallback: str = setting("rules", "rules | random")
+    max_body_bytes: int = setting(
+        4 << 20,  # a full decide:batch (4096 items) fits
+        "Larger request bodies (in KB) get 413",
+        flag="max-body-kb",
+        cli_type=float,
+        to_cli=lambda b: b / 1024,
+        from_cli=lambda kb, _v: int(kb * 1024),
+    )
+    max_games: int = setting(100_000, "Games in flight; more get 503")
+    # So one engine cannot take all of `max_games`. Needs keys (an open server has one client).
+    max_games_per_key: int | None = setting(
+        None,
+        "Games in flight per API key; more get 429 (0: no cap)",
+        cli_type=int,
+        to_cli=_none_is_zero,
+        from_cli=_zero_is_none,
+    )
+    max_queued_decisions: int = setting(10_000, "Decisions waiting for the model; more get 503")
+    idle_game_timeout_s: float | None = setting(
+        600.0,
+        "Abort games idle this long; 0: never",
+        cli_type=float,
+        to_cli=_none_is_zero,
+        from_cli=_zero_is_none,
+    )
+    retry_after_s: int = setting(1, "Retry-After of a 503 or 429", cli=False)
+    arena_results: Path | None = setting(
+        None, "Arena results file (JSON lines) for the dashboard (see dashboard/arena.py)"
+    )
+    # Rollout (policies/rollout.py): the rest of the canary games get the rules.
+    canary_share: float = setting(0.0, "Share of new games whose `canary` seats get production")
+    # None: `record: rules` games are refused.
+    offline_dir: Path | None = setting(
+        None, "Where `record: rules` games' rules decisions are written as offline episodes"
+    )
+    opentelemetry: bool = setting(
+        False, "FastAPI's native OpenTelemetry (off: it costs ~7% per request)"
+    )
+    seed: int = setting(0, "Random seed")
 
     def resolved_weights_dir(self) -> Path | None:
         if self.weights_dir is not None:
@@ -90,3 +203,82 @@ class ServerConfig:
 
     def spool_path(self) -> Path | None:
         return self.data_dir / "spool.sqlite3" if self.data_dir is not None else None
+
+
+@dataclass
+class ServeProcess:
+    """`croupier serve`'s settings that are not the app's: where it listens, TLS, logging."""
+
+    host: str = setting("127.0.0.1", "Address to listen on")
+    port: int = setting(8000, "Port to listen on")
+    ssl_certfile: Path | None = setting(None, "Serve HTTPS: the server's certificate chain (PEM)")
+    ssl_keyfile: Path | None = setting(None, "Serve HTTPS: the certificate's private key (PEM)")
+    ssl_keyfile_password: str | None = setting(
+        None, "The private key's password", env="CROUPIER_SSL_KEYFILE_PASSWORD"
+    )
+    ssl_ca_certs: Path | None = setting(
+        None, "With --ssl-certfile: CA bundle; clients must present a certificate"
+    )
+    keep_alive_s: float = setting(
+        75.0,
+        "Idle keep-alive connections are closed after this long (uvicorn's 5 s default races "
+        "busy clients reusing a connection: resets)",
+    )
+    log_level: str = setting("warning", "debug | info | warning | error")
+
+
+@dataclass
+class TrainSettings:
+    """`croupier train`'s settings: its flags, help and environment variables (cli.py builds the
+    trainer's `TrainOptions` and `Hyper` from them; `None` hyperparameters keep the algorithm's
+    defaults, `Hyper.defaults(algo)`)."""
+
+    game: str = setting("leduc-holdem", "leduc-holdem, uno, vector or pkg.module:Adapter")
+    algo: str = setting("appo", "appo (V-trace, default) or ppo")
+    listen: str = setting("127.0.0.1:5555", "host:port policy servers connect to")
+    checkpoint_dir: Path = setting(Path("runs/trainer"), "Checkpoints; resumes if present")
+    minutes: float | None = setting(None, "Stop after this long")
+    iterations: int | None = setting(None, "Stop after this many")
+    ray_address: str | None = setting(None, "An existing Ray cluster")
+    max_version_lag: int | None = setting(
+        None, "Drop episodes played more than this many versions behind the newest"
+    )
+    link_token: str | None = _link_token_setting()
+    insecure: bool = setting(
+        False,
+        "Listen on a non-loopback --listen without --link-token (anyone reaching the port can "
+        "send episodes and take the weights; see docs/security.md)",
+    )
+    lr: float | None = setting(None, "Default: ppo 5e-4, appo 1e-3")
+    train_batch_size: int | None = setting(None, "Default: ppo 4000, appo 128")
+    minibatch_size: int | None = setting(None, "PPO; default 500")
+    num_epochs: int | None = setting(None, "PPO; default 4")
+    max_sample_batches: float | None = setting(
+        None,
+        "Most train batches of the newest steps one update takes (older surplus dropped); "
+        "default: ppo 2, appo no cap; 0: no cap",
+    )
+    entropy_coeff: float | None = setting(None, "Default 0.01")
+    hiddens: str = setting("128,128", "Hidden layer sizes")
+    checkpoint_every: int = setting(10, "Checkpoint every this many iterations")
+    num_env_runners: int = setting(0, "RLlib env runners besides the local one")
+    num_learners: int = setting(0, "RLlib learner actors (0: learn in the main process)")
+    num_gpus_per_learner: float = setting(0, "GPUs per learner")
+    obs_size: int | None = setting(None, "vector game: observation size")
+    num_actions: int | None = setting(None, "vector game: action count")
+    metrics_port: int | None = setting(None, "Serve Prometheus /metrics on this port")
+    metrics_host: str = setting("127.0.0.1", "Address for --metrics-port")
+    init_weights: Path | None = setting(None, "Start from a `croupier pretrain` output dir")
+    max_idle: str = setting(
+        "none",
+        "Without episodes this long (900, 15m, 2h) checkpoint and stop; 0 or none: wait for "
+        "games forever",
+    )
+    idle_after: float = setting(30.0, "Seconds without episodes before reporting idle")
+    max_sample_lag: int | None = setting(
+        None,
+        "Drop waiting episodes more versions behind than this when sampled (a backlog's "
+        "staleness bound); default: ppo 32, appo none; -1: none",
+    )
+    stop_grace: float = setting(60.0, "Seconds after SIGTERM/SIGINT to checkpoint and exit")
+    log_level: str = setting("warning", "debug | info | warning | error")

@@ -13,11 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,32 +23,7 @@ from typing import Any
 import uvloop
 
 from croupier.engine.runner import EngineSummary, run_engine
-
-READY_TIMEOUT_S = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get_json(url: str, timeout: float = 5.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - loopback only
-        return json.loads(r.read())
-
-
-def wait_until_up(url: str, proc: subprocess.Popen, timeout: float = READY_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[2:4]} exited with {proc.returncode}")
-        try:
-            get_json(url + "/healthz", timeout=1.0)
-            return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError(f"{url} did not come up in {timeout:.0f} s")
+from croupier.local_server import CROUPIER, free_port, get_json, start_serve, wait_until_up
 
 
 def last_progress(path: Path) -> dict[str, Any] | None:
@@ -142,22 +115,21 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     link_port, http_port = free_port(), free_port()
     url = f"http://127.0.0.1:{http_port}"
-    exe = [sys.executable, "-m", "croupier"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     say = (lambda *a, **k: None) if run.quiet else print
     train_args = list(run.train_args)
     trainer = subprocess.Popen(
-        [*exe, "train", "--game", run.game, "--algo", run.algo,
+        [*CROUPIER, "train", "--game", run.game, "--algo", run.algo,
          "--listen", f"127.0.0.1:{link_port}", "--minutes", str(run.minutes),
          "--checkpoint-dir", str(run_dir / "trainer"), *train_args],
         stdout=(run_dir / "trainer.log").open("w"), stderr=subprocess.STDOUT, env=env,
     )  # fmt: skip
-    server = subprocess.Popen(
-        [*exe, "serve", "--game", run.game, "--port", str(http_port), "--seats", "learned,rules",
+    server = start_serve(
+        ["--game", run.game, "--seats", "learned,rules",
          "--trainer", f"127.0.0.1:{link_port}", "--weights-dir", str(run_dir / "weights"),
          "--data-dir", str(run_dir / "server"),
          "--arena-results", str(run_dir / "arena.jsonl"), *run.server_args],
-        stdout=(run_dir / "server.log").open("w"), stderr=subprocess.STDOUT, env=env,
+        http_port, stdout=(run_dir / "server.log").open("w"), env=env,
     )  # fmt: skip
     try:
         wait_until_up(url, server)

@@ -24,6 +24,7 @@ from croupier.api.observability import install_observability
 from croupier.api.rollout_routes import rollout_router
 from croupier.api.routes import hot_router, open_router, router
 from croupier.config import ServerConfig
+from croupier.dashboard import install_dashboard
 from croupier.sessions.guards import Overloaded, QuotaExceeded
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(hot_router)
     app.include_router(router)
     app.include_router(open_router)
-    install_observability(app, config, service)
+    install_dashboard(app, config.arena_results, install_observability(app, service).requests)
     app.include_router(rollout_router)
 
     async def client_error(request: Request, exc: Exception) -> JSONResponse:

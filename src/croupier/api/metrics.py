@@ -4,9 +4,10 @@ The decide path pays for one thing only: an ASGI middleware counting each reques
 latency bucket and a status count (plain ints: ~1.5 µs a request, where prometheus-client's own
 Histogram and Counter, which lock, cost ~4 µs). Everything else is read at scrape time
 from the counters the service already keeps (`DecisionService.health()`, the trainer link's
-`stats()`), so a new numeric field there shows up here without code: `health()["a"]["b"]`
-becomes the gauge `croupier_a_b`; a name listed in `COUNTERS` is exported as a counter
-(`croupier_a_b_total`), a dict of numbers listed in `LABELLED` as one metric with a label.
+`stats()`). Which of those numbers are exported, and under which public name, is the explicit
+table `EXPORTED` below: a metric name is a promise to dashboards and alerts, so renaming an
+internal stats key must not rename it (tests/test_metrics.py fails when a snapshot number is
+neither exported nor listed in `NOT_EXPORTED`, and when the exported names change).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import (
@@ -32,36 +34,81 @@ from prometheus_client.registry import Collector
 
 PREFIX = "croupier"
 
-# health() paths (joined with "_") that only ever grow: exported as Prometheus counters.
-COUNTERS = {
-    "games_created",
-    "decisions",
-    "batcher_decisions",
-    "batcher_forward_passes",
-    "episodes_recorded",
-    "episodes_shipped",
-    "episodes_dropped",
-    "trainer_link_connects",
-    "trainer_link_versions_installed",
-    "episodes_acked",
-    "episodes_corrupt",
-    "fallbacks",
-    "turn_replays",
-    "refused_overload",
-    "refused_too_large",
-    "refused_quota",
-    "expired_games",
-    "episodes_cut",
-    "weights_refused",
-    "batcher_invalid",
-    "trainer_link_errors",
-    "trainer_link_versions_refused",
-    "episodes_too_big",
+
+@dataclass(frozen=True)
+class Exported:
+    """One exported metric: its public name and where its number lives in the snapshot."""
+
+    name: str  # after `croupier_`; a counter gets `_total` from prometheus-client
+    path: tuple[str, ...]  # keys into server_snapshot()
+    kind: Literal["counter", "gauge"] = "gauge"
+    label: str | None = None  # a dict of numbers by this label, as one metric
+
+
+def _c(name: str, *path: str, label: str | None = None) -> Exported:
+    return Exported(name, path or (name,), "counter", label)
+
+
+def _g(name: str, *path: str) -> Exported:
+    return Exported(name, path or (name,), "gauge")
+
+
+# The public names. An entry whose number is absent (no trainer link, no production version
+# yet) is simply not exported that scrape.
+EXPORTED: tuple[Exported, ...] = (
+    _g("version"),
+    _g("games_in_flight"),
+    _c("games_created"),
+    _c("decisions", label="policy"),
+    _c("batcher_decisions", "batcher", "decisions"),
+    _c("batcher_forward_passes", "batcher", "forward_passes"),
+    _c("batcher_invalid", "batcher", "invalid"),
+    _g("batcher_late", "batcher", "late"),
+    _g("batcher_max_batch_seen", "batcher", "max_batch_seen"),
+    _g("batcher_queued", "batcher", "queued"),
+    _g("episodes_pending", "episodes", "pending"),
+    _g("episodes_pending_steps", "episodes", "pending_steps"),
+    _g("episodes_in_flight", "episodes", "in_flight"),
+    _g("episodes_spooled", "episodes", "spooled"),
+    _g("episodes_spooled_bytes", "episodes", "spooled_bytes"),
+    _c("episodes_recorded", "episodes", "recorded"),
+    _g("episodes_recovered", "episodes", "recovered"),
+    _c("episodes_shipped", "episodes", "shipped"),
+    _c("episodes_acked", "episodes", "acked"),
+    _c("episodes_dropped", "episodes", "dropped"),
+    _c("episodes_corrupt", "episodes", "corrupt"),
+    _c("episodes_too_big", "episodes", "too_big"),
+    _g("episodes_put_us_mean", "episodes", "put_us_mean"),
+    _g("episodes_durable", "episodes", "durable"),
+    _c("fallbacks"),
+    _c("turn_replays"),
+    _c("refused_overload"),
+    _c("refused_quota"),
+    _c("refused_too_large"),
+    _c("expired_games"),
+    _c("episodes_cut"),
+    _c("weights_refused"),
+    _g("trainer_link_thread_alive", "trainer_link", "thread_alive"),
+    _g("trainer_link_connected", "trainer_link", "connected"),
+    _g("trainer_link_authenticated", "trainer_link", "authenticated"),
+    _c("trainer_link_connects", "trainer_link", "connects"),
+    _c("trainer_link_versions_installed", "trainer_link", "versions_installed"),
+    _c("trainer_link_versions_refused", "trainer_link", "versions_refused"),
+    _c("trainer_link_errors", "trainer_link", "errors"),
+    _g("trainer_link_trainer_acks", "trainer_link", "trainer_acks"),
+    _g("trainer_link_max_message_bytes", "trainer_link", "max_message_bytes"),
+    _g("trainer_link_last_error_at", "trainer_link", "last_error_at"),
+    _g("versions_loaded"),
+    _g("production"),
+    _g("ingest_oldest_waiting_lag_versions", "ingest", "oldest_waiting_lag_versions"),
+)
+# Numbers in the snapshot deliberately not exported: configuration echoed in health(), or
+# summaries Prometheus derives itself.
+NOT_EXPORTED = {
+    ("batcher", "max_batch"),
+    ("batcher", "max_wait_ms"),
+    ("batcher", "mean_batch"),
 }
-# health() dicts of numbers exported as one metric labelled by their keys.
-LABELLED = {"decisions": "policy"}
-# Not metrics: configuration echoed in health(), or summaries Prometheus derives itself.
-SKIPPED = {"batcher_max_batch", "batcher_max_wait_ms", "batcher_mean_batch"}
 
 # Request latency buckets (seconds): sub-millisecond decisions up to a stuck request.
 LATENCY_BUCKETS = (
@@ -94,18 +141,24 @@ def endpoint_of(path: str) -> str:
     return "other"
 
 
-def _name(path: str) -> str:
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in path)
-
-
-def flatten(values: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(path, value) for every leaf of a nested dict; paths joined with "_"."""
+def numeric_paths(
+    values: dict[str, Any], prefix: tuple[str, ...] = ()
+) -> Iterator[tuple[str, ...]]:
+    """The key path of every number (or bool) in a nested snapshot dict."""
     for key, value in values.items():
-        path = f"{prefix}_{key}" if prefix else str(key)
-        if isinstance(value, dict) and _name(path) not in LABELLED:
-            yield from flatten(value, path)
-        else:
-            yield _name(path), value
+        path = (*prefix, str(key))
+        if isinstance(value, dict):
+            yield from numeric_paths(value, path)
+        elif _number(value) is not None:
+            yield path
+
+
+def _lookup(values: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(values, dict):
+            return None
+        values = values.get(key)
+    return values
 
 
 def _number(value: Any) -> float | None:
@@ -131,27 +184,22 @@ class ServiceCollector(Collector):
 
     def collect(self) -> Iterable[Any]:
         yield from self._requests.families()
-        for path, value in flatten(self._snapshot()):
-            if path in SKIPPED:
-                continue
-            name = f"{PREFIX}_{path}"
-            if path in LABELLED and isinstance(value, dict):
-                family = CounterMetricFamily if path in COUNTERS else GaugeMetricFamily
-                metric = family(
-                    name, f"health(): {path} by {LABELLED[path]}", labels=[LABELLED[path]]
-                )
+        snapshot = self._snapshot()
+        for m in EXPORTED:
+            value = _lookup(snapshot, m.path)
+            name = f"{PREFIX}_{m.name}"
+            family = CounterMetricFamily if m.kind == "counter" else GaugeMetricFamily
+            what = f"health(): {'_'.join(m.path)}"
+            if m.label is not None:
+                if not isinstance(value, dict):
+                    continue
+                metric = family(name, f"{what} by {m.label}", labels=[m.label])
                 for key, v in value.items():
                     if (n := _number(v)) is not None:
                         metric.add_metric([str(key)], n)
                 yield metric
-                continue
-            number = _number(value)
-            if number is None:
-                continue
-            if path in COUNTERS:
-                yield CounterMetricFamily(name, f"health(): {path}", value=number)
-            else:
-                yield GaugeMetricFamily(name, f"health(): {path}", value=number)
+            elif (number := _number(value)) is not None:
+                yield family(name, what, value=number)
         yield self._batch_histogram()
 
     def _batch_histogram(self) -> HistogramMetricFamily:

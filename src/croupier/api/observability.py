@@ -1,4 +1,5 @@
-"""What an operator sees: `/metrics`, `/dashboard` and the arena results, wired onto the app."""
+"""What Prometheus sees: `/metrics` and the request timing, wired onto the app (the dashboard,
+which reads the same snapshot, is wired by the composition root: see dashboard/__init__.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,6 @@ from typing import Any
 from fastapi import FastAPI
 
 from croupier.api.metrics import RequestMetrics, ServerMetrics, metrics_router
-from croupier.config import ServerConfig
-from croupier.dashboard.arena import ArenaResults
-from croupier.dashboard.history import History
-from croupier.dashboard.routes import arena_router, dashboard_router
 from croupier.sessions.service import DecisionService
 from croupier.trajectories.recorder import episode_versions
 
@@ -36,13 +33,11 @@ def server_snapshot(app: FastAPI) -> dict[str, Any]:
     return health
 
 
-def install_observability(app: FastAPI, config: ServerConfig, service: DecisionService) -> None:
+def install_observability(app: FastAPI, service: DecisionService) -> ServerMetrics:
+    """`/metrics` and the request timing; returns the metrics (the dashboard reads them)."""
     app.state.snapshot = lambda: server_snapshot(app)
     metrics = ServerMetrics(app.state.snapshot, lambda: service.batcher.batch_size_counts)
     app.state.metrics = metrics
-    app.state.history = History(app.state.snapshot, metrics.requests)
-    app.state.arena = ArenaResults(config.arena_results)
     app.add_middleware(RequestMetrics, stats=metrics.requests)
     app.include_router(metrics_router)
-    app.include_router(dashboard_router)
-    app.include_router(arena_router)
+    return metrics

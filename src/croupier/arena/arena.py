@@ -16,7 +16,6 @@ import contextlib
 import math
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -26,7 +25,9 @@ from typing import Any
 from croupier.client import CroupierClient
 from croupier.engine.batching import BatchingClient
 from croupier.engine.rlcard_games import GAMES, RLCardTable
-from croupier.engine.runner import _HAND_ERRORS, SEATS, play_decisions
+from croupier.engine.runner import HAND_ERRORS, SEATS, play_decisions
+from croupier.local_server import serving
+from croupier.stats import ci95
 
 _MAX_ERROR_SAMPLES = 5
 
@@ -36,7 +37,10 @@ class ArenaError(ValueError):
 
 
 @dataclass
-class ArenaResult:
+class MatchResult:
+    """One A-vs-B match in duplicate (not the dashboard's `ArenaResult`, one point of the
+    learning curve that a match can be posted as)."""
+
     game: str
     a: str
     b: str
@@ -153,7 +157,7 @@ async def _hand(client, decide, table: RLCardTable, game: str, seats: dict[str, 
         await client.end(game_id, dict(zip(SEATS, payoffs, strict=True)))
         return payoffs
     except BaseException:
-        with contextlib.suppress(*_HAND_ERRORS):
+        with contextlib.suppress(*HAND_ERRORS):
             await client.abort(game_id)
         raise
 
@@ -167,7 +171,7 @@ async def _table(client, decide, game: str, a: str, b: str, score: _Score, seed:
             first = await _hand(client, decide, table, game, {"0": a, "1": b})
             table.reset(deal)  # the same cards, seats swapped
             second = await _hand(client, decide, table, game, {"0": b, "1": a})
-        except _HAND_ERRORS as e:
+        except HAND_ERRORS as e:
             score.error(e)
             continue
         score.record((first[0], second[1]))
@@ -184,7 +188,7 @@ async def play_arena(
     seed: int = 0,
     api_key: str | None = None,
     batch: bool = False,
-) -> ArenaResult:
+) -> MatchResult:
     """Play `hands` hands (rounded up to whole duplicate pairs) of A against B."""
     if game not in GAMES:
         raise ArenaError(f"the arena plays {GAMES}, not {game!r}")
@@ -211,12 +215,12 @@ async def play_arena(
 
 def summarize(
     game: str, a: str, b: str, specs: dict[str, str], score: _Score, seconds: float
-) -> ArenaResult:
+) -> MatchResult:
     n = len(score.values)
     mean = sum(score.values) / n if n else float("nan")
     var = sum((x - mean) ** 2 for x in score.values) / (n - 1) if n > 1 else float("nan")
     hands = 2 * n
-    return ArenaResult(
+    return MatchResult(
         game=game,
         a=a,
         b=b,
@@ -224,7 +228,7 @@ def summarize(
         hands=hands,
         pairs=n,
         mean=mean,
-        ci95=1.96 * math.sqrt(var / n) if n > 1 else float("nan"),
+        ci95=ci95(math.sqrt(var), n) if n > 1 else float("nan"),
         win=score.wins / hands if hands else 0.0,
         draw=score.draws / hands if hands else 0.0,
         loss=score.losses / hands if hands else 0.0,
@@ -241,23 +245,10 @@ def local_server(
     game: str, weights_dir: Path | None, extra: list[str] | None = None, log: Path | None = None
 ) -> Iterator[str]:
     """`croupier serve` on a free loopback port (loading `weights_dir`'s versions); its URL."""
-    from croupier.demo import free_port, wait_until_up
-
-    port = free_port()
-    cmd = [sys.executable, "-m", "croupier", "serve", "--game", game, "--port", str(port),
-           "--seats", "rules", "--keep-versions", "64", *(extra or [])]  # fmt: skip
+    args = ["--game", game, "--seats", "rules", "--keep-versions", "64", *(extra or [])]
     if weights_dir is not None:
-        cmd += ["--weights-dir", str(weights_dir)]
-    out = log.open("w") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ})
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_until_up(url, proc)
+        args += ["--weights-dir", str(weights_dir)]
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(log.open("w")) if log else subprocess.DEVNULL
+        url, _ = stack.enter_context(serving(args, stdout=out, env={**os.environ}))
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)

@@ -19,8 +19,9 @@ from typing import Any
 
 from openskill.models import PlackettLuce
 
-from croupier.arena.arena import ArenaResult, play_arena
+from croupier.arena.arena import MatchResult, play_arena
 from croupier.client import CroupierClient
+from croupier.files import write_atomic
 
 
 async def league_players(url: str, versions: int, api_key: str | None = None) -> list[str]:
@@ -33,7 +34,7 @@ async def league_players(url: str, versions: int, api_key: str | None = None) ->
     return [*players, "random"]
 
 
-def rate(matches: list[ArenaResult], seed: int = 0) -> dict[str, dict[str, float]]:
+def rate(matches: list[MatchResult], seed: int = 0) -> dict[str, dict[str, float]]:
     """openskill ratings from every duplicate pair of every match."""
     model = PlackettLuce()
     players = {p for m in matches for p in (m.a, m.b)}
@@ -119,8 +120,6 @@ def save_league(league: dict[str, Any], run_dir: Path, weights_dir: Path | None 
     (run_dir / "league.json").write_text(json.dumps(league, indent=2, default=float))
     (run_dir / "table.txt").write_text(format_table(league) + "\n")
     if weights_dir is not None:
-        weights_dir.mkdir(parents=True, exist_ok=True)
-        tmp = weights_dir / "ratings.json.tmp"
-        tmp.write_text(json.dumps({"time": league["time"], "ratings": league["ratings"]}))
-        tmp.replace(weights_dir / "ratings.json")
+        ratings = {"time": league["time"], "ratings": league["ratings"]}
+        write_atomic(weights_dir / "ratings.json", json.dumps(ratings))
     return run_dir / "league.json"

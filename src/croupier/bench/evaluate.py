@@ -6,7 +6,6 @@ served version), so neither gains from how it is evaluated.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -14,6 +13,7 @@ import numpy as np
 from croupier.engine.seat_env import SeatEnv
 from croupier.policies.learned import PolicyVersions, WeightsState
 from croupier.policies.module import ModelSpec
+from croupier.stats import ci95
 
 MAX_STEPS_PER_HAND = 10_000
 
@@ -46,5 +46,5 @@ def payoff_vs(
     return {
         "n": int(x.size),
         "mean": float(x.mean()),
-        "ci95": float(1.96 * x.std(ddof=1) / math.sqrt(x.size)),
+        "ci95": float(ci95(float(x.std(ddof=1)), int(x.size))),
     }

@@ -26,7 +26,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,8 +33,8 @@ from typing import Any
 
 import httpx
 
-from croupier.demo import free_port, wait_until_up
 from croupier.engine.rlcard_games import RLCardTable
+from croupier.local_server import free_port, start_serve, wait_until_up
 
 LUA = Path(__file__).with_name("decide.lua")
 GAME = "leduc-holdem"
@@ -103,12 +102,7 @@ def _pinning() -> tuple[list[str], list[str]]:
 
 
 def _start_server(port: int, args: list[str], prefix: list[str] | None = None) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [*(prefix or []), sys.executable, "-m", "croupier", "serve", "--game", GAME]
-        + ["--port", str(port), "--data-dir", "none", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start_serve(["--game", GAME, "--data-dir", "none", *args], port, prefix=prefix or [])
     try:
         wait_until_up(f"http://127.0.0.1:{port}", proc, timeout=60)
     except BaseException:

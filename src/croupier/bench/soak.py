@@ -15,8 +15,6 @@ import asyncio
 import contextlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -24,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from croupier.client import CroupierClient, CroupierError
-from croupier.demo import free_port, wait_until_up
 from croupier.engine.rlcard_games import RLCardTable
+from croupier.local_server import free_port, start_serve, stop, wait_until_up
 
 GAME = "leduc-holdem"
 SEATS = ("0", "1")
@@ -153,9 +151,7 @@ def bench_soak(games: int, minutes: float, out_dir: Path, url: str | None = None
         if url is None:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
-            cmd = [sys.executable, "-m", "croupier", "serve", "--game", GAME, "--port", str(port)]
-            cmd += ["--data-dir", data_dir]
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            proc = start_serve(["--game", GAME, "--data-dir", data_dir], port)
         try:
             if proc is not None:
                 wait_until_up(url, proc, timeout=120)
@@ -178,11 +174,7 @@ def bench_soak(games: int, minutes: float, out_dir: Path, url: str | None = None
             server = httpx.get(url + "/healthz", timeout=30).json()
         finally:
             if proc is not None:
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                stop(proc)
     per_minute = [m.summary() for m in soak.minutes]
     all_lat = sorted(x for m in soak.minutes for x in m.latencies)
     report = {

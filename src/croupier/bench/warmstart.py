@@ -14,35 +14,27 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import uvloop
 
-from croupier.demo import ExternalRun, free_port, run_external, wait_until_up
+from croupier.demo import ExternalRun, run_external
 from croupier.engine.runner import run_engine
+from croupier.local_server import serving
 from croupier.policies.module import ModelSpec
+from croupier.policies.weights_file import weights_path
 from croupier.trainer.pretrain import pretrain
 
 
 def record_rules(game: str, out: Path, hands: int, log: Path) -> dict[str, Any]:
     """Rules against random through a server recording the rules' decisions into `out`."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "croupier", "serve", "--game", game, "--port", str(port),
-           "--offline-dir", str(out)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    try:
-        wait_until_up(url, proc)
+    # Stopped with SIGTERM on the way out: the server flushes the episodes then.
+    with log.open("w") as f, serving(["--game", game, "--offline-dir", str(out)], f) as (url, _):
         summary = uvloop.run(
             run_engine(url, game, 32, ["rules", "random"], hands, None, batch=True, record="rules")
         )
-    finally:
-        proc.terminate()  # the server flushes the episodes on the way out
-        proc.wait(30)
     return summary.to_dict()
 
 
@@ -100,8 +92,8 @@ def bench_warmstart(
             external.train_args = ["--init-weights", str(pre_dir)]
             weights = run_dir / name / "weights"
             weights.mkdir(parents=True, exist_ok=True)
-            for f in ("v00000001.npz", "latest.json"):
-                shutil.copy(pre_dir / f, weights / f)
+            for path in (weights_path(pre_dir, 1), pre_dir / "latest.json"):
+                shutil.copy(path, weights / path.name)
         report = run_external(external)
         runs[name] = {
             "windows": window_means(report["curve"], window_s),

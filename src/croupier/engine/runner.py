@@ -23,6 +23,7 @@ from croupier.client import CroupierClient, CroupierError
 from croupier.engine.batching import BatchingClient
 from croupier.engine.rlcard_games import GAMES, RLCardTable
 from croupier.routing import RoutedClient, client_for_urls
+from croupier.stats import ci95
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +38,15 @@ class HandError(Exception):
     """A hand that cannot go on (bad response, illegal action): abort it, count it."""
 
 
-_HAND_ERRORS = (CroupierError, HandError, aiohttp.ClientError, TimeoutError)
+# What ends one hand (counted, the others play on): shared with the arena.
+HAND_ERRORS = (CroupierError, HandError, aiohttp.ClientError, TimeoutError)
 
 
 @dataclass
 class PolicyStats:
     n: int
     mean: float
-    ci95: float  # half-width: 1.96 * std / sqrt(n)
+    ci95: float  # half-width: stats.ci95
 
 
 @dataclass
@@ -91,7 +93,7 @@ class _Running:
 
     def stats(self) -> PolicyStats:
         std = math.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else 0.0
-        return PolicyStats(self.n, self.mean, 1.96 * std / math.sqrt(self.n) if self.n else 0.0)
+        return PolicyStats(self.n, self.mean, ci95(std, self.n))
 
 
 class _Tally:
@@ -193,11 +195,11 @@ async def _play_hand(
         payoffs = table.payoffs()
         await client.end(game_id, dict(zip(SEATS, payoffs, strict=True)))
         tally.record(policies, payoffs)
-    except _HAND_ERRORS as e:
+    except HAND_ERRORS as e:
         tally.error(e)
         if game_id is not None:
             # Free the server's game; it may already be gone, which is fine.
-            with contextlib.suppress(*_HAND_ERRORS):
+            with contextlib.suppress(*HAND_ERRORS):
                 await client.abort(game_id)
 
 

@@ -1,0 +1,1 @@
+"""Helpers shared by test modules (test modules never import each other)."""

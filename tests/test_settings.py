@@ -1,0 +1,209 @@
+"""Settings defined once (croupier/config.py): `croupier serve`'s flags parse into the same
+`ServerConfig` the hand-written CLI built, every old flag name still works, and docs/settings.md
+is the generated table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from croupier.cli import app, settings_markdown, train_options
+from croupier.config import ServeProcess, ServerConfig, TrainSettings
+from croupier.settings import build
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# `croupier serve`'s flags before the settings model (docs, runbook and systemd units use them).
+SERVE_FLAGS = [
+    "--admin-keys",
+    "--api-keys",
+    "--arena-results",
+    "--behaviour-lag",
+    "--canary-share",
+    "--data-dir",
+    "--decide-deadline-ms",
+    "--fallback",
+    "--forward-inline-from",
+    "--forward-thread",
+    "--game",
+    "--host",
+    "--idle-game-timeout-s",
+    "--keep-alive-s",
+    "--keep-versions",
+    "--link-token",
+    "--log-level",
+    "--max-batch",
+    "--max-body-kb",
+    "--max-games",
+    "--max-games-per-key",
+    "--max-queued-decisions",
+    "--max-wait-ms",
+    "--num-actions",
+    "--num-players",
+    "--obs-size",
+    "--offline-dir",
+    "--opentelemetry",
+    "--pin",
+    "--port",
+    "--read-keys",
+    "--rllib-compat",
+    "--rllib-compat-allow-remote",
+    "--rules",
+    "--seats",
+    "--seed",
+    "--spool-max-episodes",
+    "--spool-max-mb",
+    "--ssl-ca-certs",
+    "--ssl-certfile",
+    "--ssl-keyfile",
+    "--ssl-keyfile-password",
+    "--trainer",
+    "--weights-dir",
+    "--no-forward-thread",
+    "--no-rllib-compat",
+    "--no-rllib-compat-allow-remote",
+    "--no-opentelemetry",
+]
+
+
+def _serve() -> Any:
+    return typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
+
+
+def parse(*argv: str) -> tuple[ServeProcess, ServerConfig]:
+    """What `croupier serve ARGV` builds, without serving."""
+    ctx = _serve().make_context("serve", list(argv))
+    return build(ServeProcess, ctx.params), build(ServerConfig, ctx.params)
+
+
+def test_every_old_serve_flag_still_exists():
+    flags = {d for p in _serve().params for d in (*p.opts, *p.secondary_opts)}
+    assert set(SERVE_FLAGS) <= flags, set(SERVE_FLAGS) - flags
+
+
+def test_the_flags_defaults_are_the_configs_defaults():
+    """A flag whose default drifted from its field's would make `croupier serve` and a
+    `ServerConfig()` differ: only the data dir does, on purpose (the CLI keeps a spool)."""
+    process, config = parse()
+    assert config == ServerConfig(data_dir=Path("croupier-data/8000"))
+    assert process == ServeProcess()
+
+
+def test_flags_convert_to_the_configs_units_and_meanings():
+    process, config = parse(
+        "--port", "8123", "--data-dir", "/tmp/d-{port}", "--seats", "rules,random",
+        "--spool-max-episodes", "7", "--spool-max-mb", "2", "--max-body-kb", "8",
+        "--decide-deadline-ms", "0", "--max-games-per-key", "0", "--idle-game-timeout-s", "0",
+        "--api-keys", "a, b,", "--admin-keys", "c", "--no-forward-thread", "--rllib-compat",
+        "--keep-alive-s", "5", "--log-level", "info",
+    )  # fmt: skip
+    assert process.port == 8123 and process.keep_alive_s == 5.0 and process.log_level == "info"
+    assert config.data_dir == Path("/tmp/d-8123")
+    assert config.seat_mix == ["rules", "random"]
+    assert config.outbox_max_episodes == 7
+    assert config.spool_max_bytes == 2 * 1024 * 1024
+    assert config.max_body_bytes == 8 * 1024
+    assert config.decide_deadline_ms is None
+    assert config.max_games_per_key is None
+    assert config.idle_game_timeout_s is None
+    assert config.api_keys == ["a", "b"] and config.admin_keys == ["c"] and config.read_keys == []
+    assert config.forward_thread is False and config.rllib_compat is True
+    _, config = parse("--data-dir", "none", "--max-games-per-key", "3")
+    assert config.data_dir is None and config.max_games_per_key == 3
+
+
+def test_keys_and_secrets_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("CROUPIER_API_KEYS", "e1,e2")
+    monkeypatch.setenv("CROUPIER_READ_KEYS", "r")
+    monkeypatch.setenv("CROUPIER_LINK_TOKEN", "secret")
+    monkeypatch.setenv("CROUPIER_SSL_KEYFILE_PASSWORD", "pw")
+    process, config = parse()
+    assert config.api_keys == ["e1", "e2"] and config.read_keys == ["r"]
+    assert config.link_token == "secret" and process.ssl_keyfile_password == "pw"
+
+
+def test_a_bad_seat_mix_is_refused_by_the_parser():
+    with pytest.raises(Exception, match="empty"):
+        parse("--seats", ",")
+
+
+def test_docs_settings_md_is_the_generated_table():
+    """Regenerate with `croupier settings-doc --out docs/settings.md`."""
+    assert (ROOT / "docs/settings.md").read_text() == settings_markdown()
+
+
+TRAIN_FLAGS = [
+    "--game",
+    "--algo",
+    "--listen",
+    "--checkpoint-dir",
+    "--minutes",
+    "--iterations",
+    "--ray-address",
+    "--max-version-lag",
+    "--link-token",
+    "--insecure",
+    "--no-insecure",
+    "--lr",
+    "--train-batch-size",
+    "--minibatch-size",
+    "--num-epochs",
+    "--max-sample-batches",
+    "--entropy-coeff",
+    "--hiddens",
+    "--checkpoint-every",
+    "--num-env-runners",
+    "--num-learners",
+    "--num-gpus-per-learner",
+    "--obs-size",
+    "--num-actions",
+    "--metrics-port",
+    "--metrics-host",
+    "--init-weights",
+    "--max-idle",
+    "--idle-after",
+    "--max-sample-lag",
+    "--stop-grace",
+    "--log-level",
+]
+
+
+def _train() -> Any:
+    return typer.main.get_command(app).commands["train"]  # type: ignore[attr-defined]
+
+
+def train_parse(*argv: str) -> Any:
+    """The `TrainOptions` `croupier train ARGV` would run, without training."""
+    ctx = _train().make_context("train", list(argv))
+    return train_options(build(TrainSettings, ctx.params))
+
+
+def test_every_old_train_flag_still_exists():
+    flags = {d for p in _train().params for d in (*p.opts, *p.secondary_opts)}
+    assert set(TRAIN_FLAGS) <= flags, set(TRAIN_FLAGS) - flags
+
+
+def test_train_defaults_are_the_trainers_own():
+    """`croupier train` with no flags runs what `TrainOptions()` means (its hyperparameters
+    `Hyper.defaults(algo)`): the settings model and the trainer's defaults cannot drift."""
+    from croupier.trainer.algo import Hyper
+    from croupier.trainer.run import TrainOptions
+
+    assert train_parse() == TrainOptions(hyper=Hyper.defaults("appo"))
+    assert train_parse("--algo", "ppo") == TrainOptions(algo="ppo", hyper=Hyper.defaults("ppo"))
+
+
+def test_train_flags_convert(monkeypatch):
+    monkeypatch.setenv("CROUPIER_LINK_TOKEN", "tok")
+    options = train_parse(
+        "--algo", "ppo", "--lr", "0.25", "--max-sample-batches", "0", "--max-sample-lag", "-1",
+        "--max-idle", "15m", "--hiddens", "8,4", "--stop-grace", "5",
+    )  # fmt: skip
+    assert options.token == "tok" and options.hiddens == [8, 4]
+    assert options.max_idle_s == 900.0 and options.stop_grace_s == 5.0
+    assert options.hyper.lr == 0.25
+    assert options.hyper.max_sample_batches is None and options.hyper.max_sample_lag is None
+    assert train_parse("--max-sample-lag", "3").hyper.max_sample_lag == 3
