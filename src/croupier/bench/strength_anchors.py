@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from rlcard.games.doudizhu.game import DoudizhuGame
 
 from croupier.games.doudizhu import CARD_SIZE, DoudizhuAdapter, FeatureSpec, rule_move_unchecked
 from croupier.policies.candidates import CandidateNet
+from croupier.stats import win_rate_ci
 
 
 @dataclass
@@ -59,12 +59,6 @@ class PPOConfig:
     eval_games: int = 500
     final_games: int = 2000  # the last checkpoint's evaluation, greedy and sampled
     seed: int = 0
-
-
-def win_rate_ci(wins: int, n: int) -> tuple[float, float]:
-    """Win rate and its 95% CI half-width (normal approximation)."""
-    p = wins / n if n else float("nan")
-    return p, 1.96 * math.sqrt(p * (1 - p) / n) if n else float("nan")
 
 
 def learned_seats(learn: str, landlord: int) -> list[int]:

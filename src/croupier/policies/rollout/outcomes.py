@@ -2,30 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-
-class Mean:
-    """Count, mean and 95% CI half-width of a stream of numbers."""
-
-    __slots__ = ("n", "total", "squares")
-
-    def __init__(self) -> None:
-        self.n, self.total, self.squares = 0, 0.0, 0.0
-
-    def add(self, x: float) -> None:
-        self.n += 1
-        self.total += x
-        self.squares += x * x
-
-    def to_dict(self) -> dict[str, Any]:
-        if not self.n:
-            return {"n": 0, "mean": None, "ci95": None}
-        mean = self.total / self.n
-        var = max(0.0, (self.squares - self.n * mean * mean) / (self.n - 1)) if self.n > 1 else 0
-        return {"n": self.n, "mean": mean, "ci95": 1.96 * math.sqrt(var / self.n)}
+from croupier.stats import Mean
 
 
 @dataclass
