@@ -74,7 +74,7 @@ def runners() -> Iterator[list[Any]]:
 
 def test_acks_on_ingest_and_dedup_survives_a_restart(tmp_path, runners):
     episodes = [synthetic_episode(5, seed=i) for i in range(6)]  # played at version 5
-    ids = [e["id_"] for e in episodes]
+    ids = [e["id"] for e in episodes]
     first = build_runner(tmp_path, max_lag=2)
     runners.append(first)
     chan = connect(first)
@@ -82,7 +82,7 @@ def test_acks_on_ingest_and_dedup_survives_a_restart(tmp_path, runners):
     first.set_state({"rl_module": first.module.get_state(), "weights_seq_no": 5})
     chan.send({"type": "EPISODES", "episodes": [*episodes[:4], stale]})
     # Taken into the inbox or dropped for lag: either way settled, logged and acked.
-    assert sorted(recv_acks(chan, 5)) == sorted([*ids[:4], stale["id_"]])
+    assert sorted(recv_acks(chan, 5)) == sorted([*ids[:4], stale["id"]])
     assert sorted(e.id_ for e in first.sample()) == sorted(ids[:4])
     # Sent again (an ack lost on the way): a duplicate, acked again, not sampled again.
     chan.send({"type": "EPISODES", "episodes": [episodes[0], episodes[4], episodes[4]]})
@@ -142,8 +142,8 @@ def test_token_handshake_closes_before_anything_is_processed(runners):
     # With the token it works, and wrong types after the handshake drop only that link.
     chan = connect(runner, TOKEN)
     chan.send({"type": "EPISODES", "episodes": [good]})
-    assert recv_acks(chan, 1) == [good["id_"]]
-    assert runner.wait_for_steps(len(good["actions"]["data"]), 10)
+    assert recv_acks(chan, 1) == [good["id"]]
+    assert runner.wait_for_steps(len(good["actions"]), 10)
     for bad in ({"type": "EPISODES", "episodes": 7}, {"type": "SET_STATE", "x": 1}):
         other = connect(runner, TOKEN)
         other.send(bad)
@@ -198,7 +198,7 @@ def test_a_backlog_bigger_than_the_cap_waits_for_the_next_updates(runners):
     runners.append(runner)
     chan = connect(runner)
     episodes = [synthetic_episode(0, n=3, seed=i) for i in range(10)]  # 3 steps each
-    ids = [e["id_"] for e in episodes]
+    ids = [e["id"] for e in episodes]
     chan.send({"type": "EPISODES", "episodes": episodes})
     assert sorted(recv_acks(chan, 10)) == sorted(ids)  # all taken: the server may forget them
     # The newest 15 steps (16 would split one), then the rest: nothing lost.
@@ -217,7 +217,7 @@ def test_a_backlog_bigger_than_the_cap_waits_for_the_next_updates(runners):
     fresh = synthetic_episode(4, n=3, seed=30)
     chan.send({"type": "EPISODES", "episodes": [fresh]})
     recv_acks(chan, 1)
-    assert [e.id_ for e in runner.sample()] == [fresh["id_"]]
+    assert [e.id_ for e in runner.sample()] == [fresh["id"]]
     stats = runner.link_stats()
     assert stats["episodes_dropped_stale"] == 4 and stats["steps_dropped_stale"] == 12
     chan.sock.close()
@@ -232,4 +232,4 @@ def test_the_backlog_in_memory_is_bounded(runners):
     stats = runner.link_stats()
     assert stats["waiting_steps"] == 15 and stats["episodes_dropped_backlog"] == 5
     assert stats["steps_dropped_backlog"] == 15
-    assert sorted(e.id_ for e in runner.sample()) == sorted(e["id_"] for e in episodes[8:])
+    assert sorted(e.id_ for e in runner.sample()) == sorted(e["id"] for e in episodes[8:])

@@ -459,7 +459,7 @@ def test_ingest_drops_episodes_past_the_version_lag(ray_session):
                 current,
                 synthetic_episode(9, seed=2),  # one version late
                 synthetic_episode(3, seed=3),
-                {**synthetic_episode(10, seed=4), "custom_data": {"versions": [10, 10, 6, 10]}},
+                {**synthetic_episode(10, seed=4), "versions": [10, 10, 6, 10]},
                 current,  # a duplicate (at-least-once delivery)
             ]
         )
@@ -470,7 +470,7 @@ def test_ingest_drops_episodes_past_the_version_lag(ray_session):
         assert stats["lag_histogram"] == {0: 1, 1: 1, 4: 1, 7: 1}
         assert runner.wait_for_steps(4, 0.1) and not runner.wait_for_steps(5, 0.1)
         episodes = runner.sample()
-        assert [e.id_ for e in episodes] == [current["id_"]]
+        assert [e.id_ for e in episodes] == [current["id"]]
     finally:
         runner.stop()
 

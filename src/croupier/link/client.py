@@ -272,7 +272,7 @@ class TrainerLink:
                     channel.send({"type": RLlink.GET_STATE.name})
                 self.outbox.mark_shipped(len(batch[0]))
                 if not self.trainer_acks:
-                    self.outbox.ack([e["id_"] for e in batch[0]])
+                    self.outbox.ack([e["id"] for e in batch[0]])
         except OSError:
             self.outbox.requeue(episodes)
             raise
@@ -295,8 +295,8 @@ class TrainerLink:
             return
         if len(episodes) == 1:
             size = "too large to encode" if body is None else f"{len(body)} bytes"
-            self.outbox.drop_too_big([episodes[0]["id_"]])
-            self._error(f"episode {episodes[0]['id_']} dropped: {size}, over the {limit}-byte "
+            self.outbox.drop_too_big([episodes[0]["id"]])
+            self._error(f"episode {episodes[0]['id']} dropped: {size}, over the {limit}-byte "
                         "message limit")  # fmt: skip
             return
         half = len(episodes) // 2

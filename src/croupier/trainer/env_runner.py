@@ -49,7 +49,6 @@ from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.env import INPUT_ENV_SPACES
 from ray.rllib.env.env_runner import EnvRunner
 from ray.rllib.env.external.rllink import RLlink
-from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.metrics import (
@@ -62,8 +61,10 @@ from ray.rllib.utils.serialization import gym_space_to_dict
 
 from croupier.link import auth, wire
 from croupier.policies.module import ModelSpec
+from croupier.trainer import rllib_private
 from croupier.trainer.episodes import EpisodeRejected, validate_episode
 from croupier.trainer.ingest_log import IngestLog
+from croupier.trajectories.record import record_id
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +299,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                     break
         self._count("episodes_sampled", len(episodes))
         self._count("steps_sampled", steps)
-        SingleAgentEnvRunner._increase_sampled_metrics(self, steps, len(episodes))
+        rllib_private.increase_sampled_metrics(self, steps, len(episodes))
         self._done_for_metrics.extend(episodes)
         return episodes
 
@@ -344,7 +345,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         """APPO/IMPALA with remote runners do not push weights: they leave them on RLlib's
         `EnvRunnerStateServer`, which each runner asks at the top of `sample()` (as RLlib's
         own runners do). Without this a remote runner, and so its servers, kept version 0."""
-        server = getattr(self, "_env_runner_state_server", None)
+        server = rllib_private.env_runner_state_server(self)
         if server is None:
             return
         try:
@@ -614,7 +615,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 self._count("episodes_rejected")
                 if not isinstance(e, EpisodeRejected):
                     log.debug("rejected episode: %s: %s", type(e).__name__, e)
-                episode_id = state.get("id_") if isinstance(state, dict) else None
+                episode_id = record_id(state)
                 if isinstance(episode_id, str) and len(episode_id) <= 128:
                     if episode_id not in seen_now:
                         taken.append((episode_id, "rejected"))  # a resend would fail again
