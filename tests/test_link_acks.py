@@ -228,7 +228,7 @@ def test_the_backlog_in_memory_is_bounded(runners):
     runner = build_runner(None, hyper=bounded)  # at most 16 steps waiting
     runners.append(runner)
     episodes = [synthetic_episode(0, n=3, seed=i) for i in range(10)]
-    runner._ingest(episodes)
+    runner.ingest(episodes)
     stats = runner.link_stats()
     assert stats["waiting_steps"] == 15 and stats["episodes_dropped_backlog"] == 5
     assert stats["steps_dropped_backlog"] == 15

@@ -122,7 +122,7 @@ class RunningTrainer:
             if feed and self.alive() and self.runner._inbox_steps < HYPER.train_batch_size:
                 seed += 60
                 eps = [synthetic_episode(self.seq(), seed=seed + i) for i in range(60)]
-                self.runner._ingest(eps)
+                self.runner.ingest(eps)
         assert not self.alive(), f"Trainer.run() still running after {timeout_s} s"
         if self.error is not None:
             raise AssertionError(f"Trainer.run() failed: {self.error!r}") from self.error
@@ -454,7 +454,7 @@ def test_ingest_drops_episodes_past_the_version_lag(ray_session):
         runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 10})
         assert runner.weights_seq_no == 10
         current = synthetic_episode(10, seed=1)
-        runner._ingest(
+        runner.ingest(
             [
                 current,
                 synthetic_episode(9, seed=2),  # one version late
