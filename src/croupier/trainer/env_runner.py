@@ -18,14 +18,13 @@ exceeds `backlog_max_steps` in memory (see docs/trainer-lifecycle.md).
 
 The runner listens only once `start_link()` is called (`listen_at_start=False`, as the trainer
 does after restoring its checkpoint), so no server is handed weights before they are restored.
-Each version it publishes is noted beside the checkpoint (`published-<i>`), with its weights
-(`published-<i>.npz`): a trainer restarted from an older checkpoint can go on from them.
+Each version it publishes is noted beside the checkpoint (`trainer.published`): a trainer
+restarted from an older checkpoint can go on from them.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import Counter, deque
@@ -34,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import ray
 from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.env import INPUT_ENV_SPACES
@@ -56,12 +54,12 @@ from croupier.policies.module import ModelSpec
 from croupier.trainer import rllib_private
 from croupier.trainer.episodes import EpisodeRejected, validate_episode
 from croupier.trainer.ingest_log import IngestLog
+from croupier.trainer.published import note_published, published_version
 from croupier.trajectories.record import record_id
 
 log = logging.getLogger(__name__)
 
 _RECENT_IDS = 200_000
-_SEQ_KEY = "__weights_seq_no__"  # in published-<i>.npz: the version of the weights beside it
 
 
 @dataclass(frozen=True)
@@ -333,29 +331,12 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         weights = self.module.get_state()
         self._state_body = self._encode_state(weights)
         # Noted before it is sent: whatever a server holds, the trainer can find again.
-        self._remember_published(self._weights_seq_no, weights)
+        if self.options.state_dir and self._weights_seq_no > self._published:
+            self._published = self._weights_seq_no
+            note_published(
+                Path(self.options.state_dir), self.worker_index, self._published, weights
+            )
         self.server.broadcast(self._state_body)
-
-    def _remember_published(self, seq: int, weights: dict[str, Any]) -> None:
-        """Note the highest version ever sent to servers, and its weights, beside the
-        checkpoint: a trainer restarted from an older checkpoint goes on from these weights
-        under their own number (see `read_published_weights`), so a version number never
-        names two different sets of weights, and `latest` never falls back in quality."""
-        if not self.options.state_dir or seq <= self._published:
-            return
-        self._published = seq
-        base = Path(self.options.state_dir) / f"published-{self.worker_index}"
-        try:
-            # The weights first: a number on disk always has its weights, or older ones.
-            tmp_npz = base.with_name(base.name + ".tmp.npz")
-            arrays = {k: np.asarray(v) for k, v in weights.items()}
-            np.savez(tmp_npz, **arrays, **{_SEQ_KEY: np.asarray(seq, dtype=np.int64)})
-            os.replace(tmp_npz, base.with_name(base.name + ".npz"))
-            tmp = base.with_suffix(".tmp")
-            tmp.write_text(str(seq))
-            os.replace(tmp, base)
-        except OSError as e:
-            log.warning("could not note the published version in %s: %s", base, e)
 
     # --- what the link exposes -----------------------------------------------------------
 
@@ -487,36 +468,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self.counters.add("episodes_dropped_backlog", dropped)
         self.counters.add("steps_dropped_backlog", dropped_steps)
 
+
 def check_listen(options: LinkOptions) -> None:
     """Refuse an unauthenticated, non-loopback listen address (`link.server.check_listen`)."""
     _check_listen(options.host, options.token, options.insecure)
-
-
-def published_version(state_dir: Path) -> int:
-    """The highest weights version any runner of a trainer using `state_dir` has published."""
-    highest = 0
-    for path in state_dir.glob("published-*"):
-        if path.suffix in (".tmp", ".npz"):
-            continue
-        try:
-            highest = max(highest, int(path.read_text().strip()))
-        except (OSError, ValueError):
-            continue
-    return highest
-
-
-def read_published_weights(state_dir: Path) -> tuple[int, dict[str, np.ndarray]] | None:
-    """The newest published weights noted in `state_dir` (any runner's): (version, the
-    inference module's state), or None if there are none that load. Never unpickles."""
-    best: tuple[int, dict[str, np.ndarray]] | None = None
-    for path in state_dir.glob("published-*.npz"):
-        if path.name.endswith(".tmp.npz"):
-            continue
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                seq = int(data[_SEQ_KEY])
-                if best is None or seq > best[0]:
-                    best = (seq, {k: data[k] for k in data.files if k != _SEQ_KEY})
-        except (OSError, ValueError, KeyError) as e:
-            log.warning("ignoring unreadable published weights %s: %s", path, e)
-    return best

@@ -27,11 +27,21 @@ def increase_sampled_metrics(runner: Any, num_steps: int, num_episodes: int) -> 
     SingleAgentEnvRunner._increase_sampled_metrics(runner, num_steps, num_episodes)
 
 
+# Where IMPALA/APPO put the `EnvRunnerStateServer` actor on each remote runner (when
+# `use_env_runner_state_server` is on): an attribute the Algorithm sets, private to RLlib.
+STATE_SERVER_ATTR = "_env_runner_state_server"
+
+
 def env_runner_state_server(runner: Any) -> Any:
-    """The `EnvRunnerStateServer` actor IMPALA/APPO inject into each remote runner (as
-    `_env_runner_state_server`, when `use_env_runner_state_server` is on), or None. Runners
-    pull the newest weights from it at the top of `sample()`."""
-    return getattr(runner, "_env_runner_state_server", None)
+    """The `EnvRunnerStateServer` actor injected into `runner`, or None. Runners pull the
+    newest weights from it at the top of `sample()`, as RLlib's own runners do."""
+    return getattr(runner, STATE_SERVER_ATTR, None)
+
+
+def stock_runner_weights_seq_no(runner: Any) -> int:
+    """The weights version RLlib's stock `EnvRunnerServerForExternalInference` holds (kept in
+    a private attribute; the compat tests read it)."""
+    return int(runner._weights_seq_no)
 
 
 def episode_from_arrays(

@@ -208,7 +208,7 @@ class Trainer:
             num_gpus_per_learner=opts.num_gpus_per_learner,
         )
         self.algo = config.build_algo()
-        from croupier.trainer.env_runner import published_version
+        from croupier.trainer.published import published_version
 
         # Read before restoring: what servers have seen, whatever the checkpoint says.
         published = published_version(Path(opts.checkpoint_dir))
@@ -248,7 +248,7 @@ class Trainer:
         from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
         from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
-        from croupier.trainer.env_runner import read_published_weights
+        from croupier.trainer.published import read_published_weights
 
         group = self.algo.learner_group
         restored = group.get_state(components=COMPONENT_LEARNER)
