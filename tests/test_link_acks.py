@@ -7,6 +7,7 @@ loopback with the wire module, as a policy server would.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -233,3 +234,53 @@ def test_the_backlog_in_memory_is_bounded(runners):
     assert stats["waiting_steps"] == 15 and stats["episodes_dropped_backlog"] == 5
     assert stats["steps_dropped_backlog"] == 15
     assert sorted(e.id_ for e in runner.sample()) == sorted(e["id"] for e in episodes[8:])
+
+
+def test_one_episode_delivered_on_two_connections_at_once_is_taken_once(tmp_path, runners):
+    """A resend racing its original (two readers, the same ids at the same moment): the
+    duplicate check and its record in the ingest log are one step, so each episode is taken
+    once and the other delivery counted as a duplicate. The log write is slowed down here to
+    hold the window open that a check-then-record without a lock leaves."""
+    runner = build_runner(tmp_path)
+    runners.append(runner)
+    episodes = [synthetic_episode(0, n=2, seed=40 + i) for i in range(6)]
+    record = runner.ingest_log.record
+
+    def slow_record(entries: list[tuple[str, str]]) -> None:
+        time.sleep(0.3)
+        record(entries)
+
+    runner.ingest_log.record = slow_record  # type: ignore[method-assign]
+    acked: list[list[str]] = []
+    threads = [
+        threading.Thread(target=lambda: acked.append(runner.ingest(episodes))) for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    stats = runner.link_stats()
+    assert stats["episodes_received"] == 6 and stats["episodes_duplicate"] == 6
+    assert stats["steps_received"] == 12 and runner.wait_for_steps(12, 1)
+    assert not runner.wait_for_steps(13, 0.2)  # nothing taken twice
+    # Both deliveries are acked (the second as a duplicate whose ack may have been lost).
+    assert [sorted(a) for a in acked] == [sorted(e["id"] for e in episodes)] * 2
+
+
+def test_link_counters_lose_no_count_under_concurrent_readers():
+    from croupier.link.server import LINK_COUNTERS, LinkCounters
+
+    counters = LinkCounters()
+
+    def bump() -> None:
+        for _ in range(20_000):
+            counters.add("frames_rejected")
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    snap = counters.snapshot()
+    assert snap["frames_rejected"] == 80_000
+    assert list(snap) == list(LINK_COUNTERS)  # every counter, in the one list's order

@@ -406,7 +406,7 @@ def test_garbage_on_the_trainer_port(shared, tmp_path):
 
     # A well-formed message with a bad episode: the episode is rejected, the link stays up.
     with socket.create_connection(("127.0.0.1", rt.port), timeout=10) as sock:
-        bad = [{"t": "x"}, {**synthetic_episode(0), "t": 99}]
+        bad = [{"t": "x"}, {**synthetic_episode(0), "actions": np.zeros(99, np.int64)}]
         wire.send(sock, {"type": "PING"})  # the handshake (no token here)
         assert wire.recv(sock)[0].name == "PONG"
         wire.send(sock, {"type": "EPISODES", "episodes": bad})

@@ -592,5 +592,7 @@ def quiet_ray_deprecations() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray(\.|$)")
-    # Ray's `deprecation_warning` logs through this logger (ray/_common/deprecation.py).
-    logging.getLogger("ray._common.deprecation").setLevel(logging.ERROR)
+    # Ray's `deprecation_warning` logs through this logger (a private module's name).
+    from croupier.trainer.rllib_private import DEPRECATION_LOGGER
+
+    logging.getLogger(DEPRECATION_LOGGER).setLevel(logging.ERROR)
