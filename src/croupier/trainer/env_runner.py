@@ -10,11 +10,8 @@ Policy servers connect to the link server and send finished episode records; thi
 
 `sample()` returns the episodes received since the last call, waiting until `sample_min_steps`
 env steps are in or `sample_timeout_s` passed, and with no traffic as long as it takes (until
-the runner is stopped). Episodes wait in a queue; one `sample()` takes at most `sample_max_steps`
-of them, the newest: a learner update never grows with a backlog (which would make the next
-backlog bigger), and a backlog (a trainer outage's spool) is trained over the next updates with
-room. What is more than `max_sample_lag` versions old by then is dropped, counted; so is what
-exceeds `backlog_max_steps` in memory (see docs/trainer-lifecycle.md).
+the runner is stopped). Episodes wait in the inbox (`trainer.inbox`: newest first, bounded,
+staleness-checked).
 
 The runner listens only once `start_link()` is called (`listen_at_start=False`, as the trainer
 does after restoring its checkpoint), so no server is handed weights before they are restored.
@@ -27,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +50,7 @@ from croupier.link.server import check_listen as _check_listen
 from croupier.policies.module import ModelSpec
 from croupier.trainer import rllib_private
 from croupier.trainer.episodes import EpisodeRejected, validate_episode
+from croupier.trainer.inbox import EpisodeInbox
 from croupier.trainer.ingest_log import IngestLog
 from croupier.trainer.published import note_published, published_version
 from croupier.trajectories.record import record_id
@@ -138,12 +136,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         )
         self.metrics = MetricsLogger(stats_cls_lookup=config.stats_cls_lookup, root=False)
 
-        # (episode, the oldest version that played it), oldest arrival first.
-        self._inbox: deque[tuple[SingleAgentEpisode, int]] = deque()
-        self._inbox_steps = 0
         self._started_at = time.monotonic()
-        self._last_episode_at: float | None = None  # monotonic; None: none yet
-        self._cv = threading.Condition()
         # Every episode taken (into the inbox, or dropped for lag or as invalid) is written to
         # the ingest log, then acked: a server deletes it from its spool on the ack, and a
         # resend whose ack was lost is recognised, even after a restart.
@@ -153,6 +146,12 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             keep=_RECENT_IDS,
         )
         self.counters = LinkCounters()
+        self.inbox = EpisodeInbox(
+            self.counters,
+            sample_max_steps=self.options.sample_max_steps,
+            max_sample_lag=self.options.max_sample_lag,
+            backlog_max_steps=self.options.backlog_max_steps,
+        )
         # The duplicate check and its record in the ingest log are one step: two connections
         # delivering the same episode at once (a resend racing the original) take it once.
         self._ingest_lock = threading.Lock()
@@ -195,8 +194,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             if self._stopping.is_set():
                 raise SamplingStopped("the runner is stopping")
             if self.wait_for_steps(1, 0.5):
-                with self._cv:
-                    episodes, steps = self._take()
+                episodes, steps = self.inbox.take(self._weights_seq_no)
                 if episodes:
                     break
         self.counters.add("episodes_sampled", len(episodes))
@@ -204,44 +202,6 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         rllib_private.increase_sampled_metrics(self, steps, len(episodes))
         self._done_for_metrics.extend(episodes)
         return episodes
-
-    def _take(self) -> tuple[list[SingleAgentEpisode], int]:
-        """The newest waiting episodes up to `sample_max_steps` env steps (one at least),
-        skipping and dropping those more than `max_sample_lag` versions old. Holds `_cv`.
-
-        Newest first: the learner always gets the freshest data it can (PPO learns markedly
-        worse from data a few versions old, docs/off-policy.md), and what it cannot take now
-        waits for an update with room, i.e. an outage's backlog is trained as soon as the
-        learner is faster than the games, each update still bounded (unbounded, PPO ran
-        away: a bigger sample, a longer update, a bigger backlog: 11 updates in 3 minutes
-        instead of ~100). When the games outpace the learner for good, the staleness bound
-        decides what is lost, and counts it."""
-        max_lag = self.options.max_sample_lag
-        stale = stale_steps = 0
-        if max_lag is not None:
-            # The oldest arrivals are (near enough) the oldest versions: drop from that end.
-            while self._inbox and self._weights_seq_no - self._inbox[0][1] > max_lag:
-                episode, _ = self._inbox.popleft()
-                stale += 1
-                stale_steps += len(episode)
-        cap = self.options.sample_max_steps
-        episodes: list[SingleAgentEpisode] = []
-        steps = 0
-        while self._inbox:
-            if cap is not None and episodes and steps + len(self._inbox[-1][0]) > cap:
-                break
-            episode, played = self._inbox.pop()
-            if max_lag is not None and self._weights_seq_no - played > max_lag:
-                stale += 1
-                stale_steps += len(episode)
-                continue
-            episodes.append(episode)
-            steps += len(episode)
-        self._inbox_steps -= steps + stale_steps
-        if stale:
-            self.counters.add("episodes_dropped_stale", stale)
-            self.counters.add("steps_dropped_stale", stale_steps)
-        return episodes, steps
 
     def _pull_newer_state(self) -> None:
         """APPO/IMPALA with remote runners do not push weights: they leave them on RLlib's
@@ -260,14 +220,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
 
     def wait_for_steps(self, steps: int, timeout_s: float) -> bool:
         """Block until `steps` env steps are waiting to be sampled, or `timeout_s` passed."""
-        deadline = time.monotonic() + timeout_s
-        with self._cv:
-            while self._inbox_steps < steps:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._cv.wait(remaining)
-            return True
+        return self.inbox.wait_for_steps(steps, timeout_s)
 
     def get_metrics(self) -> Any:
         win = self.config.metrics_num_episodes_for_smoothing
@@ -283,12 +236,11 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
     def request_stop(self) -> None:
         """Make a waiting `sample()` give up (it raises `SamplingStopped`)."""
         self._stopping.set()
-        with self._cv:
-            self._cv.notify_all()
+        self.inbox.wake()
 
     def idle_s(self) -> float:
         """Seconds since the last episode arrived (since the link opened if none has)."""
-        last = self._last_episode_at if self._last_episode_at is not None else self._started_at
+        last = self.inbox.last_arrival if self.inbox.last_arrival is not None else self._started_at
         return time.monotonic() - last
 
     def stop(self) -> None:
@@ -357,7 +309,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             "connected_servers": self.server.connected,
             "weights_seq_no": self._weights_seq_no,
             **self.counters.snapshot(),
-            "waiting_steps": self._inbox_steps,
+            "waiting_steps": self.inbox.steps,
             "idle_s": round(self.idle_s(), 1),
             "lag_histogram": dict(sorted(self.lag_histogram.items())),
         }
@@ -442,31 +394,9 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self.counters.add("episodes_duplicate", duplicates)
         self.counters.add("episodes_dropped_lag", dropped_lag)
         self.counters.add("episodes_received", len(accepted))
-        steps = sum(len(e) for e, _ in accepted)
-        self.counters.add("steps_received", steps)
-        with self._cv:
-            if accepted:
-                self._last_episode_at = time.monotonic()
-            self._inbox.extend(accepted)
-            self._inbox_steps += steps
-            self._bound_backlog()
-            self._cv.notify_all()
+        self.counters.add("steps_received", sum(len(e) for e, _ in accepted))
+        self.inbox.put(accepted)
         return [*ack_now, *(i for i, _ in taken)]
-
-    def _bound_backlog(self) -> None:
-        """Drop the oldest waiting episodes past `backlog_max_steps` (a memory bound: each
-        waiting episode is a Python object of a few KB). Holds `_cv`."""
-        bound = self.options.backlog_max_steps
-        if bound is None or self._inbox_steps <= bound:
-            return
-        dropped = dropped_steps = 0
-        while self._inbox and self._inbox_steps - dropped_steps > bound:
-            episode, _ = self._inbox.popleft()
-            dropped += 1
-            dropped_steps += len(episode)
-        self._inbox_steps -= dropped_steps
-        self.counters.add("episodes_dropped_backlog", dropped)
-        self.counters.add("steps_dropped_backlog", dropped_steps)
 
 
 def check_listen(options: LinkOptions) -> None:
