@@ -8,6 +8,11 @@ restored; it goes on from the newest weights it published (so a number always na
 weights); without traffic it waits, reports itself idle and resumes when games return (for
 `max_idle_s` at most, forever by default); SIGTERM and SIGINT both checkpoint and exit, within
 `stop_grace_s`; `/healthz` on the metrics port says where it stands.
+
+Why one module of ~600 lines: it is the trainer's whole life, read top to bottom in the order
+it happens (build, restore, open the link, train, checkpoint, stop on a signal), like a
+CleanRL script; the link, the EnvRunner, the inbox, the published-weights notes and RLlib's
+internals each live in their own module.
 """
 
 from __future__ import annotations
