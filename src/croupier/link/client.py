@@ -14,6 +14,10 @@ is caught, counted, shown in `stats()` (so `/healthz` and `/metrics`) and retrie
 backoff. Each message is capped in bytes below the frame limit the trainer announces in its
 config, so a backlog after an outage goes out in pieces the trainer accepts; an episode too big
 for any message on its own is dropped from the spool and counted.
+
+Why ~430 lines in one module: the connection's life (handshake, ship, read, reconnect) and its
+every refusal (of configs, weights, versions) are one state machine, best read in one place;
+the messages themselves are `link/protocol.py`.
 """
 
 from __future__ import annotations
