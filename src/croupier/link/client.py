@@ -36,6 +36,7 @@ from ray.rllib.env.external.rllink import RLlink
 
 from croupier.config import ServerConfig
 from croupier.link import auth, protocol, wire
+from croupier.link.compat import rllib_episode_state
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.module import MODULE_CLASSES, ModelSpec
 from croupier.trajectories.spool import EpisodeSpool
@@ -291,7 +292,11 @@ class TrainerLink:
         if not episodes:
             return
         try:
-            body = wire.pack_body(protocol.episodes(episodes))
+            # RLlib's stock runner (compat mode) reads RLlib's episode state, not our record.
+            payload = (
+                [rllib_episode_state(e) for e in episodes] if self.config.rllib_compat else episodes
+            )
+            body = wire.pack_body(protocol.episodes(payload))
         except ValueError:  # past what any frame can carry
             body = None
         if body is not None and len(body) <= limit:
