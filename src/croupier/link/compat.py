@@ -1,7 +1,7 @@
 """Episodes for RLlib's stock `EnvRunnerServerForExternalInference` (`serve --rllib-compat`).
 
-That runner rebuilds each episode from RLlib's own episode state (`get_state()` layout), so it
-episode state rather than croupier's record. Built here through RLlib's public API (the
+That runner rebuilds each episode from RLlib's own episode state (the `get_state()` layout),
+so it needs that rather than croupier's record. Built here through RLlib's public API (the
 episode's constructor, `to_numpy`, `get_state`), never by writing RLlib's private layout by
 hand: a per-step conversion, but only on this compatibility path, never croupier's own link.
 """
