@@ -353,7 +353,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         for record in records:
             try:
                 checked.append((validate_episode(record, obs_size, num_actions), None))
-            except Exception as e:  # EpisodeRejected, or from_state on odd input: never crash
+            except Exception as e:  # EpisodeRejected, or RLlib choking on odd input: never crash
                 self.counters.add("episodes_rejected")
                 if not isinstance(e, EpisodeRejected):
                     log.debug("rejected episode: %s: %s", type(e).__name__, e)
