@@ -188,7 +188,7 @@ def test_create_and_end_batches_answer_in_order_with_item_level_errors(inprocess
     assert [r["episodes"] for r in closed] == [1, None, None, 1, None]
     # Both games' learned seat-0 episodes reached the spool in one write.
     assert puts == 1
-    assert sorted(e["custom_data"]["game_id"] for e in episodes) == sorted(
+    assert sorted(e["game_id"] for e in episodes) == sorted(
         [made[0]["game_id"], made[4]["game_id"]]
     )
 

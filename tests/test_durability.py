@@ -54,21 +54,21 @@ def test_spool_survives_reopen_and_deletes_only_on_ack(tmp_path):
     for e in episodes:
         spool.put(e)
     sent = spool.take(4)
-    assert [e["id_"] for e in sent] == [e["id_"] for e in episodes[:4]]
-    np.testing.assert_array_equal(sent[0]["actions"]["data"], episodes[0]["actions"]["data"])
+    assert [e["id"] for e in sent] == [e["id"] for e in episodes[:4]]
+    np.testing.assert_array_equal(sent[0]["actions"], episodes[0]["actions"])
     assert spool.stats()["pending"] == 6 and spool.stats()["in_flight"] == 4
-    assert spool.ack([e["id_"] for e in sent[:2]] + ["unknown-id"]) == 2
+    assert spool.ack([e["id"] for e in sent[:2]] + ["unknown-id"]) == 2
     # No close(): the process "dies" here; a new spool on the same file finds the rest.
     again = EpisodeSpool(path)
     stats = again.stats()
     assert stats["recovered"] == stats["spooled"] == stats["pending"] == 8
     assert stats["pending_steps"] == 8 * 3
     taken = again.take()
-    assert [e["id_"] for e in taken] == [e["id_"] for e in episodes[2:]]
+    assert [e["id"] for e in taken] == [e["id"] for e in episodes[2:]]
     # A reconnect re-sends whatever is not acked, oldest first (at-least-once).
-    again.ack([taken[0]["id_"]])
+    again.ack([taken[0]["id"]])
     again.rewind()
-    assert [e["id_"] for e in again.take(2)] == [e["id_"] for e in episodes[3:5]]
+    assert [e["id"] for e in again.take(2)] == [e["id"] for e in episodes[3:5]]
     # The same episode put twice (a retried end) is stored once.
     again.put(episodes[9])
     assert again.stats()["spooled"] == 7
@@ -83,7 +83,7 @@ def test_spool_bounds_drop_the_oldest_and_count_them(tmp_path):
         spool.put(e)
     stats = spool.stats()
     assert stats["spooled"] == 5 and stats["dropped"] == 3 and stats["recorded"] == 8
-    assert [e["id_"] for e in spool.take()] == [e["id_"] for e in episodes[3:]]
+    assert [e["id"] for e in spool.take()] == [e["id"] for e in episodes[3:]]
 
     one = len(wire.encode_value(episodes[0]))
     by_bytes = EpisodeSpool(tmp_path / "b.sqlite3", max_bytes=int(one * 2.5))
@@ -92,7 +92,7 @@ def test_spool_bounds_drop_the_oldest_and_count_them(tmp_path):
     stats = by_bytes.stats()
     assert stats["spooled"] == 2 and stats["dropped"] == 6
     assert stats["spooled_bytes"] <= one * 2.5
-    assert [e["id_"] for e in by_bytes.take()] == [e["id_"] for e in episodes[6:]]
+    assert [e["id"] for e in by_bytes.take()] == [e["id"] for e in episodes[6:]]
 
 
 def test_spool_never_unpickles_a_damaged_row(tmp_path):
@@ -133,7 +133,7 @@ def test_spool_put_many_is_one_transaction(tmp_path):
     assert stats["spooled"] == 150 and stats["dropped"] == 50  # the oldest went first
     spool.close()
     again = EpisodeSpool(path, max_episodes=150)
-    ids = [e["custom_data"]["game_id"] for e in again.take()]
+    ids = [e["game_id"] for e in again.take()]
     assert ids == [f"g{i}" for i in range(50, 200)]
 
 
@@ -210,7 +210,7 @@ def test_retried_turn_returns_the_same_action_and_records_once(inprocess, leduc_
     # Turn 3 (once) and turn 5 (once): two steps, not five.
     assert ended["episodes"] == 1
     (episode,) = taken
-    assert len(episode["actions"]["data"]) == 2
+    assert len(episode["actions"]) == 2
     assert service.health()["turn_replays"] == 3
 
 
@@ -237,7 +237,7 @@ def test_a_turn_and_its_retry_in_one_batch_get_one_decision(inprocess, leduc_sta
     assert stale["error"]["status"] == 409  # turn 1 again after turn 2: out of order
     assert ended["episodes"] == 1
     (episode,) = taken
-    assert len(episode["actions"]["data"]) == 2  # turns 1 and 2, once each
+    assert len(episode["actions"]) == 2  # turns 1 and 2, once each
 
 
 # --- fallback -----------------------------------------------------------------------------
@@ -399,9 +399,9 @@ def test_spool_oldest_is_the_longest_waiting(tmp_path):
     episodes = [make_episode(i) for i in range(3)]
     for e in episodes:
         spool.put(e)
-    assert spool.oldest()["id_"] == episodes[0]["id_"]
-    spool.ack([episodes[0]["id_"]])
-    assert spool.oldest()["id_"] == episodes[1]["id_"]
+    assert spool.oldest()["id"] == episodes[0]["id"]
+    spool.ack([episodes[0]["id"]])
+    assert spool.oldest()["id"] == episodes[1]["id"]
 
 
 # --- a retry must be the same request (issue 14, finding 10) -----------------------------------
@@ -440,7 +440,7 @@ def test_a_retried_turn_with_another_state_is_refused_not_answered(inprocess, le
     assert same.status_code == 200 and same.json() == first.json()  # a true retry: replayed
     assert ended["episodes"] == 1
     (episode,) = taken
-    assert len(episode["actions"]["data"]) == 1
+    assert len(episode["actions"]) == 1
 
 
 # --- weights files on disk (issue 14, finding 7) ------------------------------------------------

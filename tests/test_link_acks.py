@@ -7,6 +7,7 @@ loopback with the wire module, as a policy server would.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,7 +76,7 @@ def runners() -> Iterator[list[Any]]:
 
 def test_acks_on_ingest_and_dedup_survives_a_restart(tmp_path, runners):
     episodes = [synthetic_episode(5, seed=i) for i in range(6)]  # played at version 5
-    ids = [e["id_"] for e in episodes]
+    ids = [e["id"] for e in episodes]
     first = build_runner(tmp_path, max_lag=2)
     runners.append(first)
     chan = connect(first)
@@ -83,7 +84,7 @@ def test_acks_on_ingest_and_dedup_survives_a_restart(tmp_path, runners):
     first.set_state({"rl_module": first.module.get_state(), "weights_seq_no": 5})
     chan.send({"type": "EPISODES", "episodes": [*episodes[:4], stale]})
     # Taken into the inbox or dropped for lag: either way settled, logged and acked.
-    assert sorted(recv_acks(chan, 5)) == sorted([*ids[:4], stale["id_"]])
+    assert sorted(recv_acks(chan, 5)) == sorted([*ids[:4], stale["id"]])
     assert sorted(e.id_ for e in first.sample()) == sorted(ids[:4])
     # Sent again (an ack lost on the way): a duplicate, acked again, not sampled again.
     chan.send({"type": "EPISODES", "episodes": [episodes[0], episodes[4], episodes[4]]})
@@ -143,8 +144,8 @@ def test_token_handshake_closes_before_anything_is_processed(runners):
     # With the token it works, and wrong types after the handshake drop only that link.
     chan = connect(runner, TOKEN)
     chan.send({"type": "EPISODES", "episodes": [good]})
-    assert recv_acks(chan, 1) == [good["id_"]]
-    assert runner.wait_for_steps(len(good["actions"]["data"]), 10)
+    assert recv_acks(chan, 1) == [good["id"]]
+    assert runner.wait_for_steps(len(good["actions"]), 10)
     for bad in ({"type": "EPISODES", "episodes": 7}, {"type": "SET_STATE", "x": 1}):
         other = connect(runner, TOKEN)
         other.send(bad)
@@ -199,7 +200,7 @@ def test_a_backlog_bigger_than_the_cap_waits_for_the_next_updates(runners):
     runners.append(runner)
     chan = connect(runner)
     episodes = [synthetic_episode(0, n=3, seed=i) for i in range(10)]  # 3 steps each
-    ids = [e["id_"] for e in episodes]
+    ids = [e["id"] for e in episodes]
     chan.send({"type": "EPISODES", "episodes": episodes})
     assert sorted(recv_acks(chan, 10)) == sorted(ids)  # all taken: the server may forget them
     # The newest 15 steps (16 would split one), then the rest: nothing lost.
@@ -218,7 +219,7 @@ def test_a_backlog_bigger_than_the_cap_waits_for_the_next_updates(runners):
     fresh = synthetic_episode(4, n=3, seed=30)
     chan.send({"type": "EPISODES", "episodes": [fresh]})
     recv_acks(chan, 1)
-    assert [e.id_ for e in runner.sample()] == [fresh["id_"]]
+    assert [e.id_ for e in runner.sample()] == [fresh["id"]]
     stats = runner.link_stats()
     assert stats["episodes_dropped_stale"] == 4 and stats["steps_dropped_stale"] == 12
     chan.sock.close()
@@ -229,8 +230,58 @@ def test_the_backlog_in_memory_is_bounded(runners):
     runner = build_runner(None, hyper=bounded)  # at most 16 steps waiting
     runners.append(runner)
     episodes = [synthetic_episode(0, n=3, seed=i) for i in range(10)]
-    runner._ingest(episodes)
+    runner.ingest(episodes)
     stats = runner.link_stats()
     assert stats["waiting_steps"] == 15 and stats["episodes_dropped_backlog"] == 5
     assert stats["steps_dropped_backlog"] == 15
-    assert sorted(e.id_ for e in runner.sample()) == sorted(e["id_"] for e in episodes[8:])
+    assert sorted(e.id_ for e in runner.sample()) == sorted(e["id"] for e in episodes[8:])
+
+
+def test_one_episode_delivered_on_two_connections_at_once_is_taken_once(tmp_path, runners):
+    """A resend racing its original (two readers, the same ids at the same moment): the
+    duplicate check and its record in the ingest log are one step, so each episode is taken
+    once and the other delivery counted as a duplicate. The log write is slowed down here to
+    hold the window open that a check-then-record without a lock leaves."""
+    runner = build_runner(tmp_path)
+    runners.append(runner)
+    episodes = [synthetic_episode(0, n=2, seed=40 + i) for i in range(6)]
+    record = runner.ingest_log.record
+
+    def slow_record(entries: list[tuple[str, str]]) -> None:
+        time.sleep(0.3)
+        record(entries)
+
+    runner.ingest_log.record = slow_record  # type: ignore[method-assign]
+    acked: list[list[str]] = []
+    threads = [
+        threading.Thread(target=lambda: acked.append(runner.ingest(episodes))) for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    stats = runner.link_stats()
+    assert stats["episodes_received"] == 6 and stats["episodes_duplicate"] == 6
+    assert stats["steps_received"] == 12 and runner.wait_for_steps(12, 1)
+    assert not runner.wait_for_steps(13, 0.2)  # nothing taken twice
+    # Both deliveries are acked (the second as a duplicate whose ack may have been lost).
+    assert [sorted(a) for a in acked] == [sorted(e["id"] for e in episodes)] * 2
+
+
+def test_link_counters_lose_no_count_under_concurrent_readers():
+    from croupier.link.server import LINK_COUNTERS, LinkCounters
+
+    counters = LinkCounters()
+
+    def bump() -> None:
+        for _ in range(20_000):
+            counters.add("frames_rejected")
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    snap = counters.snapshot()
+    assert snap["frames_rejected"] == 80_000
+    assert list(snap) == list(LINK_COUNTERS)  # every counter, in the one list's order

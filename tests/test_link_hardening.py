@@ -75,7 +75,7 @@ def spooled(n: int, steps: int = 6, seed: int = 0) -> tuple[EpisodeSpool, list[s
     spool = EpisodeSpool(None)
     episodes = [synthetic_episode(0, n=steps, seed=seed + i) for i in range(n)]
     spool.put_many(episodes)
-    return spool, [e["id_"] for e in episodes]
+    return spool, [e["id"] for e in episodes]
 
 
 class FakeTrainer:
@@ -188,7 +188,7 @@ def test_a_backlog_over_the_trainers_frame_limit_goes_out_in_pieces_and_is_all_a
     spool.put(too_big)
     later = [synthetic_episode(0, n=8, seed=500 + i) for i in range(10)]
     spool.put_many(later)
-    ids += [e["id_"] for e in later]
+    ids += [e["id"] for e in later]
     assert spool.stats()["spooled_bytes"] > 10 * limit
     assert len(wire.encode_value(too_big)) > limit
     link = make_link(runner.port, spool)
@@ -213,9 +213,9 @@ def test_messages_are_split_by_their_real_encoded_size(cleanup):
     episodes = spool.take()
     one = len(wire.pack_body({"type": "EPISODES", "episodes": episodes[:1]}))
     bodies = list(link._bodies(episodes, 3 * one))
-    assert [e["id_"] for batch, _ in bodies for e in batch] == ids  # all, in order
+    assert [e["id"] for batch, _ in bodies for e in batch] == ids  # all, in order
     assert len(bodies) >= 4 and all(len(body) <= 3 * one for _, body in bodies)
-    assert all(wire.unpack_body(body)[1]["episodes"][0]["id_"] == batch[0]["id_"]
+    assert all(wire.unpack_body(body)[1]["episodes"][0]["id"] == batch[0]["id"]
                for batch, body in bodies)  # fmt: skip
 
     assert list(link._bodies(episodes[:1], one - 1)) == []  # too big alone: dropped, counted

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from croupier.trainer import rllib_private
 from tests.conftest import (
     BackgroundPlay,
     LoggedServer,
@@ -62,7 +63,7 @@ class StockTrainer:
 
     @property
     def seq(self) -> int:
-        return int(self.algo.env_runner._weights_seq_no)
+        return rllib_private.stock_runner_weights_seq_no(self.algo.env_runner)
 
     def train(self, timeout_s: float = TRAIN_TIMEOUT_S) -> dict[str, Any]:
         """One `algo.train()`, failing (not hanging) if it does not return in time."""

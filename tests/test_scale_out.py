@@ -13,6 +13,7 @@ import pytest
 
 from croupier.client import CroupierError, route_game
 from croupier.routing import RoutedClient
+from croupier.trainer import rllib_private
 from croupier.trainer.metrics import serve_trainer_metrics
 from tests.conftest import BackgroundPlay, free_port, running_server_logged, wait_for
 from tests.helpers.prometheus import parse, value
@@ -137,7 +138,7 @@ def test_remote_style_runner_pulls_newer_weights(ray_session, tmp_path) -> None:
         runner = rt.runner
         weights = {k: np.full_like(v, 0.25) for k, v in runner.module.get_state().items()}
         server = StateServer.remote({COMPONENT_RL_MODULE: weights, WEIGHTS_SEQ_NO: 5})
-        runner._env_runner_state_server = server
+        setattr(runner, rllib_private.STATE_SERVER_ATTR, server)  # as IMPALA does
         runner._pull_newer_state()
         assert runner.weights_seq_no == 5
         for k, v in runner.module.get_state().items():

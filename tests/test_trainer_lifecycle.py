@@ -37,7 +37,7 @@ GAME = "leduc-holdem"
 def feed(rt: RunningTrainer, batches: int = 2, seed: int = 0) -> None:
     """Hand the runner `batches` train batches of synthetic episodes (as servers would)."""
     n = batches * HYPER.train_batch_size // 4 + 1
-    rt.runner._ingest([synthetic_episode(rt.seq(), seed=seed + i) for i in range(n)])
+    rt.runner.ingest([synthetic_episode(rt.seq(), seed=seed + i) for i in range(n)])
 
 
 def healthz(port: int) -> tuple[int, dict[str, Any]]:

@@ -268,7 +268,7 @@ def test_garbage_on_the_trainer_port(shared, tmp_path):
 
     # A well-formed message with a bad episode: the episode is rejected, the link stays up.
     with socket.create_connection(("127.0.0.1", rt.port), timeout=10) as sock:
-        bad = [{"t": "x"}, {**synthetic_episode(0), "t": 99}]
+        bad = [{"t": "x"}, {**synthetic_episode(0), "actions": np.zeros(99, np.int64)}]
         wire.send(sock, {"type": "PING"})  # the handshake (no token here)
         assert wire.recv(sock)[0].name == "PONG"
         wire.send(sock, {"type": "EPISODES", "episodes": bad})
@@ -316,12 +316,12 @@ def test_ingest_drops_episodes_past_the_version_lag(ray_session):
         runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 10})
         assert runner.weights_seq_no == 10
         current = synthetic_episode(10, seed=1)
-        runner._ingest(
+        runner.ingest(
             [
                 current,
                 synthetic_episode(9, seed=2),  # one version late
                 synthetic_episode(3, seed=3),
-                {**synthetic_episode(10, seed=4), "custom_data": {"versions": [10, 10, 6, 10]}},
+                {**synthetic_episode(10, seed=4), "versions": [10, 10, 6, 10]},
                 current,  # a duplicate (at-least-once delivery)
             ]
         )
@@ -332,7 +332,7 @@ def test_ingest_drops_episodes_past_the_version_lag(ray_session):
         assert stats["lag_histogram"] == {0: 1, 1: 1, 4: 1, 7: 1}
         assert runner.wait_for_steps(4, 0.1) and not runner.wait_for_steps(5, 0.1)
         episodes = runner.sample()
-        assert [e.id_ for e in episodes] == [current["id_"]]
+        assert [e.id_ for e in episodes] == [current["id"]]
     finally:
         runner.stop()
 

@@ -10,10 +10,10 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from croupier.games.leduc import LeducAdapter
 from croupier.trainer.episodes import validate_episode
+from croupier.trajectories.record import RECORD_VERSION
 from croupier.trajectories.recorder import episode_len, episode_versions
 
 GAME = "leduc-holdem"
@@ -58,11 +58,11 @@ def _states(leduc_states, n):
 def check_episode(state: dict, steps: list[tuple[dict, float | None]], final: float) -> None:
     """`steps`: (game state, reward sent with that decide) in order; `final`: the end payoff."""
     T = len(steps)
-    assert episode_len(state) == T and state["t"] == T and state["t_started"] == 0
-    assert state["is_terminated"] is True and state["is_truncated"] is False
+    assert episode_len(state) == T and len(state["obs"]) == T + 1
+    assert state["terminated"] is True and state["truncated"] is False
 
-    obs = state["observations"]["data"]["observations"]
-    masks = state["observations"]["data"]["action_mask"]
+    obs = state["obs"]
+    masks = state["mask"]
     assert obs.shape == (T + 1, ADAPTER.obs_size) and obs.dtype == np.float32
     assert masks.shape == (T + 1, ADAPTER.num_actions)
     for t, (game_state, _) in enumerate(steps):
@@ -72,7 +72,7 @@ def check_episode(state: dict, steps: list[tuple[dict, float | None]], final: fl
     np.testing.assert_array_equal(obs[T], np.zeros(ADAPTER.obs_size))
     np.testing.assert_array_equal(masks[T], np.ones(ADAPTER.num_actions))
 
-    actions = state["actions"]["data"]
+    actions = state["actions"]
     assert actions.shape == (T,) and actions.dtype == np.int64
     assert (masks[np.arange(T), actions] == 1.0).all()
 
@@ -83,22 +83,25 @@ def check_episode(state: dict, steps: list[tuple[dict, float | None]], final: fl
         if t > 0 and reward is not None:
             want[t - 1] += reward
     want[T - 1] += final
-    np.testing.assert_allclose(state["rewards"]["data"], want)
+    np.testing.assert_allclose(state["rewards"], want)
 
-    logp = state["extra_model_outputs"]["action_logp"]["data"]
-    logits = state["extra_model_outputs"]["action_dist_inputs"]["data"]
+    logp = state["logp"]
+    logits = state["logits"]
     assert logp.shape == (T,) and logits.shape == (T, ADAPTER.num_actions)
     assert (logp <= 0).all()
     log_softmax = torch.log_softmax(torch.from_numpy(logits), -1).numpy()
     np.testing.assert_allclose(logp, log_softmax[np.arange(T), actions], rtol=1e-5, atol=1e-5)
     assert len(episode_versions(state)) == T
 
-    ep = SingleAgentEpisode.from_state(state)
-    assert len(ep) == T
+    assert state["record"] == RECORD_VERSION and state["extra"] == {}
+
+    # The trainer's conversion to RLlib's episode keeps every step.
+    ep = validate_episode(state, ADAPTER.obs_size, ADAPTER.num_actions)
+    assert len(ep) == T and ep.is_done
     assert ep.get_return() == pytest.approx(float(want.sum()))
-    assert ep.is_done
-    clean = validate_episode(state, ADAPTER.obs_size, ADAPTER.num_actions)
-    assert len(clean) == T and clean.get_return() == pytest.approx(float(want.sum()))
+    np.testing.assert_array_equal(ep.get_actions(), actions)
+    np.testing.assert_array_equal(ep.get_observations()["observations"], obs)
+    np.testing.assert_allclose(ep.get_extra_model_outputs("action_logp"), logp)
 
 
 def test_recorded_episode_layout(inprocess, leduc_states):
@@ -119,10 +122,10 @@ def test_recorded_episode_layout(inprocess, leduc_states):
     ended, episodes = inprocess(body)
     assert ended["episodes"] == 1 and len(episodes) == 1
     ep = episodes[0]
-    assert ep["custom_data"]["seat"] == "0" and ep["custom_data"]["policy"] == "learned"
+    assert ep["seat"] == "0" and ep["policy"] == "learned"
     assert episode_versions(ep) == [0, 0, 0, 0]
     check_episode(ep, list(zip(states, rewards, strict=True)), final=2.0)
-    np.testing.assert_allclose(ep["rewards"]["data"], [0.5, 0.0, 0.0, 2.0])
+    np.testing.assert_allclose(ep["rewards"], [0.5, 0.0, 0.0, 2.0])
 
 
 def test_versions_recorded_per_step(inprocess, leduc_states):
@@ -143,13 +146,13 @@ def test_versions_recorded_per_step(inprocess, leduc_states):
 
     ended, episodes = inprocess(body)
     assert ended["episodes"] == 2
-    by_seat = {e["custom_data"]["seat"]: e for e in episodes}
+    by_seat = {e["seat"]: e for e in episodes}
     assert episode_versions(by_seat["0"]) == [0, 1, 1]  # follows the newest
     assert episode_versions(by_seat["1"]) == [0, 0]  # pinned at creation
     check_episode(by_seat["0"], [(states[0], None), (states[1], 0.25), (states[2], None)], -1.0)
     check_episode(by_seat["1"], [(states[0], None), (states[1], 0.25)], 1.0)
-    np.testing.assert_allclose(by_seat["0"]["rewards"]["data"], [0.25, 0.0, -1.0])
-    np.testing.assert_allclose(by_seat["1"]["rewards"]["data"], [0.25, 1.0])
+    np.testing.assert_allclose(by_seat["0"]["rewards"], [0.25, 0.0, -1.0])
+    np.testing.assert_allclose(by_seat["1"]["rewards"], [0.25, 1.0])
 
 
 def test_single_step_episode_and_reward_before_first_decision(inprocess, leduc_states):
@@ -194,10 +197,10 @@ def test_which_games_are_recorded(inprocess, leduc_states):
 
     out = inprocess(body)
     n, eps = out["learned-learned"]
-    assert n == 2 and sorted(e["custom_data"]["seat"] for e in eps) == ["0", "1"]
+    assert n == 2 and sorted(e["seat"] for e in eps) == ["0", "1"]
     assert out["no-record"][0] == 0 and out["no-record"][1] == []
     n, eps = out["frozen-learned"]
-    assert n == 1 and [e["custom_data"]["seat"] for e in eps] == ["1"]
+    assert n == 1 and [e["seat"] for e in eps] == ["1"]
     assert out["frozen-rules"] == (0, [])
     assert out["random-rules"] == (0, [])
     for _, eps in out.values():
@@ -256,16 +259,16 @@ def test_a_game_past_the_trainers_episode_limit_ships_in_truncated_pieces(inproc
     assert health["episodes_cut"] == 1 and ended["episodes"] == 1
     cut, rest = taken
     assert (episode_len(cut), episode_len(rest)) == (10_000, 1)
-    assert cut["is_truncated"] is True and cut["is_terminated"] is False
-    assert rest["is_terminated"] is True
-    assert cut["custom_data"]["game_id"] == rest["custom_data"]["game_id"]
-    assert cut["id_"] != rest["id_"]
+    assert cut["truncated"] is True and cut["terminated"] is False
+    assert rest["terminated"] is True
+    assert cut["game_id"] == rest["game_id"]
+    assert cut["id"] != rest["id"]
     # The cut piece's last observation is the state the game went on from (decision 10,000).
-    last_obs = cut["observations"]["data"]["observations"][-1]
+    last_obs = cut["obs"][-1]
     np.testing.assert_array_equal(last_obs, np.asarray(state(10_000)["obs"], np.float32))
     # Rewards: each decide's reward belongs to the step before; the payoff to the last step.
-    assert cut["rewards"]["data"][-1] == pytest.approx(0.5)
-    assert rest["rewards"]["data"][-1] == pytest.approx(3.0)
+    assert cut["rewards"][-1] == pytest.approx(0.5)
+    assert rest["rewards"][-1] == pytest.approx(3.0)
     for episode in (cut, rest):
         validate_episode(episode, obs_size, num_actions)  # the trainer takes both
 
@@ -281,8 +284,8 @@ def test_the_trainer_refuses_episode_ids_that_could_forge_ingest_log_lines(bad_i
     rec.add_decision(*ADAPTER.terminal_observation(), 0, -0.5, np.zeros(ADAPTER.num_actions), 0)
     episode = rec.close(1.0, ADAPTER.terminal_observation())
     validate_episode(episode, ADAPTER.obs_size, ADAPTER.num_actions)  # the id as servers make
-    with pytest.raises(EpisodeRejected, match="id_"):
-        validate_episode({**episode, "id_": bad_id}, ADAPTER.obs_size, ADAPTER.num_actions)
+    with pytest.raises(EpisodeRejected, match="id must"):
+        validate_episode({**episode, "id": bad_id}, ADAPTER.obs_size, ADAPTER.num_actions)
 
 
 def test_the_ingest_log_never_writes_an_unsafe_id(tmp_path):

@@ -94,10 +94,10 @@ class RunningTrainer:
         while self.alive() and time.monotonic() < deadline:
             assert self._thread is not None
             self._thread.join(0.5)
-            if feed and self.alive() and self.runner._inbox_steps < HYPER.train_batch_size:
+            if feed and self.alive() and self.runner.inbox.steps < HYPER.train_batch_size:
                 seed += 60
                 eps = [synthetic_episode(self.seq(), seed=seed + i) for i in range(60)]
-                self.runner._ingest(eps)
+                self.runner.ingest(eps)
         assert not self.alive(), f"Trainer.run() still running after {timeout_s} s"
         if self.error is not None:
             raise AssertionError(f"Trainer.run() failed: {self.error!r}") from self.error

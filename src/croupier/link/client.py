@@ -14,6 +14,10 @@ is caught, counted, shown in `stats()` (so `/healthz` and `/metrics`) and retrie
 backoff. Each message is capped in bytes below the frame limit the trainer announces in its
 config, so a backlog after an outage goes out in pieces the trainer accepts; an episode too big
 for any message on its own is dropped from the spool and counted.
+
+Why ~430 lines in one module: the connection's life (handshake, ship, read, reconnect) and its
+every refusal (of configs, weights, versions) are one state machine, best read in one place;
+the messages themselves are `link/protocol.py`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ import numpy as np
 from ray.rllib.env.external.rllink import RLlink
 
 from croupier.config import ServerConfig
-from croupier.link import auth, wire
+from croupier.link import auth, protocol, wire
+from croupier.link.compat import rllib_episode_state
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.module import MODULE_CLASSES, ModelSpec
 from croupier.trajectories.spool import EpisodeSpool
@@ -182,12 +187,13 @@ class TrainerLink:
     def _session(self, sock: socket.socket) -> None:
         deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
         channel = auth.client_handshake(sock, self.config.link_token, deadline)
-        channel.send({"type": RLlink.GET_CONFIG.name})
-        config = self._expect(channel, RLlink.SET_CONFIG, deadline)
-        if "config" not in config:
-            raise LinkRefused("SET_CONFIG without a config")
-        self._apply_config(config["config"])
-        channel.send({"type": RLlink.GET_STATE.name})
+        channel.send(protocol.get_config())
+        try:
+            config = protocol.read_set_config(self._expect(channel, RLlink.SET_CONFIG, deadline))
+        except protocol.ProtocolError as e:
+            raise LinkRefused(str(e)) from None
+        self._apply_config(config)
+        channel.send(protocol.get_state())
         # Never an older version than this server holds (a trainer restarted from an older
         # checkpoint, or a new run): rolling back is the production channel's job.
         self._install_pushed(self._expect(channel, RLlink.SET_STATE, deadline), first=True)
@@ -220,9 +226,8 @@ class TrainerLink:
                 if kind is RLlink.SET_STATE:
                     self._install_pushed(body)
                 elif kind is wire.LinkExt.ACK:
-                    ids = body.get("ids")
-                    if isinstance(ids, list):
-                        self.outbox.ack([i for i in ids if isinstance(i, str)])
+                    with contextlib.suppress(protocol.ProtocolError):  # as before: ignored
+                        self.outbox.ack(protocol.read_ack(body))
         except Exception as e:  # the ship loop sees `done` and ends the session
             if not self._stop.is_set():
                 if not isinstance(e, OSError | wire.FrameError):
@@ -269,10 +274,10 @@ class TrainerLink:
                 channel.send_body(batch[1])
                 if self.config.rllib_compat:
                     # RLlib's stock runner never pushes: ask for the newest weights each time.
-                    channel.send({"type": RLlink.GET_STATE.name})
+                    channel.send(protocol.get_state())
                 self.outbox.mark_shipped(len(batch[0]))
                 if not self.trainer_acks:
-                    self.outbox.ack([e["id_"] for e in batch[0]])
+                    self.outbox.ack([e["id"] for e in batch[0]])
         except OSError:
             self.outbox.requeue(episodes)
             raise
@@ -287,7 +292,11 @@ class TrainerLink:
         if not episodes:
             return
         try:
-            body = wire.pack_body({"type": RLlink.EPISODES.name, "episodes": episodes})
+            # RLlib's stock runner (compat mode) reads RLlib's episode state, not our record.
+            payload = (
+                [rllib_episode_state(e) for e in episodes] if self.config.rllib_compat else episodes
+            )
+            body = wire.pack_body(protocol.episodes(payload))
         except ValueError:  # past what any frame can carry
             body = None
         if body is not None and len(body) <= limit:
@@ -295,8 +304,8 @@ class TrainerLink:
             return
         if len(episodes) == 1:
             size = "too large to encode" if body is None else f"{len(body)} bytes"
-            self.outbox.drop_too_big([episodes[0]["id_"]])
-            self._error(f"episode {episodes[0]['id_']} dropped: {size}, over the {limit}-byte "
+            self.outbox.drop_too_big([episodes[0]["id"]])
+            self._error(f"episode {episodes[0]['id']} dropped: {size}, over the {limit}-byte "
                         "message limit")  # fmt: skip
             return
         half = len(episodes) // 2
@@ -319,36 +328,25 @@ class TrainerLink:
                 raise LinkRefused(f"trainer observation space {obs_space} does not match")
             self._adopt(compat_model_spec(algo_config))
             return
-        if not isinstance(config, dict) or config.get("format") != "croupier/1":
-            raise LinkRefused(
-                "trainer sent no croupier/1 config (RLlib's stock runner? use --rllib-compat)"
-            )
-        self.trainer_acks = config.get("acks") is True
-        announced = config.get("max_frame_bytes", wire.DEFAULT_MAX_FRAME)
-        if (
-            not isinstance(announced, int)
-            or isinstance(announced, bool)
-            or not MIN_FRAME_BYTES <= announced <= MAX_FRAME_BYTES
-        ):
+        try:
+            plain = protocol.LinkConfig.from_dict(config)
+        except protocol.ProtocolError as e:
+            raise LinkRefused(f"trainer sent {e}") from None
+        self.trainer_acks = plain.acks
+        announced = plain.max_frame_bytes
+        if not MIN_FRAME_BYTES <= announced <= MAX_FRAME_BYTES:
             raise LinkRefused(f"trainer announced a frame limit of {announced!r} bytes")
         self.max_message_bytes = announced
         adapter = self.versions.adapter
-        if (config.get("obs_size"), config.get("num_actions")) != (
-            adapter.obs_size,
-            adapter.num_actions,
-        ):
+        if (plain.obs_size, plain.num_actions) != (adapter.obs_size, adapter.num_actions):
             raise LinkRefused(
-                f"trainer expects obs {config.get('obs_size')} / actions "
-                f"{config.get('num_actions')}, this server has {adapter.obs_size} / "
-                f"{adapter.num_actions}"
+                f"trainer expects obs {plain.obs_size} / actions {plain.num_actions}, this "
+                f"server has {adapter.obs_size} / {adapter.num_actions}"
             )
-        model = config.get("model") or {}
         try:
-            spec = ModelSpec.from_dict(model) if isinstance(model, dict) else None
+            spec = ModelSpec.from_dict(plain.model)
         except (TypeError, ValueError) as e:
             raise LinkRefused(f"trainer sent a bad model spec: {e}") from None
-        if spec is None:
-            raise LinkRefused("trainer sent a model spec that is not a map")
         if spec.algo not in MODULE_CLASSES:  # never import a class named by the network
             raise LinkRefused(f"unknown module algorithm {spec.algo!r}")
         self._adopt(spec)
@@ -362,15 +360,11 @@ class TrainerLink:
                 raise LinkRefused(f"cannot build the trainer's model {spec.to_dict()}: {e}") from e
 
     def _install(self, body: dict[str, Any], first: bool = False) -> None:
-        state = body.get("state")
-        if not isinstance(state, dict):
-            raise LinkRefused("SET_STATE without a state")
-        weights = state.get("rl_module")
-        if isinstance(weights, dict) and "default_policy" in weights:
-            weights = weights["default_policy"]
-        if not isinstance(weights, dict):
-            raise LinkRefused("SET_STATE without module weights")
-        version = _version(state.get("weights_seq_no", 0))
+        try:
+            weights, seq = protocol.read_set_state(body)
+        except protocol.ProtocolError as e:
+            raise LinkRefused(str(e)) from None
+        version = _version(seq)
         held = self.versions.latest
         # Version 0 is nobody's training yet: the server's own placeholder gives way to the
         # trainer's, so that episodes are recorded with the weights the learner starts from.

@@ -5,7 +5,8 @@ then a msgpack body whose map has a "type" (an `RLlink` message name). Numpy arr
 msgpack-numpy's layout, so RLlib's own peers read ours and we read theirs. The difference is the
 decoder: msgpack-numpy unpickles object arrays (`kind == b"O"`), which would let any peer run
 code in this process. We accept plain numeric dtypes only, check sizes against shapes, and cap
-the frame length before allocating anything.
+the frame length before allocating anything. The body's encoding is
+`croupier.trajectories.codec` (the spool's too).
 """
 
 from __future__ import annotations
@@ -15,22 +16,12 @@ import time
 from enum import Enum
 from typing import Any
 
-import numpy as np
 from ray.rllib.env.external.rllink import RLlink
 
-# msgpack's own implementation, bound directly: RLlib's `try_import_msgpack()` runs
-# `msgpack_numpy.patch()`, which replaces `msgpack.packb/unpackb` process-wide with versions
-# that unpickle object arrays before any hook of ours could refuse them.
-try:
-    from msgpack._cmsgpack import Packer as _Packer
-    from msgpack._cmsgpack import unpackb as _unpackb
-except ImportError:  # pure-Python msgpack
-    from msgpack.fallback import Packer as _Packer
-    from msgpack.fallback import unpackb as _unpackb
+from croupier.trajectories import codec
 
 HEADER_BYTES = 8
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
-_SAFE_KINDS = frozenset("biuf")  # bool, int, unsigned, float
 
 
 class LinkExt(Enum):
@@ -47,53 +38,6 @@ class FrameError(ConnectionError):
     """A frame that is malformed, too large or unsafe: the connection must be dropped."""
 
 
-# --- numpy <-> msgpack (msgpack-numpy's layout) --------------------------------------------
-
-
-def _encode_default(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        if obj.dtype.kind not in _SAFE_KINDS:
-            raise TypeError(f"refusing to send a {obj.dtype} array")
-        arr = np.ascontiguousarray(obj)
-        return {
-            b"nd": True,
-            b"type": arr.dtype.str,
-            b"kind": b"",
-            b"shape": list(arr.shape),
-            b"data": arr.tobytes(),
-        }
-    if isinstance(obj, np.bool_ | np.number):
-        return {b"nd": False, b"type": obj.dtype.str, b"data": obj.tobytes()}
-    if isinstance(obj, tuple):
-        return list(obj)
-    raise TypeError(f"cannot send {type(obj).__name__} over the link")
-
-
-def _decode_hook(obj: dict[Any, Any]) -> Any:
-    if b"nd" not in obj:
-        return obj
-    kind = obj.get(b"kind", b"")
-    if kind not in (b"", ""):
-        raise FrameError(f"refusing an array of kind {kind!r} (object arrays would unpickle)")
-    try:
-        dtype = np.dtype(obj[b"type"])
-        data = obj[b"data"]
-        if dtype.kind not in _SAFE_KINDS or dtype.hasobject or not isinstance(data, bytes):
-            raise FrameError(f"refusing array dtype {dtype}")
-        if obj[b"nd"] is True:
-            shape = tuple(int(d) for d in obj[b"shape"])
-            if any(d < 0 for d in shape) or int(np.prod(shape)) * dtype.itemsize != len(data):
-                raise FrameError("array data does not match its shape")
-            return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
-        if len(data) != dtype.itemsize:
-            raise FrameError("scalar data does not match its dtype")
-        return np.frombuffer(data, dtype=dtype)[0]
-    except FrameError:
-        raise
-    except (KeyError, TypeError, ValueError) as e:
-        raise FrameError(f"malformed array: {e}") from None
-
-
 def pack(message: dict[str, Any]) -> bytes:
     """A whole frame (header + body) for `message`, which must carry a "type"."""
     body = pack_body(message)
@@ -102,7 +46,7 @@ def pack(message: dict[str, Any]) -> bytes:
 
 def pack_body(message: dict[str, Any]) -> bytes:
     """The msgpack body of a frame (no header): what a frame MAC covers."""
-    return _Packer(default=_encode_default, use_bin_type=True).pack(message)
+    return codec.encode_value(message)
 
 
 def frame_header(length: int) -> bytes:
@@ -112,21 +56,16 @@ def frame_header(length: int) -> bytes:
     return str(length).zfill(HEADER_BYTES).encode("ascii")
 
 
-def encode_value(value: Any) -> bytes:
-    """msgpack bytes for plain data with numeric numpy arrays (no frame header)."""
-    return _Packer(default=_encode_default, use_bin_type=True).pack(value)
+# The episode record's encoding is the link's: one codec (croupier.trajectories.codec).
+encode_value = codec.encode_value
 
 
 def decode_value(data: bytes | memoryview) -> Any:
-    """The inverse of `encode_value`, with the same never-unpickle decoder as the link."""
+    """`codec.decode_value`, a bad body raised as `FrameError` (the connection must drop)."""
     try:
-        return _unpackb(
-            data, raw=False, object_hook=_decode_hook, strict_map_key=False, use_list=True
-        )
-    except FrameError:
-        raise
-    except Exception as e:  # msgpack raises several types for garbage
-        raise FrameError(f"undecodable message body: {type(e).__name__}: {e}") from None
+        return codec.decode_value(data)
+    except codec.DecodeError as e:
+        raise FrameError(str(e)) from None
 
 
 def unpack_body(body: bytes | memoryview) -> tuple[Kind, dict[str, Any]]:

@@ -33,7 +33,7 @@ class Hyper:
     entropy_coeff: float = 0.01
     vf_loss_coeff: float = 0.5
     # The most one learner update takes, in train batches of the oldest waiting env steps;
-    # the rest waits for the next updates (see `LinkEnvRunner._take`). None: everything
+    # the rest waits for the next updates (see `EpisodeInbox.take`). None: everything
     # received. PPO needs it: its update blocks sampling and grows with the sample, so a
     # learner slower than the games fell further behind with every update.
     max_sample_batches: float | None = None

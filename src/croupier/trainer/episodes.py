@@ -1,8 +1,9 @@
-"""Check an episode state received over the link and rebuild it as an RLlib episode.
+"""Check an episode record received over the link and convert it to an RLlib episode.
 
-A peer's dict is never passed on as it came: every field the learner uses is checked for type,
-shape, range and finiteness, and a clean state is rebuilt from those fields alone before
-`SingleAgentEpisode.from_state`. Anything off raises `EpisodeRejected` (counted by the runner).
+A peer's record is never passed on as it came: every field the learner uses is checked for
+type, shape, range and finiteness, and a clean RLlib episode is built from those fields alone
+(`rllib_private.episode_from_arrays`). Anything off raises `EpisodeRejected` (counted by the
+runner).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from croupier.trainer.ingest_log import SAFE_EPISODE_ID
-from croupier.trajectories.recorder import MAX_EPISODE_STEPS, episode_state
+from croupier.trainer.rllib_private import episode_from_arrays
+from croupier.trajectories.record import RecordError, read_record
+from croupier.trajectories.recorder import MAX_EPISODE_STEPS
 
 # Servers cut their learned seats' episodes at this length (truncated), so none is lost here.
 MAX_EPISODE_LEN = MAX_EPISODE_STEPS
@@ -39,63 +42,47 @@ def _array(value: Any, dtype: type, shape: tuple[int, ...], name: str) -> np.nda
     return value
 
 
-def _buffer_data(state: dict[str, Any], key: str) -> Any:
-    buf = state.get(key)
-    if not isinstance(buf, dict) or "data" not in buf:
-        raise EpisodeRejected(f"missing buffer {key!r}")
-    return buf["data"]
-
-
-def validate_episode(state: Any, obs_size: int, num_actions: int) -> SingleAgentEpisode:
-    """A clean, finished `SingleAgentEpisode` from an untrusted state dict."""
-    if not isinstance(state, dict):
-        raise EpisodeRejected("an episode must be a map")
+def validate_episode(value: Any, obs_size: int, num_actions: int) -> SingleAgentEpisode:
+    """A clean, finished `SingleAgentEpisode` from an untrusted episode record (croupier's
+    own, `croupier.trajectories.record`; a server of the version before it sends the old
+    layout, migrated first)."""
     try:
-        t, t0 = int(state["t"]), int(state["t_started"])
-        episode_id = state["id_"]
-    except (KeyError, TypeError, ValueError) as e:
-        raise EpisodeRejected(f"bad episode header: {e}") from None
-    n = t - t0
-    if not isinstance(episode_id, str) or not SAFE_EPISODE_ID.fullmatch(episode_id):
-        raise EpisodeRejected("id_ must be 1-128 letters, digits or . _ ~ : -")
-    if not 1 <= n <= MAX_EPISODE_LEN or t0 != 0:
-        raise EpisodeRejected(f"episode length {n} out of range (t_started must be 0)")
-    if state.get("is_terminated") is not True and state.get("is_truncated") is not True:
+        record = read_record(value)
+    except RecordError as e:
+        raise EpisodeRejected(str(e)) from None
+    episode_id = record["id"]
+    if not SAFE_EPISODE_ID.fullmatch(episode_id):
+        raise EpisodeRejected("id must be 1-128 letters, digits or . _ ~ : -")
+    actions = record.get("actions")
+    n = len(actions) if isinstance(actions, np.ndarray | list) else 0
+    if not 1 <= n <= MAX_EPISODE_LEN:
+        raise EpisodeRejected(f"episode length {n} out of range")
+    if record.get("terminated") is not True and record.get("truncated") is not True:
         raise EpisodeRejected("only finished episodes are accepted")
 
-    obs = _buffer_data(state, "observations")
-    if not isinstance(obs, dict) or set(obs) != {"observations", "action_mask"}:
-        raise EpisodeRejected("observations must hold 'observations' and 'action_mask'")
-    o = _array(obs["observations"], np.float32, (n + 1, obs_size), "observations")
-    m = _array(obs["action_mask"], np.float32, (n + 1, num_actions), "action_mask")
+    o = _array(record.get("obs"), np.float32, (n + 1, obs_size), "observations")
+    m = _array(record.get("mask"), np.float32, (n + 1, num_actions), "action_mask")
     if not np.isin(m, (0.0, 1.0)).all() or not (m.sum(axis=1) > 0).all():
         raise EpisodeRejected("action_mask must be 0/1 with a legal action at every step")
-    a = _array(_buffer_data(state, "actions"), np.int64, (n,), "actions")
+    a = _array(actions, np.int64, (n,), "actions")
     if a.min() < 0 or a.max() >= num_actions or not m[np.arange(n), a].all():
         raise EpisodeRejected("an action is out of range or illegal under its mask")
-    r = _array(_buffer_data(state, "rewards"), np.float32, (n,), "rewards")
-
-    extra = state.get("extra_model_outputs")
-    if not isinstance(extra, dict):
-        raise EpisodeRejected("missing extra_model_outputs")
-    logp = _array(_buffer_data(extra, "action_logp"), np.float32, (n,), "action_logp")
+    r = _array(record.get("rewards"), np.float32, (n,), "rewards")
+    logp = _array(record.get("logp"), np.float32, (n,), "action_logp")
     if (logp > 1e-4).any():
         raise EpisodeRejected("action_logp must be log-probabilities (<= 0)")
-    logits = _array(
-        _buffer_data(extra, "action_dist_inputs"), np.float32, (n, num_actions), "logits"
-    )
+    logits = _array(record.get("logits"), np.float32, (n, num_actions), "logits")
 
-    custom = state.get("custom_data") or {}
-    versions = custom.get("versions") if isinstance(custom, dict) else None
+    versions = record.get("versions")
     if not isinstance(versions, list) or len(versions) != n:
-        raise EpisodeRejected("custom_data.versions must give one weights version per step")
+        raise EpisodeRejected("versions must give one weights version per step")
     try:
         versions = [int(v) for v in versions]
     except (TypeError, ValueError):
         raise EpisodeRejected("versions must be integers") from None
 
-    terminated = bool(state.get("is_terminated"))
-    clean = episode_state(
+    terminated = record.get("terminated") is True
+    return episode_from_arrays(
         episode_id=episode_id,
         observations=o,
         action_masks=m,
@@ -105,10 +92,9 @@ def validate_episode(state: Any, obs_size: int, num_actions: int) -> SingleAgent
         logits=logits,
         custom_data={
             "versions": versions,
-            "game_id": str(custom.get("game_id", ""))[:128],
-            "seat": str(custom.get("seat", ""))[:64],
+            "game_id": str(record.get("game_id", ""))[:128],
+            "seat": str(record.get("seat", ""))[:64],
         },
         terminated=terminated,
-        truncated=bool(state.get("is_truncated")) and not terminated,
+        truncated=record.get("truncated") is True and not terminated,
     )
-    return SingleAgentEpisode.from_state(clean)

@@ -19,28 +19,13 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+# The link counters (`link.server.LINK_COUNTERS`, what `LinkEnvRunner.link_stats()` reports)
+# are exported as `croupier_trainer_<name>_total`.
+from croupier.link.server import LINK_COUNTERS
+
 PREFIX = "croupier_trainer"
 # Version-lag histogram buckets (versions behind the learner when an episode arrived).
 LAG_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
-# Link counters (LinkEnvRunner.link_stats()) exported as `croupier_trainer_<name>_total`.
-LINK_COUNTERS = (
-    "episodes_received",
-    "episodes_rejected",
-    "episodes_duplicate",
-    "episodes_dropped_lag",
-    "episodes_dropped_backlog",
-    "episodes_dropped_stale",
-    "episodes_sampled",
-    "steps_received",
-    "steps_sampled",
-    "steps_dropped_backlog",
-    "steps_dropped_stale",
-    "frames_rejected",
-    "connections_refused",
-    "connections_over_cap",
-    "connections_not_reading",
-    "connections_total",
-)
 
 
 def learner_trained_lifetime(result: dict[str, Any]) -> float | None:

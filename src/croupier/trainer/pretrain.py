@@ -33,38 +33,38 @@ INIT_WEIGHTS = "init.npz"
 INIT_META = "init.json"
 
 
-def _prelearner_class() -> type:
+def _rows_to_episodes(batch: dict[str, Any]) -> list[Any]:
+    """Rows of `trajectories/offline.py`'s schema → one-step episodes, Dict observations."""
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-    from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
-    class RulesEpisodesPreLearner(OfflinePreLearner):
-        """Rows of `trajectories/offline.py`'s schema → one-step episodes, Dict observations."""
+    episodes = []
+    for i in range(len(batch["actions"])):
+        obs = {
+            "observations": np.asarray(batch["obs"][i], np.float32),
+            "action_mask": np.asarray(batch["action_mask"][i], np.float32),
+        }
+        new_obs = {
+            "observations": np.asarray(batch["new_obs"][i], np.float32),
+            "action_mask": np.asarray(batch["new_action_mask"][i], np.float32),
+        }
+        episode = SingleAgentEpisode(
+            id_=f"{batch['eps_id'][i]}:{int(batch['t'][i])}",
+            observations=[obs, new_obs],
+            actions=[int(batch["actions"][i])],
+            rewards=[float(batch["rewards"][i])],
+            terminated=bool(batch["terminateds"][i]),
+            truncated=bool(batch["truncateds"][i]),
+            len_lookback_buffer=0,
+        )
+        episode.to_numpy()
+        episodes.append(episode)
+    return episodes
 
-        def _map_to_episodes(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-            episodes = []
-            for i in range(len(batch["actions"])):
-                obs = {
-                    "observations": np.asarray(batch["obs"][i], np.float32),
-                    "action_mask": np.asarray(batch["action_mask"][i], np.float32),
-                }
-                new_obs = {
-                    "observations": np.asarray(batch["new_obs"][i], np.float32),
-                    "action_mask": np.asarray(batch["new_action_mask"][i], np.float32),
-                }
-                episode = SingleAgentEpisode(
-                    id_=f"{batch['eps_id'][i]}:{int(batch['t'][i])}",
-                    observations=[obs, new_obs],
-                    actions=[int(batch["actions"][i])],
-                    rewards=[float(batch["rewards"][i])],
-                    terminated=bool(batch["terminateds"][i]),
-                    truncated=bool(batch["truncateds"][i]),
-                    len_lookback_buffer=0,
-                )
-                episode.to_numpy()
-                episodes.append(episode)
-            return {"episodes": episodes}
 
-    return RulesEpisodesPreLearner
+def _prelearner_class() -> type:
+    from croupier.trainer.rllib_private import prelearner_class
+
+    return prelearner_class(_rows_to_episodes, "RulesEpisodesPreLearner")
 
 
 def bc_config(

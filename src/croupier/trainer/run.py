@@ -8,6 +8,11 @@ restored; it goes on from the newest weights it published (so a number always na
 weights); without traffic it waits, reports itself idle and resumes when games return (for
 `max_idle_s` at most, forever by default); SIGTERM and SIGINT both checkpoint and exit, within
 `stop_grace_s`; `/healthz` on the metrics port says where it stands.
+
+Why one module of ~600 lines: it is the trainer's whole life, read top to bottom in the order
+it happens (build, restore, open the link, train, checkpoint, stop on a signal), like a
+CleanRL script; the link, the EnvRunner, the inbox, the published-weights notes and RLlib's
+internals each live in their own module.
 """
 
 from __future__ import annotations
@@ -208,7 +213,7 @@ class Trainer:
             num_gpus_per_learner=opts.num_gpus_per_learner,
         )
         self.algo = config.build_algo()
-        from croupier.trainer.env_runner import published_version
+        from croupier.trainer.published import published_version
 
         # Read before restoring: what servers have seen, whatever the checkpoint says.
         published = published_version(Path(opts.checkpoint_dir))
@@ -248,7 +253,7 @@ class Trainer:
         from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
         from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
-        from croupier.trainer.env_runner import read_published_weights
+        from croupier.trainer.published import read_published_weights
 
         group = self.algo.learner_group
         restored = group.get_state(components=COMPONENT_LEARNER)
@@ -592,5 +597,7 @@ def quiet_ray_deprecations() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray(\.|$)")
-    # Ray's `deprecation_warning` logs through this logger (ray/_common/deprecation.py).
-    logging.getLogger("ray._common.deprecation").setLevel(logging.ERROR)
+    # Ray's `deprecation_warning` logs through this logger (a private module's name).
+    from croupier.trainer.rllib_private import DEPRECATION_LOGGER
+
+    logging.getLogger(DEPRECATION_LOGGER).setLevel(logging.ERROR)

@@ -1,9 +1,7 @@
-"""Records one learned seat's decisions and closes them into an RLlib episode state.
+"""Records one learned seat's decisions and closes them into an episode record.
 
-The output is exactly the dict `SingleAgentEpisode.get_state()` produces for a finished,
-numpy-ised episode, so the trainer rebuilds it with `SingleAgentEpisode.from_state`. It holds
-only plain data (str, int, float, lists, float/int numpy arrays): no object arrays, so the
-msgpack link never has to carry (or accept) a pickle.
+The output is croupier's own versioned episode record (`croupier.trajectories.record`): the
+spool stores it and the link carries it; the trainer converts it to RLlib's episode.
 
 Rewards: RLlib's `rewards[t]` is what followed action t. The reward a decide call reports
 ("what this seat received since its last decision") therefore belongs to the previous step, and
@@ -18,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from croupier.trajectories.record import make_record, record_len, record_versions
 
 # The longest episode a trainer takes (`trainer.episodes` refuses longer ones). A learned seat
 # still playing at this length has its episode cut here, truncated, and a new one begun: a
@@ -84,25 +84,23 @@ class SeatRecorder:
         terminal: tuple[np.ndarray, np.ndarray],
         truncated: bool = False,
     ) -> dict[str, Any] | None:
-        """The finished episode's state, or None when this seat never decided."""
+        """The finished episode's record, or None when this seat never decided."""
         if not self.actions:
             return None
         self.add_reward(final_reward)
         final_obs, final_mask = terminal
-        return episode_state(
+        return make_record(
             episode_id=self.episode_id,
-            observations=np.stack([*self.obs, final_obs]).astype(np.float32),
-            action_masks=np.stack([*self.masks, final_mask]).astype(np.float32),
+            obs=np.stack([*self.obs, final_obs]).astype(np.float32),
+            mask=np.stack([*self.masks, final_mask]).astype(np.float32),
             actions=np.asarray(self.actions, np.int64),
             rewards=np.asarray(self.rewards, np.float32),
             logp=np.asarray(self.logp, np.float32),
             logits=np.stack(self.logits).astype(np.float32),
-            custom_data={
-                "game_id": self.game_id,
-                "seat": self.seat,
-                "policy": self.policy,
-                "versions": list(self.versions),
-            },
+            versions=list(self.versions),
+            game_id=self.game_id,
+            seat=self.seat,
+            policy=self.policy,
             terminated=not truncated,
             truncated=truncated,
             start_time=self.started,
@@ -110,61 +108,6 @@ class SeatRecorder:
         )
 
 
-def episode_state(
-    *,
-    episode_id: str,
-    observations: np.ndarray,
-    action_masks: np.ndarray,
-    actions: np.ndarray,
-    rewards: np.ndarray,
-    logp: np.ndarray,
-    logits: np.ndarray,
-    custom_data: dict[str, Any],
-    terminated: bool = True,
-    truncated: bool = False,
-    start_time: float | None = None,
-    last_step_time: float | None = None,
-) -> dict[str, Any]:
-    """The `SingleAgentEpisode.get_state()` layout of a finished, numpy-ised episode of
-    `len(actions)` steps (one more observation than actions)."""
-    n = len(actions)
-    return {
-        "id_": episode_id,
-        "agent_id": None,
-        "module_id": None,
-        "multi_agent_episode_id": None,
-        "observations": _buffer({"observations": observations, "action_mask": action_masks}),
-        "actions": _buffer(actions),
-        "rewards": _buffer(rewards),
-        "infos": {
-            "data": [{} for _ in range(n + 1)],
-            "lookback": 0,
-            "finalized": False,
-            "space": None,
-        },
-        "extra_model_outputs": {
-            "action_logp": _buffer(logp),
-            "action_dist_inputs": _buffer(logits),
-        },
-        "is_terminated": terminated,
-        "is_truncated": truncated,
-        "t_started": 0,
-        "t": n,
-        "_observation_space": None,
-        "_action_space": None,
-        "_start_time": start_time,
-        "_last_step_time": last_step_time,
-        "custom_data": custom_data,
-    }
-
-
-def _buffer(data: Any) -> dict[str, Any]:
-    return {"data": data, "lookback": 0, "finalized": True, "space": None}
-
-
-def episode_len(state: dict[str, Any]) -> int:
-    return int(state["t"]) - int(state["t_started"])
-
-
-def episode_versions(state: dict[str, Any]) -> list[int]:
-    return list(state.get("custom_data", {}).get("versions", []))
+# The names the rest of the server knows the record's helpers by.
+episode_len = record_len
+episode_versions = record_versions

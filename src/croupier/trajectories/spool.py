@@ -6,8 +6,10 @@ and the trainer drops ids it has seen). A restarted server finds its backlog on 
 
 The spool is bounded by episodes and by bytes: past either bound the oldest episodes are
 deleted and counted as dropped, so a long trainer outage never fills the disk or the memory.
-Bodies are msgpack (`croupier.link.wire.encode_value`), read back with the link's decoder,
-which never unpickles.
+Bodies are episode records (`croupier.trajectories.record`) in msgpack
+(`croupier.trajectories.codec`, the link's encoding too), read back with a decoder that never
+unpickles. Bodies of the layout before the record (spools written by older versions) are
+migrated as they are read.
 
 Two threads use it: the event loop (`put`) and the link client (`take`, `ack`, `rewind`); one
 lock serialises them, and everything slow (encoding, decoding) happens outside it.
@@ -21,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from croupier.link import wire
-from croupier.trajectories.recorder import episode_len
+from croupier.trajectories import codec
+from croupier.trajectories.record import RecordError, read_record, record_len
 
 SPOOL_FILE = "spool.sqlite3"
 _SCHEMA = """
@@ -92,7 +94,7 @@ class EpisodeSpool:
         self.put_calls += 1
         t0 = time.perf_counter()
         # Encoded before taking the lock: the link thread's reads need not wait for msgpack.
-        rows = [(str(ep["id_"]), episode_len(ep), wire.encode_value(ep)) for ep in episodes]
+        rows = [(str(ep["id"]), record_len(ep), codec.encode_value(ep)) for ep in episodes]
         with self._lock:
             self._db.execute("BEGIN")
             try:
@@ -176,13 +178,9 @@ class EpisodeSpool:
         episodes, corrupt = [], []
         for seq, _, body in rows:
             try:
-                episode = wire.decode_value(body)
-            except wire.FrameError:
-                episode = None
-            if isinstance(episode, dict) and isinstance(episode.get("id_"), str):
-                episodes.append(episode)
-            else:  # a damaged row: drop it (counted), never crash the link
-                corrupt.append(seq)
+                episodes.append(read_record(codec.decode_value(body)))
+            except (codec.DecodeError, RecordError):
+                corrupt.append(seq)  # a damaged row: drop it (counted), never crash the link
         if corrupt:
             self._delete_corrupt(corrupt)
         return episodes
@@ -281,8 +279,8 @@ class EpisodeSpool:
         if row is None:
             return None
         try:
-            return wire.decode_value(row[0])
-        except wire.FrameError:
+            return read_record(codec.decode_value(row[0]))
+        except (codec.DecodeError, RecordError):
             return None
 
     @property

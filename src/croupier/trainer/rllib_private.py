@@ -1,0 +1,112 @@
+"""Every RLlib (2.60) internal the trainer relies on, in one place.
+
+RLlib's public API does not cover everything an EnvRunner fed over a socket needs. Each use
+below names what it touches; tests/test_rllib_private.py checks each against the installed
+RLlib, so an upgrade that moves one fails there, loudly, instead of somewhere in a training run.
+Nothing else in croupier may name a private RLlib attribute or module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+# The logger RLlib's deprecation warnings go to (a private module's name).
+DEPRECATION_LOGGER = "ray._common.deprecation"
+
+
+def increase_sampled_metrics(runner: Any, num_steps: int, num_episodes: int) -> None:
+    """Log a `sample()`'s env/agent/module step counts the way RLlib's own runners do
+    (`num_env_steps_sampled_lifetime` and friends, which the Algorithm sums). The method is
+    private to `SingleAgentEnvRunner`; it only uses `runner.metrics`, so it is called unbound
+    on our runner rather than copied."""
+    SingleAgentEnvRunner._increase_sampled_metrics(runner, num_steps, num_episodes)
+
+
+# Where IMPALA/APPO put the `EnvRunnerStateServer` actor on each remote runner (when
+# `use_env_runner_state_server` is on): an attribute the Algorithm sets, private to RLlib.
+STATE_SERVER_ATTR = "_env_runner_state_server"
+
+
+def env_runner_state_server(runner: Any) -> Any:
+    """The `EnvRunnerStateServer` actor injected into `runner`, or None. Runners pull the
+    newest weights from it at the top of `sample()`, as RLlib's own runners do."""
+    return getattr(runner, STATE_SERVER_ATTR, None)
+
+
+def stock_runner_weights_seq_no(runner: Any) -> int:
+    """The weights version RLlib's stock `EnvRunnerServerForExternalInference` holds (kept in
+    a private attribute; the compat tests read it)."""
+    return int(runner._weights_seq_no)
+
+
+def episode_from_arrays(
+    *,
+    episode_id: str,
+    observations: np.ndarray,
+    action_masks: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    logp: np.ndarray,
+    logits: np.ndarray,
+    custom_data: dict[str, Any],
+    terminated: bool,
+    truncated: bool,
+) -> SingleAgentEpisode:
+    """A finished, numpy-ised `SingleAgentEpisode` of `len(actions)` steps, built in one go
+    from whole arrays through `SingleAgentEpisode.from_state`: the state layout (buffers,
+    `_observation_space`, `_start_time`, ...) is RLlib's private one. The public constructor
+    would take per-step lists and re-batch them step by step: a per-step Python loop on the
+    trainer's ingest path, which this avoids."""
+    n = len(actions)
+    return SingleAgentEpisode.from_state(
+        {
+            "id_": episode_id,
+            "agent_id": None,
+            "module_id": None,
+            "multi_agent_episode_id": None,
+            "observations": _buffer({"observations": observations, "action_mask": action_masks}),
+            "actions": _buffer(actions),
+            "rewards": _buffer(rewards),
+            "infos": {
+                "data": [{} for _ in range(n + 1)],
+                "lookback": 0,
+                "finalized": False,
+                "space": None,
+            },
+            "extra_model_outputs": {
+                "action_logp": _buffer(logp),
+                "action_dist_inputs": _buffer(logits),
+            },
+            "is_terminated": terminated,
+            "is_truncated": truncated,
+            "t_started": 0,
+            "t": n,
+            "_observation_space": None,
+            "_action_space": None,
+            "_start_time": None,
+            "_last_step_time": None,
+            "custom_data": custom_data,
+        }
+    )
+
+
+def _buffer(data: Any) -> dict[str, Any]:
+    return {"data": data, "lookback": 0, "finalized": True, "space": None}
+
+
+def prelearner_class(
+    map_rows: Callable[[dict[str, Any]], list[SingleAgentEpisode]], name: str
+) -> type:
+    """An `OfflinePreLearner` that turns a batch of rows into episodes with `map_rows`. The
+    hook RLlib calls for that, `_map_to_episodes`, is private: it is overridden here only."""
+    from ray.rllib.offline.offline_prelearner import OfflinePreLearner
+
+    def _map_to_episodes(self: Any, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {"episodes": map_rows(batch)}
+
+    return type(name, (OfflinePreLearner,), {"_map_to_episodes": _map_to_episodes})
