@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from croupier.trainer import rllib_private
+from croupier import rllib_private
 from tests.conftest import (
     BackgroundPlay,
     LoggedServer,

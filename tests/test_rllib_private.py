@@ -1,4 +1,4 @@
-"""Every RLlib internal croupier relies on (`croupier.trainer.rllib_private`), checked against
+"""Every RLlib internal croupier relies on (`croupier.rllib_private`), checked against
 the installed RLlib: an upgrade that moves one fails here, by name, not in a training run.
 And no other module names one."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from croupier import rllib_private
 from croupier.link import protocol
-from croupier.trainer import rllib_private
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "croupier"
 
@@ -128,6 +128,7 @@ def test_the_link_state_keys_are_rllibs_names():
 _PRIVATE = re.compile(
     r"_increase_sampled_metrics|_env_runner_state_server|_map_to_episodes|ray\._common"
     r"|SingleAgentEpisode\.from_state|\.algo\.env_runner\._"
+    r"|(?<!super\(\))(?<!self)\._forward\("  # a module's _forward called from outside its class
 )
 
 
@@ -140,3 +141,22 @@ def test_no_module_but_rllib_private_names_an_rllib_internal():
         if _PRIVATE.search(line)
     ]
     assert offenders == []
+
+
+def test_forward_logits_is_the_modules_own_masked_forward():
+    import torch
+
+    from croupier.games.leduc import LeducAdapter
+    from croupier.policies.module import ModelSpec, build_inference_module
+
+    adapter = LeducAdapter()
+    module = build_inference_module(ModelSpec(), adapter.observation_space, adapter.action_space)
+    obs = torch.randn(3, adapter.obs_size)
+    mask = torch.ones(3, adapter.num_actions)
+    mask[:, 0] = 0.0
+    batch = {"obs": {"observations": obs, "action_mask": mask}}
+    with torch.inference_mode():
+        got = rllib_private.forward_logits(module, batch)
+        want = module.forward_inference({"obs": {"observations": obs, "action_mask": mask}})
+    assert torch.equal(got, want["action_dist_inputs"])
+    assert (got[:, 0] < -1e30).all()  # masked: the illegal action is far below the rest

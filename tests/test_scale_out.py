@@ -11,9 +11,9 @@ import time
 import httpx
 import pytest
 
+from croupier import rllib_private
 from croupier.client import CroupierError, route_game
 from croupier.routing import RoutedClient
-from croupier.trainer import rllib_private
 from croupier.trainer.metrics import serve_trainer_metrics
 from tests.conftest import BackgroundPlay, free_port, running_server_logged, wait_for
 from tests.helpers.prometheus import parse, value

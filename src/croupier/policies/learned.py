@@ -30,6 +30,7 @@ from croupier.policies.weights_file import (
     write_json,
     write_weights,
 )
+from croupier.rllib_private import forward_logits
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +253,7 @@ class PolicyVersions:
             "obs": {"observations": torch.from_numpy(obs), "action_mask": torch.from_numpy(mask)}
         }
         with torch.inference_mode():
-            return module._forward(batch)["action_dist_inputs"].numpy()
+            return forward_logits(module, batch).numpy()
 
     def _build(self) -> Any:
         return build_inference_module(

@@ -27,6 +27,8 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
+from croupier.rllib_private import forward_logits
+
 log = logging.getLogger(__name__)
 
 
@@ -207,7 +209,7 @@ class PolicyNetwork:
             with torch.inference_mode():
                 batch = {"obs": {"observations": torch.from_numpy(obs),
                                  "action_mask": torch.from_numpy(mask)}}  # fmt: skip
-                want = module._forward(batch)[Columns.ACTION_DIST_INPUTS].numpy()
+                want = forward_logits(module, batch).numpy()
             return bool(np.array_equal(self(obs, mask), want))
         except (RuntimeError, ValueError, TypeError) as e:  # not the layout this expects
             log.debug("no plain policy network for %s: %s", type(module).__name__, e)

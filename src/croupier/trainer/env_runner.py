@@ -44,11 +44,11 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 from ray.rllib.utils.serialization import gym_space_to_dict
 
+from croupier import rllib_private
 from croupier.link import protocol, wire
 from croupier.link.server import LinkCounters, LinkServer, ServerOptions
 from croupier.link.server import check_listen as _check_listen
 from croupier.policies.module import ModelSpec
-from croupier.trainer import rllib_private
 from croupier.trainer.episodes import EpisodeRejected, validate_episode
 from croupier.trainer.inbox import EpisodeInbox
 from croupier.trainer.ingest_log import IngestLog

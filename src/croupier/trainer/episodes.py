@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
+from croupier.rllib_private import episode_from_arrays
 from croupier.trainer.ingest_log import SAFE_EPISODE_ID
-from croupier.trainer.rllib_private import episode_from_arrays
 from croupier.trajectories.record import RecordError, read_record
 from croupier.trajectories.recorder import MAX_EPISODE_STEPS
 

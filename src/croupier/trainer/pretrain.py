@@ -62,7 +62,7 @@ def _rows_to_episodes(batch: dict[str, Any]) -> list[Any]:
 
 
 def _prelearner_class() -> type:
-    from croupier.trainer.rllib_private import prelearner_class
+    from croupier.rllib_private import prelearner_class
 
     return prelearner_class(_rows_to_episodes, "RulesEpisodesPreLearner")
 

@@ -598,6 +598,6 @@ def quiet_ray_deprecations() -> None:
 
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray(\.|$)")
     # Ray's `deprecation_warning` logs through this logger (a private module's name).
-    from croupier.trainer.rllib_private import DEPRECATION_LOGGER
+    from croupier.rllib_private import DEPRECATION_LOGGER
 
     logging.getLogger(DEPRECATION_LOGGER).setLevel(logging.ERROR)

@@ -1,4 +1,4 @@
-"""Every RLlib (2.60) internal the trainer relies on, in one place.
+"""Every RLlib (2.60) internal croupier relies on (trainer and serving), in one place.
 
 RLlib's public API does not cover everything an EnvRunner fed over a socket needs. Each use
 below names what it touches; tests/test_rllib_private.py checks each against the installed
@@ -110,3 +110,11 @@ def prelearner_class(
         return {"episodes": map_rows(batch)}
 
     return type(name, (OfflinePreLearner,), {"_map_to_episodes": _map_to_episodes})
+
+
+def forward_logits(module: Any, batch: dict[str, Any]) -> Any:
+    """The module's action-distribution inputs for `batch` through its own `_forward`: what
+    RLlib's `forward_inference` computes without its ~80 us of wrapping checks. Subclasses
+    override `_forward` (RLlib's documented extension point); calling it from outside is not
+    public API, so it happens only here."""
+    return module._forward(batch)["action_dist_inputs"]
