@@ -497,7 +497,6 @@ def test_weights_are_on_disk_before_latest_json_names_them(tmp_path, monkeypatch
     place: a crash in between leaves the previous latest.json pointing at a whole file."""
     import os
 
-    from croupier.policies import weights_file
     from croupier.policies.learned import PolicyVersions
 
     versions = PolicyVersions(ADAPTER, weights_dir=tmp_path, seed=1)
@@ -512,8 +511,8 @@ def test_weights_are_on_disk_before_latest_json_names_them(tmp_path, monkeypatch
         events.append(("replace", str(dst)))
         real_replace(src, dst)
 
-    monkeypatch.setattr(weights_file.os, "fsync", fsync)
-    monkeypatch.setattr(weights_file.os, "replace", replace)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
     assert versions.install(1, versions.weights(0))
     npz, meta = str(weights_path(tmp_path, 1)), str(tmp_path / "latest.json")
     names_it = events.index(("replace", meta))

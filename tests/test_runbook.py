@@ -280,11 +280,8 @@ def test_the_runbook_runs_as_written(tmp_path):
         # --- Stop ---------------------------------------------------------------------------
         section(SECTIONS[6])  # each process exited within its unit's TimeoutStopSec
         assert all(p.poll() is not None for p in systemd.procs.values())
-        # The runbook also promises a checkpoint on SIGTERM (trainer-lifecycle.md). On this
-        # branch's trainer that does not hold: a SIGTERM mid-`algo.train()` exits with no
-        # checkpoint and the next start serves fresh weights renumbered past the last
-        # published (issue 15, points 3 and 4: the trainer-lifecycle work). Once that lands:
-        # assert (Path(env["CROUPIER_HOME"]) / "trainer" / "checkpoint").is_dir()
+        # The runbook also promises a checkpoint on SIGTERM (trainer-lifecycle.md).
+        assert (Path(env["CROUPIER_HOME"]) / "trainer" / "checkpoint").is_dir()
     except BaseException:
         for name in systemd.procs:
             print(f"--- {name} ---\n{systemd.log(name)[-2500:]}")

@@ -10,13 +10,14 @@ so a caller can fall back to an older version instead of failing to start.
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from croupier.files import write_atomic
 
 WeightsState = dict[str, np.ndarray]
 
@@ -58,25 +59,13 @@ def nonfinite(weights: dict[str, Any]) -> list[str]:
 
 def write_weights(path: Path, weights: WeightsState) -> None:
     """Write `weights` as `path`, durably (see the module's docstring)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name.removesuffix(".npz") + ".tmp.npz")
-    with open(tmp, "wb") as f:
-        np.savez(f, **weights)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    write_atomic(path, lambda f: np.savez(f, **weights), tmp=tmp)
 
 
 def write_json(path: Path, data: Any) -> None:
     """Write `data` as JSON at `path`, durably: what it names is on disk before it is."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(json.dumps(data))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    write_atomic(path, json.dumps(data))
 
 
 def read_weights(path: Path) -> WeightsState:
@@ -92,17 +81,3 @@ def read_weights(path: Path) -> WeightsState:
     if bad:
         raise UnreadableWeights(f"{path.name}: non-finite values in {bad[:3]}")
     return weights
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in `folder` durable (POSIX: the directory entry is data of its own)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # a platform without directory fds: the rename is as durable as it gets
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -19,6 +19,8 @@ import threading
 from collections import Counter, OrderedDict
 from pathlib import Path
 
+from croupier.files import write_atomic
+
 OUTCOMES = ("accepted", "lag", "rejected")
 # What an episode id may be: a line here is `<id>\t<outcome>`, so a tab, newline or other
 # control character in an id would write a line of the peer's choosing. Servers make uuid hex.
@@ -76,11 +78,9 @@ class IngestLog:
 
     def _compact(self) -> None:
         assert self.path is not None and self._file is not None
-        tmp = self.path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write("".join(f"{i}\t{o}\n" for i, o in self.ids.items()))
         self._file.close()
-        os.replace(tmp, self.path)
+        lines = "".join(f"{i}\t{o}\n" for i, o in self.ids.items())
+        write_atomic(self.path, lines, tmp=self.path.with_suffix(".tmp"))
         self._file = self.path.open("a", encoding="utf-8")
         self._lines = len(self.ids)
 

@@ -9,11 +9,12 @@ and a server's `latest` never falls back in quality.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from croupier.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +28,14 @@ def note_published(state_dir: Path, worker_index: int, seq: int, weights: dict[s
     base = state_dir / f"published-{worker_index}"
     try:
         # The weights first: a number on disk always has its weights, or older ones.
-        tmp_npz = base.with_name(base.name + ".tmp.npz")
         arrays = {k: np.asarray(v) for k, v in weights.items()}
-        np.savez(tmp_npz, **arrays, **{_SEQ_KEY: np.asarray(seq, dtype=np.int64)})
-        os.replace(tmp_npz, base.with_name(base.name + ".npz"))
-        tmp = base.with_suffix(".tmp")
-        tmp.write_text(str(seq))
-        os.replace(tmp, base)
+        arrays[_SEQ_KEY] = np.asarray(seq, dtype=np.int64)
+        write_atomic(
+            base.with_name(base.name + ".npz"),
+            lambda f: np.savez(f, **arrays),
+            tmp=base.with_name(base.name + ".tmp.npz"),
+        )
+        write_atomic(base, str(seq), tmp=base.with_suffix(".tmp"))
     except OSError as e:
         log.warning("could not note the published version in %s: %s", base, e)
 
