@@ -187,7 +187,7 @@ class UnoAdapter(UnoBasicAdapter):
         if not isinstance(played, list) or len(played) > MAX_PLAYED:
             raise InvalidState(f"'played_cards' must be a list of at most {MAX_PLAYED} cards")
         color = state.get("color", target[0])
-        if color not in _COLOR_IDS:
+        if not isinstance(color, str) or color not in _COLOR_IDS:
             raise InvalidState(f"'color' must be one of {_COLORS}, got {color!r}")
         moves = state.get("moves", [])
         if not isinstance(moves, list) or len(moves) > MAX_MOVES:
@@ -233,7 +233,7 @@ class UnoAdapter(UnoBasicAdapter):
                 raise InvalidState(f"a move's seat must be 0..{self.num_players - 1}")
             if not isinstance(action, str) or action not in self._action_ids:
                 raise InvalidState(f"unknown action in 'moves': {action!r}")
-            if faced not in _COLOR_IDS:
+            if not isinstance(faced, str) or faced not in _COLOR_IDS:
                 raise InvalidState(f"a move's colour must be one of {_COLORS}, got {faced!r}")
             if k < _RECENT:
                 o = recent + k * _MOVE_SIZE
