@@ -187,3 +187,22 @@ def test_built_in_uno_is_the_richer_observation_end_to_end():
         if done:
             obs, _ = env.reset()
     assert seen_history and seen_opp_draw
+
+
+def test_training_preset_names_real_settings():
+    from dataclasses import fields
+
+    from croupier.policies.module import ModelSpec
+    from croupier.trainer.algo import Hyper, base_config
+
+    preset = dict(UnoAdapter.TRAINING_PRESET)
+    spec = ModelSpec(algo=preset.pop("algo"), hiddens=preset.pop("hiddens"))
+    known = {f.name for f in fields(Hyper)}
+    hyper = Hyper(
+        **{k: v for k, v in preset.items() if k in known},
+        extra={k: v for k, v in preset.items() if k not in known},
+    )
+    config = base_config(spec, hyper)  # an unknown RLlib setting raises here
+    renamed = {"train_batch_size": "train_batch_size_per_learner"}
+    for k, v in preset.items():
+        assert getattr(config, renamed.get(k, k)) == v

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from croupier.bench.evaluate import payoff_vs
 from croupier.policies.module import ModelSpec
 
@@ -53,6 +55,7 @@ def train(
                     "return": result["env_runners"].get("episode_return_mean"),
                 }
             )
+            print(json.dumps(curve[-1]), flush=True)  # progress, for a run cut short
         seconds = time.monotonic() - t0
         weights = module_weights(algo.get_module())
         algo.stop()
@@ -82,6 +85,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--entropy", type=float, default=None)
     p.add_argument("--gamma", type=float, default=None)
+    p.add_argument("--lambda", dest="lambda_", type=float, default=None, help="GAE lambda")
     p.add_argument("--num-envs", type=int, default=64)
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--max-steps", type=int, default=None)
@@ -101,9 +105,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ):
         if value is not None:
             setattr(hyper, name, value)
+    if a.lambda_ is not None:
+        hyper.extra["lambda_"] = a.lambda_
     spec = ModelSpec(algo=a.algo, hiddens=[int(h) for h in a.hiddens.split(",")])
     run = train(a.game, spec, hyper, a.minutes, a.seed, a.num_envs, a.max_steps)
     weights = run.pop("weights")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    # The trained weights and the curve first: the evaluation takes minutes on a busy machine.
+    np.savez(a.out.with_suffix(".weights.npz"), **weights)
+    a.out.with_suffix(".curve.json").write_text(json.dumps(run, default=float))
     t0 = time.monotonic()
     evals = {
         mode: payoff_vs(a.game, spec, weights, a.eval_games, seed=10_000 + a.seed, explore=explore)
@@ -111,12 +121,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     report = {
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
-        "hyper": {k: v for k, v in vars(hyper).items() if k != "extra"},
+        "hyper": vars(hyper),
         **run,
         "vs_rules": evals,
         "eval_seconds": time.monotonic() - t0,
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(report, indent=1, default=float))
     g, s = evals["greedy"], evals["sampled"]
     print(

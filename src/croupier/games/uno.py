@@ -170,6 +170,23 @@ class UnoAdapter(UnoBasicAdapter):
     """Own hand, cards played, both seats' card counts and the opponent's recent moves."""
 
     obs_size = RICH_OBS_SIZE
+    # Training defaults for this game (names of `trainer.algo.Hyper` and `ModelSpec` fields),
+    # from the in-process runs in docs/strength.md "## UNO". Not read by the CLI yet. Those
+    # runs (<= 600k env steps each on a shared 2-core machine) did not separate the settings
+    # tried: every one stayed within noise of -0.06 per game. So this is PPO with the
+    # defaults that learn leduc, a wider network for the 353-float observation, and GAE
+    # lambda 0.95 (a critic-based advantage for ~20-decision episodes that end in +-1).
+    TRAINING_PRESET: dict[str, Any] = {
+        "algo": "ppo",
+        "hiddens": [256, 256],
+        "lr": 5e-4,
+        "train_batch_size": 4000,
+        "minibatch_size": 500,
+        "num_epochs": 4,
+        "entropy_coeff": 0.01,
+        "gamma": 1.0,
+        "lambda_": 0.95,
+    }
 
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         hand, target, mask = self._checked(state, _RICH_REQUIRED)
