@@ -172,10 +172,10 @@ class UnoAdapter(UnoBasicAdapter):
     obs_size = RICH_OBS_SIZE
     # Training defaults for this game (names of `trainer.algo.Hyper` and `ModelSpec` fields),
     # from the in-process runs in docs/strength.md "## UNO". Not read by the CLI yet. Those
-    # runs (<= 600k env steps each on a shared 2-core machine) did not separate the settings
-    # tried: every one stayed within noise of -0.06 per game. So this is PPO with the
-    # defaults that learn leduc, a wider network for the 353-float observation, and GAE
-    # lambda 0.95 (a critic-based advantage for ~20-decision episodes that end in +-1).
+    # runs (220k-590k env steps each on a shared 2-core machine) barely separated: the best,
+    # -0.038 +- 0.031 per game at 406k steps, was PPO with GAE lambda 0.95 and gamma 0.99 (a
+    # critic-based advantage for ~20-decision games that end in +-1); the rest were -0.05 to
+    # -0.08. So: that run's settings, a provisional choice until a longer run decides.
     TRAINING_PRESET: dict[str, Any] = {
         "algo": "ppo",
         "hiddens": [256, 256],
@@ -184,7 +184,7 @@ class UnoAdapter(UnoBasicAdapter):
         "minibatch_size": 500,
         "num_epochs": 4,
         "entropy_coeff": 0.01,
-        "gamma": 1.0,
+        "gamma": 0.99,
         "lambda_": 0.95,
     }
 
