@@ -94,6 +94,14 @@ def test_identical_policies_ci_contains_zero(live):
     assert rand.ci_low <= 0 <= rand.ci_high
 
 
+def test_text_report_names_the_version_latest_was(live):
+    r = arena(live, "learned@latest", "learned@1", 20)
+    assert r.seats == {"a": "frozen@2", "b": "frozen@1"}
+    head, payoff = r.format().splitlines()[:2]
+    assert head.startswith(f"{GAME}: learned@latest (v2) vs learned@1, 20 hands")
+    assert payoff.startswith("payoff per hand for learned@latest (v2): ")
+
+
 def test_unknown_policies_are_refused(live):
     with pytest.raises(ArenaError):
         arena(live, "learned@77", "rules", 10)
@@ -148,3 +156,25 @@ def test_auto_promotion_refuses_a_worse_version_and_takes_a_better_one(live, tmp
     assert [x["promoted"] for x in lines] == [False, False, True]
     server_log = (live.weights_dir / "promotions.jsonl").read_text().splitlines()
     assert json.loads(server_log[-1])["evidence"]["baseline"] == "production"
+
+
+def test_auto_promotion_reaches_every_server_of_the_fleet(live, tmp_path):
+    """`promote --auto --url a,b`: the arena runs on the first server, the winner is promoted
+    on all (production is the folder on both; the newest, 5, is the rules' clone)."""
+    with ThreadServer(admin_keys=["adm"], api_keys=["adm"]) as other:
+        for server in (live, other):
+            versions = server.service.versions
+            for v, prefs in ((3, FOLDER), (5, RULES_CLONE)):
+                if v not in versions.versions():
+                    versions.install(v, crafted(server.service, prefs))
+            if server.service.rollout.channels.production != 3:
+                server.service.rollout.channels.promote(3, {"by": "test"})
+        decision = asyncio.run(
+            auto_promote(
+                live.url, GAME, 200, admin_key="adm", tables=8, fleet=[live.url, other.url]
+            )
+        )
+        assert decision["promoted"], decision["reason"]
+        assert decision["fleet"]["ok"] and decision["fleet"]["consistent"]
+        for server in (live, other):
+            assert server.service.rollout.channels.production == 5

@@ -210,7 +210,9 @@ def _wait_https(url: str, proc: subprocess.Popen, **client: Any) -> None:
         try:
             if httpx.get(url + "/healthz", timeout=2.0, **client).status_code == 200:
                 return
-        except httpx.ConnectError:
+        except (httpx.ConnectError, httpx.TimeoutException):
+            # While the app starts, a TLS server's socket accepts (it is bound early, see
+            # api/early.py) but completes no handshake: a timeout, not an answer.
             time.sleep(0.2)
     raise AssertionError("no HTTPS answer")
 

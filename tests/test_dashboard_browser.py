@@ -76,9 +76,18 @@ def test_dashboard_renders_live_data(tmp_path: Path) -> None:
                 what="4 seconds of history with traffic",
             )
         assert play.hands > 0 and play.errors == 0
+        # a pause in the traffic: seconds with no decisions have no latency (null samples)
+        history = lambda: httpx.get(url + "/dashboard/data.json").json()["history"]  # noqa: E731
+        wait_for(lambda: history()[-1]["latency_p50_ms"] is None, 15, what="a quiet second")
         # the learning curve: the current version scored against the rules, over HTTP
         results = asyncio.run(score_loop(url, "leduc-holdem", 200, None, report=lambda r: None))
         assert results and results[0].hands >= 200
+
+        def traffic_after_the_pause() -> bool:
+            p50 = [h["latency_p50_ms"] for h in history()]
+            return None in p50 and any(v is not None for v in p50[p50.index(None) :])
+
+        wait_for(traffic_after_the_pause, 5, what="a sample of the scoring traffic")
 
         page = url + "/dashboard"
         assert httpx.get(page).headers["content-type"].startswith("text/html")
@@ -99,6 +108,9 @@ def test_dashboard_renders_live_data(tmp_path: Path) -> None:
     for chart in ("decisions", "latency"):
         svg = re.search(rf'<svg[^>]*data-chart="{chart}".*?</svg>', html, re.S)
         assert svg and re.search(r'<polyline points="[\d.]+,[\d.]+ [\d.]+,', svg.group(0)), chart
+    # the pause breaks the latency line: two runs of p50, no straight line across the gap
+    latency = re.search(r'<svg[^>]*data-chart="latency".*?</svg>', html, re.S)
+    assert latency and len(re.findall(r'<polyline [^>]*data-series="p50"', latency.group(0))) >= 2
     assert 'id="tile-rate">–<' not in html
     assert "not configured" in html  # no trainer link on this server
     assert shot.exists() and shot.stat().st_size > 10_000

@@ -220,7 +220,7 @@ def test_trainer_kill_server_kill_and_link_cut(tmp_path):
             with trainer_process(trainer_port, checkpoint_dir) as trainer2:
                 wait_for(lambda: health(again)["trainer_link"]["connected"], TRAINER_START_S,
                          0.5, "the restarted trainer")  # fmt: skip
-                # (It listens before it has restored: the link can come up first.)
+                # (It listens only once restored: the link comes up after the restore.)
                 resumed = wait_for(
                     lambda: re.search(
                         r"resumed from .* at version (\d+)", Path(trainer2.log_path).read_text()
@@ -235,7 +235,7 @@ def test_trainer_kill_server_kill_and_link_cut(tmp_path):
                 final = health(again)["episodes"]
                 recorded += final["recorded"]
                 assert final["dropped"] == 0
-                # The trainer's version is authoritative after a reconnect; it never went back.
+                # A server never installs an older version than it holds: it never went back.
                 assert again.latest() >= int(resumed.group(1))
     finally:
         proxy.close()

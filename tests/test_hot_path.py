@@ -1,6 +1,6 @@
 """The engine's hot routes on their short stack answer exactly as FastAPI's full stack does.
 
-Two apps with the same configuration, one with `HotPath` and one without, get the same
+Two apps with the same configuration, one with `FastLane` and one without, get the same
 requests in the same order: good ones, every bad request of `test_api`, wrong methods, near-miss
 paths, missing and wrong API keys, bodies over the size limit (declared and streamed), batch
 items with errors, and a service that fails unexpectedly. Status, headers and body must match
@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from croupier.api.app import create_app
-from croupier.api.hot_path import HotPath
+from croupier.api.fast_lane import FastLane
 from croupier.config import ServerConfig
 from tests.test_api import _bad_requests
 
@@ -151,7 +151,7 @@ def test_hot_routes_skip_the_full_stack_and_unexpected_errors_answer_500(leduc_s
         await client.get("/healthz")  # builds the middleware stack
         stack = app.middleware_stack
         full_calls: list[str] = []
-        if isinstance(stack, HotPath):
+        if isinstance(stack, FastLane):
             full = stack.full_stack
 
             async def counted(scope: Any, receive: Any, send: Any) -> None:

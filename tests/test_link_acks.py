@@ -188,25 +188,48 @@ def test_a_checkpoint_swap_killed_halfway_is_recovered(tmp_path):
     assert recover_checkpoint(tmp_path) == tmp_path / "checkpoint"  # only the previous one
 
 
-def test_a_backlog_bigger_than_the_cap_is_sampled_newest_first_and_the_rest_counted(runners):
-    """Games faster than the learner: one update takes at most `max_sample_batches` train
-    batches of the newest steps; the older surplus is dropped and counted, not trained."""
-    capped = Hyper(**{**HYPER.__dict__, "max_sample_batches": 2.0})  # 2 x 8 = 16 steps
-    runner = build_runner(None, hyper=capped)
+def test_a_backlog_bigger_than_the_cap_waits_for_the_next_updates(runners):
+    """Games faster than the learner (or a spool after an outage): one update takes at most
+    `max_sample_batches` train batches, the newest first; the rest waits for the next updates
+    (trained, not dropped) unless it grows staler than `max_sample_lag` versions or past
+    `backlog_max_steps` in memory: those are dropped and counted."""
+    capped = Hyper(**{**HYPER.__dict__, "max_sample_batches": 2.0, "max_sample_lag": 3})
+    runner = build_runner(None, hyper=capped)  # 2 x 8 = 16 steps per sample
     runners.append(runner)
     chan = connect(runner)
     episodes = [synthetic_episode(0, n=3, seed=i) for i in range(10)]  # 3 steps each
     ids = [e["id_"] for e in episodes]
     chan.send({"type": "EPISODES", "episodes": episodes})
     assert sorted(recv_acks(chan, 10)) == sorted(ids)  # all taken: the server may forget them
-    sampled = runner.sample()
-    assert [e.id_ for e in sampled] == ids[-5:]  # the newest 15 steps (16 would split one)
+    # The newest 15 steps (16 would split one), then the rest: nothing lost.
+    assert sorted(e.id_ for e in runner.sample()) == sorted(ids[5:])
+    assert sorted(e.id_ for e in runner.sample()) == sorted(ids[:5])
     stats = runner.link_stats()
-    assert stats["steps_received"] == 30 and stats["steps_sampled"] == 15
-    assert stats["episodes_dropped_backlog"] == 5 and stats["steps_dropped_backlog"] == 15
-    # Under the cap nothing is dropped.
-    chan.send({"type": "EPISODES", "episodes": [synthetic_episode(0, n=3, seed=50)]})
+    assert stats["steps_received"] == 30 and stats["steps_sampled"] == 30
+    assert stats["episodes_sampled"] == 10 and stats["episodes_dropped_backlog"] == 0
+    assert stats["waiting_steps"] == 0
+
+    # Versions move on while a backlog waits: what is now more than 3 versions old goes.
+    old = [synthetic_episode(0, n=3, seed=20 + i) for i in range(4)]
+    chan.send({"type": "EPISODES", "episodes": old})
+    recv_acks(chan, 4)
+    runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 4})
+    fresh = synthetic_episode(4, n=3, seed=30)
+    chan.send({"type": "EPISODES", "episodes": [fresh]})
     recv_acks(chan, 1)
-    assert len(runner.sample()) == 1
-    assert runner.link_stats()["episodes_dropped_backlog"] == 5
+    assert [e.id_ for e in runner.sample()] == [fresh["id_"]]
+    stats = runner.link_stats()
+    assert stats["episodes_dropped_stale"] == 4 and stats["steps_dropped_stale"] == 12
     chan.sock.close()
+
+
+def test_the_backlog_in_memory_is_bounded(runners):
+    bounded = Hyper(**{**HYPER.__dict__, "max_sample_batches": 1.0, "backlog_max_steps": 16})
+    runner = build_runner(None, hyper=bounded)  # at most 16 steps waiting
+    runners.append(runner)
+    episodes = [synthetic_episode(0, n=3, seed=i) for i in range(10)]
+    runner._ingest(episodes)
+    stats = runner.link_stats()
+    assert stats["waiting_steps"] == 15 and stats["episodes_dropped_backlog"] == 5
+    assert stats["steps_dropped_backlog"] == 15
+    assert sorted(e.id_ for e in runner.sample()) == sorted(e["id_"] for e in episodes[8:])

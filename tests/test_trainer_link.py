@@ -74,8 +74,8 @@ def synthetic_episode(version: int, n: int = 4, seed: int = 0) -> dict[str, Any]
 class RunningTrainer:
     """A built `Trainer` whose `run()` loops in a thread. `close()` ends it and frees its port.
 
-    An RLlib iteration that has started waits (up to `MAX_IDLE_S`) for episodes, so when no
-    server plays any more, `close()` feeds synthetic episodes until the loop has ended."""
+    A stop request ends the loop even while an iteration waits for episodes (`close()`);
+    `join(feed=True)` feeds synthetic episodes so that a run of N iterations can end."""
 
     def __init__(self, options: TrainOptions):
         self.trainer = Trainer(options)

@@ -158,15 +158,21 @@ def serve(
         raise typer.BadParameter("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile")
     import uvicorn
 
+    from croupier.api.early import EarlyHealth
+
+    _setup_logging(log_level)
+    if fallback not in ("rules", "random"):
+        raise typer.BadParameter("--fallback must be rules or random")
+    # Bound before torch and RLlib load (seconds): /healthz answers 503 "starting" meanwhile.
+    # (A TLS server's early socket only accepts: a plain-HTTP 503 would confuse TLS clients.)
+    early = EarlyHealth(host, port, answer=ssl_certfile is None)
+
     from croupier.api.app import create_app
     from croupier.api.auth import parse_keys
     from croupier.api.exposure import exposure_warnings
     from croupier.config import ServerConfig
     from croupier.policies.seats import parse_seat_mix
 
-    _setup_logging(log_level)
-    if fallback not in ("rules", "random"):
-        raise typer.BadParameter("--fallback must be rules or random")
     config = ServerConfig(
         game=game,
         obs_size=obs_size,
@@ -223,17 +229,20 @@ def serve(
         }
         if ssl_ca_certs is not None:  # mutual TLS: a client without a certificate is refused
             tls |= {"ssl_ca_certs": str(ssl_ca_certs), "ssl_cert_reqs": ssl.CERT_REQUIRED}
-    uvicorn.run(
-        create_app(config),
-        host=host,
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        log_level=log_level,
-        access_log=False,
-        timeout_keep_alive=int(keep_alive_s),
-        **tls,
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(config),
+            host=host,
+            port=port,
+            loop="uvloop",
+            http="httptools",
+            log_level=log_level,
+            access_log=False,
+            timeout_keep_alive=int(keep_alive_s),
+            **tls,
+        )
     )
+    server.run(sockets=[early.hand_over()])  # the app takes the bound socket over
 
 
 @app.command()
@@ -299,6 +308,21 @@ def engine(
         raise typer.Exit(1)
 
 
+def _duration_s(text: str, flag: str) -> float | None:
+    """Seconds from "900", "15m", "2h" or "30s"; None for "0", "none" or "forever"."""
+    value = text.strip().lower()
+    if value in ("", "0", "none", "forever"):
+        return None
+    scale = {"s": 1, "m": 60, "h": 3600}.get(value[-1], 0)
+    try:
+        seconds = float(value[:-1] if scale else value) * (scale or 1)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a duration", param_hint=flag) from None
+    if seconds < 0:
+        raise typer.BadParameter("must not be negative", param_hint=flag)
+    return seconds or None
+
+
 @app.command()
 def train(
     game: str = "leduc-holdem",
@@ -352,6 +376,26 @@ def train(
     init_weights: Annotated[
         Path | None, typer.Option(help="Start from a `croupier pretrain` output dir")
     ] = None,
+    max_idle: Annotated[
+        str,
+        typer.Option(
+            help="Without episodes this long (900, 15m, 2h) checkpoint and stop; "
+            "0 or none: wait for games forever"
+        ),
+    ] = "none",
+    idle_after: Annotated[
+        float, typer.Option(help="Seconds without episodes before reporting idle")
+    ] = 30.0,
+    max_sample_lag: Annotated[
+        int | None,
+        typer.Option(
+            help="Drop waiting episodes more versions behind than this when sampled "
+            "(a backlog's staleness bound); default: ppo 32, appo none; -1: none"
+        ),
+    ] = None,
+    stop_grace: Annotated[
+        float, typer.Option(help="Seconds after SIGTERM/SIGINT to checkpoint and exit")
+    ] = 60.0,
     log_level: str = "warning",
 ) -> None:
     """Train with RLlib on the episodes policy servers send; push each new version back."""
@@ -382,6 +426,8 @@ def train(
             setattr(hyper, name, value)
     if max_sample_batches is not None:
         hyper.max_sample_batches = max_sample_batches or None
+    if max_sample_lag is not None:
+        hyper.max_sample_lag = max_sample_lag if max_sample_lag >= 0 else None
     options = TrainOptions(
         game=game,
         algo=algo,
@@ -404,6 +450,9 @@ def train(
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         init_weights=init_weights,
+        max_idle_s=_duration_s(max_idle, "--max-idle"),
+        idle_after_s=idle_after,
+        stop_grace_s=stop_grace,
     )
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))
@@ -522,46 +571,104 @@ def eval_cmd(
 
 @app.command()
 def promote(
-    url: str = "http://127.0.0.1:8000",
+    url: Annotated[
+        str,
+        typer.Option(help="A server URL, or the whole fleet comma separated: every one is changed"),
+    ] = "http://127.0.0.1:8000",
     game: str = "leduc-holdem",
     version: Annotated[int | None, typer.Option(help="Promote this version as is")] = None,
     auto: Annotated[
         bool, typer.Option("--auto", help="Newest vs production in the arena; promote if better")
     ] = False,
     rollback: Annotated[bool, typer.Option("--rollback", help="Back to the previous one")] = False,
+    canary_share: Annotated[
+        float | None,
+        typer.Option(help="Set the share of new games whose canary seats get production"),
+    ] = None,
     hands: Annotated[int, typer.Option(help="--auto: arena hands")] = 4000,
     tables: int = 16,
     seed: int = 0,
     log: Annotated[Path | None, typer.Option(help="Append each decision (JSON line) here")] = (
         None
     ),
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
     admin_key: Annotated[str | None, typer.Option(envvar="CROUPIER_ADMIN_KEY")] = None,
 ) -> None:
-    """Move the production channel: --auto (with evidence), --version N, or --rollback."""
+    """Move the production channel of one server or a fleet: --auto (with evidence), --version
+    N, --rollback, or --canary-share S. Every server is checked before any is changed, each is
+    reported; exit 1 unless all hold the target."""
     import uvloop
 
-    from croupier.arena.promote import auto_promote
-    from croupier.client import CroupierClient, CroupierError
+    from croupier.arena.fleet import change_fleet, format_report
+    from croupier.routing import parse_urls
 
-    if sum([auto, rollback, version is not None]) != 1:
-        raise typer.BadParameter("give exactly one of --auto, --version N, --rollback")
+    actions = [auto, rollback, version is not None, canary_share is not None]
+    if sum(actions) != 1:
+        raise typer.BadParameter(
+            "give exactly one of --auto, --version N, --rollback, --canary-share S"
+        )
+    if canary_share is not None and not 0.0 <= canary_share <= 1.0:
+        raise typer.BadParameter("--canary-share must be between 0 and 1")
+    try:
+        urls = parse_urls(url)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    evidence = {"by": "croupier promote (manual)", "servers": urls}
 
     async def run() -> dict:
         if auto:
+            from croupier.arena.promote import auto_promote  # the arena: RLCard tables
+
             return await auto_promote(
-                url, game, hands, admin_key=admin_key, tables=tables, seed=seed, log_path=log
+                urls[0], game, hands, admin_key=admin_key, tables=tables, seed=seed,
+                log_path=log, fleet=urls,
+            )  # fmt: skip
+        if rollback:
+            return await change_fleet(urls, "rollback", admin_key=admin_key, evidence=evidence)
+        if canary_share is not None:
+            return await change_fleet(
+                urls, "canary", share=canary_share, admin_key=admin_key, evidence=evidence
             )
-        async with CroupierClient(url, api_key=admin_key) as client:
-            evidence = {"by": "croupier promote (manual)"}
-            if rollback:
-                return await client.rollback(evidence)
-            return await client.promote(int(version), evidence)  # type: ignore[arg-type]
+        return await change_fleet(
+            urls, "promote", version=version, admin_key=admin_key, evidence=evidence
+        )
+
+    result = uvloop.run(run())
+    if auto:
+        typer.echo(json.dumps(result, indent=2, default=float))
+        fleet = result.get("fleet")
+        if fleet is not None and not fleet["ok"]:
+            typer.echo(format_report(fleet), err=True)
+            raise typer.Exit(1)
+        return
+    typer.echo(json.dumps(result, indent=2) if json_out else format_report(result))
+    if not result["ok"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(
+    url: Annotated[
+        str, typer.Option(help="A server URL, or the whole fleet comma separated")
+    ] = "http://127.0.0.1:8000",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+    api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+) -> None:
+    """Each server's health, versions, production channel, trainer link and spool; exit 1
+    unless every server answers ok (a fleet check for runbooks and cron)."""
+    import uvloop
+
+    from croupier.arena.fleet import fleet_status, format_status
+    from croupier.routing import parse_urls
 
     try:
-        typer.echo(json.dumps(uvloop.run(run()), indent=2, default=float))
-    except CroupierError as e:
-        typer.echo(f"refused: {e}", err=True)
-        raise typer.Exit(1) from None
+        urls = parse_urls(url)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    report = uvloop.run(fleet_status(urls, api_key))
+    typer.echo(json.dumps(report, indent=2) if json_out else format_status(report))
+    if not report["ok"]:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -201,3 +201,7 @@ class CroupierClient:
 
     async def rollback(self, evidence: dict[str, Any] | None = None) -> Any:
         return await self._request("POST", "/v1/policies/rollback", {"evidence": evidence})
+
+    async def set_canary_share(self, share: float, evidence: dict[str, Any] | None = None) -> Any:
+        body = _drop_none({"share": share, "evidence": evidence})
+        return await self._request("POST", "/v1/policies/canary", body)

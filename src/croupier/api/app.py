@@ -1,9 +1,8 @@
-"""The FastAPI application: wires adapter → policies → batcher → service → routes."""
+"""The FastAPI application: the routes over the components `croupier.api.components` builds,
+started and stopped with the app's lifespan."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -17,51 +16,22 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from croupier.api.auth import ApiKeys
+from croupier.api.components import build_components, build_service
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
-from croupier.api.hot_path import HotPath
+from croupier.api.fast_lane import FastLane, check_fast_lane
 from croupier.api.limits import BodySizeLimit
 from croupier.api.observability import install_observability
 from croupier.api.rollout_routes import rollout_router
 from croupier.api.routes import hot_router, open_router, router
 from croupier.config import ServerConfig
-from croupier.games.registry import load_adapter
-from croupier.policies.learned import PolicyVersions
-from croupier.sessions.batcher import InferenceBatcher
-from croupier.sessions.expiry import expire_idle_games
 from croupier.sessions.guards import Overloaded, QuotaExceeded
-from croupier.sessions.service import DecisionService
-from croupier.trajectories.spool import EpisodeSpool
 
 log = logging.getLogger(__name__)
 
+__all__ = ["build_service", "create_app"]
+
 
 _NO_TELEMETRY: Any = {"tracing": False, "metrics": False, "logs": False}
-
-
-def build_service(config: ServerConfig) -> DecisionService:
-    adapter = load_adapter(
-        config.game,
-        obs_size=config.obs_size,
-        num_actions=config.num_actions,
-        num_players=config.num_players,
-    )
-    versions = PolicyVersions(
-        adapter,
-        keep=config.keep_versions,
-        weights_dir=config.resolved_weights_dir(),
-        seed=config.seed,
-        behaviour_lag=config.behaviour_lag,
-    )
-    batcher = InferenceBatcher(
-        versions,
-        config.max_batch,
-        config.max_wait_ms,
-        config.forward_thread,
-        forward_inline_from=config.forward_inline_from,
-        deadline_s=config.decide_deadline_ms / 1000.0 if config.decide_deadline_ms else None,
-    )
-    outbox = EpisodeSpool(config.spool_path(), config.outbox_max_episodes, config.spool_max_bytes)
-    return DecisionService(config, adapter, versions, batcher, outbox)
 
 
 # Decisions waiting on the batcher keep their coroutines and futures alive across loop turns,
@@ -75,7 +45,7 @@ GC_YOUNG_THRESHOLD = 100_000
 
 
 class CroupierAPI(FastAPI):
-    """FastAPI with the engine's per-hand routes on a short stack (`croupier.api.hot_path`)."""
+    """FastAPI with the engine's per-hand routes on a short stack (`croupier.api.fast_lane`)."""
 
     hot_path = True
 
@@ -83,13 +53,16 @@ class CroupierAPI(FastAPI):
         full_stack = super().build_middleware_stack()
         if not self.hot_path:
             return full_stack
-        return HotPath(full_stack, hot_router.routes, self.user_middleware, self.exception_handlers)
+        return FastLane(
+            full_stack, hot_router.routes, self.user_middleware, self.exception_handlers
+        )
 
 
 def create_app(config: ServerConfig) -> FastAPI:
     # A small model gains nothing from intra-op threads; they only fight the event loop.
     torch.set_num_threads(1)
-    service = build_service(config)
+    components = build_components(config)
+    service = components.service
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -99,34 +72,15 @@ def create_app(config: ServerConfig) -> FastAPI:
         gc.freeze()
         gc_threshold = gc.get_threshold()
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc_threshold[1:])
-        service.warm_up()
-        await service.batcher.start()
-        link = None
-        if config.trainer:
-            from croupier.link.client import TrainerLink
-
-            link = TrainerLink(config, service.versions, service.outbox)
-            link.start()
-        app.state.link = link
+        await components.start()
+        app.state.link = components.link
         await app.state.history.start()
-        expiry = None
-        if config.idle_game_timeout_s is not None:
-            expiry = asyncio.create_task(expire_idle_games(service, config.idle_game_timeout_s))
         try:
             yield
         finally:
             gc.set_threshold(*gc_threshold)
-            if expiry is not None:
-                expiry.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await expiry
             await app.state.history.stop()
-            if link is not None:
-                link.stop()
-            await service.batcher.stop()
-            if service.rollout.offline is not None:
-                service.rollout.offline.flush()
-            service.outbox.close()
+            await components.stop()
 
     app = CroupierAPI(
         title="croupier",
@@ -139,9 +93,11 @@ def create_app(config: ServerConfig) -> FastAPI:
     )
     # FastAPI's telemetry middlewares see every request only on the full stack.
     app.hot_path = not config.opentelemetry
+    app.state.components = components
     app.state.service = service
     app.state.api_keys = ApiKeys(config.api_keys, config.admin_keys, config.read_keys)
     app.state.link = None
+    check_fast_lane(hot_router.routes)  # refuse, at build, what the lane would ignore
     app.include_router(hot_router)
     app.include_router(router)
     app.include_router(open_router)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from croupier.api.schemas import SAFE_GAME_ID
+from croupier.sessions.errors import CLIENT_ERRORS
 from croupier.sessions.games import GameEnded, GameExists, GameNotFound
 from croupier.sessions.guards import Overloaded, QuotaExceeded, TurnConflict
-from croupier.sessions.service import CLIENT_ERRORS
 
 __all__ = ["CLIENT_ERRORS", "status_and_detail"]
 

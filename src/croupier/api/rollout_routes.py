@@ -1,4 +1,4 @@
-"""Rollout routes: the production channel (promote/rollback: admin) and rollout counters."""
+"""Rollout routes: the production channel (promote/rollback/canary share: admin) and counters."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from croupier.api.auth import require_admin_key, require_engine_key
-from croupier.policies.channels import ChannelError
-from croupier.policies.rollout import Rollout
+from croupier.policies.rollout import ChannelError, Rollout
 
 rollout_router = APIRouter()
 
@@ -18,7 +17,7 @@ MAX_EVIDENCE_BYTES = 64_000
 
 
 def rollout(request: Request) -> Rollout:
-    return request.app.state.service.rollout
+    return request.app.state.components.rollout
 
 
 class _Evidence(BaseModel):
@@ -43,6 +42,15 @@ class RollbackRequest(_Evidence):
     pass
 
 
+class CanaryRequest(_Evidence):
+    # allow_inf_nan=False: NaN would pass neither bound check yet make every draw fail;
+    # strict: "0.5" (a string) is a client mistake, not a share.
+    share: float = Field(
+        ge=0.0, le=1.0, allow_inf_nan=False, strict=True,
+        description="Share of new games whose `canary` seats get production (0 to 1).",
+    )  # fmt: skip
+
+
 @rollout_router.get("/v1/policies/channels", dependencies=[Depends(require_engine_key)])
 async def channels(request: Request) -> dict[str, Any]:
     """`latest`, `production`, the rollback history and the last promotions/rollbacks."""
@@ -65,6 +73,13 @@ async def rollback(request: Request, body: RollbackRequest | None = None) -> dic
         return rollout(request).channels.rollback(body.evidence if body else None)
     except ChannelError as e:
         raise HTTPException(409, str(e)) from None
+
+
+@rollout_router.post("/v1/policies/canary", dependencies=[Depends(require_admin_key)])
+async def canary(body: CanaryRequest, request: Request) -> dict[str, Any]:
+    """Set the canary share at run time (new games from now on; persisted with a weights dir,
+    where it outlives `--canary-share`)."""
+    return rollout(request).channels.set_canary_share(body.share, body.evidence)
 
 
 @rollout_router.get("/v1/rollout", dependencies=[Depends(require_engine_key)])

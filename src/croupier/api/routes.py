@@ -9,7 +9,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from croupier.api.auth import require_engine_key
 from croupier.api.errors import status_and_detail
-from croupier.api.lean import LeanRoute, json_body, json_response, parse_body
+from croupier.api.fast_lane import FastLaneRoute, answers, json_body, json_response, parse_body
 from croupier.api.schemas import (
     BatchItem,
     CreateGame,
@@ -51,28 +51,32 @@ def service(request: Request) -> DecisionService:
 
 def _owner(request: Request) -> str | None:
     """The key a game is counted against, where a per-key cap is set (else not looked up)."""
-    if request.app.state.service.config.max_games_per_key is None:
+    if request.app.state.components.config.max_games_per_key is None:
         return None
     return request.app.state.api_keys.owner(request.headers.get("authorization"))
 
 
-# The routes an engine calls for every hand (create, decide, end) are the hot path: see
-# `croupier.api.lean`. Same models, same 422s, same OpenAPI docs as the other routes.
-hot_router = APIRouter(route_class=LeanRoute, dependencies=[Depends(require_engine_key)])
+# The routes an engine calls for every hand (create, decide, end) are on the fast lane: see
+# `croupier.api.fast_lane`. Same models, same 422s, same OpenAPI docs as the other routes; their
+# answers' models are documented in `responses` (the lane enforces no `response_model`).
+hot_router = APIRouter(route_class=FastLaneRoute, dependencies=[Depends(require_engine_key)])
 
 
 @hot_router.post(
     "/v1/games",
     status_code=201,
-    response_model=GameCreated,
-    responses={
-        409: {"model": Problem, "description": "Duplicate game_id"},
-        429: {
-            "model": Problem,
-            "description": "This API key has its share of games in flight "
-            "(`--max-games-per-key`): retry after `Retry-After` seconds",
+    responses=answers(
+        GameCreated,
+        201,
+        {
+            409: {"model": Problem, "description": "Duplicate game_id"},
+            429: {
+                "model": Problem,
+                "description": "This API key has its share of games in flight "
+                "(`--max-games-per-key`): retry after `Retry-After` seconds",
+            },
         },
-    },
+    ),
     openapi_extra=json_body(CreateGame),
 )
 async def create_game(request: Request) -> Response:
@@ -86,8 +90,7 @@ async def create_game(request: Request) -> Response:
 
 @hot_router.post(
     "/v1/games/{game_id}/decide",
-    response_model=DecideResponse,
-    responses=GAME_ERRORS,
+    responses=answers(DecideResponse, errors=GAME_ERRORS),
     openapi_extra=json_body(DecideRequest),
 )
 async def decide(request: Request, game_id: str) -> Response:
@@ -99,7 +102,7 @@ async def decide(request: Request, game_id: str) -> Response:
 
 @hot_router.post(
     "/v1/decide:batch",
-    response_model=DecideBatchResponse,
+    responses=answers(DecideBatchResponse),
     openapi_extra=json_body(DecideBatchRequest),
 )
 async def decide_batch(request: Request) -> Response:
@@ -152,7 +155,7 @@ def _batch_result(outcome: Any) -> dict[str, Any]:
 
 @hot_router.post(
     "/v1/games:batch",
-    response_model=CreateGamesResponse,
+    responses=answers(CreateGamesResponse),
     openapi_extra=json_body(CreateGamesRequest),
 )
 async def create_games(request: Request) -> Response:
@@ -169,7 +172,7 @@ async def create_games(request: Request) -> Response:
 
 @hot_router.post(
     "/v1/end:batch",
-    response_model=EndBatchResponse,
+    responses=answers(EndBatchResponse),
     openapi_extra=json_body(EndBatchRequest),
 )
 async def end_games(request: Request) -> Response:
@@ -198,8 +201,7 @@ def _item_result(outcome: dict[str, Any] | Exception, empty: dict[str, None]) ->
 
 @hot_router.post(
     "/v1/games/{game_id}/end",
-    response_model=GameEndedResponse,
-    responses=GAME_ERRORS,
+    responses=answers(GameEndedResponse, errors=GAME_ERRORS),
     openapi_extra=json_body(EndRequest),
 )
 async def end_game(request: Request, game_id: str) -> Response:

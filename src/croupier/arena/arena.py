@@ -68,12 +68,21 @@ class ArenaResult:
             out.pop("pair_values")
         return out
 
+    def named(self, side: str) -> str:
+        """`learned@latest (v12)`: a name resolved at the start says which version it was."""
+        name, spec = (self.a, self.b)[side == "b"], self.seats.get(side, "")
+        kind, _, version = spec.partition("@")
+        if kind == "frozen" and version and name != f"learned@{version}":
+            return f"{name} (v{version})"
+        return name
+
     def format(self) -> str:
+        a, b = self.named("a"), self.named("b")
         lines = [
-            f"{self.game}: {self.a} vs {self.b}, {self.hands} hands ({self.pairs} duplicate "
+            f"{self.game}: {a} vs {b}, {self.hands} hands ({self.pairs} duplicate "
             f"pairs) in {self.seconds:.1f} s ({self.hands_per_s:.1f} hands/s), "
             f"{self.errors} errors",
-            f"payoff per hand for {self.a}: {self.mean:+.4f} ± {self.ci95:.4f} (95% CI "
+            f"payoff per hand for {a}: {self.mean:+.4f} ± {self.ci95:.4f} (95% CI "
             f"[{self.ci_low:+.4f}, {self.ci_high:+.4f}])",
             f"win {self.win:.1%}  draw {self.draw:.1%}  loss {self.loss:.1%}",
         ]

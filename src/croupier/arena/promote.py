@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.arena.arena import play_arena
+from croupier.arena.fleet import change_fleet
 from croupier.client import CroupierClient
 
 
@@ -26,7 +27,10 @@ async def auto_promote(
     tables: int = 16,
     seed: int = 0,
     log_path: Path | None = None,
+    fleet: list[str] | None = None,
 ) -> dict[str, Any]:
+    """The arena runs against `url`; a win promotes there, or on every server of `fleet`
+    (`croupier.arena.fleet`: all or none checked first, each reported)."""
     async with CroupierClient(url, api_key=admin_key) as client:
         channels = await client.channels()
         has_rules = (await client.policies())["policies"]["rules"]["available"]
@@ -54,12 +58,21 @@ async def auto_promote(
     if result.errors:
         decision["reason"] = f"{result.errors} arena hands failed: no decision on partial data"
     elif result.ci_low > 0:
-        async with CroupierClient(url, api_key=admin_key) as client:
-            decision["server"] = await client.promote(latest, evidence)
-        decision["promoted"] = True
         decision["reason"] = (
             f"v{latest} beat {baseline}: {result.mean:+.4f} ± {result.ci95:.4f} per hand"
         )
+        if fleet:
+            report = await change_fleet(
+                fleet, "promote", version=latest, admin_key=admin_key, evidence=evidence
+            )
+            decision["fleet"] = report
+            decision["promoted"] = report["ok"]
+            if not report["ok"]:
+                decision["reason"] += "; the fleet did not take it everywhere (see fleet)"
+        else:
+            async with CroupierClient(url, api_key=admin_key) as client:
+                decision["server"] = await client.promote(latest, evidence)
+            decision["promoted"] = True
     else:
         decision["reason"] = (
             f"v{latest} did not beat {baseline}: {result.mean:+.4f} ± {result.ci95:.4f} per "

@@ -188,3 +188,71 @@ class NamedActionsAdapter(GameAdapter):
             names = self.action_names
             self._masks[tuple(names[known[a]] for a in legal)] = mask
         return mask
+
+
+class CandidateAdapter(ABC):
+    """Mixin for games whose moves are combinations (doudizhu: 27,472 possible moves, a few
+    legal at a time): each legal action the engine sends is described by a feature vector,
+    and a policy scores (state, candidate) pairs instead of a fixed softmax over every move.
+
+    Additive: a class mixing this into a `GameAdapter` keeps `encode`/mask working for the
+    fixed-size path; candidate-scoring policies use the methods below. Candidate k is the k-th
+    legal action in the order the engine listed them, so the engine's value is recovered from
+    the state alone (nothing per decision has to be remembered by the server).
+    """
+
+    candidate_size: int
+    # Padding bound for fixed-shape spaces (RLlib batches need one shape): the most legal
+    # actions a state of this game can list. A state listing more is refused (422).
+    max_candidates: int
+
+    @abstractmethod
+    def encode_candidates(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Return (state features float32[obs_size], candidates float32[K, candidate_size]),
+        K = the number of legal actions, in the engine's order. Raises InvalidState."""
+
+    @abstractmethod
+    def candidate_value(self, k: int, state: dict[str, Any]) -> Any:
+        """The engine's own value of candidate k (what the engine applies)."""
+
+    def candidate_features(self, state: dict[str, Any]) -> np.ndarray:
+        """float32[K, candidate_size]: one row per legal action, in the engine's order."""
+        return self.encode_candidates(state)[1]
+
+    @property
+    def candidate_observation_space(self) -> gym.spaces.Dict:
+        """The padded space a candidate-scoring RLModule sees (see `pad_candidates`)."""
+        obs_size = self.obs_size  # type: ignore[attr-defined]  # from the GameAdapter side
+        return gym.spaces.Dict(
+            {
+                "observations": gym.spaces.Box(-np.inf, np.inf, (obs_size,), np.float32),
+                "candidates": gym.spaces.Box(
+                    -np.inf, np.inf, (self.max_candidates, self.candidate_size), np.float32
+                ),
+                "candidate_mask": gym.spaces.Box(0.0, 1.0, (self.max_candidates,), np.float32),
+            }
+        )
+
+    @property
+    def candidate_action_space(self) -> gym.spaces.Discrete:
+        return gym.spaces.Discrete(self.max_candidates)
+
+    def pad_candidates(self, obs: np.ndarray, cands: np.ndarray) -> dict[str, np.ndarray]:
+        """One observation of `candidate_observation_space`: candidates padded with zero rows
+        that the mask marks illegal."""
+        k = len(cands)
+        if not 0 < k <= self.max_candidates:
+            raise InvalidState(f"{k} legal actions; this game allows 1..{self.max_candidates}")
+        padded = np.zeros((self.max_candidates, self.candidate_size), np.float32)
+        padded[:k] = cands
+        mask = np.zeros(self.max_candidates, np.float32)
+        mask[:k] = 1.0
+        return {"observations": obs, "candidates": padded, "candidate_mask": mask}
+
+    def terminal_candidates(self) -> dict[str, np.ndarray]:
+        """What closes an episode: zeros, with one legal candidate (an all-zero mask would
+        give the learner NaN logits)."""
+        obs_size = self.obs_size  # type: ignore[attr-defined]
+        return self.pad_candidates(
+            np.zeros(obs_size, np.float32), np.zeros((1, self.candidate_size), np.float32)
+        )

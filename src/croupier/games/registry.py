@@ -8,7 +8,7 @@ from typing import Any
 from croupier.games.base import GameAdapter, RulesFn
 from croupier.games.vector import VectorAdapter
 
-BUILT_IN = ("leduc-holdem", "uno", "vector")
+BUILT_IN = ("leduc-holdem", "uno", "doudizhu", "vector")
 
 
 def load_adapter(
@@ -18,7 +18,8 @@ def load_adapter(
     num_actions: int | None = None,
     num_players: int = 2,
 ) -> GameAdapter:
-    """`leduc-holdem`, `uno`, `vector` (sizes required) or `package.module:AdapterClass`."""
+    """`leduc-holdem`, `uno`, `doudizhu`, `vector` (sizes required) or
+    `package.module:AdapterClass`."""
     if name == "leduc-holdem":
         from croupier.games.leduc import LeducAdapter
 
@@ -27,6 +28,10 @@ def load_adapter(
         from croupier.games.uno import UnoAdapter
 
         return UnoAdapter()
+    if name == "doudizhu":
+        from croupier.games.doudizhu import DoudizhuAdapter
+
+        return DoudizhuAdapter()
     if name == "vector":
         if obs_size is None or num_actions is None:
             raise ValueError("the vector game needs --obs-size and --num-actions")

@@ -47,6 +47,7 @@ BACKOFF_MIN_S, BACKOFF_MAX_S = 0.2, 5.0
 MIN_FRAME_BYTES, MAX_FRAME_BYTES = 16 * 1024, 10**wire.HEADER_BYTES - 1
 # Room left in a message for its map, the list header and per-episode msgpack framing.
 _MESSAGE_SLACK_BYTES = 1024
+INSTALL_LOG_EVERY_S = 10.0
 
 
 class LinkRefused(ConnectionError):
@@ -115,6 +116,8 @@ class TrainerLink:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="trainer-link")
         self._sock: socket.socket | None = None
+        self._install_logged_at = -INSTALL_LOG_EVERY_S
+        self._installs_unlogged = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -185,8 +188,9 @@ class TrainerLink:
             raise LinkRefused("SET_CONFIG without a config")
         self._apply_config(config["config"])
         channel.send({"type": RLlink.GET_STATE.name})
-        # The trainer's state is authoritative after a (re)connect, even if its numbers restarted.
-        self._install_pushed(self._expect(channel, RLlink.SET_STATE, deadline), force=True)
+        # Never an older version than this server holds (a trainer restarted from an older
+        # checkpoint, or a new run): rolling back is the production channel's job.
+        self._install_pushed(self._expect(channel, RLlink.SET_STATE, deadline), first=True)
         sock.settimeout(None)
         # A new connection: whatever the last one sent but got no ack for is due again.
         self.outbox.rewind()
@@ -227,12 +231,12 @@ class TrainerLink:
         finally:
             done.set()
 
-    def _install_pushed(self, body: dict[str, Any], force: bool = False) -> None:
+    def _install_pushed(self, body: dict[str, Any], first: bool = False) -> None:
         """Install a pushed version; one this server refuses (weights that do not fit its
         model, non-finite values, a bad version number) is counted and the link goes on with
         the version it serves: the trainer will push again, and episodes still flow."""
         try:
-            self._install(body, force=force)
+            self._install(body, first=first)
         except Exception as e:
             self.versions_refused += 1
             self._error(f"weights refused: {_describe(e)}")
@@ -357,7 +361,7 @@ class TrainerLink:
             except Exception as e:
                 raise LinkRefused(f"cannot build the trainer's model {spec.to_dict()}: {e}") from e
 
-    def _install(self, body: dict[str, Any], force: bool = False) -> None:
+    def _install(self, body: dict[str, Any], first: bool = False) -> None:
         state = body.get("state")
         if not isinstance(state, dict):
             raise LinkRefused("SET_STATE without a state")
@@ -367,11 +371,34 @@ class TrainerLink:
         if not isinstance(weights, dict):
             raise LinkRefused("SET_STATE without module weights")
         version = _version(state.get("weights_seq_no", 0))
+        held = self.versions.latest
+        # Version 0 is nobody's training yet: the server's own placeholder gives way to the
+        # trainer's, so that episodes are recorded with the weights the learner starts from.
+        replace_placeholder = first and version == held == 0
         try:
-            if self.versions.install(version, weights, force=force):
-                self.versions_installed += 1
+            installed = self.versions.install(version, weights, force=replace_placeholder)
         except (RuntimeError, ValueError, TypeError) as e:
             raise LinkRefused(f"weights do not fit this server's model: {e}") from None
+        if installed:
+            self.versions_installed += 1
+            self._log_installed(version)
+        elif first and version < held:
+            log.warning(
+                "the trainer is at version %d, this server holds %d: keeping %d (start the "
+                "server on a fresh --weights-dir for a new training run)",
+                version, held, held,
+            )  # fmt: skip
+
+    def _log_installed(self, version: int) -> None:
+        """One info line per install, but at most one per INSTALL_LOG_EVERY_S (APPO pushes
+        several versions a second), then a count of the ones not shown."""
+        now = time.monotonic()
+        self._installs_unlogged += 1
+        if now - self._install_logged_at >= INSTALL_LOG_EVERY_S:
+            more = self._installs_unlogged - 1
+            log.info("installed weights version %d%s", version,
+                     f" ({more} more since the last line)" if more else "")  # fmt: skip
+            self._install_logged_at, self._installs_unlogged = now, 0
 
 
 def _version(value: Any) -> int:

@@ -38,6 +38,20 @@ log = logging.getLogger(__name__)
 _LOGP_FLOOR = np.float32(-1e37)
 
 
+# The model's answer to one decision. Plain slotted class: a frozen dataclass's __init__
+# (object.__setattr__ per field) costs more than everything else done per decision.
+@dataclass(slots=True)
+class ModelDecision:
+    action: int
+    logp: float
+    logits: np.ndarray
+    version: int
+
+
+# One decision for the model: observation, legal-action mask, weights version pin.
+Row = tuple[np.ndarray, np.ndarray, int | None]
+
+
 @dataclass(frozen=True)
 class ActResult:
     """One batched forward: per-row action index, its log-prob and the masked logits."""
@@ -130,8 +144,8 @@ class PolicyVersions:
     # --- writing -------------------------------------------------------------------------
 
     def install(self, version: int, weights: WeightsState, *, force: bool = False) -> bool:
-        """Install a version. Older-or-equal versions are ignored unless `force` (the trainer's
-        first state after a (re)connect is authoritative, even if its numbers restarted)."""
+        """Install a version. Older-or-equal versions are ignored unless `force` (only the
+        link's first state, to replace the server's own untrained version 0 by the trainer's)."""
         bad = nonfinite(weights)
         if bad:
             self.refused_nonfinite += 1

@@ -9,14 +9,19 @@
   among the versions loaded (version numbers are the learner's update counter and jump); an
   opponent, never recorded
 
-Rollout specs (`policies/rollout.py` resolves them to the above): `production` (the version the
-production channel points at), `canary` (production for a configured share of new games, the
-rules for the rest), `shadow`/`shadow@latest`/`shadow@N` (the rules act; a learned version is
-computed beside them and compared) and `league` (a frozen version from the league pool).
+Rollout specs (the same grammar; `policies/rollout/` resolves them to the above, per game):
+`production` (the version the production channel points at), `canary` (production for a
+configured share of new games, the rules for the rest), `shadow`/`shadow@latest`/`shadow@N`
+(the rules act; a learned version is computed beside them and compared) and `league` (a frozen
+version from the league pool).
+
+One grammar (`parse_spec`) checks every spec's syntax, for a game's seats and for the
+server's `--seat-mix` alike; resolving a spec against the loaded versions comes after.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,45 +56,86 @@ class SeatPolicy:
         return self.kind
 
 
-def parse_seat_policy(
-    spec: str, *, latest: int, pin: str = "created", loaded: list[int] | None = None
-) -> SeatPolicy:
-    """Parse a seat spec against the newest version `latest` and the `loaded` versions."""
-    if pin not in PIN_CHOICES:
-        raise BadPolicySpec(f"pin must be one of {PIN_CHOICES}, got {pin!r}")
-    name, _, arg = spec.strip().partition("@")
-    if name in ("rules", "random") and not arg:
-        return SeatPolicy(name)  # type: ignore[arg-type]
-    if name == "learned":
-        if arg == "latest" or (not arg and pin == "latest"):
-            return SeatPolicy("learned", None, record=True)
-        if not arg:
-            return SeatPolicy("learned", latest, record=True)
+@dataclass(frozen=True, slots=True)
+class SeatSpec:
+    """A seat spec whose syntax is checked: `name`, and its argument's meaning."""
+
+    name: str
+    latest: bool = False  # learned@latest, shadow@latest
+    version: int | None = None  # frozen@N / frozen@-K (then `relative`), shadow@N
+    relative: bool = False
+
+    @property
+    def rollout(self) -> bool:
+        return self.name in ROLLOUT_SPECS
+
+
+# A server sees a handful of distinct specs (its seat mix, the engines' few), parsed per seat of
+# every new game: cached, a spec costs a dict lookup (SeatSpec is frozen: safe to share).
+@functools.lru_cache(maxsize=1024)
+def parse_spec(text: str) -> SeatSpec:
+    """The one grammar of seat specs (plain and rollout); `BadPolicySpec` if it is not one."""
+    name, _, arg = text.strip().partition("@")
+    if name in ("rules", "random", "production", "canary", "league") and not arg:
+        return SeatSpec(name)
+    if name == "learned" and arg in ("", "latest"):
+        return SeatSpec(name, latest=arg == "latest")
     if name == "frozen" and arg:
         try:
             n = int(arg)
         except ValueError:
             raise BadPolicySpec(f"frozen@ needs a version number, got {arg!r}") from None
-        if not arg.startswith("-"):  # "-0" is relative too: the newest loaded version
-            if n < 0:
-                raise BadPolicySpec(f"frozen@ needs a version number, got {arg!r}")
-            return SeatPolicy("frozen", n)
-        versions = sorted(loaded or [latest])
-        return SeatPolicy("frozen", versions[max(0, len(versions) - 1 + n)])
+        relative = arg.startswith("-")  # "-0" is relative too: the newest loaded version
+        if n < 0 and not relative:
+            raise BadPolicySpec(f"frozen@ needs a version number, got {arg!r}")
+        return SeatSpec(name, version=n, relative=relative)
+    if name == "shadow":
+        if arg in ("", "latest"):
+            return SeatSpec(name, latest=arg == "latest")
+        try:
+            return SeatSpec(name, version=int(arg))
+        except ValueError:
+            raise BadPolicySpec(f"shadow@ needs latest or a version, got {arg!r}") from None
     raise BadPolicySpec(
-        f"unknown seat policy {spec!r}: use rules, random, learned, learned@latest, "
-        "frozen@N or frozen@-K"
+        f"unknown seat policy {text!r}: use rules, random, learned, learned@latest, "
+        "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league)"
     )
 
 
+def resolve_plain(
+    spec: SeatSpec, *, latest: int, pin: str = "created", loaded: list[int] | None = None
+) -> SeatPolicy:
+    """A plain (not rollout) spec against the newest version `latest` and the `loaded` ones."""
+    if pin not in PIN_CHOICES:
+        raise BadPolicySpec(f"pin must be one of {PIN_CHOICES}, got {pin!r}")
+    if spec.name in ("rules", "random"):
+        return SeatPolicy(spec.name)  # type: ignore[arg-type]
+    if spec.name == "learned":
+        if spec.latest or pin == "latest":
+            return SeatPolicy("learned", None, record=True)
+        return SeatPolicy("learned", latest, record=True)
+    if spec.name == "frozen" and spec.version is not None:
+        if not spec.relative:
+            return SeatPolicy("frozen", spec.version)
+        versions = sorted(loaded or [latest])
+        return SeatPolicy("frozen", versions[max(0, len(versions) - 1 + spec.version)])
+    raise BadPolicySpec(f"{spec.name!r} is a rollout seat: a server resolves it per game")
+
+
+def parse_seat_policy(
+    spec: str, *, latest: int, pin: str = "created", loaded: list[int] | None = None
+) -> SeatPolicy:
+    """Parse a plain seat spec against the newest version `latest` and the `loaded` versions."""
+    if pin not in PIN_CHOICES:
+        raise BadPolicySpec(f"pin must be one of {PIN_CHOICES}, got {pin!r}")
+    return resolve_plain(parse_spec(spec), latest=latest, pin=pin, loaded=loaded)
+
+
 def parse_seat_mix(text: str) -> list[str]:
-    """`learned,rules` -> ['learned', 'rules'], each checked for syntax."""
+    """`learned,rules` -> ['learned', 'rules'], each checked against the grammar."""
     specs = [s.strip() for s in text.split(",") if s.strip()]
     if not specs:
         raise BadPolicySpec("the seat mix is empty")
     for s in specs:
-        name, _, arg = s.partition("@")
-        if name in ROLLOUT_SPECS and (not arg or name == "shadow"):
-            continue  # checked per game by policies/rollout.py
-        parse_seat_policy(s, latest=0)
+        parse_spec(s)
     return specs

@@ -26,23 +26,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from croupier.policies.learned import PolicyVersions
+from croupier.policies.learned import ModelDecision, PolicyVersions, Row
+
+__all__ = ["InferenceBatcher", "ModelDecision", "Row"]
 
 
-# Plain slotted classes: a frozen dataclass's __init__ (object.__setattr__ per field) costs
-# more than everything else done per decision here.
-@dataclass(slots=True)
-class ModelDecision:
-    action: int
-    logp: float
-    logits: np.ndarray
-    version: int
-
-
-# One decision for the model: observation, legal-action mask, weights version pin.
-Row = tuple[np.ndarray, np.ndarray, int | None]
-
-
+# Plain slotted class: a frozen dataclass's __init__ costs more than the rest done per request.
 @dataclass(slots=True)
 class _Request:
     obs: np.ndarray

@@ -32,11 +32,17 @@ class Hyper:
     num_epochs: int = 4  # PPO
     entropy_coeff: float = 0.01
     vf_loss_coeff: float = 0.5
-    # The most one learner update takes, in train batches of the newest env steps; the older
-    # surplus is dropped (see `LinkEnvRunner._newest`). None: everything received. PPO needs
-    # it: its update blocks sampling and grows with the sample, so a learner slower than the
-    # games fell further behind with every update.
+    # The most one learner update takes, in train batches of the oldest waiting env steps;
+    # the rest waits for the next updates (see `LinkEnvRunner._take`). None: everything
+    # received. PPO needs it: its update blocks sampling and grows with the sample, so a
+    # learner slower than the games fell further behind with every update.
     max_sample_batches: float | None = None
+    # Waiting episodes more versions behind than this when sampled are dropped (counted);
+    # None: none are. What bounds the staleness of a backlog trained after an outage.
+    max_sample_lag: int | None = None
+    # The most env steps waiting in the trainer's memory; past it the oldest are dropped
+    # (counted). None: no bound.
+    backlog_max_steps: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -48,6 +54,11 @@ class Hyper:
                 minibatch_size=500,
                 num_epochs=4,
                 max_sample_batches=2.0,
+                # A 60 s outage at ~1,300 steps/s is ~20 batches, drained in ~17 updates by a
+                # learner twice as fast as the games: 32 leaves a margin of two
+                # (docs/trainer-lifecycle.md). ~1 KB per waiting step: 256k steps ~ 250 MB.
+                max_sample_lag=32,
+                backlog_max_steps=262_144,
             )
         # APPO in ray 2.60 takes one gradient step per train batch: small batches learn faster.
         return cls(lr=1e-3, train_batch_size=128)
@@ -104,10 +115,18 @@ def build_config(
             "sample_max_steps": int(hyper.max_sample_batches * hyper.train_batch_size)
             if hyper.max_sample_batches
             else None,
+            "max_sample_lag": hyper.max_sample_lag,
+            "backlog_max_steps": hyper.backlog_max_steps,
         }
     )
+    # PPO: one iteration is one update and one version, and the trainer's loop (which waits
+    # for a train batch outside algo.train(), interruptibly) runs between any two updates.
+    # RLlib repeats updates within an iteration until min_time_s_per_iteration: at 2 s, PPO
+    # versions went up by 2 per progress line, and an iteration could wait inside sample().
+    min_time_s = 0 if spec.algo == "ppo" else 2
     return (
         base_config(spec, hyper)
+        .reporting(min_time_s_per_iteration=min_time_s)
         .environment(
             observation_space=adapter.observation_space,
             action_space=adapter.action_space,

@@ -16,9 +16,17 @@ It subclasses RLlib's `EnvRunner` and speaks RLlib's RLlink framing, but unlike 
 - pushes each new weights version to every connected server as soon as the Algorithm sets it.
 
 `sample()` returns the episodes received since the last call, waiting until `sample_min_steps`
-env steps are in or `sample_timeout_s` passed; at most `sample_max_steps` of them, the newest:
-when the games play faster than the learner learns, the older surplus is dropped and counted,
-so a learner update never grows with the backlog (which would make the next backlog bigger).
+env steps are in or `sample_timeout_s` passed, and with no traffic as long as it takes (until
+the runner is stopped). Episodes wait in a queue; one `sample()` takes at most `sample_max_steps`
+of them, the newest: a learner update never grows with a backlog (which would make the next
+backlog bigger), and a backlog (a trainer outage's spool) is trained over the next updates with
+room. What is more than `max_sample_lag` versions old by then is dropped, counted; so is what
+exceeds `backlog_max_steps` in memory (see docs/trainer-lifecycle.md).
+
+The runner listens only once `start_link()` is called (`listen_at_start=False`, as the trainer
+does after restoring its checkpoint), so no server is handed weights before they are restored.
+Each version it publishes is noted beside the checkpoint (`published-<i>`), with its weights
+(`published-<i>.npz`): a trainer restarted from an older checkpoint can go on from them.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import ray
 from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.env import INPUT_ENV_SPACES
@@ -60,7 +69,7 @@ log = logging.getLogger(__name__)
 
 CONFIG_FORMAT = "croupier/1"
 _RECENT_IDS = 200_000
-MAX_IDLE_S = 300.0
+_SEQ_KEY = "__weights_seq_no__"  # in published-<i>.npz: the version of the weights beside it
 
 
 @dataclass(frozen=True)
@@ -73,8 +82,16 @@ class LinkOptions:
     max_version_lag: int | None = None
     sample_min_steps: int = 500
     sample_timeout_s: float = 2.0
-    # The most env steps one `sample()` returns (the newest episodes); None: no cap.
+    # The most env steps one `sample()` returns (the newest waiting episodes); None: no cap.
     sample_max_steps: int | None = None
+    # A waiting episode more than this many versions behind the newest when it would be
+    # sampled is dropped (counted: episodes_dropped_stale); None: no bound.
+    max_sample_lag: int | None = None
+    # The most env steps waiting in memory; past it the oldest are dropped (counted:
+    # episodes_dropped_backlog); None: no bound.
+    backlog_max_steps: int | None = None
+    # False: `start_link()` opens the port (after the trainer restored its state).
+    listen_at_start: bool = True
     max_frame_bytes: int = wire.DEFAULT_MAX_FRAME
     game: str = ""
     model: dict[str, Any] | None = None
@@ -200,7 +217,7 @@ class _Connection:
 
 
 class SamplingStopped(RuntimeError):
-    """`sample()` was asked to stop (or waited `MAX_IDLE_S`) with no episode to return."""
+    """`sample()` was asked to stop while it had no episode to return."""
 
 
 class LinkEnvRunner(EnvRunner, Checkpointable):
@@ -220,8 +237,11 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         )
         self.metrics = MetricsLogger(stats_cls_lookup=config.stats_cls_lookup, root=False)
 
-        self._inbox: list[SingleAgentEpisode] = []
+        # (episode, the oldest version that played it), oldest arrival first.
+        self._inbox: deque[tuple[SingleAgentEpisode, int]] = deque()
         self._inbox_steps = 0
+        self._started_at = time.monotonic()
+        self._last_episode_at: float | None = None  # monotonic; None: none yet
         self._cv = threading.Condition()
         # Every episode taken (into the inbox, or dropped for lag or as invalid) is written to
         # the ingest log, then acked: a server deletes it from its spool on the ack, and a
@@ -240,15 +260,23 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self._state_body = self._encode_state()
 
         self.listening = None
-        # With remote runners, the local one (index 0) only holds weights: it must not accept
-        # servers whose episodes nobody would sample.
-        if self.worker_index > 0 or config.num_env_runners == 0:
-            self._listen()
+        if self.options.listen_at_start:
+            self.start_link()
 
     # --- EnvRunner API -------------------------------------------------------------------
 
     def assert_healthy(self) -> None:
-        assert self.listening is not None or self.worker_index == 0, "not listening"
+        pass  # a runner that has not started its link yet (being restored) is healthy
+
+    def start_link(self) -> int | None:
+        """Open the port servers connect to; returns it. With remote runners the local one
+        (index 0) only holds weights: it must not accept servers whose episodes nobody would
+        sample. Idempotent."""
+        serves = self.worker_index > 0 or self.config.num_env_runners == 0
+        if serves and self.listening is None and not self._stopping.is_set():
+            self._listen()
+            self._started_at = time.monotonic()  # idle counts from when games could come
+        return self.port
 
     def get_spaces(self) -> dict[str, Any]:
         spaces = (self.config.observation_space, self.config.action_space)
@@ -257,43 +285,60 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
     def sample(self, **kwargs: Any) -> list[SingleAgentEpisode]:
         self._pull_newer_state()
         # RLlib's learner connectors fail on an empty list, so wait for at least one episode
-        # (the training loop calls `wait_for_steps` first, so this rarely waits long), in
-        # slices, so that a stop request ends the wait.
+        # (the training loop calls `wait_for_steps` first, so this rarely waits), as long as
+        # it takes: games may pause for hours. In slices, so that a stop request ends it.
         self.wait_for_steps(self.options.sample_min_steps, self.options.sample_timeout_s)
-        deadline = time.monotonic() + MAX_IDLE_S
-        while not self.wait_for_steps(1, 0.5):
-            if self._stopping.is_set() or time.monotonic() > deadline:
-                raise SamplingStopped(
-                    "no episodes arrived"
-                    if not self._stopping.is_set()
-                    else "the runner is stopping"
-                )
-        with self._cv:
-            episodes, self._inbox, steps, self._inbox_steps = self._inbox, [], self._inbox_steps, 0
-        episodes, steps = self._newest(episodes, steps)
+        while True:
+            if self._stopping.is_set():
+                raise SamplingStopped("the runner is stopping")
+            if self.wait_for_steps(1, 0.5):
+                with self._cv:
+                    episodes, steps = self._take()
+                if episodes:
+                    break
+        self._count("episodes_sampled", len(episodes))
         self._count("steps_sampled", steps)
         SingleAgentEnvRunner._increase_sampled_metrics(self, steps, len(episodes))
         self._done_for_metrics.extend(episodes)
         return episodes
 
-    def _newest(
-        self, episodes: list[SingleAgentEpisode], steps: int
-    ) -> tuple[list[SingleAgentEpisode], int]:
-        """The newest episodes (arrival order) up to `sample_max_steps` env steps, one at
-        least; the older rest are dropped. They were acked: the games do not wait on the
-        learner, so a learner slower than them must leave some data out, and the oldest is
-        the most off-policy. Without a cap PPO ran away: a bigger sample, a longer update,
-        an even bigger backlog (11 updates in 3 minutes at 4k steps/s instead of ~100)."""
+    def _take(self) -> tuple[list[SingleAgentEpisode], int]:
+        """The newest waiting episodes up to `sample_max_steps` env steps (one at least),
+        skipping and dropping those more than `max_sample_lag` versions old. Holds `_cv`.
+
+        Newest first: the learner always gets the freshest data it can (PPO learns markedly
+        worse from data a few versions old, docs/off-policy.md), and what it cannot take now
+        waits for an update with room, i.e. an outage's backlog is trained as soon as the
+        learner is faster than the games, each update still bounded (unbounded, PPO ran
+        away: a bigger sample, a longer update, a bigger backlog: 11 updates in 3 minutes
+        instead of ~100). When the games outpace the learner for good, the staleness bound
+        decides what is lost, and counts it."""
+        max_lag = self.options.max_sample_lag
+        stale = stale_steps = 0
+        if max_lag is not None:
+            # The oldest arrivals are (near enough) the oldest versions: drop from that end.
+            while self._inbox and self._weights_seq_no - self._inbox[0][1] > max_lag:
+                episode, _ = self._inbox.popleft()
+                stale += 1
+                stale_steps += len(episode)
         cap = self.options.sample_max_steps
-        if cap is None or steps <= cap:
-            return episodes, steps
-        start, kept = len(episodes), 0
-        while start > 0 and (kept == 0 or kept + len(episodes[start - 1]) <= cap):
-            start -= 1
-            kept += len(episodes[start])
-        self._count("episodes_dropped_backlog", start)
-        self._count("steps_dropped_backlog", steps - kept)
-        return episodes[start:], kept
+        episodes: list[SingleAgentEpisode] = []
+        steps = 0
+        while self._inbox:
+            if cap is not None and episodes and steps + len(self._inbox[-1][0]) > cap:
+                break
+            episode, played = self._inbox.pop()
+            if max_lag is not None and self._weights_seq_no - played > max_lag:
+                stale += 1
+                stale_steps += len(episode)
+                continue
+            episodes.append(episode)
+            steps += len(episode)
+        self._inbox_steps -= steps + stale_steps
+        if stale:
+            self._count("episodes_dropped_stale", stale)
+            self._count("steps_dropped_stale", stale_steps)
+        return episodes, steps
 
     def _pull_newer_state(self) -> None:
         """APPO/IMPALA with remote runners do not push weights: they leave them on RLlib's
@@ -335,6 +380,13 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
     def request_stop(self) -> None:
         """Make a waiting `sample()` give up (it raises `SamplingStopped`)."""
         self._stopping.set()
+        with self._cv:
+            self._cv.notify_all()
+
+    def idle_s(self) -> float:
+        """Seconds since the last episode arrived (since the link opened if none has)."""
+        last = self._last_episode_at if self._last_episode_at is not None else self._started_at
+        return time.monotonic() - last
 
     def stop(self) -> None:
         self._stopping.set()
@@ -384,24 +436,32 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             self.module.set_state(module_state)
         if seq > 0:
             self._weights_seq_no = seq
-        self._state_body = self._encode_state()
-        self._remember_published(self._weights_seq_no)
+        weights = self.module.get_state()
+        self._state_body = self._encode_state(weights)
+        # Noted before it is sent: whatever a server holds, the trainer can find again.
+        self._remember_published(self._weights_seq_no, weights)
         self._broadcast(self._state_body)
 
-    def _remember_published(self, seq: int) -> None:
-        """Note the highest version ever sent to servers beside the checkpoint: a trainer
-        restarted from an older checkpoint numbers on from there (see `published_version`),
-        so a version number never names two different sets of weights."""
+    def _remember_published(self, seq: int, weights: dict[str, Any]) -> None:
+        """Note the highest version ever sent to servers, and its weights, beside the
+        checkpoint: a trainer restarted from an older checkpoint goes on from these weights
+        under their own number (see `read_published_weights`), so a version number never
+        names two different sets of weights, and `latest` never falls back in quality."""
         if not self.options.state_dir or seq <= self._published:
             return
         self._published = seq
-        path = Path(self.options.state_dir) / f"published-{self.worker_index}"
-        tmp = path.with_suffix(".tmp")
+        base = Path(self.options.state_dir) / f"published-{self.worker_index}"
         try:
+            # The weights first: a number on disk always has its weights, or older ones.
+            tmp_npz = base.with_name(base.name + ".tmp.npz")
+            arrays = {k: np.asarray(v) for k, v in weights.items()}
+            np.savez(tmp_npz, **arrays, **{_SEQ_KEY: np.asarray(seq, dtype=np.int64)})
+            os.replace(tmp_npz, base.with_name(base.name + ".npz"))
+            tmp = base.with_suffix(".tmp")
             tmp.write_text(str(seq))
-            os.replace(tmp, path)
+            os.replace(tmp, base)
         except OSError as e:
-            log.warning("could not note the published version in %s: %s", path, e)
+            log.warning("could not note the published version in %s: %s", base, e)
 
     # --- what the link exposes -----------------------------------------------------------
 
@@ -427,10 +487,13 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                     "episodes_duplicate",
                     "episodes_dropped_lag",
                     "episodes_dropped_backlog",
+                    "episodes_dropped_stale",
+                    "episodes_sampled",
                     "episodes_acked",
                     "steps_received",
                     "steps_sampled",
                     "steps_dropped_backlog",
+                    "steps_dropped_stale",
                     "frames_rejected",
                     "connections_refused",
                     "connections_over_cap",
@@ -438,6 +501,8 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                     "connections_total",
                 )
             },
+            "waiting_steps": self._inbox_steps,
+            "idle_s": round(self.idle_s(), 1),
             "lag_histogram": dict(sorted(self.lag_histogram.items())),
         }
 
@@ -508,12 +573,12 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         for conn in conns:
             conn.send(body, is_state=True)
 
-    def _encode_state(self) -> bytes:
+    def _encode_state(self, weights: dict[str, Any] | None = None) -> bytes:
         return wire.pack_body(
             {
                 "type": RLlink.SET_STATE.name,
                 "state": {
-                    COMPONENT_RL_MODULE: self.module.get_state(),
+                    COMPONENT_RL_MODULE: self.module.get_state() if weights is None else weights,
                     WEIGHTS_SEQ_NO: self._weights_seq_no,
                 },
             }
@@ -538,7 +603,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             raise wire.FrameError("EPISODES needs a list of episodes")
         obs_size = self.config.observation_space["observations"].shape[0]
         num_actions = int(self.config.action_space.n)
-        accepted: list[SingleAgentEpisode] = []
+        accepted: list[tuple[SingleAgentEpisode, int]] = []
         taken: list[tuple[str, str]] = []  # (id, outcome) settled now: logged, then acked
         ack_now: list[str] = []
         seen_now: set[str] = set()
@@ -563,25 +628,44 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 self._count("episodes_duplicate")
                 ack_now.append(episode.id_)
                 continue
-            lag = max(0, self._weights_seq_no - min(episode.custom_data["versions"]))
+            played = min(episode.custom_data["versions"])
+            lag = max(0, self._weights_seq_no - played)
             self.lag_histogram[lag] += 1
             max_lag = self.options.max_version_lag
             if max_lag is not None and lag > max_lag:
                 self._count("episodes_dropped_lag")
                 taken.append((episode.id_, "lag"))
                 continue
-            accepted.append(episode)
+            accepted.append((episode, played))
             taken.append((episode.id_, "accepted"))
         # Logged first, acked second: an ack lost to a crash means a resend we recognise.
         self.ingest_log.record(taken)
         self._ack(conn, [*ack_now, *(i for i, _ in taken)])
         self._count("episodes_received", len(accepted))
-        steps = sum(len(e) for e in accepted)
+        steps = sum(len(e) for e, _ in accepted)
         self._count("steps_received", steps)
         with self._cv:
+            if accepted:
+                self._last_episode_at = time.monotonic()
             self._inbox.extend(accepted)
             self._inbox_steps += steps
+            self._bound_backlog()
             self._cv.notify_all()
+
+    def _bound_backlog(self) -> None:
+        """Drop the oldest waiting episodes past `backlog_max_steps` (a memory bound: each
+        waiting episode is a Python object of a few KB). Holds `_cv`."""
+        bound = self.options.backlog_max_steps
+        if bound is None or self._inbox_steps <= bound:
+            return
+        dropped = dropped_steps = 0
+        while self._inbox and self._inbox_steps - dropped_steps > bound:
+            episode, _ = self._inbox.popleft()
+            dropped += 1
+            dropped_steps += len(episode)
+        self._inbox_steps -= dropped_steps
+        self._count("episodes_dropped_backlog", dropped)
+        self._count("steps_dropped_backlog", dropped_steps)
 
     def _ack(self, conn: _Connection | None, ids: list[str]) -> None:
         """Tell the server these episodes are taken (it deletes them from its spool). On a
@@ -608,10 +692,27 @@ def published_version(state_dir: Path) -> int:
     """The highest weights version any runner of a trainer using `state_dir` has published."""
     highest = 0
     for path in state_dir.glob("published-*"):
-        if path.suffix == ".tmp":
+        if path.suffix in (".tmp", ".npz"):
             continue
         try:
             highest = max(highest, int(path.read_text().strip()))
         except (OSError, ValueError):
             continue
     return highest
+
+
+def read_published_weights(state_dir: Path) -> tuple[int, dict[str, np.ndarray]] | None:
+    """The newest published weights noted in `state_dir` (any runner's): (version, the
+    inference module's state), or None if there are none that load. Never unpickles."""
+    best: tuple[int, dict[str, np.ndarray]] | None = None
+    for path in state_dir.glob("published-*.npz"):
+        if path.name.endswith(".tmp.npz"):
+            continue
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                seq = int(data[_SEQ_KEY])
+                if best is None or seq > best[0]:
+                    best = (seq, {k: data[k] for k in data.files if k != _SEQ_KEY})
+        except (OSError, ValueError, KeyError) as e:
+            log.warning("ignoring unreadable published weights %s: %s", path, e)
+    return best

@@ -1,15 +1,21 @@
-"""Prometheus metrics for `croupier train --metrics-port`: read from the trainer at scrape time.
+"""Prometheus metrics and `/healthz` for `croupier train --metrics-port`, read at request time.
 
 Everything comes from what the training loop already computes each iteration (its progress
-line) and the env runner's link counters, so serving metrics costs the loop nothing.
+line), the env runner's link counters and `Trainer.health()`, so serving them costs the loop
+nothing. `/healthz` answers 200 while the trainer trains or idles, 503 while it starts
+(restoring: its link is not open yet) or stops; the body says which, and more.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -23,9 +29,12 @@ LINK_COUNTERS = (
     "episodes_duplicate",
     "episodes_dropped_lag",
     "episodes_dropped_backlog",
+    "episodes_dropped_stale",
+    "episodes_sampled",
     "steps_received",
     "steps_sampled",
     "steps_dropped_backlog",
+    "steps_dropped_stale",
     "frames_rejected",
     "connections_refused",
     "connections_over_cap",
@@ -76,6 +85,12 @@ class TrainerCollector(Collector):
                 progress.get("learner_steps_per_s"),
             ),
             "episode_return_mean": ("RLlib's episode return", progress.get("episode_return_mean")),
+            "waiting_env_steps": ("Env steps queued for the learner", stats.get("waiting_steps")),
+            "seconds_since_episode": ("Seconds since an episode arrived", stats.get("idle_s")),
+            "trained_share": (
+                "Share of the episodes taken that were trained (not dropped)",
+                progress.get("trained_share"),
+            ),
         }
         for name, (doc, value) in gauges.items():
             if isinstance(value, int | float):
@@ -102,9 +117,42 @@ class TrainerCollector(Collector):
         return runner.link_stats() if runner is not None else None
 
 
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        pass  # a scrape every few seconds is not news
+
+
+def health_app(trainer: Any, metrics: Callable[..., Any]) -> Callable[..., Any]:
+    """A WSGI app: `/healthz` from `trainer.health()`, everything else the metrics."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO") != "/healthz":
+            return metrics(environ, start_response)
+        try:
+            body = trainer.health()
+        except Exception as e:  # a health check must answer, even mid-build
+            body = {"alive": True, "state": "unknown", "error": f"{type(e).__name__}: {e}"}
+        ok = body.get("state") in ("training", "idle")
+        payload = json.dumps(body, default=str).encode()
+        start_response(
+            "200 OK" if ok else "503 Service Unavailable",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
+        )
+        return [payload]
+
+    return app
+
+
 def serve_trainer_metrics(trainer: Any, port: int, host: str = "127.0.0.1") -> Any:
-    """Start the /metrics HTTP server on its own thread; returns the server (shutdown())."""
+    """Start the /metrics and /healthz HTTP server on its own thread; returns the server
+    (shutdown())."""
     registry = CollectorRegistry()
     registry.register(TrainerCollector(trainer))
-    server, _thread = start_http_server(port, addr=host, registry=registry)
+    app = health_app(trainer, make_wsgi_app(registry))
+    server = make_server(host, port, app, _Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True, name="trainer-metrics").start()
     return server

@@ -2,6 +2,12 @@
 
 Each iteration appends one JSON line to `<checkpoint-dir>/progress.jsonl` (and prints a short
 progress line), which is what the demo and the benchmarks read.
+
+Its life cycle as a service (docs/trainer-lifecycle.md): the link opens only after the state is
+restored; it goes on from the newest weights it published (so a number always names the same
+weights); without traffic it waits, reports itself idle and resumes when games return (for
+`max_idle_s` at most, forever by default); SIGTERM and SIGINT both checkpoint and exit, within
+`stop_grace_s`; `/healthz` on the metrics port says where it stands.
 """
 
 from __future__ import annotations
@@ -54,6 +60,13 @@ class TrainOptions:
     # A pretrain's output dir (`croupier pretrain`): start from its weights and version, unless
     # a checkpoint exists to resume from.
     init_weights: Path | None = None
+    # Without episodes for this long the trainer reports itself idle (log, /healthz).
+    idle_after_s: float = 30.0
+    # Without episodes for this long it checkpoints and stops; None: it waits forever.
+    max_idle_s: float | None = None
+    # After SIGTERM/SIGINT, the most seconds `croupier train` takes to checkpoint and exit
+    # before it exits anyway (without the checkpoint).
+    stop_grace_s: float = 60.0
 
 
 def lag_summary(histogram: dict[int, int]) -> dict[str, float]:
@@ -73,6 +86,35 @@ def lag_summary(histogram: dict[int, int]) -> dict[str, float]:
 
     mean = sum(lag * n for lag, n in histogram.items()) / total
     return {"mean": mean, "p50": quantile(0.5), "p90": quantile(0.9), "max": float(lags[-1])}
+
+
+_EPISODE_COUNTS = (
+    "episodes_received",
+    "episodes_sampled",
+    "episodes_dropped_stale",
+    "episodes_dropped_backlog",
+    "episodes_dropped_lag",
+)
+
+
+def trained_share(stats: dict[str, Any]) -> float | None:
+    """Of the episodes that left the trainer's queue (or were refused for lag), the share
+    handed to the learner; None before any did."""
+    sampled = stats.get("episodes_sampled", 0)
+    lost = sum(
+        stats.get(k, 0)
+        for k in ("episodes_dropped_stale", "episodes_dropped_backlog", "episodes_dropped_lag")
+    )
+    return sampled / (sampled + lost) if sampled + lost else None
+
+
+def _sync_target_networks(learner: Any) -> None:
+    """APPO's target networks start as copies of freshly loaded weights, not of the old ones."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    module = learner.module[DEFAULT_MODULE_ID]
+    for main, target in getattr(module, "get_target_network_pairs", list)():
+        target.load_state_dict(main.state_dict())
 
 
 def _histogram_delta(now: dict[int, int], before: dict[int, int]) -> dict[int, int]:
@@ -105,6 +147,15 @@ class Trainer:
         # What /metrics reads (trainer/metrics.py): the last progress line and lag histogram.
         self.last_progress: dict[str, Any] = {}
         self.last_lag_histogram: dict[int, int] = {}
+        # What /healthz reads (see `health`).
+        self.state = "starting"  # starting, training, idle, stopping, stopped
+        self._state_lock = threading.Lock()  # the loop, the idle watcher and signals set it
+        self.iteration = 0
+        self.last_checkpoint: dict[str, Any] | None = None
+        self.restored: dict[str, Any] | None = None
+        self.stop_reason: str | None = None
+        # Called right after ray.init (which replaces the SIGTERM handler with its own).
+        self.after_ray_init: Any = None
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -127,6 +178,10 @@ class Trainer:
                 ray.init(address=opts.ray_address)
             else:
                 ray.init(num_cpus=opts.num_cpus, include_dashboard=False)
+        if self.after_ray_init is not None:
+            self.after_ray_init()
+        if opts.max_idle_s is not None and opts.num_env_runners > 0:
+            raise ValueError("max_idle_s needs num_env_runners=0 (it watches the local runner)")
         adapter = load_adapter(opts.game, obs_size=opts.obs_size, num_actions=opts.num_actions)
         host, port = parse_address(opts.listen)
         link = LinkOptions(
@@ -136,6 +191,8 @@ class Trainer:
             max_version_lag=opts.max_version_lag,
             state_dir=str(Path(opts.checkpoint_dir).resolve()),
             insecure=opts.insecure,
+            # Nothing is served before the checkpoint is restored: `_open_links` below.
+            listen_at_start=False,
         )
         check_listen(link)  # before building: inside an env runner, Ray would wrap the error
         spec = ModelSpec(algo=opts.algo, hiddens=list(opts.hiddens))
@@ -160,8 +217,8 @@ class Trainer:
             self.algo.restore_from_path(str(checkpoint.resolve()))
         elif opts.init_weights is not None:
             self._start_from(Path(opts.init_weights), spec)
-        renumbered = self._number_past_published(published)
-        if checkpoint is not None or opts.init_weights is not None or renumbered:
+        moved = self._continue_from_published(published)
+        if checkpoint is not None or opts.init_weights is not None or moved:
             # Hand the learner's weights (and their weights_seq_no) to the runners now, so
             # servers that connect before the first update get the resumed version.
             self.algo.env_runner_group.sync_weights(
@@ -169,21 +226,62 @@ class Trainer:
             )
         if checkpoint is not None:
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
+        self._open_links()
+        self._set_state("training", expect=("starting",))
 
-    def _number_past_published(self, published: int) -> bool:
+    def _open_links(self) -> None:
+        """Let servers connect: only now, with the restored weights in place."""
+        if self.options.num_env_runners == 0:
+            self.algo.env_runner.start_link()
+        else:
+            self.algo.env_runner_group.foreach_env_runner(
+                lambda r: r.start_link(), local_env_runner=False
+            )
+
+    def _continue_from_published(self, published: int) -> bool:
         """A trainer killed after its last checkpoint (or before its first) had pushed newer
-        versions: go on from the highest one published, so that servers never see one version
-        number for two different weights. True if the version was moved on."""
-        from ray.rllib.core import COMPONENT_LEARNER
+        versions than the checkpoint holds. Go on from the newest published weights, under
+        their own number (the policy from them, the value function and optimizer from the
+        checkpoint), so that a number always names the same weights and `latest` never
+        falls back in quality. If they cannot be read, go on from the checkpoint numbered
+        past them, and say so loudly. True if the learner's state was changed."""
+        from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
         from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
-        restored = self.algo.learner_group.get_state(components=COMPONENT_LEARNER)
+        from croupier.trainer.env_runner import read_published_weights
+
+        group = self.algo.learner_group
+        restored = group.get_state(components=COMPONENT_LEARNER)
         seq = int(restored.get(COMPONENT_LEARNER, {}).get(WEIGHTS_SEQ_NO, 0))
+        self.restored = {"checkpoint_version": seq, "published_version": published}
         if published <= seq:
+            self.restored["version"], self.restored["weights"] = seq, "checkpoint"
             return False
-        self.algo.learner_group.set_state({COMPONENT_LEARNER: {WEIGHTS_SEQ_NO: published + 1}})
-        log.info("weights at version %d, %d published before: going on as version %d",
-                 seq, published, published + 1)  # fmt: skip
+        found = read_published_weights(Path(self.options.checkpoint_dir))
+        if found is not None and found[0] == published:
+            weights = found[1]
+            group.set_state(
+                {
+                    COMPONENT_LEARNER: {
+                        COMPONENT_RL_MODULE: {DEFAULT_MODULE_ID: weights},
+                        WEIGHTS_SEQ_NO: published,
+                    }
+                }
+            )
+            group.foreach_learner(_sync_target_networks)
+            self.restored["version"], self.restored["weights"] = published, "published"
+            log.info("checkpoint at version %d; version %d was published after it: going on "
+                     "from its weights", seq, published)  # fmt: skip
+            return True
+        group.set_state({COMPONENT_LEARNER: {WEIGHTS_SEQ_NO: published + 1}})
+        self.restored["version"], self.restored["weights"] = published + 1, "checkpoint"
+        log.warning(
+            "RESTORED OLDER WEIGHTS: the checkpoint holds version %d, servers were given up to "
+            "version %d, whose weights are not in %s. Going on from the checkpoint's weights as "
+            "version %d: servers will install them, a step back in quality until training "
+            "catches up (roll back with the production channel if that matters).",
+            seq, published, self.options.checkpoint_dir, published + 1,
+        )  # fmt: skip
         return True
 
     def _start_from(self, init_dir: Path, spec: Any) -> None:
@@ -210,26 +308,59 @@ class Trainer:
             }
         )
 
-        def sync_targets(learner: Any) -> None:
-            # APPO's target networks start as copies of the loaded ones, not of the random init.
-            module = learner.module[DEFAULT_MODULE_ID]
-            for main, target in getattr(module, "get_target_network_pairs", list)():
-                target.load_state_dict(main.state_dict())
-
-        group.foreach_learner(sync_targets)
+        group.foreach_learner(_sync_target_networks)
         log.info("starting from %s (version %d)", init_dir, version)
 
-    def request_stop(self) -> None:
+    def request_stop(self, reason: str = "stop requested") -> None:
         """End the run soon: the loop checkpoints and returns, a waiting sample gives up."""
+        if not self.stop_requested.is_set():
+            self.stop_reason = reason
         self.stop_requested.set()
+        self._set_state("stopping", expect=("starting", "training", "idle"))
         runner = self._runner() if self.algo is not None else None
         if runner is not None:
             runner.request_stop()
 
+    def _set_state(self, new: str, expect: tuple[str, ...]) -> bool:
+        """Move to `new` only from one of `expect` (so a late "idle" never hides a stop)."""
+        with self._state_lock:
+            if self.state not in expect:
+                return False
+            self.state = new
+            return True
+
+    def health(self) -> dict[str, Any]:
+        """Where the trainer stands, for orchestrators (`/healthz` on the metrics port)."""
+        runner = self._runner()
+        stats = runner.link_stats() if runner is not None else self.last_progress
+        ckpt = self.last_checkpoint
+        return {
+            "alive": self.state not in ("stopped",),
+            "state": self.state,
+            "idle": self.state == "idle",
+            "idle_s": stats.get("idle_s"),
+            "max_idle_s": self.options.max_idle_s,
+            "iteration": self.iteration,
+            "version": stats.get("weights_seq_no"),
+            "connected_servers": stats.get("connected_servers"),
+            # The backlog: env steps waiting for the learner, and the share of the episodes
+            # taken so far that were trained rather than dropped.
+            "waiting_steps": stats.get("waiting_steps"),
+            "trained_share": trained_share(stats),
+            "episodes": {k: stats.get(k) for k in _EPISODE_COUNTS},
+            "last_checkpoint": None
+            if ckpt is None
+            else {**ckpt, "age_s": round(time.time() - ckpt["time"], 1)},
+            "restored": self.restored,
+            "stop_reason": self.stop_reason,
+        }
+
     # --- views of the runner(s) ----------------------------------------------------------
 
     def _runner(self) -> Any:
-        return self.algo.env_runner if self.options.num_env_runners == 0 else None
+        if self.algo is None or self.options.num_env_runners != 0:
+            return None
+        return self.algo.env_runner
 
     def weights_seq_no(self) -> int:
         runner = self._runner()
@@ -253,6 +384,8 @@ class Trainer:
                 if k == "lag_histogram":
                     for lag, n in v.items():
                         merged[k][lag] = merged[k].get(lag, 0) + n
+                elif k == "idle_s":  # the fleet is idle when every runner is
+                    merged[k] = min(merged.get(k, v), v)
                 elif isinstance(v, int | float):
                     merged[k] = merged.get(k, 0) + v
         merged["weights_seq_no"] = max((s["weights_seq_no"] for s in per_runner), default=0)
@@ -261,19 +394,27 @@ class Trainer:
     # --- the loop ------------------------------------------------------------------------
 
     def run(self, on_progress: Any = None) -> dict[str, Any]:
+        from croupier.trainer.env_runner import SamplingStopped
+
         opts = self.options
         deadline = time.monotonic() + opts.minutes * 60 if opts.minutes else None
         timer = None
         if opts.minutes:
             # The deadline must also reach a sample() waiting inside algo.train() for episodes
             # that may no longer come (games stopped): a timer asks the run to stop.
-            timer = threading.Timer(opts.minutes * 60, self.request_stop)
+            timer = threading.Timer(opts.minutes * 60, self.request_stop, ("--minutes",))
             timer.daemon = True
             timer.start()
         Path(opts.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        self._set_state("training", expect=("starting", "stopped"))  # run() may run again
         runner = self._runner()
+        watcher = None
+        if runner is not None:
+            watcher = threading.Thread(
+                target=self._watch_idle, args=(runner,), daemon=True, name="trainer-idle"
+            )
+            watcher.start()
         min_steps = opts.hyper.train_batch_size if opts.hyper else 1
-        iteration = 0
         last: dict[str, Any] = {}
         t_last, steps_last = time.monotonic(), self.link_stats()["steps_sampled"]
         lag_before: dict[int, int] = {}
@@ -281,7 +422,7 @@ class Trainer:
         while not self.stop_requested.is_set():
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            if opts.iterations is not None and iteration >= opts.iterations:
+            if opts.iterations is not None and self.iteration >= opts.iterations:
                 break
             # Wait here (interruptibly) rather than inside algo.train(): an idle trainer still
             # answers signals, deadlines and progress.
@@ -290,18 +431,20 @@ class Trainer:
             t_train = time.monotonic()
             try:
                 result = self.algo.train()
+            except SamplingStopped:
+                break  # the runner gave up waiting because we are stopping
             except Exception:
                 if self.stop_requested.is_set():
-                    break  # the runner gave up waiting because we are stopping
+                    break
                 raise
-            iteration += 1
+            self.iteration += 1
             stats = self.link_stats()
             now = time.monotonic()
-            steps = stats["steps_sampled"]  # handed to the learner (a backlog's surplus is not)
+            steps = stats["steps_sampled"]  # handed to the learner
             lag_now = {int(k): v for k, v in stats["lag_histogram"].items()}
             trained = learner_trained_lifetime(result)
             last = {
-                "iteration": iteration,
+                "iteration": self.iteration,
                 "time": time.time(),
                 "version": stats["weights_seq_no"],
                 "env_steps": steps,
@@ -314,6 +457,7 @@ class Trainer:
                 else (trained - trained_last) / max(now - t_train, 1e-9),
                 "lag": lag_summary(_histogram_delta(lag_now, lag_before)),
                 "lag_lifetime": lag_summary(lag_now),
+                "trained_share": trained_share(stats),
                 **{k: v for k, v in stats.items() if k not in ("lag_histogram",)},
             }
             t_last, steps_last, lag_before, trained_last = now, steps, lag_now, trained
@@ -322,12 +466,38 @@ class Trainer:
                 f.write(json.dumps(last, default=float) + "\n")
             if on_progress is not None:
                 on_progress(last)
-            if iteration % opts.checkpoint_every == 0:
+            if self.iteration % opts.checkpoint_every == 0:
                 self.checkpoint()
         if timer is not None:
             timer.cancel()
+        self._set_state("stopping", expect=("training", "idle"))
         self.checkpoint()
-        return last
+        self._set_state("stopped", expect=("stopping",))
+        if watcher is not None:
+            watcher.join(2.0)
+        if self.stop_reason is not None:
+            log.info("stopped (%s) at iteration %d, version %d, checkpoint written",
+                     self.stop_reason, self.iteration, self.weights_seq_no())  # fmt: skip
+        return {**last, "stop_reason": self.stop_reason} if self.stop_reason else last
+
+    def _watch_idle(self, runner: Any) -> None:
+        """Report going idle and coming back (log, `state`), and end an idle run after
+        `max_idle_s`. A thread, since an idle trainer may wait inside algo.train()."""
+        opts = self.options
+        while self.state not in ("stopping", "stopped"):
+            idle_s = runner.idle_s()
+            if idle_s >= opts.idle_after_s and self._set_state("idle", expect=("training",)):
+                log.warning("no episodes for %.0f s: idle, waiting for games (%s)", idle_s,
+                            "for ever" if opts.max_idle_s is None
+                            else f"at most {opts.max_idle_s:.0f} s")  # fmt: skip
+            elif idle_s < opts.idle_after_s and self._set_state("training", expect=("idle",)):
+                log.warning("episodes again: training resumes")
+            if opts.max_idle_s is not None and idle_s >= opts.max_idle_s:
+                log.warning("no episodes for %.0f s (max idle %.0f s): stopping",
+                            idle_s, opts.max_idle_s)  # fmt: skip
+                self.request_stop("max idle")
+                return
+            self.stop_requested.wait(min(1.0, max(0.05, opts.idle_after_s / 4)))
 
     def checkpoint(self) -> Path:
         """Save atomically: write beside, then swap, so a crash never leaves half a checkpoint."""
@@ -341,6 +511,11 @@ class Trainer:
             target.rename(old)
         tmp.rename(target)
         shutil.rmtree(old, ignore_errors=True)
+        self.last_checkpoint = {
+            "iteration": self.iteration,
+            "version": self.weights_seq_no(),
+            "time": time.time(),
+        }
         return target
 
     def close(self) -> None:
@@ -365,22 +540,57 @@ def format_progress(p: dict[str, Any]) -> str:
 
 def train(options: TrainOptions, quiet: bool = False) -> dict[str, Any]:
     trainer = Trainer(options)
+    grace: list[threading.Timer] = []
 
-    def request_stop(signum: int, frame: Any) -> None:
-        trainer.request_stop()
+    def on_signal(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if trainer.stop_requested.is_set():
+            log.warning("%s again: exiting now, without a checkpoint", name)
+            os._exit(128 + signum)
+        log.warning("%s: checkpointing and stopping (at most %.0f s)", name, options.stop_grace_s)
+        trainer.request_stop(name)
+        # Bounded: an orchestrator's kill must not find the trainer half way.
+        timer = threading.Timer(options.stop_grace_s, _overdue, (options.stop_grace_s,))
+        timer.daemon = True
+        timer.start()
+        grace.append(timer)
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
+    def install_handlers() -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
+
+    install_handlers()
+    # ray.init sets its own SIGTERM handler (sys.exit: no checkpoint); ours goes back on top.
+    trainer.after_ray_init = install_handlers
+    quiet_ray_deprecations()
     metrics_server = None
     try:
-        trainer.build()
         if options.metrics_port is not None:
+            # Up before the (slow) build, so that /healthz says "starting" meanwhile.
             metrics_server = serve_trainer_metrics(
                 trainer, options.metrics_port, options.metrics_host
             )
+        trainer.build()
         return trainer.run(None if quiet else lambda p: print(format_progress(p), flush=True))
     finally:
         if metrics_server is not None:
             metrics_server.shutdown()
         trainer.close()
+        for timer in grace:
+            timer.cancel()
+
+
+def _overdue(grace_s: float) -> None:
+    log.error("not stopped %.0f s after the signal: exiting without a checkpoint", grace_s)
+    os._exit(1)
+
+
+def quiet_ray_deprecations() -> None:
+    """RLlib logs (and warns) each use of an API it deprecates, many times a run, through
+    paths croupier does not call directly; keep the trainer's log for croupier's own lines."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray(\.|$)")
+    # Ray's `deprecation_warning` logs through this logger (ray/_common/deprecation.py).
+    logging.getLogger("ray._common.deprecation").setLevel(logging.ERROR)

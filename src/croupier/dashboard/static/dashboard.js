@@ -20,11 +20,36 @@ function niceMax(v) {
   return 10 * p;
 }
 
+const finite = (p) => p[1] !== null && isFinite(p[1]);
+
+// A time series' runs of data: it is cut where a value is missing (null: e.g. no decisions in
+// that second, so no latency) and where samples are further apart than a few sampling steps
+// (the server or its sampler paused). A line drawn across either would show data nobody saw.
+function segments(points, time) {
+  const xs = points.map((p) => p[0]);
+  const steps = xs.slice(1).map((x, i) => x - xs[i]).filter((d) => d > 0).sort((a, b) => a - b);
+  const maxStep = time && steps.length ? 3 * steps[Math.floor(steps.length / 2)] : Infinity;
+  const runs = [];
+  let run = [];
+  let prevX = null;
+  for (const p of points) {
+    const gap = prevX !== null && p[0] - prevX > maxStep;
+    if (!finite(p) || gap) {
+      if (run.length) runs.push(run);
+      run = [];
+    }
+    if (finite(p)) run.push(p);
+    prevX = p[0];
+  }
+  if (run.length) runs.push(run);
+  return runs;
+}
+
 // series: [{name, points: [[x, y], ...], bars?: [[x, lo, hi], ...]}]; opts: {xLabel, time, yMin}
 function drawChart(svg, series, opts) {
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   svg.replaceChildren();
-  const all = series.flatMap((s) => s.points.filter((p) => p[1] !== null && isFinite(p[1])));
+  const all = series.flatMap((s) => s.points.filter(finite));
   svg.dataset.points = String(Math.max(0, ...series.map((s) => s.points.length)));
   if (all.length === 0) {
     svg.appendChild(el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "empty" }, opts.empty || "no data yet"));
@@ -54,15 +79,19 @@ function drawChart(svg, series, opts) {
   if (opts.xLabel) svg.appendChild(el("text", { x: W / 2, y: H - 6, "text-anchor": "middle" }, opts.xLabel));
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length];
-    const pts = s.points.filter((p) => p[1] !== null && isFinite(p[1]));
+    const pts = s.points.filter(finite);
     if (pts.length === 0) return;
     for (const [x, lo, hi] of s.bars || []) {
       svg.appendChild(el("line", { x1: sx(x), y1: sy(lo), x2: sx(x), y2: sy(hi), stroke: color, "stroke-opacity": 0.5 }));
     }
-    svg.appendChild(el("polyline", {
-      points: pts.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(" "),
-      fill: "none", stroke: color, "stroke-width": 2, "data-series": s.name,
-    }));
+    for (const run of segments(s.points, opts.time)) {
+      svg.appendChild(el("polyline", {
+        points: run.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(" "),
+        fill: "none", stroke: color, "stroke-width": 2, "data-series": s.name,
+      }));
+      // A run of one sample is no line at all: its dot is all that shows it.
+      if (run.length === 1 && pts.length >= 40) svg.appendChild(el("circle", { cx: sx(run[0][0]), cy: sy(run[0][1]), r: 2.5, fill: color }));
+    }
     if (pts.length < 40) for (const p of pts) svg.appendChild(el("circle", { cx: sx(p[0]), cy: sy(p[1]), r: 2.5, fill: color }));
     svg.appendChild(el("text", { x: PAD.l + 8 + i * 110, y: PAD.t + 10, fill: color, style: `fill:${color}` }, s.name));
   });

@@ -2,83 +2,63 @@
 
 The decision service asks this module three things, each one call:
 - `parser()`: one per new game, turns seat specs into `SeatPolicy`s, resolving the rollout
-  specs (`production`, `canary`, `shadow[@latest|@N]`, `league`) besides the plain ones;
+  specs (`production`, `canary`, `shadow[@latest|@N]`, `league`) besides the plain ones (one
+  grammar for both: `policies.seats.parse_spec`);
 - `on_rules_decision(...)`: after the rules answered a seat: a shadow seat's learned version is
-  computed beside them (off the answer's path) and compared; a recorded game keeps the step;
+  computed beside them (off the answer's path, through the injected `ShadowForward`) and
+  compared; a recorded game keeps the step;
 - `on_end(...)` / `on_abort(...)`: outcomes per canary arm and per shadowed version, and the
   recorded rules episodes go to the offline writer.
+
+Its collaborators are injected (the composition root, `croupier.api.components`, builds them):
+they are later stages of the data flow (the batcher, the offline writer), so this module knows
+them only as the small protocols below.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
-import math
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from croupier.policies.channels import Channels
-from croupier.policies.learned import PolicyVersions
-from croupier.policies.seats import BadPolicySpec, SeatPolicy, parse_seat_policy
+from croupier.policies.learned import ModelDecision
+from croupier.policies.rollout.channels import Channels
+from croupier.policies.rollout.league import LeaguePool
+from croupier.policies.rollout.outcomes import Mean, ShadowStats
+from croupier.policies.seats import BadPolicySpec, SeatPolicy, SeatSpec, parse_spec, resolve_plain
 
-log = logging.getLogger(__name__)
-
-RATINGS_FILE = "ratings.json"
 GAMES_TRACKED = 100_000  # games with rollout state; older ones (never ended) are forgotten
-LEAGUE_RECENT = 4
-LEAGUE_STRONGEST = 2
 CANARY_ARMS = {"canary:production": "production", "canary:rules": "rules"}
 
 
-class Mean:
-    """Count, mean and 95% CI half-width of a stream of numbers."""
+class ShadowForward(Protocol):
+    """Runs a learned version beside the rules (the server's batcher): the future resolves to
+    the model's answer, or None when it was late."""
 
-    __slots__ = ("n", "total", "squares")
-
-    def __init__(self) -> None:
-        self.n, self.total, self.squares = 0, 0.0, 0.0
-
-    def add(self, x: float) -> None:
-        self.n += 1
-        self.total += x
-        self.squares += x * x
-
-    def to_dict(self) -> dict[str, Any]:
-        if not self.n:
-            return {"n": 0, "mean": None, "ci95": None}
-        mean = self.total / self.n
-        var = max(0.0, (self.squares - self.n * mean * mean) / (self.n - 1)) if self.n > 1 else 0
-        return {"n": self.n, "mean": mean, "ci95": 1.96 * math.sqrt(var / self.n)}
+    def submit(
+        self, obs: np.ndarray, mask: np.ndarray, version: int | None
+    ) -> asyncio.Future[ModelDecision | None]: ...
 
 
-@dataclass
-class ShadowStats:
-    """One learned version shadowing the rules."""
+class OfflineEpisodes(Protocol):
+    """Where `record: rules` games' rules decisions go (`trajectories.offline.OfflineWriter`)."""
 
-    decisions: int = 0
-    disagree_sampled: int = 0  # the action it would have played differs from the rules'
-    disagree_greedy: int = 0  # its most likely action differs
-    failed: int = 0
-    payoff: Mean = field(default_factory=Mean)  # the shadowed seat's payoff (rules acted)
-    payoff_when_disagreed: Mean = field(default_factory=Mean)
+    def add_episode(
+        self,
+        game_id: str,
+        seat: str,
+        steps: list[tuple[np.ndarray, np.ndarray, int]],
+        payoff: float,
+    ) -> None: ...
 
-    def to_dict(self) -> dict[str, Any]:
-        n = max(self.decisions, 1)
-        return {
-            "decisions": self.decisions,
-            "disagreement_rate": self.disagree_sampled / n if self.decisions else None,
-            "greedy_disagreement_rate": self.disagree_greedy / n if self.decisions else None,
-            "failed": self.failed,
-            "games": self.payoff.to_dict(),
-            "games_with_disagreement": self.payoff_when_disagreed.to_dict(),
-        }
+    def stats(self) -> dict[str, Any]: ...
+
+    def flush(self) -> None: ...
 
 
 @dataclass
@@ -93,27 +73,28 @@ class _GameState:
 class Rollout:
     def __init__(
         self,
-        versions: PolicyVersions,
         channels: Channels,
-        canary_share: float = 0.0,
+        shadow_forward: ShadowForward,
+        canary_share: float | None = None,
         weights_dir: Path | None = None,
-        offline: Any = None,
+        offline: OfflineEpisodes | None = None,
         seed: int = 0,
     ):
-        if not 0.0 <= canary_share <= 1.0:
-            raise ValueError("canary_share must be between 0 and 1")
-        self.versions = versions
-        self.channels = channels
-        self.canary_share = canary_share
-        self.weights_dir = Path(weights_dir) if weights_dir else None
-        self.offline = offline  # an OfflineWriter for `record: rules`, or None
+        self.channels = channels  # holds the canary share (changed at run time by an admin)
+        if canary_share is not None:
+            channels.start_share(canary_share)
+        self.shadow_forward = shadow_forward
+        self.offline = offline  # for `record: rules`, or None
         self._rng = np.random.default_rng(seed + 7919)
+        self.league = LeaguePool(Path(weights_dir) if weights_dir else None, self._rng)
         self._games: OrderedDict[str, _GameState] = OrderedDict()
         self.canary_games = {"production": 0, "rules": 0}
         self.canary_payoff = {"production": Mean(), "rules": Mean()}
         self.shadow: dict[int, ShadowStats] = {}
-        self._ratings: dict[str, float] = {}
-        self._ratings_mtime = 0.0
+
+    @property
+    def canary_share(self) -> float:
+        return self.channels.canary_share
 
     # --- game creation -------------------------------------------------------------------
 
@@ -125,25 +106,25 @@ class Rollout:
         def parse(spec: str, *, latest: int, pin: str, loaded: list[int]) -> SeatPolicy:
             if record == "rules" and self.offline is None:
                 raise BadPolicySpec("this server records no rules episodes: use --offline-dir")
-            name, _, arg = spec.strip().partition("@")
+            parsed = parse_spec(spec)
+            if not parsed.rollout:
+                return resolve_plain(parsed, latest=latest, pin=pin, loaded=loaded)
             production = self.channels.production
-            if name == "production" and not arg:
+            if parsed.name == "production":
                 if production is None:
                     raise BadPolicySpec("no production version yet: promote one first")
                 return SeatPolicy("frozen", production, channel="production")
-            if name == "canary" and not arg:
+            if parsed.name == "canary":
                 if not arm:
                     draw = production is not None and self._rng.random() < self.canary_share
                     arm.append("production" if draw else "rules")
                 if arm[0] == "production" and production is not None:
                     return SeatPolicy("frozen", production, channel="canary:production")
                 return SeatPolicy("rules", channel="canary:rules")
-            if name == "shadow":
-                version = self._shadow_version(arg, latest, loaded)
+            if parsed.name == "shadow":
+                version = self._shadow_version(parsed, latest, loaded)
                 return SeatPolicy("rules", version, channel="shadow")
-            if name == "league" and not arg:
-                return SeatPolicy("frozen", self._league_version(loaded))
-            return parse_seat_policy(spec, latest=latest, pin=pin, loaded=loaded)
+            return SeatPolicy("frozen", self.league.version(loaded))  # league
 
         return parse
 
@@ -176,7 +157,6 @@ class Rollout:
         obs: np.ndarray,
         mask: np.ndarray,
         rules_index: int,
-        batcher: Any,
     ) -> None:
         state = self._games.get(game_id)
         if state is None:
@@ -185,17 +165,17 @@ class Rollout:
             state.recorded[seat].append((obs, mask, rules_index))
         if policy.channel != "shadow" or seat not in state.shadow:
             return
-        future: asyncio.Future = batcher.submit(obs, mask, policy.version)
+        future = self.shadow_forward.submit(obs, mask, policy.version)
         state.pending += 1
 
-        def compare(done: asyncio.Future) -> None:
+        def compare(done: asyncio.Future[ModelDecision | None]) -> None:
             state.pending -= 1
             # Cancelled, failed, or late (None: past the decide deadline).
             if done.cancelled() or done.exception() is not None or done.result() is None:
                 version = policy.version if policy.version is not None else -1
                 self.shadow.setdefault(version, ShadowStats()).failed += 1
             else:
-                result = done.result()
+                result: ModelDecision = done.result()  # type: ignore[assignment]
                 stats = self.shadow.setdefault(result.version, ShadowStats())
                 stats.decisions += 1
                 sampled = result.action != rules_index
@@ -227,6 +207,10 @@ class Rollout:
     def on_abort(self, game_id: str) -> None:
         self._games.pop(game_id, None)
 
+    def tracks(self, game_id: str) -> bool:
+        """Whether this game's rollout seats are remembered (until it ends or is aborted)."""
+        return game_id in self._games
+
     def _settle(self, state: _GameState) -> None:
         assert state.payoffs is not None
         for seat, (version, disagreed) in state.shadow.items():
@@ -253,47 +237,12 @@ class Rollout:
 
     # --- internals -----------------------------------------------------------------------
 
-    def _shadow_version(self, arg: str, latest: int, loaded: list[int]) -> int | None:
-        if arg == "latest":
+    def _shadow_version(self, spec: SeatSpec, latest: int, loaded: list[int]) -> int | None:
+        if spec.latest:
             return None
-        if arg:
-            try:
-                version = int(arg)
-            except ValueError:
-                raise BadPolicySpec(f"shadow@ needs latest or a version, got {arg!r}") from None
-            if version not in loaded:
-                raise BadPolicySpec(f"version {version} is not loaded; loaded: {loaded}")
-            return version
+        if spec.version is not None:
+            if spec.version not in loaded:
+                raise BadPolicySpec(f"version {spec.version} is not loaded; loaded: {loaded}")
+            return spec.version
         production = self.channels.production
         return production if production is not None else latest
-
-    def _league_version(self, loaded: list[int]) -> int:
-        """A frozen opponent: half the time one of the most recent versions, half the time one
-        of the strongest by the last league's ratings (`croupier eval --league`)."""
-        recent = loaded[-LEAGUE_RECENT:]
-        ratings = self._read_ratings()
-        rated = sorted(
-            (v for v in loaded if f"learned@{v}" in ratings),
-            key=lambda v: ratings[f"learned@{v}"],
-            reverse=True,
-        )[:LEAGUE_STRONGEST]
-        pool = rated if rated and self._rng.random() < 0.5 else recent
-        return int(pool[int(self._rng.integers(len(pool)))])
-
-    def _read_ratings(self) -> dict[str, float]:
-        """{player: ordinal} from `<weights-dir>/ratings.json`, re-read when it changes."""
-        if self.weights_dir is None:
-            return {}
-        path = self.weights_dir / RATINGS_FILE
-        try:
-            mtime = path.stat().st_mtime
-            if mtime != self._ratings_mtime:
-                table = json.loads(path.read_text())["ratings"]
-                self._ratings = {str(k): float(v["ordinal"]) for k, v in table.items()}
-                self._ratings_mtime = mtime
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            log.warning("ignoring unreadable %s: %s", path, e)
-            self._ratings_mtime = time.time()
-        return self._ratings

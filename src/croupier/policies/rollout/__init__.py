@@ -1,0 +1,9 @@
+"""Safe rollout of learned versions: the production channel and its canary share
+(`channels`), canary, shadow and league seats and rules recording (`core`), their outcomes
+(`outcomes`) and the league's pool (`league`). Seat specs share one grammar with the plain
+seats (`policies.seats`)."""
+
+from croupier.policies.rollout.channels import ChannelError, Channels
+from croupier.policies.rollout.core import OfflineEpisodes, Rollout, ShadowForward
+
+__all__ = ["ChannelError", "Channels", "OfflineEpisodes", "Rollout", "ShadowForward"]

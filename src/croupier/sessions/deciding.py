@@ -1,0 +1,320 @@
+"""Deciding: one seat's action for one state, by the rules, at random or by the learned policy.
+
+A decision takes one of four explicit paths (`StepPath`), chosen when it is prepared:
+- ANSWERED: rules or random acted at once;
+- QUEUED: a lone decide for the learned policy waits on the batcher's queue (`pending`);
+- FORWARDED: a batch request's learned items are forwarded together, unqueued (`model`);
+- REPLAY: a retried turn, answered by the first request's decision (`turns.TurnLedger`).
+A learned step whose model was late or failed is answered by the fallback policy and not
+recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from croupier.config import ServerConfig
+from croupier.games.base import GameAdapter, InvalidState
+from croupier.policies.rollout import Rollout
+from croupier.policies.seats import SeatPolicy
+from croupier.sessions.batcher import InferenceBatcher, ModelDecision
+from croupier.sessions.errors import Unprocessable, each
+from croupier.sessions.games import GameSession, GameStore
+from croupier.sessions.guards import Overloaded
+from croupier.sessions.turns import TurnLedger
+from croupier.trajectories.recorder import MAX_EPISODE_STEPS, SeatRecorder
+from croupier.trajectories.spool import EpisodeSpool
+
+Rules = Any  # the game's rules policy: state -> the engine's action value
+
+
+@dataclass(slots=True)
+class Decision:
+    action: Any
+    action_index: int
+    policy: str
+    version: int | None
+    # The learned policy missed its deadline or failed: the fallback policy answered.
+    fallback: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "action_index": self.action_index,
+            "policy": self.policy,
+            "version": self.version,
+            "fallback": self.fallback,
+        }
+
+
+class StepPath(enum.Enum):
+    ANSWERED = "answered"
+    QUEUED = "queued"
+    FORWARDED = "forwarded"
+    REPLAY = "replay"
+
+
+@dataclass(slots=True)
+class _Step:
+    """One decision between validation and answer."""
+
+    session: GameSession
+    seat: str
+    policy: SeatPolicy
+    state: dict[str, Any]
+    reward: float | None
+    obs: np.ndarray
+    mask: np.ndarray
+    path: StepPath
+    index: int = -1  # ANSWERED: the action; the learned paths set it in `_finish`
+    pending: asyncio.Future[ModelDecision | None] | None = None  # QUEUED
+    model: ModelDecision | None = None  # FORWARDED (None: the model failed)
+    # With a turn: this turn's answer (REPLAY: the first request's, awaited, never set).
+    turn_result: asyncio.Future[Decision] | None = None
+
+
+_NO_OBS = np.zeros(0, np.float32)
+_ANSWERED, _QUEUED, _FORWARDED, _REPLAY = StepPath
+
+
+def _model_result(future: asyncio.Future[ModelDecision | None]) -> ModelDecision | None:
+    """The model's answer, or None when it was late or failed (the fallback answers then)."""
+    if not future.done() or future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()
+
+
+class Decider:
+    def __init__(
+        self,
+        config: ServerConfig,
+        adapter: GameAdapter,
+        games: GameStore,
+        batcher: InferenceBatcher,
+        rollout: Rollout,
+        outbox: EpisodeSpool,
+        rules: Rules | None,
+    ):
+        self.config = config
+        self.adapter = adapter
+        self.games = games
+        self.batcher = batcher
+        self.rollout = rollout
+        self.outbox = outbox  # for episodes cut at the trainer's length limit
+        self.rules = rules
+        self.turns: TurnLedger[Decision] = TurnLedger()
+        self._rng = np.random.default_rng(config.seed)
+        self.decisions_by_policy: dict[str, int] = {}
+        self.fallbacks = 0
+        self.refused_overload = 0  # decisions refused: too many wait for the model
+        # Learned seats' episodes cut at the trainer's length limit (shipped truncated).
+        self.max_episode_steps = MAX_EPISODE_STEPS
+        self.episodes_cut = 0
+
+    async def decide(
+        self,
+        game_id: str,
+        seat: str,
+        state: dict[str, Any],
+        reward: float | None = None,
+        turn: int | None = None,
+    ) -> Decision:
+        step = self._prepare(game_id, seat, state, reward, turn)
+        if step.path is _REPLAY:
+            return await self._replay(step, game_id, seat, state, reward, turn)
+        try:
+            if step.pending is not None and not step.pending.done():
+                # The batcher answers every request: the model's answer, None when its deadline
+                # passed first, or the model's error (`_finish` sends those two to the fallback).
+                # A plain await: no timer, waiter or callback here (they were ~10% of a learned
+                # decide's CPU), and try/except is cheaper than contextlib.suppress.
+                try:  # noqa: SIM105
+                    await step.pending
+                except Exception:
+                    pass
+            return self._finish(step)
+        finally:
+            self._forget_unfinished_turn(step)
+
+    async def decide_many(
+        self,
+        requests: list[
+            tuple[str, str, dict[str, Any], float | None]
+            | tuple[str, str, dict[str, Any], float | None, int | None]
+            | Exception
+        ],
+    ) -> list[Decision | Exception]:
+        """Many decisions at once: the learned ones are forwarded together right away (one
+        forward where versions agree) without a task or a future per item; a failing item
+        fails alone."""
+        queued = self.batcher.queued  # batch items are not queued: it stays this long
+        steps = each(requests, lambda request: self._prepare(*request, queued=queued))
+        forwarded = [s for s in steps if isinstance(s, _Step) and s.path is _FORWARDED]
+        replays = [s.turn_result for s in steps if isinstance(s, _Step) and s.path is _REPLAY]
+        try:
+            if forwarded:
+                self._forward_now(forwarded)
+            # New turns first: a retry in this same batch waits on one of them.
+            out = [
+                self._finish(s) if type(s) is _Step and s.path is not _REPLAY else s for s in steps
+            ]
+            waiting = [r for r in replays if r is not None and not r.done()]
+            if waiting:
+                await asyncio.wait(waiting)
+            return [self._replayed(o) if type(o) is _Step else o for o in out]
+        finally:
+            for s in steps:
+                if isinstance(s, _Step):
+                    self._forget_unfinished_turn(s)
+
+    def _forward_now(self, steps: list[_Step]) -> None:
+        try:
+            models = self.batcher.forward_now([(s.obs, s.mask, s.policy.version) for s in steps])
+        except Exception:  # a broken model: the fallback answers (`_finish`), as for a decide
+            return
+        for step, model in zip(steps, models, strict=True):
+            step.model = model
+
+    def _replayed(self, step: _Step) -> Decision | Exception:
+        assert step.path is _REPLAY and step.turn_result is not None
+        return self.turns.replayed(step.turn_result)
+
+    async def _replay(
+        self,
+        step: _Step,
+        game_id: str,
+        seat: str,
+        state: dict[str, Any],
+        reward: float | None,
+        turn: int | None,
+    ) -> Decision:
+        """A retried turn: the first request's answer (waiting for it if still running)."""
+        assert step.turn_result is not None
+        await asyncio.wait([step.turn_result])
+        if step.turn_result.cancelled():  # the first request went away unanswered: decide now
+            return await self.decide(game_id, seat, state, reward, turn)
+        return step.turn_result.result()
+
+    def _prepare(
+        self,
+        game_id: str,
+        seat: str,
+        state: dict[str, Any],
+        reward: float | None,
+        turn: int | None = None,
+        queued: int | None = None,
+    ) -> _Step:
+        """Validate and act where no model is needed; queue the model's work otherwise.
+        A batch request's items pass `queued` (the queue's length: they are forwarded
+        together, unqueued); a lone decide does not (it is queued)."""
+        session = self.games.get(game_id)
+        policy = session.seats.get(seat)
+        if policy is None:
+            raise Unprocessable(f"seat {seat!r} is not in game {game_id!r}")
+        if turn is not None:
+            earlier = self.turns.earlier_answer(session, seat, turn, state, reward)
+            if earlier is not None:
+                return _Step(session, seat, policy, state, reward, _NO_OBS, _NO_OBS, _REPLAY,
+                             turn_result=earlier)  # fmt: skip
+        if reward is not None and not math.isfinite(reward):
+            raise Unprocessable("reward must be a finite number")
+        try:
+            obs, mask = self.adapter.encode(state)
+        except InvalidState as e:
+            raise Unprocessable(f"bad state: {e}") from None
+        if policy.kind == "rules":
+            step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
+            step.index = self.rules_index(state, mask)
+            self.rollout.on_rules_decision(game_id, seat, policy, obs, mask, step.index)
+        elif policy.kind == "random":
+            step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
+            step.index = self._random_index(mask)
+        else:
+            waiting = self.batcher.queued if queued is None else queued
+            if waiting >= self.config.max_queued_decisions:
+                self.refused_overload += 1
+                raise Overloaded(f"{waiting} decisions wait for the model")
+            if queued is None:
+                step = _Step(session, seat, policy, state, reward, obs, mask, _QUEUED)
+                step.pending = self.batcher.submit(obs, mask, policy.version)
+            else:
+                step = _Step(session, seat, policy, state, reward, obs, mask, _FORWARDED)
+        if turn is not None:
+            step.turn_result = self.turns.open(session, seat, turn, state, reward)
+        return step
+
+    def _forget_unfinished_turn(self, step: _Step) -> None:
+        if step.turn_result is not None and step.path is not _REPLAY:
+            self.turns.forget_unfinished(step.session, step.turn_result)
+
+    def _finish(self, step: _Step) -> Decision:
+        version: int | None = None
+        fallback = False
+        label = step.policy.label()
+        if step.path is not _ANSWERED:
+            model = step.model if step.pending is None else _model_result(step.pending)
+            if model is None:
+                fallback = True
+                self.fallbacks += 1
+                step.index, label = self._fallback_index(step.state, step.mask)
+            else:
+                step.index, version = model.action, model.version
+                self._record(step, model)
+        self.decisions_by_policy[label] = self.decisions_by_policy.get(label, 0) + 1
+        decision = Decision(
+            self.adapter.action_value(step.index, step.state), step.index, label, version, fallback
+        )
+        if step.turn_result is not None and not step.turn_result.done():
+            step.turn_result.set_result(decision)
+        return decision
+
+    def _record(self, step: _Step, model: ModelDecision) -> None:
+        recorder = step.session.recorders.get(step.seat)
+        # An abort or end may have landed while this waited on the batcher: record nothing.
+        # A fallback step is not the learned policy's: never recorded (not called for it).
+        if recorder is None or not self.games.is_live(step.session.game_id):
+            return
+        recorder.add_reward(step.reward or 0.0)
+        if len(recorder) >= self.max_episode_steps:
+            recorder = self._cut_episode(step, recorder)
+        recorder.add_decision(
+            step.obs, step.mask, step.index, model.logp, model.logits, model.version
+        )
+
+    def _cut_episode(self, step: _Step, recorder: SeatRecorder) -> SeatRecorder:
+        """The seat's episode reached the trainer's limit: spool it truncated, begin anew."""
+        fresh = recorder.cut(step.obs, step.mask)
+        step.session.recorders[step.seat] = fresh
+        if recorder.truncated is not None:
+            self.outbox.put_many([recorder.truncated])
+            self.episodes_cut += 1
+        return fresh
+
+    def _fallback_index(self, state: dict[str, Any], mask: np.ndarray) -> tuple[int, str]:
+        if self.config.fallback == "rules" and self.rules is not None:
+            try:
+                return self.rules_index(state, mask), "rules"
+            except Unprocessable:
+                pass  # the rules cannot act here: random still can
+        return self._random_index(mask), "random"
+
+    def _random_index(self, mask: np.ndarray) -> int:
+        legal = np.flatnonzero(mask)
+        return int(legal[self._rng.integers(len(legal))])
+
+    def rules_index(self, state: dict[str, Any], mask: np.ndarray) -> int:
+        assert self.rules is not None
+        try:
+            value = self.rules(state)
+            index = self.adapter.action_index(value, state)
+        except (InvalidState, KeyError, TypeError, ValueError, IndexError) as e:
+            raise Unprocessable(f"the rules policy could not act on this state: {e}") from None
+        if not mask[index]:
+            raise Unprocessable(f"the rules policy chose an illegal action {value!r}")
+        return index

@@ -1,0 +1,169 @@
+"""A game's life: created (seats planned, quotas checked), ended with payoffs (episodes to the
+spool before the answer), or ended early (aborted by the engine or expired idle: nothing
+recorded, one code path for both)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any
+
+from croupier.config import ServerConfig
+from croupier.games.base import GameAdapter
+from croupier.policies.learned import PolicyVersions
+from croupier.policies.rollout import Rollout
+from croupier.policies.seats import BadPolicySpec, SeatPolicy
+from croupier.sessions.errors import Unprocessable, each
+from croupier.sessions.games import GameSession, GameStore
+from croupier.sessions.guards import Overloaded, QuotaExceeded
+from croupier.trajectories.recorder import SeatRecorder
+from croupier.trajectories.spool import EpisodeSpool
+
+
+class GameKeeper:
+    def __init__(
+        self,
+        config: ServerConfig,
+        adapter: GameAdapter,
+        versions: PolicyVersions,
+        games: GameStore,
+        rollout: Rollout,
+        outbox: EpisodeSpool,
+        has_rules: bool,
+    ):
+        self.config = config
+        self.adapter = adapter
+        self.versions = versions
+        self.games = games
+        self.rollout = rollout
+        self.outbox = outbox
+        self.has_rules = has_rules
+        self.refused_overload = 0  # games refused: the server's limit of games in flight
+        self.refused_quota = 0
+        self.expired_games = 0
+
+    def create_game(
+        self,
+        game: str,
+        game_id: str | None = None,
+        seats: dict[str, str] | None = None,
+        pin: str | None = None,
+        record: bool | str = True,
+        owner: str | None = None,
+    ) -> dict[str, Any]:
+        """Start a game; `owner` (the API key's label) counts it against that key's quota."""
+        if game != self.adapter.name:
+            raise Unprocessable(f"this server plays {self.adapter.name!r}, not {game!r}")
+        if len(self.games) >= self.config.max_games:
+            self.refused_overload += 1
+            raise Overloaded(f"{len(self.games)} games in flight, the server's limit")
+        quota = self.config.max_games_per_key
+        if quota is not None and owner is not None and self.games.owned(owner) >= quota:
+            self.refused_quota += 1
+            raise QuotaExceeded(f"this key has {quota} games in flight, its limit")
+        seats = seats or {}
+        unknown = set(seats) - set(self.adapter.seats)
+        if unknown:
+            raise Unprocessable(f"unknown seats {sorted(unknown)}; seats are {self.adapter.seats}")
+        mix = self.config.seat_mix
+        shift = self.games.created_total % len(mix)
+        latest, loaded = self.versions.current, self.versions.versions()
+        plan: dict[str, SeatPolicy] = {}
+        parse_seat_policy = self.rollout.parser(record)
+        for i, seat in enumerate(self.adapter.seats):
+            spec = seats.get(seat) or mix[(i + shift) % len(mix)]
+            try:
+                policy = parse_seat_policy(
+                    spec, latest=latest, pin=pin or self.config.pin, loaded=loaded
+                )
+            except BadPolicySpec as e:
+                raise Unprocessable(str(e)) from None
+            if policy.kind == "rules" and not self.has_rules:
+                raise Unprocessable(f"{self.adapter.name!r} has no rules policy")
+            if policy.kind == "frozen" and policy.version not in loaded:
+                raise Unprocessable(f"version {policy.version} is not loaded; loaded: {loaded}")
+            if not record and policy.record:
+                policy = SeatPolicy(policy.kind, policy.version, record=False)
+            plan[seat] = policy
+        game_id = game_id or uuid.uuid4().hex
+        recorders = {
+            seat: SeatRecorder(game_id, seat, p.label()) for seat, p in plan.items() if p.record
+        }
+        self.games.add(GameSession(game_id, plan, recorders, owner=owner))
+        self.rollout.begin_game(game_id, plan, record)
+        return {
+            "game_id": game_id,
+            "seats": {
+                seat: {
+                    "policy": p.label(),
+                    "version": latest if p.version is None and p.uses_model else p.version,
+                }
+                for seat, p in plan.items()
+            },
+        }
+
+    def create_games(
+        self, items: list[dict[str, Any] | Exception], owner: str | None = None
+    ) -> list[Any]:
+        """Many `create_game`s; each item's outcome (or its error) in order."""
+        return each(items, lambda item: self.create_game(**item, owner=owner))
+
+    def end_game(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
+        ended, episodes = self._close_game(game_id, payoffs)
+        self.outbox.put_many(episodes)
+        return ended
+
+    def end_games(self, items: list[tuple[str, dict[str, float]] | Exception]) -> list[Any]:
+        """Many games closed at once: their episodes reach the spool in one transaction
+        (before the answer, as for one game); a failing item fails alone."""
+        episodes: list[dict[str, Any]] = []
+
+        def close(item: tuple[str, dict[str, float]]) -> dict[str, Any]:
+            ended, recorded = self._close_game(*item)
+            episodes.extend(recorded)
+            return ended
+
+        results = each(items, close)
+        self.outbox.put_many(episodes)
+        return results
+
+    def _close_game(
+        self, game_id: str, payoffs: dict[str, float]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        session = self.games.get(game_id)
+        missing = set(session.seats) - set(payoffs)
+        extra = set(payoffs) - set(session.seats)
+        if missing or extra:
+            raise Unprocessable(
+                f"payoffs must name every seat exactly: missing {sorted(missing)}, "
+                f"unknown {sorted(extra)}"
+            )
+        if not all(math.isfinite(v) for v in payoffs.values()):
+            raise Unprocessable("payoffs must be finite numbers")
+        self.games.finish(game_id)
+        self.rollout.on_end(game_id, payoffs)
+        episodes = []
+        terminal = self.adapter.terminal_observation()
+        for seat, recorder in session.recorders.items():
+            episode = recorder.close(float(payoffs[seat]), terminal)
+            if episode is not None:
+                episodes.append(episode)
+        return {"game_id": game_id, "episodes": len(episodes)}, episodes
+
+    def abort_game(self, game_id: str) -> None:
+        """The engine gave the game up (404 if unknown): nothing is recorded."""
+        self._end_early(game_id)
+
+    def expire_idle_games(self, idle_s: float) -> int:
+        """End games nobody has touched for `idle_s` seconds, as an abort does."""
+        expired = self.games.idle_game_ids(idle_s)
+        for game_id in expired:
+            self._end_early(game_id)
+        self.expired_games += len(expired)
+        return len(expired)
+
+    def _end_early(self, game_id: str) -> None:
+        """The one way a game ends without payoffs: forgotten with what it recorded, and by the
+        rollout (before this was shared, expired games stayed in the rollout's memory)."""
+        self.games.discard(game_id)
+        self.rollout.on_abort(game_id)

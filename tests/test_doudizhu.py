@@ -1,0 +1,162 @@
+"""Doudizhu's adapter: real RLCard states in, features out; malformed states refused."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import numpy as np
+import pytest
+from rlcard.envs.doudizhu import _cards2array
+from rlcard.games.doudizhu.game import DoudizhuGame
+
+from croupier.engine.rlcard_games import to_json
+from croupier.games.base import CandidateAdapter, GameAdapter, InvalidState
+from croupier.games.doudizhu import MAX_CANDIDATES, DoudizhuAdapter, FeatureSpec
+
+ADAPTER = DoudizhuAdapter()
+
+
+def states(games: int, seed: int):
+    """JSON states of every decision of random-play games, as the engine would send them."""
+    rng = random.Random(seed)
+    game = DoudizhuGame()
+    game.np_random = np.random.RandomState(seed)
+    for _ in range(games):
+        state, _ = game.init_game()
+        while not game.is_over():
+            js = to_json(state)
+            js["legal_actions"] = js["actions"]
+            yield js
+            state, _ = game.step(rng.choice(state["actions"]))
+
+
+@pytest.fixture(scope="module")
+def sample() -> list[dict]:
+    return list(states(3, seed=3))
+
+
+def test_is_a_fixed_size_and_a_candidate_adapter():
+    assert isinstance(ADAPTER, GameAdapter) and isinstance(ADAPTER, CandidateAdapter)
+    assert ADAPTER.num_actions == 27472 and ADAPTER.num_players == 3
+    assert ADAPTER.obs_size == FeatureSpec(15).size == 396 + 15 * 58
+    assert DoudizhuAdapter(FeatureSpec(history=0)).obs_size == 396
+
+
+def test_candidates_are_the_legal_moves_as_rlcard_encodes_them(sample):
+    for state in sample:
+        obs, cands = ADAPTER.encode_candidates(state)
+        assert obs.shape == (ADAPTER.obs_size,) and obs.dtype == np.float32
+        assert cands.shape == (len(state["legal_actions"]), 54) and cands.dtype == np.float32
+        for k, move in enumerate(state["legal_actions"]):
+            np.testing.assert_array_equal(cands[k], _cards2array(move))
+            assert ADAPTER.candidate_value(k, state) == move
+        # The state's own parts, in RLCard's encoding.
+        np.testing.assert_array_equal(obs[:54], _cards2array(state["current_hand"]))
+        np.testing.assert_array_equal(obs[54:108], _cards2array(state["others_hand"]))
+        me, landlord = state["self"], state["landlord"]
+        assert obs[396 - 8 + (landlord - me) % 3] == 1.0  # role: the landlord's relative seat
+
+
+def test_state_features_follow_the_trace(sample):
+    later = [s for s in sample if len(s["trace"]) >= 3]
+    for state in later[:50]:
+        obs = ADAPTER.encode_candidates(state)[0]
+        trace = state["trace"]
+        real = [m for _, m in trace[-2:] if m != "pass"]
+        if real:  # the move to beat: the last real move of the last two
+            np.testing.assert_array_equal(obs[108:162], _cards2array(real[-1]))
+            assert obs[162] == 0.0
+        else:
+            assert obs[162] == 1.0 and not obs[108:162].any()
+        # History slot 0: the newest move, its pass flag, its relative seat.
+        seat, move = trace[-1]
+        slot = obs[396 : 396 + 58]
+        np.testing.assert_array_equal(slot[:54], _cards2array(move))
+        assert slot[54] == (move == "pass")
+        assert slot[55 + (seat - state["self"]) % 3] == 1.0
+        left = obs[163 + 162 : 163 + 162 + 63].reshape(3, 21)
+        for r in range(3):
+            assert left[r].argmax() == state["num_cards_left"][(state["self"] + r) % 3]
+
+
+def test_mask_path_matches_the_candidates(sample):
+    for state in sample[:40]:
+        obs, mask = ADAPTER.encode(state)
+        assert int(mask.sum()) == len(state["legal_actions"])
+        for move in state["legal_actions"]:
+            assert mask[ADAPTER.action_index(move, state)] == 1.0
+        np.testing.assert_array_equal(obs, ADAPTER.encode_candidates(state)[0])
+
+
+def test_padding_for_fixed_shape_spaces(sample):
+    state = sample[0]
+    padded = ADAPTER.pad_candidates(*ADAPTER.encode_candidates(state))
+    space = ADAPTER.candidate_observation_space
+    assert space.contains(padded)
+    k = len(state["legal_actions"])
+    assert padded["candidate_mask"].sum() == k and padded["candidate_mask"][:k].all()
+    assert space.contains(ADAPTER.terminal_candidates())
+    assert ADAPTER.candidate_action_space.n == MAX_CANDIDATES
+
+
+def test_rules_answer_a_legal_move(sample):
+    rules = ADAPTER.rules()
+    for state in sample[:60]:
+        assert rules(state) in state["legal_actions"]
+
+
+def _broken(state: dict) -> list[dict]:
+    out = []
+
+    def with_(**kw):
+        s = copy.deepcopy(state)
+        s.update(kw)
+        out.append(s)
+
+    with_(current_hand="3333345")  # five threes
+    with_(current_hand="33X")  # no such card
+    with_(current_hand=17)
+    with_(self=3)
+    with_(self=True)
+    with_(landlord="0")
+    with_(played_cards=["", ""])
+    with_(num_cards_left=[20, 17])
+    with_(num_cards_left=[21, 17, 17])
+    with_(trace=[[0, "33"], [5, "pass"]])
+    with_(trace=[[0, "3Z"]])
+    with_(trace="33")
+    with_(legal_actions=[])
+    with_(legal_actions=["pass", "pass"])
+    with_(legal_actions=["not-a-move"])
+    with_(legal_actions=["BR", "2222"])  # cards the hand does not hold (unless it does)
+    with_(legal_actions=["3"] * (MAX_CANDIDATES + 1))
+    with_(legal_actions={"pass": 1})
+    with_(actions=["pass", "3"])  # disagrees with legal_actions
+    s = copy.deepcopy(state)
+    del s["current_hand"]
+    out.append(s)
+    return out
+
+
+def test_malformed_states_are_refused(sample):
+    state = next(s for s in sample if "BR" not in s["current_hand"])
+    state = {**state, "current_hand": state["current_hand"]}
+    for bad in _broken(state):
+        with pytest.raises(InvalidState):
+            ADAPTER.encode_candidates(bad)
+        with pytest.raises(InvalidState):
+            ADAPTER.encode(bad)
+        with pytest.raises(InvalidState):
+            ADAPTER.rules()(bad)
+    with pytest.raises(InvalidState):
+        ADAPTER.encode_candidates([])  # not an object
+    with pytest.raises(InvalidState):
+        ADAPTER.candidate_value(len(state["legal_actions"]), state)
+
+
+def test_rlcard_key_for_legal_moves_is_read_too(sample):
+    state = dict(sample[5])
+    del state["legal_actions"]  # RLCard's raw state names them "actions"
+    obs, cands = ADAPTER.encode_candidates(state)
+    assert len(cands) == len(state["actions"])
