@@ -190,19 +190,23 @@ def test_built_in_uno_is_the_richer_observation_end_to_end():
 
 
 def test_training_preset_names_real_settings():
-    from dataclasses import fields
-
+    from croupier.games.presets import preset_for
     from croupier.policies.module import ModelSpec
     from croupier.trainer.algo import Hyper, base_config
 
-    preset = dict(UnoAdapter.TRAINING_PRESET)
-    spec = ModelSpec(algo=preset.pop("algo"), hiddens=preset.pop("hiddens"))
-    known = {f.name for f in fields(Hyper)}
+    p = preset_for("uno")
+    assert p is not None and p.policy == "masked"
+    spec = ModelSpec(algo=p.algo, hiddens=p.hiddens)
     hyper = Hyper(
-        **{k: v for k, v in preset.items() if k in known},
-        extra={k: v for k, v in preset.items() if k not in known},
+        lr=p.lr,
+        gamma=p.gamma,
+        train_batch_size=p.train_batch_size,
+        minibatch_size=p.minibatch_size,
+        num_epochs=p.num_epochs,
+        entropy_coeff=p.entropy_coeff,
+        extra={"lambda_": p.lambda_},
     )
-    config = base_config(spec, hyper)  # an unknown RLlib setting raises here
-    renamed = {"train_batch_size": "train_batch_size_per_learner"}
-    for k, v in preset.items():
-        assert getattr(config, renamed.get(k, k)) == v
+    config = base_config(spec, hyper)  # what the trainer would build from it
+    assert (config.lr, config.gamma, config.lambda_) == (p.lr, p.gamma, p.lambda_)
+    assert config.train_batch_size_per_learner == p.train_batch_size
+    assert (config.minibatch_size, config.num_epochs) == (p.minibatch_size, p.num_epochs)

@@ -170,23 +170,6 @@ class UnoAdapter(UnoBasicAdapter):
     """Own hand, cards played, both seats' card counts and the opponent's recent moves."""
 
     obs_size = RICH_OBS_SIZE
-    # Training defaults for this game (names of `trainer.algo.Hyper` and `ModelSpec` fields),
-    # from the in-process runs in docs/strength.md "## UNO". Not read by the CLI yet. Those
-    # runs (220k-590k env steps each on a shared 2-core machine) barely separated: the best,
-    # -0.038 +- 0.031 per game at 406k steps, was PPO with GAE lambda 0.95 and gamma 0.99 (a
-    # critic-based advantage for ~20-decision games that end in +-1); the rest were -0.05 to
-    # -0.08. So: that run's settings, a provisional choice until a longer run decides.
-    TRAINING_PRESET: dict[str, Any] = {
-        "algo": "ppo",
-        "hiddens": [256, 256],
-        "lr": 5e-4,
-        "train_batch_size": 4000,
-        "minibatch_size": 500,
-        "num_epochs": 4,
-        "entropy_coeff": 0.01,
-        "gamma": 0.99,
-        "lambda_": 0.95,
-    }
 
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         hand, target, mask = self._checked(state, _RICH_REQUIRED)
