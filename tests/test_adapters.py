@@ -15,10 +15,12 @@ from croupier.client import route_game
 from croupier.engine.rlcard_games import to_json
 from croupier.games.base import InvalidState
 from croupier.games.leduc import LeducAdapter
-from croupier.games.uno import UnoAdapter
+from croupier.games.uno import UnoAdapter, UnoBasicAdapter
 from croupier.games.vector import VectorAdapter
 
 ADAPTERS = {"leduc-holdem": LeducAdapter(), "uno": UnoAdapter()}
+# The adapters whose observation is RLCard's own `obs` (UNO's default one sees more).
+RLCARD_ENCODINGS = {"leduc-holdem": LeducAdapter(), "uno": UnoBasicAdapter()}
 
 
 def rlcard_states(game: str, hands: int, seed: int, max_steps: int = 400):
@@ -34,9 +36,9 @@ def rlcard_states(game: str, hands: int, seed: int, max_steps: int = 400):
             state, player = env.step(rng.choice(state["raw_legal_actions"]), raw_action=True)
 
 
-@pytest.mark.parametrize("game", list(ADAPTERS))
+@pytest.mark.parametrize("game", list(RLCARD_ENCODINGS))
 def test_encoding_matches_rlcard(game):
-    adapter = ADAPTERS[game]
+    adapter = RLCARD_ENCODINGS[game]
     n = 0
     for rl_state, raw in rlcard_states(game, hands=60, seed=7):
         obs, mask = adapter.encode(raw)
@@ -196,12 +198,16 @@ def test_leduc_invalid_states(bad):
 def test_uno_invalid_states(bad):
     with pytest.raises(InvalidState):
         UnoAdapter().encode(bad)
+    with pytest.raises(InvalidState):
+        UnoBasicAdapter().encode(bad)
 
 
 def test_uno_wild_copies_are_fine():
     # Recoloured wilds can repeat after a reshuffle; RLCard's encoding ignores their count.
-    obs, _ = UnoAdapter().encode(changed(UNO, hand=["r-wild", "r-wild", "r-wild"]))
+    obs, _ = UnoBasicAdapter().encode(changed(UNO, hand=["r-wild", "r-wild", "r-wild"]))
     assert obs.shape == (240,)
+    obs, _ = UnoAdapter().encode(changed(UNO, hand=["r-wild", "r-wild", "r-wild"]))
+    assert obs.shape == (UnoAdapter.obs_size,)
 
 
 def test_rules_reject_invalid_state():

@@ -25,8 +25,10 @@ def payoff_vs(
     hands: int,
     opponent: str = "rules",
     seed: int = 0,
+    explore: bool = True,
 ) -> dict[str, Any]:
-    """Mean payoff per hand (sampled actions, seats random) with a 95% CI half-width."""
+    """Mean payoff per hand (seats random) with a 95% CI half-width; actions sampled from the
+    policy, or its most likely legal action with `explore=False` (greedy)."""
     env = SeatEnv({"game": game, "opponent": opponent, "seed": seed})
     versions = PolicyVersions(env.adapter, spec)
     versions.install(1, weights)
@@ -35,7 +37,9 @@ def payoff_vs(
     for _ in range(hands):
         obs, _ = env.reset()
         for _ in range(MAX_STEPS_PER_HAND):
-            act = versions.act(module, obs["observations"][None], obs["action_mask"][None])
+            act = versions.act(
+                module, obs["observations"][None], obs["action_mask"][None], explore=explore
+            )
             obs, reward, terminated, _, _ = env.step(int(act.actions[0]))
             if terminated:
                 payoffs.append(reward)

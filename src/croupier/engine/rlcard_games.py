@@ -6,12 +6,17 @@ table is driven by one task, so no locking is needed.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import numpy as np
 import rlcard
 
 GAMES = ("leduc-holdem", "uno")
+# UNO: how many of the latest moves a state carries (what a real table shows: the discard pile's
+# recent cards, who drew). RLCard's raw state has neither the moves nor a recoloured wild's
+# colour (its `target` keeps the wild's printed colour), so the table adds both.
+UNO_MOVES_SENT = 16
 
 
 def to_json(x: Any) -> Any:
@@ -36,6 +41,7 @@ class RLCardTable:
         self.game = game
         self.env = rlcard.make(game)
         self._dealt = False
+        self._moves: deque[list[Any]] = deque(maxlen=UNO_MOVES_SENT)
 
     def reset(self, seed: int | None = None) -> None:
         """Deal a new hand; the same seed deals the same cards. Without a seed the table's
@@ -44,6 +50,7 @@ class RLCardTable:
             self.env.seed(seed)
         self.env.reset()
         self._dealt = True
+        self._moves.clear()
 
     def current_player(self) -> int:
         return int(self.env.get_player_id())
@@ -53,7 +60,12 @@ class RLCardTable:
 
     def state_json(self, player: int) -> dict[str, Any]:
         # game.get_state is the raw observation; env.get_state would also build the obs array.
-        return to_json(self.env.game.get_state(player))
+        state = to_json(self.env.game.get_state(player))
+        if self.game == "uno":
+            # Added keys only: RLCard's own keys keep their meaning for its rule agents.
+            state["color"] = str(self.env.game.round.target.color)
+            state["moves"] = [list(m) for m in self._moves]
+        return state
 
     def step(self, action_value: str) -> None:
         # RLCard applies whatever it is given; an illegal action corrupts the hand silently.
@@ -61,6 +73,10 @@ class RLCardTable:
             raise RuntimeError("no hand in progress")
         if action_value not in self.legal_actions():
             raise ValueError(f"illegal action {action_value!r}; legal: {self.legal_actions()}")
+        if self.game == "uno":
+            # [seat, action, the colour that seat faced]: a draw facing red says it had no red.
+            color = str(self.env.game.round.target.color)
+            self._moves.append([self.current_player(), action_value, color])
         self.env.step(action_value, raw_action=True)
 
     def is_over(self) -> bool:

@@ -40,6 +40,23 @@ PRESETS: dict[str, TrainingPreset] = {
         policy="candidates",
         evidence="docs/strength.md#doudizhu",
     ),
+    # In-process UNO vs `uno-rule-v1` (docs/strength.md): runs of 220k-590k env steps on a
+    # shared 2-core machine barely separated; the best, -0.038 +- 0.031 per game (greedy,
+    # 4,000 games) at 406k steps, used GAE lambda 0.95 and gamma 0.99; the others -0.05 to
+    # -0.08. Provisional (one seed, within the CI of the rest) until a longer run decides.
+    "uno": TrainingPreset(
+        algo="ppo",
+        policy="masked",
+        hiddens=[256, 256],
+        lr=5e-4,
+        train_batch_size=4000,
+        minibatch_size=500,
+        num_epochs=4,
+        entropy_coeff=0.01,
+        gamma=0.99,
+        lambda_=0.95,
+        evidence="docs/strength.md#uno",
+    ),
 }
 
 

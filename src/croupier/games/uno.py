@@ -1,12 +1,20 @@
 """UNO for two players, as RLCard plays it (`uno`).
 
-State: RLCard's raw observation, e.g.
+State: RLCard's raw observation plus what the reference engine adds (`color`, `moves`), e.g.
     {"hand": ["r-1", "b-wild"], "target": "b-5", "played_cards": ["b-5"],
      "legal_actions": ["b-wild", "draw"], "num_cards": [2, 7], "num_players": 2,
-     "current_player": 0}
-Observation: RLCard's (4, 4, 15) planes flattened to 240 floats, built with RLCard's own
-`encode_hand` / `encode_target`: planes 0-2 hold 0/1/2 copies of each (colour, trait) in the
-hand, plane 3 the target card. Only `hand`, `target` and `legal_actions` are read.
+     "current_player": 0, "color": "b", "moves": [[1, "b-5", "b"], [0, "draw", "b"]]}
+`color` is the colour in force (RLCard's `target` keeps a recoloured wild's printed colour);
+`moves` the latest moves, oldest first, each [seat, action, colour that seat faced]. Both are
+optional: without them the colour is the target's and the history is empty.
+
+Observation (`UnoAdapter`, 353 floats; see `_LAYOUT`): own hand and cards played so far as
+counts per card, the colour in force and the target's trait, both seats' card counts, and the
+opponent as the moves show it: the colours it drew on (it had none of them), the colours it
+chose for wilds, and the last 8 moves. `UnoBasicAdapter` keeps RLCard's own 240 floats (own
+hand and target only: 0/1/2-copy planes and a target plane, `encode_hand`/`encode_target`);
+it learned nothing against `uno-rule-v1` (docs/strength.md) and stays for comparison, as
+`--game croupier.games.uno:UnoBasicAdapter`.
 Actions: RLCard's 61 action ids (`ACTION_SPACE`); an action's engine value is its string.
 """
 
@@ -17,7 +25,7 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
-from rlcard.games.uno.utils import ACTION_LIST, encode_hand, encode_target
+from rlcard.games.uno.utils import ACTION_LIST, TRAIT_MAP, encode_hand, encode_target
 
 from croupier.games.base import InvalidState, NamedActionsAdapter, RulesFn
 from croupier.games.leduc import rlcard_view
@@ -33,7 +41,9 @@ OBS_SIZE = int(np.prod(_PLANES))
 _REQUIRED = ("hand", "target", "legal_actions")
 
 
-class UnoAdapter(NamedActionsAdapter):
+class UnoBasicAdapter(NamedActionsAdapter):
+    """RLCard's own 240-float observation: own hand and target card only."""
+
     name = "uno"
     obs_size = OBS_SIZE
     action_names = tuple(ACTION_LIST)  # RLCard's ids: ACTION_SPACE[name] == position here
@@ -42,9 +52,18 @@ class UnoAdapter(NamedActionsAdapter):
     REPEATED_LEGAL_ACTIONS = True
 
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        hand, target, mask = self._checked(state, _REQUIRED)
+
+        planes = np.zeros(_PLANES, np.float32)
+        encode_hand(planes[:3], hand)
+        encode_target(planes[3], target)
+        return planes.reshape(-1), mask
+
+    def _checked(self, state: Any, required: tuple[str, ...]) -> tuple[list[str], str, np.ndarray]:
+        """(hand, target, legal mask) of a state, validated."""
         if not isinstance(state, dict):
             raise InvalidState(f"state must be a JSON object, got {type(state).__name__}")
-        missing = [k for k in _REQUIRED if k not in state]
+        missing = [k for k in required if k not in state]
         if missing:
             raise InvalidState(f"state is missing {missing}")
 
@@ -60,13 +79,7 @@ class UnoAdapter(NamedActionsAdapter):
             raise InvalidState(f"more than {MAX_COPIES} copies of {sorted(too_many)} in 'hand'")
         if not isinstance(target, str) or target not in _CARDS:
             raise InvalidState(f"'target' must be a card string, got {target!r}")
-
-        mask = self.legal_mask(state["legal_actions"])
-
-        planes = np.zeros(_PLANES, np.float32)
-        encode_hand(planes[:3], hand)
-        encode_target(planes[3], target)
-        return planes.reshape(-1), mask
+        return hand, target, self.legal_mask(state["legal_actions"])
 
     def warm_up(self) -> None:
         _rule_agent()
@@ -86,6 +99,160 @@ class UnoAdapter(NamedActionsAdapter):
             return action if action in legal else legal[0]
 
         return rule_action
+
+
+# --- the richer observation -----------------------------------------------------------------
+
+_COLORS = ("r", "g", "b", "y")
+_COLOR_IDS = {c: i for i, c in enumerate(_COLORS)}
+_TRAITS = tuple(TRAIT_MAP)  # RLCard's order: 0-9, skip, reverse, draw_2, wild, wild_draw_4
+_TRAIT_IDS = dict(TRAIT_MAP)
+_COLORED_TRAITS = 13  # traits before the two wilds
+# A card's slot in the per-card counts: coloured cards by (colour, trait), wilds by trait only
+# (a wild's colour in the hand is just where it sat in the deck).
+_WILD_TRAITS = ("wild", "wild_draw_4")
+
+
+def _slot(card: str) -> int:
+    trait = card[2:]
+    if trait in _WILD_TRAITS:
+        return 4 * _COLORED_TRAITS + _WILD_TRAITS.index(trait)
+    return _COLOR_IDS[card[0]] * _COLORED_TRAITS + _TRAIT_IDS[trait]
+
+
+_CARD_SLOT = {c: _slot(c) for c in _CARDS}
+_CARD_SLOTS = 4 * _COLORED_TRAITS + 2
+# Copies of each slot in the deck (one 0 per colour, two of the other coloured cards, four of
+# each wild): played counts are divided by these, so 1.0 means "all of them are out".
+_DECK_COPIES = np.array(
+    [1.0 if t == 0 else 2.0 for _ in _COLORS for t in range(_COLORED_TRAITS)] + [4.0, 4.0],
+    np.float32,
+)
+_MAX_COUNT = 17  # card counts one-hot up to here; the last slot means "this many or more"
+_RECENT = 8  # moves encoded one by one (the rest count only towards the opponent summary)
+_MOVE_SIZE = 2 + 4 + len(_TRAITS) + 1  # by me / by opponent, colour, trait, draw
+MAX_MOVES = 64  # a longer `moves` list is refused (the engine sends 16)
+MAX_PLAYED = 108  # the deck
+
+# Where each feature lives in the observation (start, size).
+_LAYOUT: dict[str, tuple[int, int]] = {}
+
+
+def _block(name: str, size: int) -> None:
+    start = sum(n for _, n in _LAYOUT.values())
+    _LAYOUT[name] = (start, size)
+
+
+for _name, _size in (
+    ("hand", _CARD_SLOTS),  # copies held / 2 (wilds / 4)
+    ("played", _CARD_SLOTS),  # copies played so far / copies in the deck (capped at 1)
+    ("color", 4),  # colour in force
+    ("trait", len(_TRAITS)),  # target's trait
+    ("my_count", _MAX_COUNT + 1),  # one-hot
+    ("opp_count", _MAX_COUNT + 1),  # one-hot
+    ("counts", 2),  # mine / 20, opponent's / 20
+    ("hand_colors", 4),  # coloured cards held per colour / 10
+    ("opp_drew_on", 4),  # 1 / (1 + opponent moves since it drew facing this colour)
+    ("opp_wild_color", 4),  # 1 / (1 + opponent moves since it chose this colour for a wild)
+    ("recent", _RECENT * _MOVE_SIZE),  # the last moves, newest first
+):
+    _block(_name, _size)
+RICH_OBS_SIZE = sum(n for _, n in _LAYOUT.values())
+
+_RICH_REQUIRED = ("hand", "target", "legal_actions", "num_cards", "current_player", "played_cards")
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int or isinstance(x, np.integer)
+
+
+class UnoAdapter(UnoBasicAdapter):
+    """Own hand, cards played, both seats' card counts and the opponent's recent moves."""
+
+    obs_size = RICH_OBS_SIZE
+
+    def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        hand, target, mask = self._checked(state, _RICH_REQUIRED)
+        me = state["current_player"]
+        if not _is_int(me) or not 0 <= me < self.num_players:
+            raise InvalidState(f"'current_player' must be a seat 0..{self.num_players - 1}")
+        counts = state["num_cards"]
+        if (
+            not isinstance(counts, list)
+            or len(counts) != self.num_players
+            or not all(_is_int(n) and 0 <= n <= MAX_PLAYED for n in counts)
+        ):
+            raise InvalidState(f"'num_cards' must be {self.num_players} counts 0..{MAX_PLAYED}")
+        played = state["played_cards"]
+        if not isinstance(played, list) or len(played) > MAX_PLAYED:
+            raise InvalidState(f"'played_cards' must be a list of at most {MAX_PLAYED} cards")
+        color = state.get("color", target[0])
+        if not isinstance(color, str) or color not in _COLOR_IDS:
+            raise InvalidState(f"'color' must be one of {_COLORS}, got {color!r}")
+        moves = state.get("moves", [])
+        if not isinstance(moves, list) or len(moves) > MAX_MOVES:
+            raise InvalidState(f"'moves' must be a list of at most {MAX_MOVES} moves")
+
+        obs = np.zeros(RICH_OBS_SIZE, np.float32)
+        slot = _CARD_SLOT
+        o = _LAYOUT["hand"][0]
+        for c in hand:  # every card known: `_checked` refused the rest
+            obs[o + slot[c]] += 0.25 if c[2:] in _WILD_TRAITS else 0.5
+        o = _LAYOUT["played"][0]
+        played_counts = np.zeros(_CARD_SLOTS, np.float32)
+        for c in played:
+            i = slot.get(c) if isinstance(c, str) else None
+            if i is None:
+                raise InvalidState(f"unknown card in 'played_cards': {c!r}")
+            played_counts[i] += 1.0
+        obs[o : o + _CARD_SLOTS] = np.minimum(played_counts / _DECK_COPIES, 1.0)
+        obs[_LAYOUT["color"][0] + _COLOR_IDS[color]] = 1.0
+        obs[_LAYOUT["trait"][0] + _TRAIT_IDS[target[2:]]] = 1.0
+        mine, theirs = counts[me], counts[1 - me]  # two seats
+        obs[_LAYOUT["my_count"][0] + min(mine, _MAX_COUNT)] = 1.0
+        obs[_LAYOUT["opp_count"][0] + min(theirs, _MAX_COUNT)] = 1.0
+        o = _LAYOUT["counts"][0]
+        obs[o], obs[o + 1] = mine / 20.0, theirs / 20.0
+        o = _LAYOUT["hand_colors"][0]
+        for c in hand:
+            if c[2:] not in _WILD_TRAITS:
+                obs[o + _COLOR_IDS[c[0]]] += 0.1
+        self._encode_moves(obs, moves, me)
+        return obs, mask
+
+    def _encode_moves(self, obs: np.ndarray, moves: list[Any], me: int) -> None:
+        drew = _LAYOUT["opp_drew_on"][0]
+        wild = _LAYOUT["opp_wild_color"][0]
+        recent = _LAYOUT["recent"][0]
+        opp_moves_since = 0  # newest first: how many opponent moves came after this one
+        for k, move in enumerate(reversed(moves)):
+            if not (isinstance(move, list) and len(move) == 3):
+                raise InvalidState(f"a move must be [seat, action, colour], got {move!r}")
+            seat, action, faced = move
+            if not _is_int(seat) or not 0 <= seat < self.num_players:
+                raise InvalidState(f"a move's seat must be 0..{self.num_players - 1}")
+            if not isinstance(action, str) or action not in self._action_ids:
+                raise InvalidState(f"unknown action in 'moves': {action!r}")
+            if not isinstance(faced, str) or faced not in _COLOR_IDS:
+                raise InvalidState(f"a move's colour must be one of {_COLORS}, got {faced!r}")
+            if k < _RECENT:
+                o = recent + k * _MOVE_SIZE
+                obs[o + (0 if seat == me else 1)] = 1.0
+                if action == "draw":
+                    obs[o + _MOVE_SIZE - 1] = 1.0
+                else:
+                    obs[o + 2 + _COLOR_IDS[action[0]]] = 1.0
+                    obs[o + 6 + _TRAIT_IDS[action[2:]]] = 1.0
+            if seat == me:
+                continue
+            weight = 1.0 / (1.0 + opp_moves_since)
+            if action == "draw":
+                i = drew + _COLOR_IDS[faced]
+                obs[i] = max(obs[i], weight)
+            elif action[2:] in _WILD_TRAITS:
+                i = wild + _COLOR_IDS[action[0]]
+                obs[i] = max(obs[i], weight)
+            opp_moves_since += 1
 
 
 @functools.cache
