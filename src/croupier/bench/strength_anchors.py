@@ -229,7 +229,9 @@ def update(cfg: PPOConfig, pol: Policies, opts: list, buf: dict) -> dict[str, fl
                 logp = dist.log_prob(acts[mb])
                 ratio = torch.exp(logp - old_logp[mb])
                 a = adv[mb]
-                a = (a - a.mean()) / (a.std() + 1e-8)
+                # Population std: a last minibatch of one row gives 0, not NaN (the sample
+                # std of one value is NaN, and NaN advantages made NaN weights).
+                a = (a - a.mean()) / (a.std(correction=0) + 1e-8)
                 pg = -torch.min(ratio * a, torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip) * a)
                 # Entropy of the legal candidates only (padded ones have probability 0).
                 p = dist.probs
