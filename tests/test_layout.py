@@ -51,3 +51,22 @@ def test_test_modules_never_import_each_other():
         if module.startswith("tests.test_")
     ]
     assert not found, found
+
+
+# The data stages in flow order. The server's own layers (api, sessions, and the dashboard on top
+# of them) receive a request and drive the stages after it, so they may import them; the data
+# stages never import the server's layers, nor a stage after their own.
+DATA_STAGES = ("games", "engine", "policies", "trajectories", "link", "trainer", "arena")
+SERVER_LAYERS = ("api", "sessions", "dashboard", "cli", "demo")
+
+
+def test_no_data_stage_imports_a_later_stage_or_the_server_layers():
+    found = []
+    for i, stage in enumerate(DATA_STAGES):
+        forbidden = (*DATA_STAGES[i + 1 :], *SERVER_LAYERS)
+        for path in sorted((SRC / stage).rglob("*.py")):
+            for module, _ in imports(path):
+                parts = module.split(".")
+                if parts[0] == "croupier" and len(parts) > 1 and parts[1] in forbidden:
+                    found.append(f"{path.relative_to(SRC)}: {module}")
+    assert not found, found
