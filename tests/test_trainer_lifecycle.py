@@ -163,6 +163,8 @@ STOP_BOUND_S = 30.0
 # default run restarts twice (a SIGTERM, then a SIGKILL with an outage under load), which
 # covers every behaviour; CROUPIER_TRAINER_RESTARTS=5 runs the full five (~6 minutes).
 RESTARTS = int(os.environ.get("CROUPIER_TRAINER_RESTARTS", "2"))
+# The last outage's length (issue 15 asks about 60 s; the default run keeps it short).
+OUTAGE_S = float(os.environ.get("CROUPIER_TRAINER_OUTAGE_S", "10"))
 SIGNALS = (signal.SIGTERM, signal.SIGKILL)
 
 
@@ -273,7 +275,7 @@ def test_restarts_never_regress_a_server_and_an_outage_backlog_is_trained(tmp_pa
                 assert (checkpoint_dir / "checkpoint").stat().st_mtime >= t_signal - 1
             held = max(a.latest(), b.latest())
             if restart == RESTARTS:
-                time.sleep(10)  # an outage: games go on, episodes pile up in the spools
+                time.sleep(OUTAGE_S)  # an outage: games go on, episodes pile up in the spools
                 backlog = sum(s.get("/healthz")["episodes"]["pending"] for s in (a, b))
                 t_back = time.monotonic()
             trainer = TrainerProcess(port, metrics_port, checkpoint_dir, log)
