@@ -536,6 +536,8 @@ def test_a_server_that_does_not_read_is_dropped_not_buffered_for(cleanup):
     wait_for(lambda: runner.link_stats()["connections_not_reading"] == 1, 10, 0.05, "the drop")
     wait_for(lambda: runner.link_stats()["connected_servers"] == 0, 10, 0.05, "it to go")
     sock.close()
+    stats = runner.link_stats()
+    assert stats["connections_not_reading"] == 1 and stats["connected_servers"] == 0
 
 
 def test_an_unauthenticated_non_loopback_listen_is_refused_unless_insecure():

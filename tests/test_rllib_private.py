@@ -111,7 +111,8 @@ def test_the_stock_runner_keeps_its_version_where_the_compat_tests_read_it():
 
 
 def test_the_deprecation_logger_module_exists():
-    importlib.import_module(rllib_private.DEPRECATION_LOGGER)
+    module = importlib.import_module(rllib_private.DEPRECATION_LOGGER)
+    assert module.__name__ == rllib_private.DEPRECATION_LOGGER
 
 
 def test_the_link_state_keys_are_rllibs_names():
