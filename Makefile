@@ -3,7 +3,7 @@ PY := .venv/bin/python
 VENV_STAMP := .venv/.croupier-installed
 DEMO_MINUTES ?= 4
 
-.PHONY: setup test test-fast lint format demo bench clean
+.PHONY: setup tools test test-fast lint format demo bench clean
 
 setup: $(VENV_STAMP)
 
@@ -14,6 +14,12 @@ $(VENV_STAMP): pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(VENV_STAMP)
+
+# Tools the tests call when present (tests/test_metrics.py installs them through here when
+# missing): promtool, from Debian's prometheus package.
+tools:
+	command -v promtool >/dev/null || apt-get install -y prometheus \
+		|| (apt-get update && apt-get install -y prometheus)
 
 test: setup
 	$(PY) -m ruff check src tests examples

@@ -56,7 +56,7 @@ def test_a_known_better_policy_wins_with_a_ci_above_zero(live):
 
 def test_identical_policies_ci_contains_zero(live):
     # Duplicate deals: a deterministic policy against itself scores exactly 0 per pair.
-    clone = arena(live, "learned@2", "rules", 200)
+    clone = arena(live, "frozen@2", "rules", 200)
     assert clone.seats["a"] == "frozen@2"
     assert clone.ci_low <= 0 <= clone.ci_high
     # Random against random is only zero on average: the CI must still contain it. One table
@@ -67,16 +67,16 @@ def test_identical_policies_ci_contains_zero(live):
 
 
 def test_text_report_names_the_version_latest_was(live):
-    r = arena(live, "learned@latest", "learned@1", 20)
+    r = arena(live, "learned@latest", "learned@1", 20)  # the old name: a deprecated alias
     assert r.seats == {"a": "frozen@2", "b": "frozen@1"}
     head, payoff = r.format().splitlines()[:2]
-    assert head.startswith(f"{GAME}: learned@latest (v2) vs learned@1, 20 hands")
+    assert head.startswith(f"{GAME}: learned@latest (v2) vs learned@1 (v1), 20 hands")
     assert payoff.startswith("payoff per hand for learned@latest (v2): ")
 
 
 def test_unknown_policies_are_refused(live):
     with pytest.raises(ArenaError):
-        arena(live, "learned@77", "rules", 10)
+        arena(live, "frozen@77", "rules", 10)
     with pytest.raises(ArenaError):
         arena(live, "production", "rules", 10)  # nothing promoted yet (module order)
     with pytest.raises(ArenaError):
@@ -84,13 +84,13 @@ def test_unknown_policies_are_refused(live):
 
 
 def test_league_ranks_rules_and_its_clone_above_random(live, tmp_path):
-    players = ["learned@1", "learned@2", "rules", "random"]
+    players = ["frozen@1", "frozen@2", "rules", "random"]
     league = asyncio.run(play_league(live.url, GAME, players, 80, api_key="adm", tables=8))
     ratings = league["ratings"]
     assert set(ratings) == set(players)
     assert all(r["sigma"] > 0 for r in ratings.values())
     assert ratings["rules"]["ordinal"] > ratings["random"]["ordinal"]
-    assert ratings["learned@2"]["ordinal"] > ratings["learned@1"]["ordinal"]
+    assert ratings["frozen@2"]["ordinal"] > ratings["frozen@1"]["ordinal"]
     assert league["payoff"]["rules"]["random"] > 0
     saved = save_league(league, tmp_path / "run", live.weights_dir)
     assert json.loads(saved.read_text())["ratings"] == ratings

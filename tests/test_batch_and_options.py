@@ -41,11 +41,16 @@ def test_decide_batch_answers_in_order_with_item_level_errors(inprocess, leduc_s
             {"game_id": games[0], "seat": "0", "state": states[0]},
             {"game_id": "nope", "seat": "0", "state": states[0]},  # 404
             {"game_id": games[1], "seat": "0", "state": {"hand": "SJ"}},  # bad state: 422
-            {"game_id": games[1], "seat": "0"},  # malformed item: 422
             {"game_id": ended, "seat": "0", "state": states[1]},  # ended: 409
             {"game_id": games[2], "seat": "7", "state": states[2]},  # unknown seat: 422
             {"game_id": games[2], "seat": "0", "state": states[2], "reward": 0.5},
         ]
+        # An item the schema refuses (no state) fails the whole request, located by item.
+        malformed = await client.post(
+            "/v1/decide:batch", json={"items": [*items, {"game_id": games[1], "seat": "0"}]}
+        )
+        assert malformed.status_code == 422, malformed.text
+        assert malformed.json()["detail"][0]["loc"] == ["body", "items", "6", "state"]
         forwards_before = service.batcher.forward_passes
         r = await client.post("/v1/decide:batch", json={"items": items})
         return r, service.batcher.forward_passes - forwards_before
@@ -53,12 +58,13 @@ def test_decide_batch_answers_in_order_with_item_level_errors(inprocess, leduc_s
     r, forwards = inprocess(body)
     assert r.status_code == 200
     results = r.json()["results"]
-    assert len(results) == 7
+    assert len(results) == 6
     assert [x["error"]["status"] if x["error"] else 200 for x in results] == [
-        200, 404, 422, 422, 409, 422, 200,
+        200, 404, 422, 409, 422, 200,
     ]  # fmt: skip
+    assert [x["outcome"] for x in results] == ["ok", "error", "error", "error", "error", "ok"]
     assert results[0]["action"] in states[0]["legal_actions"]
-    assert results[6]["action"] in states[2]["legal_actions"]
+    assert results[5]["action"] in states[2]["legal_actions"]
     assert results[0]["policy"] == "learned" and results[0]["version"] == 0
     assert forwards == 1  # both learned items went through one forward pass
 
@@ -71,8 +77,8 @@ def test_decide_batch_rejects_a_malformed_envelope(inprocess):
         ]
 
     codes = inprocess(body)
-    # [1] is a valid envelope whose single item is bad: the request succeeds, the item fails.
-    assert codes == [422, 200, 422, 422]
+    # [1]: an item the schema refuses fails the request as a whole.
+    assert codes == [422, 422, 422, 422]
 
 
 # Per field: values on both sides of each constraint of `BatchItem` ("extra": not a field).
@@ -152,10 +158,11 @@ def test_create_and_end_batches_answer_in_order_with_item_level_errors(inprocess
         games = [
             {"game": GAME, "game_id": "b1", "seats": {"0": "learned", "1": "rules"}},
             {"game": "uno"},  # another game: 422
-            {"game": GAME, "bogus": 1},  # malformed item: 422
             {"game": GAME, "game_id": "b1"},  # duplicate id: 409
             {"game": GAME, "seats": {"0": "learned", "1": "learned"}},
         ]
+        malformed = await client.post("/v1/games:batch", json={"games": [*games, {"x": 1}]})
+        assert malformed.status_code == 422, malformed.text  # the schema refuses: all of it
         created = await client.post("/v1/games:batch", json={"games": games})
         ids = [r["game_id"] for r in created.json()["results"] if r["error"] is None]
         for gid in ids:
@@ -174,9 +181,9 @@ def test_create_and_end_batches_answer_in_order_with_item_level_errors(inprocess
     created, ended, puts, episodes = inprocess(body)
     assert created.status_code == 200 and ended.status_code == 200
     made = created.json()["results"]
-    assert [r["error"]["status"] if r["error"] else 200 for r in made] == [200, 422, 422, 409, 200]
+    assert [r["error"]["status"] if r["error"] else 200 for r in made] == [200, 422, 409, 200]
     assert made[0]["game_id"] == "b1" and made[0]["seats"]["0"]["policy"] == "learned"
-    assert made[1]["game_id"] is None and made[1]["seats"] is None
+    assert made[1]["outcome"] == "error" and "game_id" not in made[1]
     closed = ended.json()["results"]
     assert [r["error"]["status"] if r["error"] else 200 for r in closed] == [
         200,
@@ -189,7 +196,7 @@ def test_create_and_end_batches_answer_in_order_with_item_level_errors(inprocess
     # Both games' learned seat-0 episodes reached the spool in one write.
     assert puts == 1
     assert sorted(e["game_id"] for e in episodes) == sorted(
-        [made[0]["game_id"], made[4]["game_id"]]
+        [made[0]["game_id"], made[3]["game_id"]]
     )
 
 

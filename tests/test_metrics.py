@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from croupier.api.metrics import EXPORTED, NOT_EXPORTED, endpoint_of, numeric_paths
 from croupier.dashboard.history import quantile
@@ -121,7 +126,7 @@ EXPORTED_NAMES = [
     "croupier_episodes_dropped_total",
     "croupier_episodes_corrupt_total",
     "croupier_episodes_too_big_total",
-    "croupier_episodes_put_us_mean",
+    "croupier_episodes_put_seconds",
     "croupier_episodes_durable",
     "croupier_fallbacks_total",
     "croupier_turn_replays_total",
@@ -140,7 +145,7 @@ EXPORTED_NAMES = [
     "croupier_trainer_link_errors_total",
     "croupier_trainer_link_trainer_acks",
     "croupier_trainer_link_max_message_bytes",
-    "croupier_trainer_link_last_error_at",
+    "croupier_trainer_link_last_error_timestamp_seconds",
     "croupier_versions_loaded",
     "croupier_production",
     "croupier_ingest_oldest_waiting_lag_versions",
@@ -331,3 +336,44 @@ def test_healthz_keeps_the_trainers_address_and_error_to_key_holders(inprocess):
         assert anonymous["connected"] is False
 
     inprocess(run, trainer=trainer, api_keys=["eng"], read_keys=["rd"])
+
+
+# --- Prometheus's own linter --------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _promtool() -> str:
+    """promtool, installed through `make tools` (Debian's prometheus package) when missing."""
+    found = shutil.which("promtool")
+    if found:
+        return found
+    if shutil.which("apt-get") is None:
+        pytest.skip(
+            "NOT CHECKED: promtool is missing and apt-get is not available to install it "
+            "(install Prometheus's promtool to lint /metrics)"
+        )
+    out = subprocess.run(["make", "-s", "tools"], cwd=ROOT, capture_output=True, text=True)
+    found = shutil.which("promtool")
+    assert found, f"`make tools` did not install promtool:\n{out.stdout}\n{out.stderr}"
+    return found
+
+
+@pytest.mark.integration
+def test_promtool_check_metrics_is_clean(inprocess, leduc_states, tmp_path) -> None:
+    """`promtool check metrics` on a scrape with every family present (traffic, a trainer
+    link, a production version): no naming or type problems."""
+    promtool = _promtool()
+    trainer = f"127.0.0.1:{free_port()}"  # nothing listens: the link's numbers are there
+
+    async def run(c, service) -> str:
+        await _play(c, leduc_states, 4)
+        assert (await c.post("/v1/policies/promote", json={"version": 0})).status_code == 200
+        return (await c.get("/metrics")).text
+
+    text = inprocess(run, trainer=trainer, data_dir=tmp_path / "data")
+    assert "croupier_episodes_put_seconds_count" in text
+    out = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr

@@ -42,8 +42,8 @@ def test_kuhn_served_over_raw_http_and_trained(ray_session, tmp_path) -> None:
             wait_for(lambda: rt.stats()["connected_servers"] == 1, 30, what="server connected")
             # The studio's bot beats random play (measured +0.23 per hand over 400 hands).
             baseline = play(server.url, 400, ["rules", "random"], tables=4)
-            assert baseline["rules"]["hands"] == baseline["random"]["hands"] == 400
-            assert baseline["rules"]["mean"] > 0
+            assert baseline["0:rules"]["hands"] == baseline["1:random"]["hands"] == 400
+            assert baseline["0:rules"]["mean"] > 0
             stop = threading.Event()
 
             def engine() -> None:

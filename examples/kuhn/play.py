@@ -25,8 +25,9 @@ def call(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return json.loads(resp.read())
 
 
-def play_hand(url: str, seats: list[str], rng: random.Random) -> dict[str, float]:
-    """One hand: open a game, ask croupier for every decision, report the payoffs."""
+def play_hand(url: str, seats: list[str], rng: random.Random) -> list[float]:
+    """One hand, `seats[i]` in seat i: open a game, ask croupier for every decision; the
+    payoff of each seat, in seat order."""
     game = call(url, "/v1/games", {"game": "kuhn-poker", "seats": {"0": seats[0], "1": seats[1]}})
     hand = KuhnHand(rng)
     while not hand.is_over():
@@ -38,23 +39,31 @@ def play_hand(url: str, seats: list[str], rng: random.Random) -> dict[str, float
         hand.step(decision["action"])
     payoffs = hand.payoffs()
     call(url, f"/v1/games/{game['game_id']}/end", {"payoffs": {"0": payoffs[0], "1": payoffs[1]}})
-    return {game["seats"][s]["policy"]: payoffs[int(s)] for s in "01"}
+    return [float(payoffs[0]), float(payoffs[1])]
 
 
 def play(url: str, hands: int, seats: list[str], tables: int = 4, seed: int = 0) -> dict:
-    """Play `hands` hands on `tables` threads, swapping seats every hand; mean payoff by policy."""
+    """Play `hands` hands on `tables` threads, the two players swapping seats every hand; mean
+    payoff by player, keyed `<i>:<policy>` (the i-th of `seats`): two players with the same
+    policy (`learned,learned`) are two entries, not one."""
 
-    def table(index: int) -> list[dict[str, float]]:
+    def table(index: int) -> list[list[float]]:
+        """Each hand's payoffs by player (not by seat: the players swap seats each hand)."""
         rng = random.Random(seed + index)
-        mine = range(index, hands, tables)
-        return [play_hand(url, seats if h % 2 == 0 else seats[::-1], rng) for h in mine]
+        out = []
+        for h in range(index, hands, tables):
+            swapped = h % 2 == 1
+            payoffs = play_hand(url, seats[::-1] if swapped else seats, rng)
+            out.append(payoffs[::-1] if swapped else payoffs)
+        return out
 
     totals: dict[str, list[float]] = defaultdict(list)
+    players = [f"{i}:{policy}" for i, policy in enumerate(seats)]
     with ThreadPoolExecutor(tables) as pool:
         for results in pool.map(table, range(tables)):
-            for result in results:
-                for policy, payoff in result.items():
-                    totals[policy].append(payoff)
+            for payoffs in results:
+                for player, payoff in zip(players, payoffs, strict=True):
+                    totals[player].append(payoff)
     return {p: {"hands": len(v), "mean": sum(v) / len(v)} for p, v in totals.items()}
 
 

@@ -148,6 +148,7 @@ def engine(
     """Play RLCard games through a croupier server's HTTP API, as a studio engine would."""
     import uvloop
 
+    from croupier.engine.rlcard_games import UnknownGame
     from croupier.engine.runner import run_engine
 
     if hands is None and seconds is None:
@@ -162,21 +163,25 @@ def engine(
                 err=True,
             )
 
-    summary = uvloop.run(
-        run_engine(
-            url,
-            game,
-            games,
-            seat_list,
-            hands,
-            seconds,
-            seed=seed,
-            progress=progress,
-            batch=batch,
-            api_key=api_key,
-            record={"true": True, "false": False}.get(record, record) if record else None,
+    try:
+        summary = uvloop.run(
+            run_engine(
+                url,
+                game,
+                games,
+                seat_list,
+                hands,
+                seconds,
+                seed=seed,
+                progress=progress,
+                batch=batch,
+                api_key=api_key,
+                record={"true": True, "false": False}.get(record, record) if record else None,
+            )
         )
-    )
+    except UnknownGame as e:  # one line, as a usage error: no traceback
+        typer.echo(f"Error: --game: {e}", err=True)
+        raise typer.Exit(2) from None
     if json_out:
         typer.echo(json.dumps(summary.to_dict(), indent=2))
     else:
@@ -301,7 +306,7 @@ def openapi(
 def eval_cmd(
     game: str = "leduc-holdem",
     a: Annotated[
-        str, typer.Option("--a", help="rules, random, learned@latest, learned@N, production")
+        str, typer.Option("--a", help="rules, random, learned@latest, frozen@N, production")
     ] = "learned@latest",
     b: Annotated[str, typer.Option("--b", help="The opponent (same names)")] = "rules",
     hands: Annotated[int, typer.Option(help="Hands per match (whole duplicate pairs)")] = 2000,

@@ -10,14 +10,22 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import torch
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
 
 from croupier.api.auth import ApiKeys
 from croupier.api.components import build_components, build_service
-from croupier.api.errors import CLIENT_ERRORS, status_and_detail
+from croupier.api.contract import allowed_methods, install_contract, operation_id
+from croupier.api.errors import (
+    CLIENT_ERRORS,
+    RETRY_STATUSES,
+    problem,
+    problem_of,
+    validation_problem,
+)
 from croupier.api.fast_lane import FastLane, check_fast_lane
 from croupier.api.limits import BodySizeLimit
 from croupier.api.observability import install_observability
@@ -91,6 +99,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         # FastAPI's native OpenTelemetry asks three environment variables and three global
         # providers on every request (~7% of a decide's CPU) even with nothing configured.
         telemetry=None if config.opentelemetry else _NO_TELEMETRY,
+        generate_unique_id_function=operation_id,
     )
     # FastAPI's telemetry middlewares see every request only on the full stack.
     app.hot_path = not config.opentelemetry
@@ -105,30 +114,43 @@ def create_app(config: ServerConfig) -> FastAPI:
     install_dashboard(app, config.arena_results, install_observability(app, service).requests)
     app.include_router(rollout_router)
 
+    # Every error answer is a `Problem` (schemas.py), the shape docs/openapi.json declares.
+    retry_after_s = int(config.retry_after_s)
+
+    def retry_headers(status: int) -> dict[str, str] | None:
+        return {"Retry-After": str(retry_after_s)} if status in RETRY_STATUSES else None
+
     async def client_error(request: Request, exc: Exception) -> JSONResponse:
-        status, detail = status_and_detail(exc)
-        retry = status in (429, 503)  # overloaded, or a key's quota of games is full
-        headers = {"Retry-After": str(config.retry_after_s)} if retry else None
-        return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+        body = problem_of(exc, retry_after_s)
+        status = body["status"]
+        return JSONResponse(body, status_code=status, headers=retry_headers(status))
 
     async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
         # FastAPI's default handler echoes the offending input back; a NaN or undecodable bytes
         # there would make the error handler itself fail (a 500). Say where and what, not echo.
         errors = exc.errors() if isinstance(exc, RequestValidationError) else []
-        detail = [
-            {
-                "loc": [str(p) for p in e.get("loc", ())],
-                "msg": str(e.get("msg", "")),
-                "type": str(e.get("type", "")),
-            }
-            for e in errors
-        ]
-        return JSONResponse({"detail": detail}, status_code=422)
+        return JSONResponse(validation_problem(errors), status_code=422)
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        status = exc.status_code
+        headers = dict(exc.headers or {})
+        if status == 405:  # every method the path has, not only the first route's
+            headers["Allow"] = allowed_methods(request.app, request.scope)
+        if status in RETRY_STATUSES:
+            headers.setdefault("Retry-After", str(retry_after_s))
+        if status in (204, 304):  # no body allowed
+            return Response(status_code=status, headers=headers)
+        retry = retry_after_s if status in RETRY_STATUSES else None
+        body = problem(status, str(exc.detail), retry_after=retry)
+        return JSONResponse(body, status_code=status, headers=headers)
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     for exc_type in CLIENT_ERRORS:
         app.add_exception_handler(exc_type, client_error)
     assert Overloaded in CLIENT_ERRORS and QuotaExceeded in CLIENT_ERRORS  # + Retry-After
+    install_contract(app, config)
     app.add_middleware(
         BodySizeLimit, max_bytes=config.max_body_bytes, on_refuse=service.count_too_large
     )

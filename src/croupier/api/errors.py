@@ -1,29 +1,83 @@
-"""One mapping from the decision service's exceptions to HTTP status and message."""
+"""One error shape for every answer (`schemas.Problem`), and one mapping from the decision
+service's exceptions to HTTP status, problem type and message."""
 
 from __future__ import annotations
 
-from croupier.api.schemas import SAFE_GAME_ID
-from croupier.sessions.errors import CLIENT_ERRORS
-from croupier.sessions.games import GameEnded, GameExists, GameNotFound
+from collections.abc import Iterable, Mapping
+from http import HTTPStatus
+from typing import Any
+
+from croupier.api.schemas import GAME_ID_RULE, SAFE_GAME_ID
+from croupier.sessions.errors import CLIENT_ERRORS, Unavailable
+from croupier.sessions.games import GameEnded, GameExists, GameExpired, GameNotFound
 from croupier.sessions.guards import Overloaded, QuotaExceeded, TurnConflict
 
-__all__ = ["CLIENT_ERRORS", "status_and_detail"]
+__all__ = ["CLIENT_ERRORS", "classify", "problem", "problem_of", "validation_problem"]
+
+PROBLEM_URN = "urn:croupier:problem:"
+RETRY_STATUSES = (429, 503)  # overloaded, or a key's quota of games is full: come back later
 
 
-def status_and_detail(exc: Exception) -> tuple[int, str]:
+def problem(
+    status: int, detail: Any, kind: str | None = None, retry_after: int | None = None
+) -> dict[str, Any]:
+    """A `Problem` body: `kind` names the problem (`urn:croupier:problem:<kind>`); without one
+    the status says it all (`about:blank`)."""
+    try:
+        title = HTTPStatus(status).phrase
+    except ValueError:
+        title = "Error"
+    return {
+        "type": PROBLEM_URN + kind if kind else "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "retry_after": retry_after,
+    }
+
+
+def classify(exc: Exception) -> tuple[int, str, str]:
+    """(status, problem kind, message) for one of the service's `CLIENT_ERRORS`."""
     if isinstance(exc, GameNotFound):
         # No game has such an id (created ids are checked): say so without echoing it.
         if not SAFE_GAME_ID.fullmatch(str(exc.args[0])):
-            return 422, "game_id must be letters, digits and . _ ~ : - only"
-        return 404, f"unknown game {exc.args[0]!r}"
+            return 422, "invalid-game-id", GAME_ID_RULE
+        return 404, "unknown-game", f"unknown game {exc.args[0]!r}"
+    if isinstance(exc, GameExpired):
+        return 410, "game-expired", f"game {exc.args[0]!r} expired: idle past the server's limit"
     if isinstance(exc, GameEnded):
-        return 409, f"game {exc.args[0]!r} has already ended"
+        return 409, "game-ended", f"game {exc.args[0]!r} has already ended"
     if isinstance(exc, GameExists):
-        return 409, f"game {exc.args[0]!r} already exists"
+        return 409, "game-exists", f"game {exc.args[0]!r} already exists"
     if isinstance(exc, TurnConflict):
-        return 409, str(exc)
+        return 409, "turn-conflict", str(exc)
+    if isinstance(exc, Unavailable):
+        return 409, "seat-unavailable", str(exc)
     if isinstance(exc, Overloaded):
-        return 503, str(exc)
+        return 503, "overloaded", str(exc)
     if isinstance(exc, QuotaExceeded):
-        return 429, str(exc)
-    return 422, str(exc)
+        return 429, "quota-exceeded", str(exc)
+    return 422, "unprocessable", str(exc)
+
+
+def problem_of(exc: Exception, retry_after_s: int) -> dict[str, Any]:
+    """The `Problem` for a service error (a whole answer's body, or a batch item's `error`)."""
+    status, kind, detail = classify(exc)
+    return problem(status, detail, kind, retry_after_s if status in RETRY_STATUSES else None)
+
+
+def field_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Validation errors as `FieldError`s: where and what, never the input (a NaN or
+    undecodable bytes echoed back would make the answer itself fail)."""
+    return [
+        {
+            "loc": [str(p) for p in e.get("loc", ())],
+            "msg": str(e.get("msg", "")),
+            "type": str(e.get("type", "")),
+        }
+        for e in errors
+    ]
+
+
+def validation_problem(errors: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    return problem(422, field_errors(errors), "invalid-request")

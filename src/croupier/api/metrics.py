@@ -29,6 +29,7 @@ from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
+    SummaryMetricFamily,
 )
 from prometheus_client.registry import Collector
 
@@ -40,9 +41,10 @@ class Exported:
     """One exported metric: its public name and where its number lives in the snapshot."""
 
     name: str  # after `croupier_`; a counter gets `_total` from prometheus-client
-    path: tuple[str, ...]  # keys into server_snapshot()
-    kind: Literal["counter", "gauge"] = "gauge"
+    path: tuple[str, ...]  # keys into server_snapshot() (a summary's: its count)
+    kind: Literal["counter", "gauge", "summary"] = "gauge"
     label: str | None = None  # a dict of numbers by this label, as one metric
+    sum_path: tuple[str, ...] | None = None  # a summary's sum (in the name's base unit)
 
 
 def _c(name: str, *path: str, label: str | None = None) -> Exported:
@@ -51,6 +53,11 @@ def _c(name: str, *path: str, label: str | None = None) -> Exported:
 
 def _g(name: str, *path: str) -> Exported:
     return Exported(name, path or (name,), "gauge")
+
+
+def _s(name: str, count: tuple[str, ...], total: tuple[str, ...]) -> Exported:
+    """A summary without quantiles: `_count` and `_sum` (rate(sum)/rate(count): the mean)."""
+    return Exported(name, count, "summary", sum_path=total)
 
 
 # The public names. An entry whose number is absent (no trainer link, no production version
@@ -78,7 +85,7 @@ EXPORTED: tuple[Exported, ...] = (
     _c("episodes_dropped", "episodes", "dropped"),
     _c("episodes_corrupt", "episodes", "corrupt"),
     _c("episodes_too_big", "episodes", "too_big"),
-    _g("episodes_put_us_mean", "episodes", "put_us_mean"),
+    _s("episodes_put_seconds", ("episodes", "recorded"), ("episodes", "put_seconds")),
     _g("episodes_durable", "episodes", "durable"),
     _c("fallbacks"),
     _c("turn_replays"),
@@ -97,7 +104,7 @@ EXPORTED: tuple[Exported, ...] = (
     _c("trainer_link_errors", "trainer_link", "errors"),
     _g("trainer_link_trainer_acks", "trainer_link", "trainer_acks"),
     _g("trainer_link_max_message_bytes", "trainer_link", "max_message_bytes"),
-    _g("trainer_link_last_error_at", "trainer_link", "last_error_at"),
+    _g("trainer_link_last_error_timestamp_seconds", "trainer_link", "last_error_at"),
     _g("versions_loaded"),
     _g("production"),
     _g("ingest_oldest_waiting_lag_versions", "ingest", "oldest_waiting_lag_versions"),
@@ -108,6 +115,7 @@ NOT_EXPORTED = {
     ("batcher", "max_batch"),
     ("batcher", "max_wait_ms"),
     ("batcher", "mean_batch"),
+    ("episodes", "put_us_mean"),  # = episodes_put_seconds' sum / count
 }
 
 # Request latency buckets (seconds): sub-millisecond decisions up to a stuck request.
@@ -190,7 +198,13 @@ class ServiceCollector(Collector):
             name = f"{PREFIX}_{m.name}"
             family = CounterMetricFamily if m.kind == "counter" else GaugeMetricFamily
             what = f"health(): {'_'.join(m.path)}"
-            if m.label is not None:
+            if m.kind == "summary":
+                assert m.sum_path is not None
+                total = _number(_lookup(snapshot, m.sum_path))
+                if (count := _number(value)) is not None and total is not None:
+                    what = f"health(): {'_'.join(m.sum_path)} over {'_'.join(m.path)}"
+                    yield SummaryMetricFamily(name, what, count_value=count, sum_value=total)
+            elif m.label is not None:
                 if not isinstance(value, dict):
                     continue
                 metric = family(name, f"{what} by {m.label}", labels=[m.label])

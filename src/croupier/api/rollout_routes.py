@@ -9,6 +9,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from croupier.api.auth import require_admin_key, require_engine_key
+from croupier.api.fast_lane import json_body, read_json
+from croupier.api.schemas import Problem, integer
 from croupier.policies.rollout import ChannelError, Rollout
 
 rollout_router = APIRouter()
@@ -35,7 +37,7 @@ class _Evidence(BaseModel):
 
 
 class PromoteRequest(_Evidence):
-    version: int = Field(ge=0, strict=True, description="A loaded learned version.")
+    version: integer(ge=0) = Field(description="A loaded learned version.")  # type: ignore[valid-type]
 
 
 class RollbackRequest(_Evidence):
@@ -57,28 +59,53 @@ async def channels(request: Request) -> dict[str, Any]:
     return rollout(request).channels.state()
 
 
-@rollout_router.post("/v1/policies/promote", dependencies=[Depends(require_admin_key)])
-async def promote(body: PromoteRequest, request: Request) -> dict[str, Any]:
+CHANNEL_CONFLICT = {
+    409: {"model": Problem, "description": "The channel cannot move so (e.g. not loaded)"}
+}
+
+
+@rollout_router.post(
+    "/v1/policies/promote",
+    dependencies=[Depends(require_admin_key)],
+    responses=CHANNEL_CONFLICT,
+    openapi_extra=json_body(PromoteRequest),
+)
+async def promote(request: Request) -> dict[str, Any]:
     """Point `production` at `version` (loaded); the previous one can be rolled back to."""
+    body: PromoteRequest = await read_json(request, PromoteRequest)
     try:
         return rollout(request).channels.promote(body.version, body.evidence)
     except ChannelError as e:
         raise HTTPException(409, str(e)) from None
 
 
-@rollout_router.post("/v1/policies/rollback", dependencies=[Depends(require_admin_key)])
-async def rollback(request: Request, body: RollbackRequest | None = None) -> dict[str, Any]:
-    """Point `production` back at the version it had before the last promotion."""
+@rollout_router.post(
+    "/v1/policies/rollback",
+    dependencies=[Depends(require_admin_key)],
+    responses=CHANNEL_CONFLICT,
+    openapi_extra={
+        "requestBody": {**json_body(RollbackRequest)["requestBody"], "required": False}
+    },
+)
+async def rollback(request: Request) -> dict[str, Any]:
+    """Point `production` back at the version it had before the last promotion (the body,
+    with its evidence, is optional)."""
+    body: RollbackRequest | None = await read_json(request, RollbackRequest, optional=True)
     try:
         return rollout(request).channels.rollback(body.evidence if body else None)
     except ChannelError as e:
         raise HTTPException(409, str(e)) from None
 
 
-@rollout_router.post("/v1/policies/canary", dependencies=[Depends(require_admin_key)])
-async def canary(body: CanaryRequest, request: Request) -> dict[str, Any]:
+@rollout_router.post(
+    "/v1/policies/canary",
+    dependencies=[Depends(require_admin_key)],
+    openapi_extra=json_body(CanaryRequest),
+)
+async def canary(request: Request) -> dict[str, Any]:
     """Set the canary share at run time (new games from now on; persisted with a weights dir,
     where it outlives `--canary-share`)."""
+    body: CanaryRequest = await read_json(request, CanaryRequest)
     return rollout(request).channels.set_canary_share(body.share, body.evidence)
 
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
-from pydantic import TypeAdapter, ValidationError
+from fastapi.exceptions import RequestValidationError
 
 from croupier.api.auth import require_engine_key
-from croupier.api.errors import status_and_detail
+from croupier.api.errors import problem_of
 from croupier.api.fast_lane import FastLaneRoute, answers, json_body, json_response, parse_body
 from croupier.api.schemas import (
-    BatchItem,
     CreateGame,
     CreateGamesRequest,
     CreateGamesResponse,
@@ -20,7 +20,6 @@ from croupier.api.schemas import (
     DecideBatchResponse,
     DecideRequest,
     DecideResponse,
-    EndBatchItem,
     EndBatchRequest,
     EndBatchResponse,
     EndRequest,
@@ -29,19 +28,39 @@ from croupier.api.schemas import (
     Problem,
     well_formed_batch,
 )
+from croupier.games.base import GameAdapter
+from croupier.policies.seats import well_formed_spec
 from croupier.sessions.service import DecisionService
-
-Item = TypeVar("Item", BatchItem, CreateGame, EndBatchItem)
 
 # Engine routes; /healthz and the docs stay open for load balancers and people.
 router = APIRouter(dependencies=[Depends(require_engine_key)])
 open_router = APIRouter()
 
+# What a route on a game answers besides its success and the statuses every route with a key,
+# a body or a game id in its path answers (`croupier.api.contract`).
+UNKNOWN = {404: {"model": Problem, "description": "No game has this id (`unknown-game`)"}}
+EXPIRED = {
+    410: {
+        "model": Problem,
+        "description": "The server aborted the game for being idle past "
+        "`--idle-game-timeout` (`game-expired`)",
+    }
+}
+OVERLOADED = {
+    503: {
+        "model": Problem,
+        "description": "Overloaded (`overloaded`): retry after `Retry-After` seconds",
+    }
+}
 GAME_ERRORS: dict[int | str, dict[str, Any]] = {
-    404: {"model": Problem, "description": "Unknown game"},
-    409: {"model": Problem, "description": "The game has already ended, or a turn out of order"},
-    422: {"model": Problem, "description": "Seat not in the game, or a bad state"},
-    503: {"model": Problem, "description": "Overloaded: retry after `Retry-After` seconds"},
+    **UNKNOWN,
+    409: {
+        "model": Problem,
+        "description": "The game has already ended (`game-ended`), or a turn out of order "
+        "(`turn-conflict`)",
+    },
+    **EXPIRED,
+    **OVERLOADED,
 }
 
 
@@ -69,11 +88,12 @@ hot_router = APIRouter(route_class=FastLaneRoute, dependencies=[Depends(require_
         GameCreated,
         201,
         {
-            409: {"model": Problem, "description": "Duplicate game_id"},
+            409: {"model": Problem, "description": "Duplicate game_id (`game-exists`)"},
+            **OVERLOADED,
             429: {
                 "model": Problem,
                 "description": "This API key has its share of games in flight "
-                "(`--max-games-per-key`): retry after `Retry-After` seconds",
+                "(`--max-games-per-key`, `quota-exceeded`): retry after `Retry-After` seconds",
             },
         },
     ),
@@ -109,48 +129,68 @@ async def decide_batch(request: Request) -> Response:
     """Many games' decisions in one request (an engine running many tables in one process
     amortises HTTP). Learned decisions among them share forward passes."""
     raw = await request.body()
-    requests: list[DecideArgs | Exception] | None = well_formed_batch(raw)  # the common case
-    if requests is None:  # the envelope's errors answer 422; an item's, that item
-        items = _validate_items(parse_body(DecideBatchRequest, raw).items)
-        requests = [
-            it if isinstance(it, Exception) else (it.game_id, it.seat, it.state, it.reward, it.turn)
-            for it in items
-        ]
-    outcomes = await service(request).decide_many(requests)
-    return json_response({"results": [_batch_result(o) for o in outcomes]})
+    requests: list[DecideArgs] | None = well_formed_batch(raw)  # the common case
+    if requests is None:  # anything the schema refuses answers 422, located by item
+        body = parse_body(DecideBatchRequest, raw)
+        requests = [(it.game_id, it.seat, it.state, it.reward, it.turn) for it in body.items]
+    seats = _seats(request)
+    _refuse_items(
+        ("items", i, "seat", "seat must be one of this game's seats")
+        for i, args in enumerate(requests)
+        if args[1] not in seats
+    )
+    outcomes = await service(request).decide_many(list(requests))
+    retry = _retry_after_s(request)
+    return json_response(
+        {
+            "results": [
+                _item_result(o if isinstance(o, Exception) else o.to_dict(), retry)
+                for o in outcomes
+            ]
+        }
+    )
 
 
-_ITEMS = {model: TypeAdapter(list[model]) for model in (BatchItem, CreateGame, EndBatchItem)}
-_NO_RESULT = {"action": None, "action_index": None, "policy": None, "version": None}
+def _seats(request: Request) -> frozenset[str]:
+    return frozenset(request.app.state.components.adapter.seats)
 
 
-def _validate_items(raw: list[Any], model: type[Item] = BatchItem) -> list[Item | Exception]:
-    """All items in one validation; only when something is off, item by item."""
-    try:
-        return list(_ITEMS[model].validate_python(raw))
-    except ValidationError:
-        pass
-    out: list[Item | Exception] = []
-    for item in raw:
-        try:
-            out.append(model.model_validate(item))
-        except ValidationError as e:
-            out.append(e)
+def _refuse_items(errors: Iterable[tuple[str, int, str, str]]) -> None:
+    """422 for the whole batch when an item breaks what this server's OpenAPI document says
+    of its game (its name, its seats, the seat-spec grammar: `croupier.api.contract`): the
+    document calls such a request invalid, so the server refuses it as it refuses the rest
+    of the schema, located by item."""
+    found = [
+        {"loc": ("body", where, str(i), field), "msg": msg, "type": "value_error"}
+        for where, i, field, msg in errors
+    ]
+    if found:
+        raise RequestValidationError(found)
+
+
+def _misfits(game: CreateGame, adapter: GameAdapter) -> list[tuple[str, str]]:
+    """(field, message) for what a game to create breaks of this server's document."""
+    out = []
+    if game.game != adapter.name:
+        out.append(("game", f"this server plays {adapter.name!r}"))
+    seats = game.seats or {}
+    if not all(seat in adapter.seats and well_formed_spec(spec) for seat, spec in seats.items()):
+        out.append(("seats", f"seats are {adapter.seats}, each given a seat spec"))
     return out
 
 
-def _item_error(outcome: Exception) -> dict[str, Any]:
-    if isinstance(outcome, ValidationError):
-        detail = [{"loc": list(x["loc"]), "msg": x["msg"]} for x in outcome.errors()]
-        return {"status": 422, "detail": detail}
-    status, detail = status_and_detail(outcome)
-    return {"status": status, "detail": detail}
+def _retry_after_s(request: Request) -> int:
+    return int(request.app.state.components.config.retry_after_s)
 
 
-def _batch_result(outcome: Any) -> dict[str, Any]:
-    return _item_result(
-        outcome if isinstance(outcome, Exception) else outcome.to_dict(), _NO_RESULT
-    )
+def _item_result(outcome: dict[str, Any] | Exception, retry_after_s: int) -> dict[str, Any]:
+    """One item of a batch answer: its result (a fresh dict, extended in place) or its error,
+    told apart by `outcome` (a discriminated union in the OpenAPI document)."""
+    if isinstance(outcome, Exception):
+        return {"outcome": "error", "error": problem_of(outcome, retry_after_s)}
+    outcome["outcome"] = "ok"
+    outcome["error"] = None
+    return outcome
 
 
 @hot_router.post(
@@ -161,13 +201,16 @@ def _batch_result(outcome: Any) -> dict[str, Any]:
 async def create_games(request: Request) -> Response:
     """Start many games in one request (each item as the body of `POST /v1/games`)."""
     body = parse_body(CreateGamesRequest, await request.body())
+    adapter = request.app.state.components.adapter
+    _refuse_items(
+        ("games", i, field, msg)
+        for i, g in enumerate(body.games)
+        for field, msg in _misfits(g, adapter)
+    )
     # A CreateGame's fields are `create_game`'s keyword arguments.
-    items = [
-        it if isinstance(it, Exception) else it.model_dump()
-        for it in _validate_items(body.games, CreateGame)
-    ]
-    outcomes = service(request).create_games(items, _owner(request))
-    return json_response({"results": [_item_result(o, _NO_GAME) for o in outcomes]})
+    outcomes = service(request).create_games([g.model_dump() for g in body.games], _owner(request))
+    retry = _retry_after_s(request)
+    return json_response({"results": [_item_result(o, retry) for o in outcomes]})
 
 
 @hot_router.post(
@@ -178,30 +221,22 @@ async def create_games(request: Request) -> Response:
 async def end_games(request: Request) -> Response:
     """Close many games in one request; their episodes are stored together."""
     body = parse_body(EndBatchRequest, await request.body())
-    items = [
-        it if isinstance(it, Exception) else (it.game_id, it.payoffs)
-        for it in _validate_items(body.items, EndBatchItem)
-    ]
-    outcomes = service(request).end_games(items)
-    return json_response({"results": [_item_result(o, _NO_END) for o in outcomes]})
-
-
-_NO_GAME = {"game_id": None, "seats": None}
-_NO_END = {"game_id": None, "episodes": None}
-
-
-def _item_result(outcome: dict[str, Any] | Exception, empty: dict[str, None]) -> dict[str, Any]:
-    """One item of a batch answer: its result (a fresh dict, extended in place) or, in the
-    result's shape with every field null, its error."""
-    if isinstance(outcome, Exception):
-        return {**empty, "error": _item_error(outcome)}
-    outcome["error"] = None
-    return outcome
+    seats = _seats(request)
+    _refuse_items(
+        ("items", i, "payoffs", "payoffs must name every seat of this game, and only those")
+        for i, it in enumerate(body.items)
+        if it.payoffs.keys() != seats
+    )
+    outcomes = service(request).end_games([(it.game_id, it.payoffs) for it in body.items])
+    retry = _retry_after_s(request)
+    return json_response({"results": [_item_result(o, retry) for o in outcomes]})
 
 
 @hot_router.post(
     "/v1/games/{game_id}/end",
-    responses=answers(GameEndedResponse, errors=GAME_ERRORS),
+    responses=answers(
+        GameEndedResponse, errors={k: v for k, v in GAME_ERRORS.items() if k != 503}
+    ),
     openapi_extra=json_body(EndRequest),
 )
 async def end_game(request: Request, game_id: str) -> Response:
@@ -210,9 +245,18 @@ async def end_game(request: Request, game_id: str) -> Response:
     return json_response(service(request).end_game(game_id, body.payoffs))
 
 
-@router.delete("/v1/games/{game_id}", status_code=204, responses={404: GAME_ERRORS[404]})
+@router.delete(
+    "/v1/games/{game_id}",
+    status_code=204,
+    responses={
+        **UNKNOWN,
+        409: {"model": Problem, "description": "The game has already ended (`game-ended`)"},
+        **EXPIRED,
+    },
+)
 async def abort_game(game_id: str, request: Request) -> Response:
-    """Abort the game and discard whatever it recorded."""
+    """Abort a game in flight and discard whatever it recorded (an ended game: 409, its
+    episodes already stored; an expired one: 410)."""
     service(request).abort_game(game_id)
     return Response(status_code=204)
 

@@ -5,18 +5,57 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import from_json
 
 GameId = str
 # Numbers must be JSON numbers: no "0.5" strings or booleans silently turned into floats.
 Number = Annotated[float, Field(strict=True)]
+
+
+def _integral(value: Any) -> Any:
+    # JSON Schema's "integer" is any number with no fractional part (`3.0` included): take
+    # those as ints; everything else (booleans, strings, 2.5) is refused strictly.
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+def integer(**constraints: Any) -> Any:
+    """An integer as JSON Schema means it: strict (no booleans or "3"), but 3.0 is 3; with its
+    constraints (ge, le) on the integer itself, so the schema shows them as such."""
+    return Annotated[int, Field(strict=True, **constraints), BeforeValidator(_integral)]
+
+
+Integer = integer()
+# A strict boolean: `0` and `"true"` are not booleans.
+StrictBool = Annotated[bool, Field(strict=True)]
 # Safe in a URL path without escaping, and in a log line or a tab-separated file: no control
-# characters, spaces or separators. Every game id (created, decided, ended) must match it.
-GAME_ID_PATTERN = r"^[A-Za-z0-9._~:-]+$"
+# characters, spaces or separators. Every game id (created, decided, ended) must match it. Not
+# `.` or `..` (one character other than a dot, or three dots and more): every HTTP client
+# normalises those path segments away (`/v1/games/../decide` is sent as `/v1/decide`), so such
+# a game could be created but never reached.
+GAME_ID_PATTERN = r"^(?:[A-Za-z0-9._~:-]*[A-Za-z0-9_~:-][A-Za-z0-9._~:-]*|\.{3,})$"
 GAME_ID_MAX = 128
+GAME_ID_RULE = "game_id must be letters, digits and . _ ~ : - only, and not '.' or '..'"
 # For Python's `re`, `$` also matches before a final newline: fullmatch, no anchors.
-SAFE_GAME_ID = re.compile(GAME_ID_PATTERN.strip("^$"))
+SAFE_GAME_ID = re.compile(GAME_ID_PATTERN.removeprefix("^").removesuffix("$"))
+# The engine's own value for an action: a name (most adapters) or an integer id.
+Action = str | int
+
+
+def _safe_game_id(value: str) -> str:
+    if not SAFE_GAME_ID.fullmatch(value):
+        raise ValueError(GAME_ID_RULE)  # a clear message, not the pattern's text
+    return value
+
+
+# A game id in a body: the pattern documented, checked with the rule's own message.
+SafeGameId = Annotated[
+    str,
+    Field(min_length=1, max_length=GAME_ID_MAX, json_schema_extra={"pattern": GAME_ID_PATTERN}),
+    AfterValidator(_safe_game_id),
+]
 SEAT_MAX = 64
 TURN_MAX = 2**53  # exact in a double: any JSON client can count this far
 BATCH_MAX = 4096
@@ -27,13 +66,13 @@ class _Body(BaseModel):
 
 
 class CreateGame(_Body):
-    game: str = Field(description="The game this server plays, e.g. 'leduc-holdem'.")
-    game_id: GameId | None = Field(
+    game: str = Field(
+        min_length=1, max_length=64, description="The game this server plays, e.g. 'leduc-holdem'."
+    )
+    game_id: SafeGameId | None = Field(
         None,
-        min_length=1,
-        max_length=GAME_ID_MAX,
-        pattern=GAME_ID_PATTERN,
-        description="Your id for the game (letters, digits, . _ ~ : -); generated if absent.",
+        description="Your id for the game (letters, digits, . _ ~ : -; not '.' or '..', which "
+        "no URL can carry); generated if absent.",
     )
     seats: dict[str, str] | None = Field(
         None,
@@ -46,7 +85,7 @@ class CreateGame(_Body):
         description="'created': learned seats keep the version current now; 'latest': they "
         "follow each new version. Default: the server's setting.",
     )
-    record: bool | Literal["rules"] = Field(
+    record: StrictBool | Literal["rules"] = Field(
         True,
         description="Record the learned seats' episodes for training; 'rules': also write "
         "the rules seats' decisions as offline episodes (servers with --offline-dir).",
@@ -69,7 +108,7 @@ class DecideRequest(_Body):
     reward: Number | None = Field(
         None, description="What this seat received since its last decision."
     )
-    turn: Annotated[int, Field(strict=True, ge=0, le=TURN_MAX)] | None = Field(
+    turn: integer(ge=0, le=TURN_MAX) | None = Field(  # type: ignore[valid-type]
         None,
         description="Optional: the game's turn number, increasing through the game. A retry "
         "of the game's last turn (same seat, same state and reward) returns the same decision "
@@ -79,25 +118,60 @@ class DecideRequest(_Body):
 
 
 class BatchItem(DecideRequest):
-    game_id: GameId = Field(max_length=GAME_ID_MAX, pattern=GAME_ID_PATTERN)
+    game_id: SafeGameId
 
 
 class DecideBatchRequest(_Body):
-    items: list[Any] = Field(
+    items: list[BatchItem] = Field(
         max_length=BATCH_MAX,
-        description="Decisions for many games, each {game_id, seat, state, reward?}; answered "
-        "in order. A bad item gets its own error and does not fail the others.",
+        description="Decisions for many games, each a `decide` body with its `game_id` (and "
+        "`turn`, `reward` as in `decide`); answered in order. An item the schema refuses "
+        "fails the whole request (422, located under `body.items.<i>`); an item the game "
+        "refuses (unknown, ended or expired game, a bad state, a turn out of order, "
+        "overload) gets its own error and does not fail the others.",
     )
 
 
-class ItemError(BaseModel):
-    status: int
-    detail: Any
+# --- errors: one shape for every error answer and every failed batch item -------------------
+
+
+class FieldError(BaseModel):
+    loc: list[str] = Field(description="Where: e.g. ['body', 'state'] or ['body', 'items', '3'].")
+    msg: str
+    type: str = Field(description="The validation error's kind, e.g. 'missing', 'string_type'.")
+
+
+class Problem(BaseModel):
+    """Every error answer (RFC 9457 fields, as `application/json`), and every failed batch
+    item's `error`."""
+
+    type: str = Field(
+        description="What went wrong, as a stable URI: `urn:croupier:problem:<name>` (e.g. "
+        "`...:unknown-game`, `...:game-expired`, `...:game-ended`, `...:invalid-request`), "
+        "or `about:blank` when the status says it all."
+    )
+    title: str = Field(description="The status's short phrase, e.g. 'Not Found'.")
+    status: int = Field(description="The HTTP status (for a batch item: its own).")
+    detail: str | list[FieldError] = Field(
+        description="What to fix: a sentence, or for a request the schema refuses "
+        "(`invalid-request`, 422) one entry per field."
+    )
+    retry_after: int | None = Field(
+        None,
+        description="Overloaded (503) or a key's quota full (429): seconds to wait before "
+        "retrying (also the `Retry-After` header of a whole-request answer).",
+    )
+
+
+ItemError = Problem  # a failed batch item's `error`
 
 
 class DecideResponse(BaseModel):
-    action: Any = Field(description="The engine's own action value to apply.")
-    action_index: int
+    action: Action = Field(
+        description="The engine's own action value to apply: an action name (a string) for "
+        "adapters with named actions, an integer id for vector adapters."
+    )
+    action_index: int = Field(description="The action's index in the adapter's action space.")
     policy: str
     version: int | None
     fallback: bool = Field(
@@ -108,17 +182,25 @@ class DecideResponse(BaseModel):
     )
 
 
-class BatchResult(BaseModel):
-    action: Any = None
-    action_index: int | None = None
-    policy: str | None = None
-    version: int | None = None
-    fallback: bool | None = None
-    error: ItemError | None = None
+class ItemFailed(BaseModel):
+    """A batch item that failed; the others are answered as usual."""
+
+    outcome: Literal["error"]
+    error: Problem
+
+
+class Decided(DecideResponse):
+    """A batch item answered: the same fields as `decide`'s answer."""
+
+    outcome: Literal["ok"]
+    error: None = None
+
+
+BatchResult = Annotated[Decided | ItemFailed, Field(discriminator="outcome")]
 
 
 class DecideBatchResponse(BaseModel):
-    results: list[BatchResult]
+    results: list[BatchResult] = Field(description="One per item, in order.")
 
 
 class EndRequest(_Body):
@@ -133,51 +215,60 @@ class GameEndedResponse(BaseModel):
     episodes: int = Field(description="Episodes recorded for training from this game.")
 
 
-class Problem(BaseModel):
-    detail: Any
-
-
 # --- batch forms of create and end (an engine running many tables amortises HTTP) ----------
 
 
 class CreateGamesRequest(_Body):
-    games: list[Any] = Field(
+    games: list[CreateGame] = Field(
         max_length=BATCH_MAX,
         description="Games to start, each as the body of `POST /v1/games`; answered in order. "
-        "A bad item gets its own error and does not fail the others.",
+        "An item the schema refuses fails the whole request (422); an item the server "
+        "refuses (another game, a duplicate id, a seat it cannot fill, the games limit: 503 "
+        "with `retry_after`) gets its own error and does not fail the others.",
     )
 
 
-class CreateResult(BaseModel):
-    game_id: GameId | None = None
-    seats: dict[str, SeatInfo] | None = None
-    error: ItemError | None = None
+class Created(GameCreated):
+    """A batch item answered: the same fields as `POST /v1/games`'s answer."""
+
+    outcome: Literal["ok"]
+    error: None = None
+
+
+CreateResult = Annotated[Created | ItemFailed, Field(discriminator="outcome")]
 
 
 class CreateGamesResponse(BaseModel):
-    results: list[CreateResult]
+    results: list[CreateResult] = Field(description="One per game, in order.")
 
 
 class EndBatchItem(EndRequest):
-    game_id: GameId = Field(max_length=GAME_ID_MAX, pattern=GAME_ID_PATTERN)
+    game_id: SafeGameId
 
 
 class EndBatchRequest(_Body):
-    items: list[Any] = Field(
+    items: list[EndBatchItem] = Field(
         max_length=BATCH_MAX,
         description="Games to close, each {game_id, payoffs}; answered in order. Their "
-        "episodes are written to the spool together, in one transaction, before the answer.",
+        "episodes are written to the spool together, in one transaction, before the answer. "
+        "An item the schema refuses fails the whole request (422); an item the server "
+        "refuses (unknown, ended or expired game, payoffs not naming every seat) gets its own "
+        "error and does not fail the others.",
     )
 
 
-class EndResult(BaseModel):
-    game_id: GameId | None = None
-    episodes: int | None = None
-    error: ItemError | None = None
+class Ended(GameEndedResponse):
+    """A batch item answered: the same fields as `end`'s answer."""
+
+    outcome: Literal["ok"]
+    error: None = None
+
+
+EndResult = Annotated[Ended | ItemFailed, Field(discriminator="outcome")]
 
 
 class EndBatchResponse(BaseModel):
-    results: list[EndResult]
+    results: list[EndResult] = Field(description="One per item, in order.")
 
 
 # --- decide:batch items without building models ---------------------------------------------

@@ -5,14 +5,16 @@ then in seat 1, so seat advantage and the luck of the deal cancel out of each pa
 value is A's mean payoff over its two hands; the reported mean and its 95% confidence interval
 are over pairs (independent), win/draw/loss rates over hands. Games are created unrecorded.
 
-Policy names: `rules`, `random`, `learned@latest` (the newest version when the run starts),
-`learned@<version>` and `production`; they map to the server's seat specs (`frozen@N`, ...).
+Policy names: `rules`, `random`, `learned@latest` (the newest version when the run starts,
+played fixed), `frozen@<version>` (as the server's seat spec names a fixed version;
+`learned@<version>` is accepted as a deprecated alias) and `production`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import subprocess
@@ -28,6 +30,8 @@ from croupier.engine.rlcard_games import GAMES, RLCardTable
 from croupier.engine.runner import HAND_ERRORS, SEATS, play_decisions
 from croupier.local_server import serving
 from croupier.stats import ci95
+
+log = logging.getLogger(__name__)
 
 _MAX_ERROR_SAMPLES = 5
 
@@ -76,7 +80,7 @@ class MatchResult:
         """`learned@latest (v12)`: a name resolved at the start says which version it was."""
         name, spec = (self.a, self.b)[side == "b"], self.seats.get(side, "")
         kind, _, version = spec.partition("@")
-        if kind == "frozen" and version and name != f"learned@{version}":
+        if kind == "frozen" and version and name != spec:
             return f"{name} (v{version})"
         return name
 
@@ -101,19 +105,21 @@ async def seat_spec(client: CroupierClient, name: str) -> str:
             raise ArenaError("the server has no production version yet (promote one)")
         return name
     kind, _, arg = name.partition("@")
-    if kind == "learned" and arg:
+    if kind in ("learned", "frozen") and arg:
         learned = (await client.policies())["policies"]["learned"]
-        if arg == "latest":
+        if arg == "latest" and kind == "learned":
             return f"frozen@{learned['latest']}"  # pinned at the start: one version throughout
         try:
             version = int(arg)
         except ValueError:
-            raise ArenaError(f"learned@ needs latest or a version, got {arg!r}") from None
+            raise ArenaError(f"{kind}@ needs a version, got {arg!r}") from None
+        if kind == "learned":
+            log.warning("%r is deprecated: a fixed version is frozen@%d", name, version)
         if version not in learned["versions"]:
             raise ArenaError(f"version {version} is not loaded; loaded: {learned['versions']}")
         return f"frozen@{version}"
     raise ArenaError(
-        f"unknown policy {name!r}: rules, random, learned@latest, learned@<version>, production"
+        f"unknown policy {name!r}: rules, random, learned@latest, frozen@<version>, production"
     )
 
 

@@ -28,7 +28,7 @@ async def league_players(url: str, versions: int, api_key: str | None = None) ->
     """The last `versions` loaded learned versions (by number), the rules and random."""
     async with CroupierClient(url, api_key=api_key) as client:
         info = (await client.policies())["policies"]
-    players = [f"learned@{v}" for v in sorted(info["learned"]["versions"])[-versions:]]
+    players = [f"frozen@{v}" for v in sorted(info["learned"]["versions"])[-versions:]]
     if info["rules"]["available"]:
         players.append("rules")
     return [*players, "random"]
@@ -95,7 +95,7 @@ async def play_league(
 
 def format_table(league: dict[str, Any]) -> str:
     players = list(league["ratings"])
-    short = [p.replace("learned@", "v") for p in players]
+    short = [p.replace("frozen@", "v") for p in players]
     head = f"{'#':>2} {'player':<16} {'mu':>7} {'sigma':>6} {'ordinal':>8}  " + " ".join(
         f"{s:>8}" for s in short
     )

@@ -46,7 +46,7 @@ async def auto_promote(
         return _log(decision, log_path)
     baseline = "production" if production is not None else ("rules" if has_rules else "random")
     result = await play_arena(
-        url, game, f"learned@{latest}", baseline, hands, tables=tables, seed=seed,
+        url, game, f"frozen@{latest}", baseline, hands, tables=tables, seed=seed,
         api_key=admin_key,
     )  # fmt: skip
     evidence = {

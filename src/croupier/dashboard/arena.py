@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from croupier.api.schemas import integer
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +26,18 @@ MAX_RESULTS = 10_000
 
 
 class ArenaResult(BaseModel):
-    version: Annotated[int, Field(ge=0, description="The weights version that played")]
+    # strict: numbers must be JSON numbers (no `false` or "0.5" taken for one), as the schema
+    # says; integers still fill float fields.
+    model_config = ConfigDict(strict=True)
+
+    version: Annotated[integer(ge=0), Field(description="The weights version that played")]
     payoff: Annotated[float, Field(allow_inf_nan=False, description="Mean payoff per hand")]
     ci95: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
-    hands: Annotated[int, Field(ge=1)] = 1
+    hands: integer(ge=1) = 1  # type: ignore[valid-type]
     opponent: Annotated[str, Field(min_length=1, max_length=64)] = "rules"
-    time: Annotated[float | None, Field(allow_inf_nan=False)] = None
+    time: Annotated[
+        float | None, Field(allow_inf_nan=False, description="Unix time; default: on arrival")
+    ] = None
 
 
 class ArenaResults:

@@ -9,8 +9,11 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import FileResponse
+from pydantic import TypeAdapter
 
 from croupier.api.auth import require_admin_key, require_read_key
+from croupier.api.fast_lane import json_body, read_json
+from croupier.api.schemas import Problem
 from croupier.dashboard.arena import ArenaResult
 
 STATIC = Path(__file__).parent / "static"
@@ -51,9 +54,21 @@ async def dashboard_asset(asset: str) -> FileResponse:
     return FileResponse(STATIC / asset, media_type=ASSETS[asset])
 
 
-@arena_router.post("/v1/arena/results", status_code=201, dependencies=[Depends(require_admin_key)])
-async def post_arena_results(results: list[ArenaResult], request: Request) -> dict[str, int]:
+ARENA_RESULTS = TypeAdapter(list[ArenaResult])
+
+
+@arena_router.post(
+    "/v1/arena/results",
+    status_code=201,
+    dependencies=[Depends(require_admin_key)],
+    openapi_extra=json_body(ARENA_RESULTS, "ArenaResults"),
+    responses={
+        503: {"model": Problem, "description": "The results file cannot be written"}
+    },
+)
+async def post_arena_results(request: Request) -> dict[str, int]:
     """Record arena results (payoff of a version against an opponent) for the learning curve."""
+    results: list[ArenaResult] = await read_json(request, ARENA_RESULTS)
     try:
         request.app.state.arena.add(results)
     except OSError as e:  # the results file cannot be written: the server's problem, not a 500

@@ -27,7 +27,7 @@ async def score_version(
 ) -> ArenaResult:
     """Payoff per hand of `version` against `opponent` over `hands` hands (duplicate pairs)."""
     match = await play_arena(
-        url, game, f"learned@{version}", opponent, hands, tables=tables, api_key=api_key
+        url, game, f"frozen@{version}", opponent, hands, tables=tables, api_key=api_key
     )
     if match.pairs == 0 or not math.isfinite(match.mean):
         raise RuntimeError(f"no hand of version {version} finished: {match.error_samples}")

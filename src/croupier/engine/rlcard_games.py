@@ -32,12 +32,16 @@ def to_json(x: Any) -> Any:
     return x
 
 
+class UnknownGame(ValueError):
+    """A game the engine cannot play (the CLI says so in one line)."""
+
+
 class RLCardTable:
     """A single-hand-at-a-time wrapper around one RLCard env."""
 
     def __init__(self, game: str):
         if game not in GAMES:
-            raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
+            raise UnknownGame(f"unsupported game {game!r}; expected one of {GAMES}")
         self.game = game
         self.env = rlcard.make(game)
         self._dealt = False

@@ -21,7 +21,7 @@ import aiohttp
 
 from croupier.client import CroupierClient, CroupierError
 from croupier.engine.batching import BatchingClient
-from croupier.engine.rlcard_games import GAMES, RLCardTable
+from croupier.engine.rlcard_games import GAMES, RLCardTable, UnknownGame
 from croupier.routing import RoutedClient, client_for_urls
 from croupier.stats import ci95
 
@@ -259,7 +259,7 @@ async def run_engine(
     rules seats' decisions as offline episodes).
     """
     if game not in GAMES:
-        raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
+        raise UnknownGame(f"unsupported game {game!r}; expected one of {GAMES}")
     if games < 1:
         raise ValueError("games must be at least 1")
     if seats is not None and len(seats) != len(SEATS):

@@ -358,6 +358,7 @@ class TrainerLink:
                 self.versions.reset_spec(spec)
             except Exception as e:
                 raise LinkRefused(f"cannot build the trainer's model {spec.to_dict()}: {e}") from e
+        self.versions.spec_known = True  # the same model as the placeholder's, now confirmed
 
     def _install(self, body: dict[str, Any], first: bool = False) -> None:
         try:

@@ -86,6 +86,10 @@ class PolicyVersions:
             raise ValueError("keep must be at least 1 and behaviour_lag at least 0")
         self.adapter = adapter
         self.spec = spec or ModelSpec()
+        # Whether `spec` is the trainer's (given, read with the weights on disk, or adopted
+        # from the link), not the placeholder a server without a trainer builds: until then
+        # the algorithm is not known (`/v1/policies` says null rather than the default's).
+        self.spec_known = spec is not None
         # Experiments only (`croupier bench lag`): serve the version `behaviour_lag` places
         # behind the newest, to measure how learning copes with stale behaviour.
         self.behaviour_lag = behaviour_lag
@@ -203,6 +207,7 @@ class PolicyVersions:
         )
         with self._install_lock:
             self.spec = spec
+            self.spec_known = True
             self._modules = {0: module}
             self._latest = 0
             self._pinned.clear()
@@ -282,6 +287,7 @@ class PolicyVersions:
         try:
             meta = json.loads((self.weights_dir / "latest.json").read_text())
             self.spec = ModelSpec.from_dict(meta["spec"])
+            self.spec_known = True
             named = int(meta["version"])
         except FileNotFoundError:
             pass  # no latest.json: any versions on disk still carry the default model

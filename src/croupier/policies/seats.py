@@ -22,6 +22,7 @@ server's `--seat-mix` alike; resolving a spec against the loaded versions comes 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,6 +33,25 @@ ROLLOUT_SPECS = ("production", "canary", "shadow", "league")
 
 class BadPolicySpec(ValueError):
     pass
+
+
+class SeatUnavailable(BadPolicySpec):
+    """A well-formed spec this server cannot seat now: a version not loaded, no production
+    version yet, no offline writer for `record: "rules"` (409, not 422: the request is right,
+    the server's state is not; `SEAT_SPEC_PATTERN` says exactly which specs are well-formed)."""
+
+
+# Every well-formed seat spec (`parse_spec`'s grammar), as the API documents it.
+SEAT_SPEC_PATTERN = (
+    r"^(?:rules|random|production|canary|league|learned(?:@latest)?"
+    r"|frozen@-?[0-9]+|shadow(?:@latest|@[0-9]+)?)$"
+)
+_SPEC = re.compile(SEAT_SPEC_PATTERN.removeprefix("^").removesuffix("$"))
+
+
+def well_formed_spec(text: str) -> bool:
+    """Whether `text` is in the seat-spec grammar (as `SEAT_SPEC_PATTERN` documents it)."""
+    return _SPEC.fullmatch(text) is not None
 
 
 @dataclass(frozen=True)
@@ -75,7 +95,12 @@ class SeatSpec:
 @functools.lru_cache(maxsize=1024)
 def parse_spec(text: str) -> SeatSpec:
     """The one grammar of seat specs (plain and rollout); `BadPolicySpec` if it is not one."""
-    name, _, arg = text.strip().partition("@")
+    if not well_formed_spec(text):  # exactly: no spaces, ASCII digits only (no "+5", "٣")
+        raise BadPolicySpec(
+            f"unknown seat policy {text!r}: use rules, random, learned, learned@latest, "
+            "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league)"
+        )
+    name, _, arg = text.partition("@")
     if name in ("rules", "random", "production", "canary", "league") and not arg:
         return SeatSpec(name)
     if name == "learned" and arg in ("", "latest"):

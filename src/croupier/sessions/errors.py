@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from croupier.sessions.games import GameEnded, GameExists, GameNotFound
+from croupier.sessions.games import GameEnded, GameExists, GameExpired, GameNotFound
 from croupier.sessions.guards import Overloaded, QuotaExceeded, TurnConflict
 
 T = TypeVar("T")
@@ -19,11 +19,18 @@ class Unprocessable(ValueError):
     """The request is well-formed JSON but makes no sense for this game (422)."""
 
 
+class Unavailable(RuntimeError):
+    """The request is right, but this server cannot do it now (409): a seat's version is not
+    loaded, no production version yet, no rules policy, no offline writer."""
+
+
 CLIENT_ERRORS = (
     GameNotFound,
     GameEnded,
+    GameExpired,
     GameExists,
     Unprocessable,
+    Unavailable,
     TurnConflict,
     Overloaded,
     QuotaExceeded,

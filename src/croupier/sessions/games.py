@@ -23,6 +23,11 @@ class GameExists(RuntimeError):
     pass
 
 
+class GameExpired(RuntimeError):
+    """The game was aborted by the server for being idle (`--idle-game-timeout`): it existed,
+    unlike an unknown id, and can no longer be played or ended."""
+
+
 @dataclass
 class GameSession:
     game_id: str
@@ -38,11 +43,13 @@ class GameSession:
 
 
 class GameStore:
-    """Games in flight, plus a bounded memory of ended ones (so a late call gets 409, not 404)."""
+    """Games in flight, plus a bounded memory of ended ones (so a late call gets 409, not 404)
+    and of expired ones (410, not 404)."""
 
     def __init__(self, ended_remembered: int = 100_000):
         self._live: dict[str, GameSession] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
+        self._expired: OrderedDict[str, None] = OrderedDict()
         self._ended_remembered = ended_remembered
         self.created_total = 0
         self._owned: Counter[str] = Counter()  # live games per owner
@@ -51,8 +58,9 @@ class GameStore:
         return len(self._live)
 
     def add(self, session: GameSession) -> None:
-        if session.game_id in self._live or session.game_id in self._ended:
-            raise GameExists(session.game_id)
+        gid = session.game_id
+        if gid in self._live or gid in self._ended or gid in self._expired:
+            raise GameExists(gid)
         self._live[session.game_id] = session
         self.created_total += 1
         if session.owner is not None:
@@ -76,6 +84,8 @@ class GameStore:
         if session is None:
             if game_id in self._ended:
                 raise GameEnded(game_id)
+            if game_id in self._expired:
+                raise GameExpired(game_id)
             raise GameNotFound(game_id)
         session.last_seen = time.monotonic()
         return session
@@ -90,18 +100,21 @@ class GameStore:
         session = self.get(game_id)
         del self._live[game_id]
         self._forget_owner(session)
-        self._ended[game_id] = None
-        while len(self._ended) > self._ended_remembered:
-            self._ended.popitem(last=False)
+        _remember(self._ended, game_id, self._ended_remembered)
         return session
 
-    def discard(self, game_id: str) -> GameSession | None:
-        """Drop a game, live or ended, recording nothing. None when unknown."""
-        if game_id in self._ended:
-            del self._ended[game_id]
-            return None
-        session = self._live.pop(game_id, None)
-        if session is None:
-            raise GameNotFound(game_id)
+    def discard(self, game_id: str, expired: bool = False) -> GameSession:
+        """Drop a live game, recording nothing; an expired one is remembered as such. An
+        ended or expired game raises as `get` does: there is nothing left to drop."""
+        session = self.get(game_id)
+        del self._live[game_id]
         self._forget_owner(session)
+        if expired:
+            _remember(self._expired, game_id, self._ended_remembered)
         return session
+
+
+def _remember(ids: OrderedDict[str, None], game_id: str, limit: int) -> None:
+    ids[game_id] = None
+    while len(ids) > limit:
+        ids.popitem(last=False)

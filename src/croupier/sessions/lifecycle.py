@@ -12,8 +12,8 @@ from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.rollout import Rollout
-from croupier.policies.seats import BadPolicySpec, SeatPolicy
-from croupier.sessions.errors import Unprocessable, each
+from croupier.policies.seats import BadPolicySpec, SeatPolicy, SeatUnavailable
+from croupier.sessions.errors import Unavailable, Unprocessable, each
 from croupier.sessions.games import GameSession, GameStore
 from croupier.sessions.guards import Overloaded, QuotaExceeded
 from croupier.trajectories.recorder import SeatRecorder
@@ -71,17 +71,19 @@ class GameKeeper:
         plan: dict[str, SeatPolicy] = {}
         parse_seat_policy = self.rollout.parser(record)
         for i, seat in enumerate(self.adapter.seats):
-            spec = seats.get(seat) or mix[(i + shift) % len(mix)]
+            spec = seats[seat] if seat in seats else mix[(i + shift) % len(mix)]
             try:
                 policy = parse_seat_policy(
                     spec, latest=latest, pin=pin or self.config.pin, loaded=loaded
                 )
+            except SeatUnavailable as e:
+                raise Unavailable(str(e)) from None
             except BadPolicySpec as e:
                 raise Unprocessable(str(e)) from None
             if policy.kind == "rules" and not self.has_rules:
-                raise Unprocessable(f"{self.adapter.name!r} has no rules policy")
+                raise Unavailable(f"{self.adapter.name!r} has no rules policy")
             if policy.kind == "frozen" and policy.version not in loaded:
-                raise Unprocessable(f"version {policy.version} is not loaded; loaded: {loaded}")
+                raise Unavailable(f"version {policy.version} is not loaded; loaded: {loaded}")
             if not record and policy.record:
                 policy = SeatPolicy(policy.kind, policy.version, record=False)
             plan[seat] = policy
@@ -151,19 +153,20 @@ class GameKeeper:
         return {"game_id": game_id, "episodes": len(episodes)}, episodes
 
     def abort_game(self, game_id: str) -> None:
-        """The engine gave the game up (404 if unknown): nothing is recorded."""
+        """The engine gave the game up: nothing is recorded. Unknown (404), already ended
+        (409) or expired (410) games raise: there is nothing to abort."""
         self._end_early(game_id)
 
     def expire_idle_games(self, idle_s: float) -> int:
         """End games nobody has touched for `idle_s` seconds, as an abort does."""
         expired = self.games.idle_game_ids(idle_s)
         for game_id in expired:
-            self._end_early(game_id)
+            self._end_early(game_id, expired=True)
         self.expired_games += len(expired)
         return len(expired)
 
-    def _end_early(self, game_id: str) -> None:
+    def _end_early(self, game_id: str, expired: bool = False) -> None:
         """The one way a game ends without payoffs: forgotten with what it recorded, and by the
         rollout (before this was shared, expired games stayed in the rollout's memory)."""
-        self.games.discard(game_id)
+        self.games.discard(game_id, expired)
         self.rollout.on_abort(game_id)

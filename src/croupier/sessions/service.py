@@ -93,10 +93,19 @@ class DecisionService:
                     "latest": self.versions.latest,
                     "versions": self.versions.versions(),
                     "production": self.rollout.channels.production,
-                    "model": self.versions.spec.to_dict(),
+                    "model": self._model(),
                 },
             },
         }
+
+    def _model(self) -> dict[str, Any]:
+        """The learned policy's model; `algo` is null until a trainer (or the weights on
+        disk) said which algorithm trains it: the placeholder a server builds alone is not
+        any trainer's."""
+        model = self.versions.spec.to_dict()
+        if not self.versions.spec_known:
+            model["algo"] = None
+        return model
 
     def health(self) -> dict[str, Any]:
         keeper, decider = self.keeper, self.decider

@@ -306,6 +306,7 @@ class EpisodeSpool:
                 "dropped": self.dropped,
                 "corrupt": self.corrupt,
                 "too_big": self.too_big,
+                "put_seconds": self.put_seconds,  # spool writes' time, all together
                 "put_us_mean": 1e6 * self.put_seconds / max(self.put_total, 1),
                 "durable": self.path is not None,
             }

@@ -30,7 +30,13 @@ from croupier.policies.learned import ModelDecision
 from croupier.policies.rollout.channels import Channels
 from croupier.policies.rollout.league import LeaguePool
 from croupier.policies.rollout.outcomes import Mean, ShadowStats
-from croupier.policies.seats import BadPolicySpec, SeatPolicy, SeatSpec, parse_spec, resolve_plain
+from croupier.policies.seats import (
+    SeatPolicy,
+    SeatSpec,
+    SeatUnavailable,
+    parse_spec,
+    resolve_plain,
+)
 
 GAMES_TRACKED = 100_000  # games with rollout state; older ones (never ended) are forgotten
 CANARY_ARMS = {"canary:production": "production", "canary:rules": "rules"}
@@ -105,14 +111,14 @@ class Rollout:
 
         def parse(spec: str, *, latest: int, pin: str, loaded: list[int]) -> SeatPolicy:
             if record == "rules" and self.offline is None:
-                raise BadPolicySpec("this server records no rules episodes: use --offline-dir")
+                raise SeatUnavailable("this server records no rules episodes: use --offline-dir")
             parsed = parse_spec(spec)
             if not parsed.rollout:
                 return resolve_plain(parsed, latest=latest, pin=pin, loaded=loaded)
             production = self.channels.production
             if parsed.name == "production":
                 if production is None:
-                    raise BadPolicySpec("no production version yet: promote one first")
+                    raise SeatUnavailable("no production version yet: promote one first")
                 return SeatPolicy("frozen", production, channel="production")
             if parsed.name == "canary":
                 if not arm:
@@ -242,7 +248,7 @@ class Rollout:
             return None
         if spec.version is not None:
             if spec.version not in loaded:
-                raise BadPolicySpec(f"version {spec.version} is not loaded; loaded: {loaded}")
+                raise SeatUnavailable(f"version {spec.version} is not loaded; loaded: {loaded}")
             return spec.version
         production = self.channels.production
         return production if production is not None else latest

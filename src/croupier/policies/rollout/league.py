@@ -29,8 +29,8 @@ class LeaguePool:
         recent = loaded[-LEAGUE_RECENT:]
         ratings = self._read_ratings()
         rated = sorted(
-            (v for v in loaded if f"learned@{v}" in ratings),
-            key=lambda v: ratings[f"learned@{v}"],
+            (v for v in loaded if _rating(ratings, v) is not None),
+            key=lambda v: _rating(ratings, v),
             reverse=True,
         )[:LEAGUE_STRONGEST]
         pool = rated if rated and self._rng.random() < 0.5 else recent
@@ -53,3 +53,10 @@ class LeaguePool:
             log.warning("ignoring unreadable %s: %s", path, e)
             self._ratings_mtime = time.time()
         return self._ratings
+
+
+def _rating(ratings: dict[str, float], version: int) -> float | None:
+    """A version's ordinal: `frozen@N` (`learned@N` in ratings files written before the name
+    was unified)."""
+    found = ratings.get(f"frozen@{version}")
+    return found if found is not None else ratings.get(f"learned@{version}")

@@ -1,0 +1,280 @@
+"""The HTTP contract as third-party tools read it: the OpenAPI document with what FastAPI does
+not write by itself, derived from the routes so a route added later is documented the same way.
+
+- `operationId`s a generated client can use (`decide`, `createGame`: the endpoint's name);
+- `securitySchemes` (bearer keys) and each route's `security`, read from its key dependency
+  (engine, admin or read: the key kinds of `croupier.api.auth`, as roles), with its 401/403;
+- every status a route can answer: 401/403 (a key route), 413/415/422 (a JSON body: the size
+  limit, the content type, the schema), 422 for a malformed `game_id` in the path, and what the
+  route itself declares (404, 409, 410, 429, 503...), each with the one error body `Problem`;
+  429/503 with their `Retry-After` header;
+- the request bodies of routes that read their own body (`json_body`), as component schemas;
+- `links` from `POST /v1/games` to the routes that take its `game_id`, so a client (or
+  schemathesis's stateful phase) can chain create → decide → end / abort;
+- a `servers` block.
+`tests/test_contract.py` runs schemathesis (`--checks all`, stateful phase included) against a
+real server to hold the document to what the server does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute, iter_route_contexts
+from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import models_json_schema
+from starlette.types import Scope
+
+from croupier.api.auth import require_admin_key, require_engine_key, require_read_key
+from croupier.api.schemas import GAME_ID_MAX, GAME_ID_PATTERN, Problem
+from croupier.config import ServerConfig
+from croupier.games.base import GameAdapter
+from croupier.policies.seats import SEAT_SPEC_PATTERN
+
+SCHEME = "bearerKey"
+REF = "#/components/schemas/{model}"
+# The key kinds, as roles of the one bearer scheme (OpenAPI 3.1 allows roles on any scheme).
+KEY_ROLES: dict[Callable[..., Any], str] = {
+    require_engine_key: "engine",
+    require_admin_key: "admin",
+    require_read_key: "read",
+}
+ROLE_TEXT = {
+    "engine": "an engine key (`--api-keys`) or an admin key",
+    "admin": "an admin key (`--admin-keys`)",
+    "read": "a read key (`--read-keys`), an engine key or an admin key",
+}
+BODY_ERRORS = {
+    413: "The body is over the server's limit (`--max-body-bytes`); the body is read (up to a "
+    "bound) before this answer, so every client can read it",
+    415: "The body is not JSON (`Content-Type` other than `application/json` or `+json`)",
+    422: "The body does not fit the schema (`invalid-request`: one `detail` entry per field), "
+    "or makes no sense for this game (`unprocessable`)",
+}
+RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying (also `retry_after` in the body).",
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
+# Bodies read by the route itself (`json_body`): model (or adapter) per component name.
+_BODIES: dict[str, type[BaseModel] | TypeAdapter[Any]] = {}
+
+
+def operation_id(route: APIRoute) -> str:
+    """`create_game` → `createGame`: a generated client's method name."""
+    head, *rest = route.name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def json_body(model: type[BaseModel] | TypeAdapter[Any], name: str | None = None) -> dict:
+    """`openapi_extra` documenting `model` as the JSON request body of a route that reads the
+    raw body itself (FastAPI only documents bodies it parses); its schema becomes a component."""
+    name = name or getattr(model, "__name__", None)
+    assert name, "name a TypeAdapter's body"
+    _BODIES[name] = model
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": REF.format(model=name)}}},
+        }
+    }
+
+
+def allowed_methods(app: FastAPI, scope: Scope) -> str:
+    """The `Allow` header of a 405: every method of every route whose path matches (Starlette
+    lists only the first matching route's, e.g. POST alone for `/v1/arena/results`)."""
+    methods: set[str] = set()
+    path = scope["path"]
+    for route in iter_route_contexts(app.router.routes):
+        regex = getattr(route, "path_regex", None)
+        if regex is not None and regex.match(path):
+            methods |= set(route.methods or ())
+    return ", ".join(sorted(methods))
+
+
+def install_contract(app: FastAPI, config: ServerConfig) -> None:
+    """Replace `app.openapi` by the contract's document (built once, like FastAPI's)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = build_openapi(app, config)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def build_openapi(app: FastAPI, config: ServerConfig) -> dict[str, Any]:
+    doc = get_openapi(
+        title=app.title,
+        version=app.version,
+        openapi_version=app.openapi_version,
+        summary=app.summary,
+        description=DESCRIPTION,
+        routes=app.routes,
+        separate_input_output_schemas=app.separate_input_output_schemas,
+    )
+    doc["servers"] = [
+        {"url": "http://127.0.0.1:8000", "description": "`croupier serve`'s default address"}
+    ]
+    components = doc.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    _add_bodies(schemas)
+    _this_game(schemas, app.state.components.adapter)
+    schemas.update(_component(Problem, schemas))
+    for unused in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422, replaced
+        schemas.pop(unused, None)
+    components["securitySchemes"] = {
+        SCHEME: {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "`Authorization: Bearer <key>`. A server started without keys is "
+            "open; with keys, each route says which kind of key it takes (its role: "
+            + "; ".join(f"`{r}`: {t}" for r, t in ROLE_TEXT.items())
+            + "). No key: 401; a key of the wrong kind: 403.",
+        }
+    }
+    for route in iter_route_contexts(app.routes):  # FastAPI's routes, included routers' too
+        if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
+            continue
+        for method in route.methods or ():
+            op = doc["paths"].get(route.path_format, {}).get(method.lower())
+            if op is not None:
+                _complete(op, route)
+    _link_created_games(doc)
+    return doc
+
+
+DESCRIPTION = (
+    "Every error answer (and every failed batch item's `error`) is a `Problem`. A game id is "
+    "letters, digits and `. _ ~ : -`, up to 128 characters, and not `.` or `..`. Unknown "
+    "game: 404 (`unknown-game`); ended: 409 (`game-ended`); aborted by the server for being "
+    "idle: 410 (`game-expired`). Overloaded: 503 with `Retry-After`."
+)
+
+
+def _add_bodies(schemas: dict[str, Any]) -> None:
+    """The self-read bodies' schemas (validation mode) as components, with their nested
+    models; a name FastAPI already wrote must describe the same schema."""
+    models = [(m, "validation") for m in _BODIES.values() if isinstance(m, type)]
+    _, top = models_json_schema(models, ref_template=REF)  # type: ignore[arg-type]
+    found: dict[str, Any] = dict(top.get("$defs", {}))
+    for name, body in _BODIES.items():
+        if isinstance(body, TypeAdapter):
+            schema = body.json_schema(ref_template=REF)
+            found.update(schema.pop("$defs", {}))
+            found[name] = schema
+    # A model FastAPI wrote for an answer (serialization mode, fields with defaults required)
+    # differs from the request's: the request's becomes `<Name>Input`, as FastAPI names them.
+    clashes = [n for n, schema in found.items() if n in schemas and schemas[n] != schema]
+    text = json.dumps(found)
+    for name in clashes:
+        text = text.replace(f'"{REF.format(model=name)}"', f'"{REF.format(model=name + "Input")}"')
+    for name, schema in json.loads(text).items():
+        schemas[name + "Input" if name in clashes else name] = schema
+
+
+def _this_game(schemas: dict[str, Any], adapter: GameAdapter) -> None:
+    """What this server's game makes exact: the game's name, its seats (as `seat`, as the keys
+    of `seats`, and as the payoffs `end` needs, every one of them), the seat-spec grammar. A
+    schema that says less would call requests valid that the server must refuse."""
+    seats = list(adapter.seats)
+    seat = {"type": "string", "enum": seats, "description": "A seat of this game."}
+    create = schemas["CreateGame"]["properties"]
+    create["game"] = {
+        "type": "string",
+        "enum": [adapter.name],
+        "description": "The game this server plays (the only value it takes).",
+    }
+    create["seats"]["anyOf"][0].update(
+        propertyNames={"enum": seats},
+        additionalProperties={"type": "string", "pattern": SEAT_SPEC_PATTERN},
+    )
+    for name in ("DecideRequest", "BatchItem"):
+        schemas[name]["properties"]["seat"] = seat
+    for name in ("EndRequest", "EndBatchItem"):
+        payoffs = schemas[name]["properties"]["payoffs"]
+        payoffs.update(
+            properties={s: {"type": "number"} for s in seats},
+            required=seats,
+            additionalProperties=False,
+        )
+
+
+def _component(model: type[BaseModel], schemas: dict[str, Any]) -> dict[str, Any]:
+    _, top = models_json_schema([(model, "serialization")], ref_template=REF)
+    return {k: v for k, v in top.get("$defs", {}).items() if k not in schemas}
+
+
+def _dependencies(dependant: Dependant) -> Iterator[Callable[..., Any]]:
+    for dep in dependant.dependencies:
+        if dep.call is not None:
+            yield dep.call
+        yield from _dependencies(dep)
+
+
+def _problem(description: str, retry: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": REF.format(model="Problem")}}},
+    }
+    if retry:
+        out["headers"] = RETRY_AFTER
+    return out
+
+
+def _complete(op: dict[str, Any], route: Any) -> None:
+    responses: dict[str, Any] = op.setdefault("responses", {})
+    roles = sorted({KEY_ROLES[c] for c in _dependencies(route.dependant) if c in KEY_ROLES})
+    if roles:
+        op["security"] = [{SCHEME: [role]} for role in roles]
+        needs = " or ".join(ROLE_TEXT[r] for r in roles)
+        responses.setdefault("401", _problem(f"No bearer key (the route takes {needs})"))
+        responses.setdefault("403", _problem(f"A key that may not use this route ({needs})"))
+    else:
+        op["security"] = []  # open, keys or not
+    if "requestBody" in op:
+        for status, text in BODY_ERRORS.items():
+            responses.setdefault(str(status), _problem(text))
+    for param in op.get("parameters", ()):
+        if param.get("in") == "path" and param.get("name") == "game_id":
+            param["schema"] = {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": GAME_ID_MAX,
+                "pattern": GAME_ID_PATTERN,
+                "title": "Game Id",
+            }
+            responses.setdefault(
+                "422", _problem("A malformed `game_id` (`invalid-game-id`), or a bad request")
+            )
+    for status, response in responses.items():
+        if status.isdigit() and int(status) >= 400:
+            # One error body everywhere: FastAPI's default 422 model is replaced.
+            response["content"] = _problem("")["content"]
+            if int(status) in (429, 503):
+                response["headers"] = RETRY_AFTER
+
+
+def _link_created_games(doc: dict[str, Any]) -> None:
+    """`POST /v1/games` → the routes whose `game_id` is the created game's."""
+    created = doc["paths"]["/v1/games"]["post"]["responses"]["201"]
+    game_id = "$response.body#/game_id"
+    links = {}
+    for path, ops in doc["paths"].items():
+        if "{game_id}" not in path:
+            continue
+        for op in ops.values():
+            name = op["operationId"]
+            links[name] = {
+                "operationId": name,
+                "parameters": {"game_id": game_id},
+                "description": f"`{name}` on the game just created",
+            }
+    created["links"] = dict(sorted(links.items()))
+

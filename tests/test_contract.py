@@ -1,0 +1,327 @@
+"""The HTTP contract as third-party tools check it, against a real server on loopback (uvicorn
+in a thread of this process: one app for the module):
+
+- schemathesis `run --checks all` (every phase, the stateful one chaining create → decide /
+  end / abort through the document's links) finds nothing;
+- a 413 is readable by clients that send the whole body first (a raw socket sending slowly;
+  Node's `fetch` when node is installed);
+- the document's own promises: typed batch items and discriminated results, security, error
+  statuses, operation ids, servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from croupier.api.app import create_app
+from croupier.config import ServerConfig
+
+ADMIN = "adm"
+MAX_BODY = 64 * 1024
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ThreadServer:
+    """`create_app(config)` served by uvicorn on a loopback socket, from a thread."""
+
+    def __init__(self, config: ServerConfig):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(create_app(config), log_level="warning", lifespan="on")
+        )
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+
+    def __enter__(self) -> ThreadServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "server did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ThreadServer]:
+    with tempfile.TemporaryDirectory(prefix="croupier-contract-") as tmp:
+        config = ServerConfig(
+            game="leduc-holdem",
+            admin_keys=[ADMIN],
+            api_keys=["eng"],
+            read_keys=["rd"],
+            max_body_bytes=MAX_BODY,
+            data_dir=Path(tmp) / "data",
+            arena_results=Path(tmp) / "arena.jsonl",
+            seed=1,
+        )
+        with ThreadServer(config) as s:
+            yield s
+
+
+# --- schemathesis ---------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_schemathesis_finds_nothing_with_every_check(server: ThreadServer, tmp_path: Path):
+    """`schemathesis run <server>/openapi.json --checks all` with an admin key: 0 failures,
+    the stateful phase included and reaching decide and end through the links."""
+    pytest.importorskip("schemathesis", reason="pip install -e '.[dev]' (schemathesis)")
+    report = tmp_path / "report"
+    cmd = [
+        sys.executable, "-m", "schemathesis.cli", "run", f"{server.url}/openapi.json",
+        "--checks", "all",
+        "-H", f"Authorization: Bearer {ADMIN}",
+        "--max-examples", "12",
+        "--seed", "7",
+        "--workers", "1",
+        "--report", "har", "--report-dir", str(report),
+        "--no-color",
+    ]  # fmt: skip
+    t0 = time.monotonic()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    took = time.monotonic() - t0
+    text = out.stdout + out.stderr
+    print(f"\nschemathesis ({took:.1f} s):\n{text[-3000:]}")
+    assert out.returncode == 0, text[-6000:]
+    assert "No issues found" in text or "0 failures" in text.lower() or "passed" in text, text
+    reached = _stateful_calls(report)
+    for needed in ("/decide", "/end"):
+        assert any(needed in url for url in reached), (needed, sorted(reached)[:20])
+
+
+def _stateful_calls(report: Path) -> set[str]:
+    """The URLs of every request schemathesis sent (from its HAR report)."""
+    urls: set[str] = set()
+    for har in report.rglob("*.har"):
+        for entry in json.loads(har.read_text())["log"]["entries"]:
+            urls.add(entry["request"]["url"])
+    return urls
+
+
+# --- 413 readable by every client -----------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_a_large_body_sent_slowly_gets_a_whole_413(server: ThreadServer):
+    """The client sends its whole (over-limit) body, slowly, then reads: the 413 is there,
+    whole, not a reset connection (the server used to answer and close before reading)."""
+    size, chunk = 2 * 1024 * 1024, 64 * 1024
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        head = (
+            f"POST /v1/games HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ADMIN}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n"
+        )
+        sock.sendall(head.encode())
+        sent = 0
+        while sent < size:
+            sock.sendall(b" " * chunk)
+            sent += chunk
+            time.sleep(0.005)
+        answer = b""
+        while data := sock.recv(65536):
+            answer += data
+    status, _, rest = answer.partition(b"\r\n")
+    assert status.startswith(b"HTTP/1.1 413"), answer[:300]
+    headers, _, body = rest.partition(b"\r\n\r\n")
+    problem = json.loads(body)
+    assert problem["status"] == 413 and problem["title"] == "Content Too Large", problem
+
+
+NODE_FETCH = r"""
+const url = process.argv[2], key = process.argv[3];
+(async () => {
+  const out = [];
+  for (let i = 0; i < 10; i++) {
+    const size = (4 + (i % 4) * 4) * 1024 * 1024;  // 4, 8, 12, 16 MiB
+    try {
+      const r = await fetch(url + "/v1/games", {
+        method: "POST", body: "x".repeat(size),
+        headers: {"content-type": "application/json", "authorization": "Bearer " + key},
+      });
+      const body = await r.json();
+      out.push({status: r.status, problem: body.status});
+    } catch (e) {
+      out.push({error: String(e.cause || e)});
+    }
+  }
+  console.log(JSON.stringify(out));
+})();
+"""
+
+
+@pytest.mark.integration
+def test_node_fetch_reads_every_413(server: ThreadServer, tmp_path: Path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the raw-socket test above covers the 413")
+    script = tmp_path / "fetch.js"
+    script.write_text(NODE_FETCH)
+    out = subprocess.run(
+        [node, str(script), server.url, ADMIN], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    results = json.loads(out.stdout)
+    assert results == [{"status": 413, "problem": 413}] * 10, results
+
+
+# --- the document -----------------------------------------------------------------------------
+
+
+def _doc() -> dict:
+    return create_app(ServerConfig()).openapi()
+
+
+def test_batch_items_and_results_are_typed_and_discriminated():
+    doc = _doc()
+    schemas = doc["components"]["schemas"]
+    items = schemas["DecideBatchRequest"]["properties"]["items"]["items"]
+    assert items == {"$ref": "#/components/schemas/BatchItem"}
+    assert "turn" in schemas["BatchItem"]["properties"]
+    assert schemas["CreateGamesRequest"]["properties"]["games"]["items"]["$ref"].endswith(
+        "/CreateGame"
+    )
+    assert schemas["EndBatchRequest"]["properties"]["items"]["items"]["$ref"].endswith(
+        "/EndBatchItem"
+    )
+    for response in ("DecideBatchResponse", "CreateGamesResponse", "EndBatchResponse"):
+        results = schemas[response]["properties"]["results"]["items"]
+        assert results["discriminator"]["propertyName"] == "outcome", response
+        assert set(results["discriminator"]["mapping"]) == {"ok", "error"}, response
+    action = schemas["DecideResponse"]["properties"]["action"]
+    assert {t.get("type") for t in action["anyOf"]} == {"string", "integer"}
+
+
+def test_every_route_documents_its_errors_security_and_a_readable_id():
+    doc = _doc()
+    assert doc["servers"] and doc["components"]["securitySchemes"]["bearerKey"]["scheme"] == (
+        "bearer"
+    )
+    ids = set()
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            where = f"{method.upper()} {path}"
+            ids.add(op["operationId"])
+            assert "_" not in op["operationId"] and "V1" not in op["operationId"], where
+            codes = set(op["responses"])
+            if op["security"]:
+                assert {"401", "403"} <= codes, where
+            if "requestBody" in op:
+                assert {"413", "415", "422"} <= codes, where
+            for code, response in op["responses"].items():
+                if int(code) >= 400:
+                    ref = response["content"]["application/json"]["schema"]["$ref"]
+                    assert ref.endswith("/Problem"), where
+                if code in ("429", "503"):
+                    assert "Retry-After" in response["headers"], where
+    assert {"decide", "createGame", "createGames", "decideBatch", "endGame", "endGames"} <= ids
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    links = doc["paths"]["/v1/games"]["post"]["responses"]["201"]["links"]
+    assert {"decide", "endGame", "abortGame"} <= set(links)
+
+
+# --- what validation failures and item errors really answer ----------------------------------
+
+
+def test_errors_answer_the_declared_problem_everywhere(inprocess):
+    from croupier.api.schemas import Problem
+
+    async def run(c, service) -> None:
+        def problem(r: httpx.Response, status: int, kind: str | None = None) -> dict:
+            assert r.status_code == status, r.text
+            body = Problem.model_validate(r.json()).model_dump()
+            assert set(r.json()) == set(body), r.json()
+            if kind:
+                assert body["type"] == f"urn:croupier:problem:{kind}", body
+            return body
+
+        bad = await c.post("/v1/games", json={"game": "leduc-holdem", "seats": 3})
+        assert problem(bad, 422, "invalid-request")["detail"][0]["loc"] == ["body", "seats"]
+        for gid in (".", ".."):
+            r = await c.post("/v1/games", json={"game": "leduc-holdem", "game_id": gid})
+            problem(r, 422, "invalid-request")
+        made = (await c.post("/v1/games", json={"game": "leduc-holdem", "game_id": "..."}))
+        assert made.status_code == 201  # three dots reach the server in a URL
+        problem(await c.post("/v1/games/nope/end", json={"payoffs": {}}), 404, "unknown-game")
+        r = await c.post("/v1/games", content=b"{}", headers={"content-type": "text/plain"})
+        problem(r, 415)
+        r = await c.post("/v1/policies/promote", content=b"\xff", headers={"content-type": "application/json"})  # noqa: E501
+        problem(r, 422, "invalid-request")
+        r = await c.post("/v1/arena/results", json=[{"version": 1, "payoff": 0.5, "time": False}])
+        problem(r, 422, "invalid-request")
+        r = await c.post("/v1/arena/results", content=b"[]", headers={"content-type": "text/plain"})
+        problem(r, 415)
+        r = await c.request("OPTIONS", "/v1/arena/results")
+        assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, POST", r.headers
+        problem(r, 405)
+        # A batch item the schema refuses fails the request; one the game refuses, itself.
+        r = await c.post("/v1/end:batch", json={"items": [{"game_id": ".", "payoffs": {}}]})
+        problem(r, 422, "invalid-request")
+        r = await c.post("/v1/end:batch", json={"items": [{"game_id": "gone", "payoffs": {}}]})
+        [item] = r.json()["results"]
+        assert item["outcome"] == "error"
+        assert Problem.model_validate(item["error"]).type == "urn:croupier:problem:unknown-game"
+
+    inprocess(run)
+
+
+def test_expired_ended_and_full(inprocess):
+    """An expired game is told apart from an unknown one (410); an ended game cannot be
+    deleted (409); at the games limit a batch item answers 503 with its retry hint, a single
+    create 503 with Retry-After."""
+
+    async def run(c, service) -> None:
+        game = {"game": "leduc-holdem"}
+        first = (await c.post("/v1/games", json={**game, "game_id": "idle"})).json()
+        assert first["game_id"] == "idle"
+        for _ in range(200):  # expiry runs every 0.1 s here
+            if service.keeper.expired_games:
+                break
+            await asyncio.sleep(0.05)
+        r = await c.post("/v1/games/idle/end", json={"payoffs": {"0": 1, "1": -1}})
+        assert r.status_code == 410 and r.json()["type"].endswith(":game-expired"), r.text
+        assert (await c.delete("/v1/games/idle")).status_code == 410
+        assert (await c.delete("/v1/games/never")).status_code == 404
+        await c.post("/v1/games", json={**game, "game_id": "done"})
+        await c.post("/v1/games/done/end", json={"payoffs": {"0": 1, "1": -1}})
+        r = await c.delete("/v1/games/done")
+        assert r.status_code == 409 and r.json()["type"].endswith(":game-ended"), r.text
+        made = await c.post("/v1/games:batch", json={"games": [game, game, game]})
+        outcomes = [x["outcome"] for x in made.json()["results"]]
+        assert outcomes == ["ok", "ok", "error"], made.text
+        error = made.json()["results"][2]["error"]
+        assert error["status"] == 503 and error["retry_after"] == 1, error
+        r = await c.post("/v1/games", json=game)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.headers
+
+    inprocess(run, max_games=2, idle_game_timeout_s=1.0)
+
+
+def test_policies_do_not_name_an_algorithm_before_a_trainer_does(inprocess):
+    async def run(c, service) -> dict:
+        return (await c.get("/v1/policies")).json()
+
+    assert inprocess(run)["policies"]["learned"]["model"]["algo"] is None
