@@ -80,7 +80,8 @@ class ArenaResults:
         if mtime == self._file_mtime:
             return
         results = []
-        for i, line in enumerate(self.path.read_text().splitlines()):
+        # "\n" only: str.splitlines also splits at U+2028, U+0085 ..., which JSON leaves as is
+        for i, line in enumerate(self.path.read_text().split("\n")):
             if not line.strip():
                 continue
             try:
