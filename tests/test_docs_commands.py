@@ -43,7 +43,7 @@ def test_rollout_md_channel_curls_work_as_written(tmp_path):
     keys = ("--admin-keys", "ADMINKEY", "--api-keys", "KEY")
     with running_server_logged("--weights-dir", str(weights), *keys) as server:
         host = server.url.removeprefix("http://")
-        # The doc's promote without its Content-Type header: curl sends a form body → 422.
+        # The doc's promote without its Content-Type header: curl sends a form body → 415.
         formless = promote.replace("-H 'Content-Type: application/json' ", "")
         assert formless != promote
         assert _curl(formless, host)[0] == 422

@@ -138,7 +138,12 @@ def _more_requests(state: dict[str, Any]) -> list[tuple[str, str, Any, dict[str,
             AS_JSON,
         ),
         ("POST", "/v1/games:batch", body({"games": [{"game": GAME, "game_id": "k2"}]}), AS_JSON),
-        ("POST", "/v1/end:batch", body({"items": [{"game_id": "k2", "payoffs": {}}]}), AS_JSON),
+        (
+            "POST",
+            "/v1/end:batch",
+            body({"items": [{"game_id": "k2", "payoffs": {"0": 1, "1": -1}}]}),
+            AS_JSON,
+        ),
         ("POST", "/v1/games:batch", body({"games": "x"}), AS_JSON),
         ("POST", "/v1/end:batch", body({"items": 5}), AS_JSON),
         ("POST", "/v1/end:batch", b"{}", {}),  # no key

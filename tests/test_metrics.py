@@ -170,6 +170,7 @@ def test_every_snapshot_number_is_exported_or_excluded(inprocess, tmp_path) -> N
     snapshot, text = inprocess(run, trainer=trainer, data_dir=tmp_path / "data")
     paths = set(numeric_paths(snapshot))
     exported = {m.path for m in EXPORTED if m.label is None}
+    exported |= {m.sum_path for m in EXPORTED if m.sum_path is not None}  # summaries' sums
     assert paths - exported - NOT_EXPORTED == set(), "a number neither exported nor excluded"
     assert exported - paths == set(), "an exported path is missing from health()"
     assert all(isinstance(snapshot[m.path[0]], dict) for m in EXPORTED if m.label)

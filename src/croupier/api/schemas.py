@@ -312,6 +312,8 @@ def well_formed_batch(raw: bytes) -> list[DecideArgs] | None:
             reward = float(reward)
         elif reward is not None and type(reward) is not float:
             return None
+        if type(turn) is float and turn.is_integer():  # JSON Schema's integer: 3.0 is 3
+            turn = int(turn)
         if turn is not None and (type(turn) is not int or not 0 <= turn <= TURN_MAX):
             return None
         out.append((game_id, seat, state, reward, turn))
