@@ -46,7 +46,7 @@ def test_rollout_md_channel_curls_work_as_written(tmp_path):
         # The doc's promote without its Content-Type header: curl sends a form body → 415.
         formless = promote.replace("-H 'Content-Type: application/json' ", "")
         assert formless != promote
-        assert _curl(formless, host)[0] == 422
+        assert _curl(formless, host)[0] == 415
         seven = promote.replace('"version": 12', '"version": 7')  # so there is a rollback
         assert _curl(seven, host)[0] == 200
         status, event = _curl(promote, host)
