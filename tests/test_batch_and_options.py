@@ -48,7 +48,10 @@ def test_decide_batch_answers_in_order_with_item_level_errors(inprocess, leduc_s
         # request, located by item.
         for bad, where in (
             ({"game_id": games[1], "seat": "0"}, ["body", "items", "5", "state"]),
-            ({"game_id": games[2], "seat": "7", "state": states[2]}, ["body", "items", "5", "seat"]),
+            (
+                {"game_id": games[2], "seat": "7", "state": states[2]},
+                ["body", "items", "5", "seat"],
+            ),
         ):
             malformed = await client.post("/v1/decide:batch", json={"items": [*items, bad]})
             assert malformed.status_code == 422, malformed.text

@@ -279,12 +279,14 @@ def test_errors_answer_the_declared_problem_everywhere(inprocess):
         for gid in (".", ".."):
             r = await c.post("/v1/games", json={"game": "leduc-holdem", "game_id": gid})
             problem(r, 422, "invalid-request")
-        made = (await c.post("/v1/games", json={"game": "leduc-holdem", "game_id": "..."}))
+        made = await c.post("/v1/games", json={"game": "leduc-holdem", "game_id": "..."})
         assert made.status_code == 201  # three dots reach the server in a URL
         problem(await c.post("/v1/games/nope/end", json={"payoffs": {}}), 404, "unknown-game")
         r = await c.post("/v1/games", content=b"{}", headers={"content-type": "text/plain"})
         problem(r, 415)
-        r = await c.post("/v1/policies/promote", content=b"\xff", headers={"content-type": "application/json"})  # noqa: E501
+        r = await c.post(
+            "/v1/policies/promote", content=b"\xff", headers={"content-type": "application/json"}
+        )
         problem(r, 422, "invalid-request")
         r = await c.post("/v1/arena/results", json=[{"version": 1, "payoff": 0.5, "time": False}])
         problem(r, 422, "invalid-request")

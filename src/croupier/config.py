@@ -55,7 +55,9 @@ _MB = 1024 * 1024
 
 @dataclass
 class ServerConfig:
-    game: str = setting("leduc-holdem", "leduc-holdem, uno, vector or pkg.module:Adapter")
+    game: str = setting(
+        "leduc-holdem", "leduc-holdem, uno, vector, or your adapter as pkg.module:Adapter"
+    )
     obs_size: int | None = setting(None, "vector game: observation size")
     num_actions: int | None = setting(None, "vector game: action count")
     num_players: int = setting(2, "Players per game")
@@ -233,7 +235,9 @@ class TrainSettings:
     trainer's `TrainOptions` and `Hyper` from them; `None` hyperparameters keep the algorithm's
     defaults, `Hyper.defaults(algo)`)."""
 
-    game: str = setting("leduc-holdem", "leduc-holdem, uno, vector or pkg.module:Adapter")
+    game: str = setting(
+        "leduc-holdem", "leduc-holdem, uno, vector, or your adapter as pkg.module:Adapter"
+    )
     algo: str = setting("appo", "appo (V-trace, default) or ppo")
     listen: str = setting("127.0.0.1:5555", "host:port policy servers connect to")
     checkpoint_dir: Path = setting(Path("runs/trainer"), "Checkpoints; resumes if present")

@@ -277,4 +277,3 @@ def _link_created_games(doc: dict[str, Any]) -> None:
                 "description": f"`{name}` on the game just created",
             }
     created["links"] = dict(sorted(links.items()))
-

@@ -83,9 +83,7 @@ async def promote(request: Request) -> dict[str, Any]:
     "/v1/policies/rollback",
     dependencies=[Depends(require_admin_key)],
     responses=CHANNEL_CONFLICT,
-    openapi_extra={
-        "requestBody": {**json_body(RollbackRequest)["requestBody"], "required": False}
-    },
+    openapi_extra={"requestBody": {**json_body(RollbackRequest)["requestBody"], "required": False}},
 )
 async def rollback(request: Request) -> dict[str, Any]:
     """Point `production` back at the version it had before the last promotion (the body,

@@ -234,9 +234,7 @@ async def end_games(request: Request) -> Response:
 
 @hot_router.post(
     "/v1/games/{game_id}/end",
-    responses=answers(
-        GameEndedResponse, errors={k: v for k, v in GAME_ERRORS.items() if k != 503}
-    ),
+    responses=answers(GameEndedResponse, errors={k: v for k, v in GAME_ERRORS.items() if k != 503}),
     openapi_extra=json_body(EndRequest),
 )
 async def end_game(request: Request, game_id: str) -> Response:

@@ -62,9 +62,7 @@ ARENA_RESULTS = TypeAdapter(list[ArenaResult])
     status_code=201,
     dependencies=[Depends(require_admin_key)],
     openapi_extra=json_body(ARENA_RESULTS, "ArenaResults"),
-    responses={
-        503: {"model": Problem, "description": "The results file cannot be written"}
-    },
+    responses={503: {"model": Problem, "description": "The results file cannot be written"}},
 )
 async def post_arena_results(request: Request) -> dict[str, int]:
     """Record arena results (payoff of a version against an opponent) for the learning curve."""
