@@ -292,6 +292,7 @@ class Decider:
         fresh = recorder.cut(step.obs, step.mask)
         step.session.recorders[step.seat] = fresh
         if recorder.truncated is not None:
+            recorder.truncated["hands"] = 0  # a piece of a hand: the hand counts at its end
             self.outbox.put_many([recorder.truncated])
             self.episodes_cut += 1
         return fresh

@@ -41,6 +41,11 @@ class GameKeeper:
         self.refused_overload = 0  # games refused: the server's limit of games in flight
         self.refused_quota = 0
         self.expired_games = 0
+        # Hands in which a learned seat never acted (no episode), and their payoffs, carried
+        # by the next episode recorded (`hands`, `silent_payoff`): the trainer's payoff per
+        # hand counts them. Event loop only, like every caller here.
+        self._silent_hands = 0
+        self._silent_payoff = 0.0
 
     def create_game(
         self,
@@ -148,8 +153,14 @@ class GameKeeper:
         terminal = self.adapter.terminal_observation()
         for seat, recorder in session.recorders.items():
             episode = recorder.close(float(payoffs[seat]), terminal)
-            if episode is not None:
-                episodes.append(episode)
+            if episode is None:
+                self._silent_hands += 1
+                self._silent_payoff += float(payoffs[seat])
+                continue
+            episode["hands"] = 1 + self._silent_hands
+            episode["silent_payoff"] = self._silent_payoff
+            self._silent_hands, self._silent_payoff = 0, 0.0
+            episodes.append(episode)
         return {"game_id": game_id, "episodes": len(episodes)}, episodes
 
     def abort_game(self, game_id: str) -> None:

@@ -53,7 +53,7 @@ from croupier.trainer.episodes import EpisodeRejected, validate_episode
 from croupier.trainer.inbox import EpisodeInbox
 from croupier.trainer.ingest_log import IngestLog
 from croupier.trainer.published import note_published, published_version
-from croupier.trajectories.record import record_id
+from croupier.trajectories.record import hand_payoff, record_id
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,8 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             keep=_RECENT_IDS,
         )
         self.counters = LinkCounters()
+        self.hands_received = 0
+        self.hand_payoff_received = 0.0
         self.inbox = EpisodeInbox(
             self.counters,
             sample_max_steps=self.options.sample_max_steps,
@@ -312,6 +314,10 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             "waiting_steps": self.inbox.steps,
             "idle_s": round(self.idle_s(), 1),
             "lag_histogram": dict(sorted(self.lag_histogram.items())),
+            # The learned seats' hands (those it never acted in too) and their payoffs: the
+            # payoff per hand, where RLlib's episode return counts only hands it acted in.
+            "hands_received": self.hands_received,
+            "hand_payoff_received": self.hand_payoff_received,
         }
 
     def link_config(self) -> protocol.LinkConfig:
@@ -350,9 +356,11 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         num_actions = int(self.config.action_space.n)
         # Validation (the costly part) first, outside any lock.
         checked: list[tuple[SingleAgentEpisode | None, str | None]] = []
+        hands: dict[str, tuple[int, float]] = {}  # by episode id: the payoff per hand's parts
         for record in records:
             try:
                 checked.append((validate_episode(record, obs_size, num_actions), None))
+                hands[record["id"]] = hand_payoff(record)
             except Exception as e:  # EpisodeRejected, or RLlib choking on odd input: never crash
                 self.counters.add("episodes_rejected")
                 if not isinstance(e, EpisodeRejected):
@@ -393,6 +401,11 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             self.ingest_log.record(taken)
         self.counters.add("episodes_duplicate", duplicates)
         self.counters.add("episodes_dropped_lag", dropped_lag)
+        with self._ingest_lock:
+            for episode, _ in accepted:
+                n, payoff = hands.get(episode.id_, (1, 0.0))
+                self.hands_received += n
+                self.hand_payoff_received += payoff
         self.counters.add("episodes_received", len(accepted))
         self.counters.add("steps_received", sum(len(e) for e, _ in accepted))
         self.inbox.put(accepted)

@@ -70,6 +70,10 @@ class TrainerCollector(Collector):
                 progress.get("learner_steps_per_s"),
             ),
             "episode_return_mean": ("RLlib's episode return", progress.get("episode_return_mean")),
+            "payoff_per_hand": (
+                "Learned seats' payoff per hand, hands they never acted in included",
+                progress.get("payoff_per_hand"),
+            ),
             "waiting_env_steps": ("Env steps queued for the learner", stats.get("waiting_steps")),
             "seconds_since_episode": ("Seconds since an episode arrived", stats.get("idle_s")),
             "trained_share": (

@@ -421,7 +421,9 @@ class Trainer:
             watcher.start()
         min_steps = opts.hyper.train_batch_size if opts.hyper else 1
         last: dict[str, Any] = {}
-        t_last, steps_last = time.monotonic(), self.link_stats()["steps_sampled"]
+        first = self.link_stats()
+        t_last, steps_last = time.monotonic(), first["steps_sampled"]
+        hands_last = (first.get("hands_received", 0), first.get("hand_payoff_received", 0.0))
         lag_before: dict[int, int] = {}
         trained_last: float | None = None  # learner env steps trained, lifetime
         while not self.stop_requested.is_set():
@@ -455,6 +457,9 @@ class Trainer:
                 "env_steps": steps,
                 "env_steps_per_s": (steps - steps_last) / max(now - t_last, 1e-9),
                 "episode_return_mean": result.get("env_runners", {}).get("episode_return_mean"),
+                # Every hand a learned seat sat in, acted or not (RLlib's return counts only
+                # the hands it acted in): over the episodes received since the last iteration.
+                "payoff_per_hand": _per_hand(stats, hands_last),
                 "env_steps_trained": trained,
                 # Samples trained per second of algo.train() (from the second iteration on).
                 "learner_steps_per_s": None
@@ -466,6 +471,7 @@ class Trainer:
                 **{k: v for k, v in stats.items() if k not in ("lag_histogram",)},
             }
             t_last, steps_last, lag_before, trained_last = now, steps, lag_now, trained
+            hands_last = (stats.get("hands_received", 0), stats.get("hand_payoff_received", 0.0))
             self.last_progress, self.last_lag_histogram = last, lag_now
             with self.progress_path.open("a") as f:
                 f.write(json.dumps(last, default=float) + "\n")
@@ -533,13 +539,20 @@ class Trainer:
             ray.shutdown()
 
 
+def _per_hand(stats: dict[str, Any], last: tuple[int, float]) -> float | None:
+    hands = stats.get("hands_received", 0) - last[0]
+    return (stats.get("hand_payoff_received", 0.0) - last[1]) / hands if hands > 0 else None
+
+
 def format_progress(p: dict[str, Any]) -> str:
-    ret = p.get("episode_return_mean")
+    ret, per_hand = p.get("episode_return_mean"), p.get("payoff_per_hand")
     return (
         f"iter {p['iteration']:4d}  version {p['version']:5d}  "
         f"{p['env_steps_per_s']:7.0f} steps/s  steps {p['env_steps']:9d}  "
         f"lag p50/p90 {p['lag']['p50']:.0f}/{p['lag']['p90']:.0f}  "
-        f"return {ret if ret is None else round(ret, 3)}  servers {p['connected_servers']}"
+        f"return {ret if ret is None else round(ret, 3)}  "
+        f"per hand {per_hand if per_hand is None else round(per_hand, 3)}  "
+        f"servers {p['connected_servers']}"
     )
 
 

@@ -22,6 +22,9 @@ Layout, version 1 (`n` steps, one more observation than actions):
     extra      {name: array with n (or n+1) rows}: optional per-step arrays a later policy
                needs (e.g. candidate features); absent or empty today. A reader keeps the
                names it does not know, so adding one is not a format break.
+    hands, silent_payoff   optional: the hands this record stands for (itself plus those just
+               before it in which a learned seat never acted, so had no episode) and those
+               silent hands' payoffs; absent means 1 and 0 (`hand_payoff`)
 
 A record of a newer version than `RECORD_VERSION` is refused (counted by the reader), never
 half-read. The layout before this record (RLlib's `SingleAgentEpisode.get_state()`, which the
@@ -31,6 +34,7 @@ then stay readable (tests/fixtures/spool_v0).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -138,6 +142,22 @@ def read_record(value: Any) -> dict[str, Any]:
     if not isinstance(value.get("id"), str):
         raise RecordError("id must be a string")
     return value
+
+
+def hand_payoff(record: dict[str, Any]) -> tuple[int, float]:
+    """(hands, payoff) a record stands for: its own hand and the seat's total reward in it,
+    plus the hands just before it in which a learned seat never acted (no episode of their
+    own: `hands` - 1 of them, their payoffs summed in `silent_payoff`). A record without those
+    fields (older servers) is one hand; a piece cut at the length limit is no hand (`hands` 0)
+    but its rewards count: they are the hand's."""
+    hands, silent = record.get("hands", 1), record.get("silent_payoff", 0.0)
+    if type(hands) is not int or not 0 <= hands <= 1_000_000:
+        hands = 1
+    if type(silent) not in (int, float) or not math.isfinite(silent):
+        silent = 0.0
+    rewards = np.asarray(record.get("rewards", ()), np.float64)
+    own = float(rewards.sum()) if np.isfinite(rewards).all() else 0.0
+    return hands, own + float(silent)
 
 
 def record_len(record: dict[str, Any]) -> int:

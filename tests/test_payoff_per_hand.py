@@ -1,0 +1,58 @@
+"""The trainer's payoff per hand: hands in which a learned seat never acted have no episode,
+so RLlib's episode return leaves them out; the episode after them carries them (`hands`,
+`silent_payoff`) and the trainer reports both figures."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from croupier.trainer.run import _per_hand, format_progress
+from croupier.trajectories.record import hand_payoff
+
+GAME = "leduc-holdem"
+
+
+def test_a_silent_hand_rides_on_the_next_episode(inprocess, leduc_states) -> None:
+    state = next(s for s in leduc_states if s["current_player"] == 0)
+
+    async def run(c, service) -> list[dict]:
+        # The learned seat (1) never acts: no episode, its +0.5 must still count.
+        g = (
+            await c.post("/v1/games", json={"game": GAME, "seats": {"0": "rules", "1": "learned"}})
+        ).json()
+        await c.post(f"/v1/games/{g['game_id']}/decide", json={"seat": "0", "state": state})
+        await c.post(f"/v1/games/{g['game_id']}/end", json={"payoffs": {"0": -0.5, "1": 0.5}})
+        # It acts in the next hand and wins 1.
+        g = (
+            await c.post("/v1/games", json={"game": GAME, "seats": {"0": "learned", "1": "rules"}})
+        ).json()
+        await c.post(f"/v1/games/{g['game_id']}/decide", json={"seat": "0", "state": state})
+        await c.post(f"/v1/games/{g['game_id']}/end", json={"payoffs": {"0": 1, "1": -1}})
+        return service.outbox.take()
+
+    [episode] = inprocess(run)
+    assert episode["hands"] == 2 and episode["silent_payoff"] == 0.5
+    assert hand_payoff(episode) == (2, 1.5)  # 0.75 per hand; the episode's return says 1.0
+
+
+def test_hand_payoff_reads_old_records_and_cut_pieces() -> None:
+    rewards = np.asarray([0.0, 2.0], np.float32)
+    assert hand_payoff({"rewards": rewards}) == (1, 2.0)  # an older server's record
+    assert hand_payoff({"rewards": rewards, "hands": 0}) == (0, 2.0)  # a cut piece
+    assert hand_payoff({"rewards": rewards, "hands": True, "silent_payoff": "x"}) == (1, 2.0)
+    assert hand_payoff({"rewards": rewards, "hands": 3, "silent_payoff": -1.0}) == (3, 1.0)
+
+
+def test_the_progress_line_shows_return_and_payoff_per_hand() -> None:
+    stats = {"hands_received": 110, "hand_payoff_received": 70.0}
+    per_hand = _per_hand(stats, (10, 0.0))
+    assert per_hand == 0.7
+    assert _per_hand(stats, (110, 70.0)) is None  # no hand since
+    line = format_progress(
+        {
+            "iteration": 3, "version": 3, "env_steps_per_s": 10.0, "env_steps": 100,
+            "lag": {"p50": 0, "p90": 1}, "episode_return_mean": 0.85,
+            "payoff_per_hand": per_hand, "connected_servers": 1,
+        }
+    )  # fmt: skip
+    assert "return 0.85  per hand 0.7" in line
