@@ -377,7 +377,7 @@ def test_idle_games_expire(inprocess, leduc_states):
         return gone.status_code, service.health(), service.outbox.stats()
 
     status, health, spool = inprocess(body, idle_game_timeout_s=0.4)
-    assert status == 404
+    assert status == 410  # gone: told apart from an id never seen (404)
     assert health["expired_games"] == 1 and health["games_in_flight"] == 1
     assert spool["recorded"] == 0  # an expired game is aborted: nothing recorded
 
