@@ -150,7 +150,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     for exc_type in CLIENT_ERRORS:
         app.add_exception_handler(exc_type, client_error)
     assert Overloaded in CLIENT_ERRORS and QuotaExceeded in CLIENT_ERRORS  # + Retry-After
-    install_contract(app, config)
+    install_contract(app)
     app.add_middleware(
         BodySizeLimit, max_bytes=config.max_body_bytes, on_refuse=service.count_too_large
     )

@@ -32,7 +32,6 @@ from starlette.types import Scope
 
 from croupier.api.auth import require_admin_key, require_engine_key, require_read_key
 from croupier.api.schemas import GAME_ID_MAX, GAME_ID_PATTERN, Problem
-from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter
 from croupier.policies.seats import SEAT_SPEC_PATTERN
 
@@ -50,7 +49,7 @@ ROLE_TEXT = {
     "read": "a read key (`--read-keys`), an engine key or an admin key",
 }
 BODY_ERRORS = {
-    413: "The body is over the server's limit (`--max-body-bytes`); the body is read (up to a "
+    413: "The body is over the server's limit (`--max-body-kb`); the body is read (up to a "
     "bound) before this answer, so every client can read it",
     415: "The body is not JSON (`Content-Type` other than `application/json` or `+json`)",
     422: "The body does not fit the schema (`invalid-request`: one `detail` entry per field), "
@@ -98,18 +97,18 @@ def allowed_methods(app: FastAPI, scope: Scope) -> str:
     return ", ".join(sorted(methods))
 
 
-def install_contract(app: FastAPI, config: ServerConfig) -> None:
+def install_contract(app: FastAPI) -> None:
     """Replace `app.openapi` by the contract's document (built once, like FastAPI's)."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = build_openapi(app, config)
+            app.openapi_schema = build_openapi(app)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def build_openapi(app: FastAPI, config: ServerConfig) -> dict[str, Any]:
+def build_openapi(app: FastAPI) -> dict[str, Any]:
     doc = get_openapi(
         title=app.title,
         version=app.version,
@@ -160,7 +159,7 @@ DESCRIPTION = (
 
 def _add_bodies(schemas: dict[str, Any]) -> None:
     """The self-read bodies' schemas (validation mode) as components, with their nested
-    models; a name FastAPI already wrote must describe the same schema."""
+    models."""
     models = [(m, "validation") for m in _BODIES.values() if isinstance(m, type)]
     _, top = models_json_schema(models, ref_template=REF)  # type: ignore[arg-type]
     found: dict[str, Any] = dict(top.get("$defs", {}))
