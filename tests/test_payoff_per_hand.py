@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from croupier.trainer.run import _per_hand, format_progress
-from croupier.trajectories.record import hand_payoff
+from croupier.trajectories.record import silent_hands
 
 GAME = "leduc-holdem"
 
@@ -31,16 +31,17 @@ def test_a_silent_hand_rides_on_the_next_episode(inprocess, leduc_states) -> Non
         return service.outbox.take()
 
     [episode] = inprocess(run)
-    assert episode["hands"] == 2 and episode["silent_payoff"] == 0.5
-    assert hand_payoff(episode) == (2, 1.5)  # 0.75 per hand; the episode's return says 1.0
+    assert silent_hands(episode) == (2, 0.5)
+    own = float(np.sum(episode["rewards"]))  # the episode's return: 1.0
+    assert own == 1.0 and (own + 0.5) / 2 == 0.75  # the payoff per hand the trainer reports
 
 
-def test_hand_payoff_reads_old_records_and_cut_pieces() -> None:
-    rewards = np.asarray([0.0, 2.0], np.float32)
-    assert hand_payoff({"rewards": rewards}) == (1, 2.0)  # an older server's record
-    assert hand_payoff({"rewards": rewards, "hands": 0}) == (0, 2.0)  # a cut piece
-    assert hand_payoff({"rewards": rewards, "hands": True, "silent_payoff": "x"}) == (1, 2.0)
-    assert hand_payoff({"rewards": rewards, "hands": 3, "silent_payoff": -1.0}) == (3, 1.0)
+def test_silent_hands_reads_old_records_and_cut_pieces() -> None:
+    assert silent_hands({"rewards": [1.0]}) == (1, 0.0)  # an older server's record
+    assert silent_hands({"hands": 0}) == (0, 0.0)  # a cut piece: its hand counts at the end
+    assert silent_hands({"hands": True, "silent_payoff": "x"}) == (1, 0.0)  # nonsense: 1 hand
+    assert silent_hands({"hands": 3, "silent_payoff": -1.0}) == (3, -1.0)
+    assert silent_hands(["legacy", "layout"]) == (1, 0.0)
 
 
 def test_the_progress_line_shows_return_and_payoff_per_hand() -> None:

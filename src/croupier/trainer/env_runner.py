@@ -53,7 +53,7 @@ from croupier.trainer.episodes import EpisodeRejected, validate_episode
 from croupier.trainer.inbox import EpisodeInbox
 from croupier.trainer.ingest_log import IngestLog
 from croupier.trainer.published import note_published, published_version
-from croupier.trajectories.record import hand_payoff, record_id
+from croupier.trajectories.record import record_id, silent_hands
 
 log = logging.getLogger(__name__)
 
@@ -360,7 +360,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         for record in records:
             try:
                 checked.append((validate_episode(record, obs_size, num_actions), None))
-                hands[record["id"]] = hand_payoff(record)
+                hands[checked[-1][0].id_] = silent_hands(record)
             except Exception as e:  # EpisodeRejected, or RLlib choking on odd input: never crash
                 self.counters.add("episodes_rejected")
                 if not isinstance(e, EpisodeRejected):
@@ -403,9 +403,9 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self.counters.add("episodes_dropped_lag", dropped_lag)
         with self._ingest_lock:
             for episode, _ in accepted:
-                n, payoff = hands.get(episode.id_, (1, 0.0))
+                n, silent = hands.get(episode.id_, (1, 0.0))
                 self.hands_received += n
-                self.hand_payoff_received += payoff
+                self.hand_payoff_received += float(episode.get_return()) + silent
         self.counters.add("episodes_received", len(accepted))
         self.counters.add("steps_received", sum(len(e) for e, _ in accepted))
         self.inbox.put(accepted)

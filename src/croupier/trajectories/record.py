@@ -144,20 +144,20 @@ def read_record(value: Any) -> dict[str, Any]:
     return value
 
 
-def hand_payoff(record: dict[str, Any]) -> tuple[int, float]:
-    """(hands, payoff) a record stands for: its own hand and the seat's total reward in it,
-    plus the hands just before it in which a learned seat never acted (no episode of their
-    own: `hands` - 1 of them, their payoffs summed in `silent_payoff`). A record without those
-    fields (older servers) is one hand; a piece cut at the length limit is no hand (`hands` 0)
-    but its rewards count: they are the hand's."""
+def silent_hands(record: Any) -> tuple[int, float]:
+    """(hands, silent payoff): the hands a record stands for, its own and those just before it
+    in which a learned seat never acted (no episode of their own: `hands` - 1 of them), and
+    those hands' payoffs summed. A record without the fields (older servers, the legacy
+    layout) is one hand; a piece cut at the length limit is none (`hands` 0: its rewards are
+    its hand's, counted when the hand ends)."""
+    if not isinstance(record, dict):
+        return 1, 0.0
     hands, silent = record.get("hands", 1), record.get("silent_payoff", 0.0)
     if type(hands) is not int or not 0 <= hands <= 1_000_000:
         hands = 1
     if type(silent) not in (int, float) or not math.isfinite(silent):
         silent = 0.0
-    rewards = np.asarray(record.get("rewards", ()), np.float64)
-    own = float(rewards.sum()) if np.isfinite(rewards).all() else 0.0
-    return hands, own + float(silent)
+    return hands, float(silent)
 
 
 def record_len(record: dict[str, Any]) -> int:
