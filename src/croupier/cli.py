@@ -267,7 +267,9 @@ def train(values: dict[str, Any]) -> None:
 @app.command()
 def score(
     url: str = "http://127.0.0.1:8000",
-    game: str = "leduc-holdem",
+    game: Annotated[str, typer.Option(help="Any game with a simulator (see eval)")] = (
+        "leduc-holdem"
+    ),
     hands: Annotated[int, typer.Option(help="Hands per scored version")] = 2000,
     opponent: Annotated[str, typer.Option(help="The yardstick seat policy")] = "rules",
     every: Annotated[
@@ -411,7 +413,9 @@ def promote(
         str,
         typer.Option(help="A server URL, or the whole fleet comma separated: every one is changed"),
     ] = "http://127.0.0.1:8000",
-    game: str = "leduc-holdem",
+    game: Annotated[str, typer.Option(help="--auto: any game with a simulator (see eval)")] = (
+        "leduc-holdem"
+    ),
     version: Annotated[int | None, typer.Option(help="Promote this version as is")] = None,
     auto: Annotated[
         bool, typer.Option("--auto", help="Newest vs production in the arena; promote if better")

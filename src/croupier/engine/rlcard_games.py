@@ -108,15 +108,21 @@ class RLCardTable(Simulator):
 
 # The built-in games' simulators by import path (what their adapters name: `simulator`).
 class LeducTable(RLCardTable):
+    name = adapter = "leduc-holdem"
+
     def __init__(self) -> None:
         super().__init__("leduc-holdem")
 
 
 class UnoTable(RLCardTable):
+    name = adapter = "uno"
+
     def __init__(self) -> None:
         super().__init__("uno")
 
 
 class DoudizhuTable(RLCardTable):
+    name = adapter = "doudizhu"
+
     def __init__(self) -> None:
         super().__init__("doudizhu")
