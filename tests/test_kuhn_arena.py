@@ -56,7 +56,7 @@ def test_eval_reports_sampled_and_greedy(kuhn):
          "--hands", "60", "--tables", "4", "--json", "--api-key", "adm"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert report["game"] == "kuhn-poker" and report["hands"] == 60
     assert report["seats"] == {"a": "frozen@1", "b": "rules"}
     assert math.isfinite(report["mean"]) and math.isfinite(report["ci95"])

@@ -155,6 +155,13 @@ def test_greedy_rows_take_the_most_likely_legal_action() -> None:
 def test_a_greedy_seat_plays_the_argmax_over_http_and_is_not_recorded(inprocess) -> None:
     async def body(client, service):
         versions = service.versions
+        # Random weights of some scale: the argmax depends on the state (an untrained net's
+        # argmax is nearly constant: it folds at once, and the check would see one action).
+        rng = np.random.default_rng(5)
+        weights = {
+            k: rng.normal(0, 1, v.shape).astype(v.dtype) for k, v in versions.weights().items()
+        }
+        versions.install(1, weights)
         seen: list[tuple[int, int]] = []
 
         def argmax_of(state: dict) -> int:
@@ -168,7 +175,7 @@ def test_a_greedy_seat_plays_the_argmax_over_http_and_is_not_recorded(inprocess)
 
         table = RLCardTable("leduc-holdem")
         for hand in range(30):
-            seats = {"0": "learned:greedy", "1": "frozen@0:greedy"}
+            seats = {"0": "learned:greedy", "1": "frozen@1:greedy"}
             r = await client.post("/v1/games", json={"game": "leduc-holdem", "seats": seats})
             assert r.status_code == 201, r.text
             assert r.json()["seats"]["0"]["policy"] == "learned:greedy"
@@ -201,7 +208,7 @@ def test_a_greedy_seat_plays_the_argmax_over_http_and_is_not_recorded(inprocess)
         return seen, greedy_recorded, service.outbox.stats()["recorded"]
 
     seen, greedy_recorded, after = inprocess(body)
-    assert len(seen) > 60
+    assert len(seen) > 45 and len({want for _, want in seen}) > 1, seen
     assert all(got == want for got, want in seen), seen
     assert greedy_recorded == 0
     assert after > 0
