@@ -39,9 +39,9 @@ def arena(server, a, b, hands, game=SIMULATOR, **kw):
 def test_duplicate_deals_replay_each_deal_with_the_seats_swapped(kuhn):
     # The rules are deterministic: against themselves every duplicate pair scores exactly 0,
     # which only holds if both hands of a pair were dealt the same cards.
-    mirror = arena(kuhn, "rules", "rules", 200)
-    assert mirror.game == "kuhn-poker" and mirror.pairs == 100 and mirror.errors == 0
-    assert mirror.pair_values == [0.0] * 100 and mirror.ci95 == 0.0
+    mirror = arena(kuhn, "rules", "rules", 100)
+    assert mirror.game == "kuhn-poker" and mirror.pairs == 50 and mirror.errors == 0
+    assert mirror.pair_values == [0.0] * 50 and mirror.ci95 == 0.0
     # The studio's bot against random play: a mean with a finite CI, over 200 pairs.
     r = arena(kuhn, "rules", "random", 400, game=ADAPTER)
     assert r.hands == 400 and r.pairs == 200 and r.errors == 0
