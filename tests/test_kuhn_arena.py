@@ -15,6 +15,8 @@ from croupier.arena.arena import play_arena
 from croupier.arena.league import play_league
 from croupier.arena.promote import auto_promote
 from croupier.cli import app
+from croupier.dashboard.score import score_version
+from croupier.engine.runner import run_engine
 from tests.helpers.servers import ThreadServer
 
 pytestmark = pytest.mark.integration  # a server on a thread, a few hundred hands: ~10 s
@@ -25,8 +27,9 @@ ADAPTER = "examples.kuhn.adapter:KuhnAdapter"
 
 @pytest.fixture(scope="module")
 def kuhn(tmp_path_factory):
-    wd = tmp_path_factory.mktemp("weights")
-    with ThreadServer(game=ADAPTER, admin_keys=["adm"], api_keys=["adm"], weights_dir=wd) as s:
+    wd, offline = tmp_path_factory.mktemp("weights"), tmp_path_factory.mktemp("offline")
+    keys = {"admin_keys": ["adm"], "api_keys": ["adm"]}
+    with ThreadServer(game=ADAPTER, weights_dir=wd, offline_dir=offline, **keys) as s:
         versions = s.service.versions
         versions.install(1, {k: v + 0.5 for k, v in versions.weights().items()})
         yield s
@@ -75,3 +78,18 @@ def test_league_and_auto_promotion_play_kuhn(kuhn):
     assert evidence["arena"]["game"] == "kuhn-poker" and evidence["arena"]["hands"] == 40
     assert evidence["baseline"] == "rules"
     assert decision["promoted"] == (evidence["arena"]["mean"] - evidence["arena"]["ci95"] > 0)
+
+
+def test_engine_rules_recording_and_score_play_kuhn(kuhn):
+    """`croupier engine` (here with `record: rules`, what `pretrain` learns from) and `croupier
+    score` (the dashboard's learning curve) deal Kuhn through its simulator too."""
+    summary = asyncio.run(
+        run_engine(kuhn.url, SIMULATOR, 4, ["rules", "random"], 40, None, api_key="adm",
+                   record="rules")
+    )  # fmt: skip
+    assert summary.hands == 40 and summary.errors == 0, summary.error_samples
+    assert set(summary.policies) == {"rules", "random"}
+    assert summary.policies["rules"].n == 40  # one seat each hand, seats alternated
+    assert kuhn.service.rollout.offline.stats()["episodes"] == 40  # the rules seat of each hand
+    point = asyncio.run(score_version(kuhn.url, SIMULATOR, 1, 40, tables=4, api_key="adm"))
+    assert point.version == 1 and point.hands == 40 and point.opponent == "rules"
