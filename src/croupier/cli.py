@@ -589,6 +589,20 @@ def bench_lag(
     run(game, algos.split(","), [int(x) for x in lags.split(",")], minutes, out)
 
 
+@bench_app.command("outage")
+def bench_outage(
+    game: str = "leduc-holdem",
+    minutes: float = 4.0,
+    outage_at: Annotated[float, typer.Option(help="Seconds in when the trainer is killed")] = 60.0,
+    outage: Annotated[float, typer.Option(help="Seconds the trainer stays down")] = 60.0,
+    out: Path = Path("bench/results"),
+) -> None:
+    """A trainer outage mid-run: the backlog trained (default bound) vs dropped, side by side."""
+    from croupier.bench.outage import bench_outage as run
+
+    run(game, minutes, outage_at, outage, out)
+
+
 @bench_app.command("soak")
 def bench_soak(
     game: Annotated[str, typer.Option(help="Any game with a simulator")] = "leduc-holdem",
