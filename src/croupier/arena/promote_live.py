@@ -1,0 +1,108 @@
+"""`croupier promote --auto --evidence live`: promote on the games the engines really played.
+
+No simulator and no arena: the evidence is every server's live match table
+(`GET /v1/arena/live`, `policies/rollout/live.py`), merged over the fleet. The candidate (the
+newest loaded version unless `--candidate N`) is compared with production (the rules, or
+random, while nothing is in production) against the same opponents: the canary games are
+whatever games seated the candidate (`frozen@N`, or `learned` pinned to it) beside games that
+seated production against the same kinds of opponents.
+
+The test is fixed-horizon: no decision before each side has `min_games` games in the strata
+compared; then the candidate is promoted only when the lower end of the 95% CI of its payoff
+advantage is above zero. At one look, the chance to promote a candidate that is not better is
+at most 2.5% (the one-sided tail of a normal approximation to a mean of independent games,
+which `min_games` makes reasonable). Every later run on a grown table is another look, so
+an operator who reruns it until it promotes spends that 2.5% again each time: run it once
+the canary has had its games, or raise `min_games`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from croupier.arena.fleet import change_fleet
+from croupier.client import CroupierClient
+from croupier.policies.rollout.live import compare, merge_rows
+
+MIN_GAMES = 200
+
+
+async def live_promote(
+    urls: list[str],
+    *,
+    candidate: int | None = None,
+    min_games: int = MIN_GAMES,
+    admin_key: str | None = None,
+    log_path: Path | None = None,
+) -> dict[str, Any]:
+    """Read every server's live table, compare, and promote on all of `urls` or refuse."""
+    async with CroupierClient(urls[0], api_key=admin_key) as client:
+        channels = await client.channels()
+        policies = (await client.policies())["policies"]
+    production = channels["production"]
+    version = candidate if candidate is not None else channels["latest"]
+    if production is not None:
+        baseline = f"frozen@{production}"
+    else:
+        baseline = "rules" if policies["rules"]["available"] else "random"
+    decision: dict[str, Any] = {
+        "time": time.time(),
+        "evidence_kind": "live",
+        "candidate": version,
+        "production": production,
+        "promoted": False,
+    }
+    if version == production:
+        decision["reason"] = f"version {version} is already production"
+        return log_decision(decision, log_path)
+    tables = []
+    for url in urls:
+        async with CroupierClient(url, api_key=admin_key) as client:
+            tables.append((await client.live_arena())["rows"])
+    result = compare(merge_rows(tables), f"frozen@{version}", baseline)
+    evidence = {
+        "live": result,
+        "baseline": baseline,
+        "servers": urls,
+        "rule": (
+            f"promote when both sides have >= {min_games} games against common opponents and "
+            "diff - ci95 > 0 (payoff per game, live games, fixed horizon)"
+        ),
+    }
+    decision["evidence"] = evidence
+    games_a, games_b = result["games"]
+    if min(games_a, games_b) < min_games:
+        decision["reason"] = (
+            f"not enough live games: v{version} {games_a}, {baseline} {games_b} against common "
+            f"opponents (each needs {min_games})"
+        )
+    elif result["diff"] - result["ci95"] > 0:
+        decision["reason"] = (
+            f"v{version} ahead of {baseline} on live games: {result['diff']:+.4f} ± "
+            f"{result['ci95']:.4f} per game"
+        )
+        report = await change_fleet(
+            urls, "promote", version=version, admin_key=admin_key, evidence=evidence
+        )
+        decision["fleet"] = report
+        decision["promoted"] = report["ok"]
+        if not report["ok"]:
+            decision["reason"] += "; the fleet did not take it everywhere (see fleet)"
+    else:
+        decision["reason"] = (
+            f"v{version} is not ahead of {baseline} on live games: {result['diff']:+.4f} ± "
+            f"{result['ci95']:.4f} per game (the CI must lie above zero)"
+        )
+    return log_decision(decision, log_path)
+
+
+def log_decision(decision: dict[str, Any], log_path: Path | None) -> dict[str, Any]:
+    """Append the decision, refusals included, as one JSON line (when a log is given)."""
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("a") as f:
+            f.write(json.dumps(decision, default=float) + "\n")
+    return decision
