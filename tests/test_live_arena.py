@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from croupier.policies.rollout.live import Cell, LiveArena, compare, merge_rows, player_of
+from croupier.arena.promote_live import compare, merge_rows
+from croupier.policies.rollout.live import LiveArena, player_of
 from croupier.policies.seats import SeatPolicy
 from tests.conftest import play_hands_over_http
 from tests.helpers.prometheus import parse, value
@@ -82,7 +83,7 @@ def test_compare_pools_common_opponents_and_merges_servers() -> None:
     # the merge is exact: one server that saw every game gives the same numbers
     one = LiveArena()
     for cell_key, cell in rows.items():
-        one._rows[cell_key] = Cell(cell.n, cell.total, cell.squares)
+        one._rows[cell_key] = cell
     assert compare(merge_rows([one.rows()]), "frozen@2", "frozen@1")["diff"] == pytest.approx(
         result["diff"]
     )
@@ -106,11 +107,13 @@ def test_the_table_is_saved_and_read_back(tmp_path) -> None:
 def test_live_table_over_http_dashboard_and_metrics_and_across_a_restart(inprocess, tmp_path):
     """Games through the API fill the table; /v1/arena/live is typed and needs a key; the
     dashboard's data and /metrics carry it; a restarted server (same weights dir) keeps it."""
-    config = dict(game=GAME, read_keys=["rd"], weights_dir=tmp_path, seed=3)
+    config = dict(game=GAME, api_keys=["eng"], read_keys=["rd"], weights_dir=tmp_path, seed=3)
 
     async def play(client, service):
         seats = lambda h: {"0": "rules", "1": "random"} if h % 2 else {"0": "random", "1": "rules"}  # noqa: E731
+        client.headers["Authorization"] = "Bearer eng"
         await play_hands_over_http(client, GAME, 40, seats, record=False)
+        del client.headers["Authorization"]
         assert (await client.get("/v1/arena/live")).status_code == 401
         table = (await client.get("/v1/arena/live", headers=READ)).json()
         data = (await client.get("/dashboard/data.json", headers=READ)).json()

@@ -5,8 +5,11 @@ a worse one is refused.
 
 The versions are written by hand (no training): a one-layer network whose hidden layer passes
 the one-hot card through, so the head's weights are a table of logits per card. `good` plays
-the studio's rules (bet/call a king, check/call a queen, check/fold a jack), `bad` their
-opposite, `uniform` is all zeros (a uniform random legal action).
+the studio's rules (bet/call a king, check/call a queen, check/fold a jack); `worst` gives up
+kings and queens and bets or calls jacks, `bad` is the rules' opposite. Against random play
+(40,000 hands each, simulated): good +0.21, bad −0.26, worst −0.46 per hand, std ~1.4; so with
+250 games an arm the first comparison sits ~5.6 standard errors above zero, the second ~3.9
+below.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ ACTIONS = KuhnAdapter.action_names  # check, bet, call, fold
 PREFER = {  # card -> the actions a version prefers (masking picks the legal one)
     "good": {"K": ("bet", "call"), "Q": ("check", "call"), "J": ("check", "fold")},
     "bad": {"K": ("check", "fold"), "Q": ("bet", "fold"), "J": ("bet", "call")},
+    "worst": {"K": ("check", "fold"), "Q": ("check", "fold"), "J": ("bet", "call")},
 }
-GAMES_PER_ARM = 300
+GAMES_PER_ARM = 250
 MIN_GAMES = 200
 
 
@@ -63,7 +67,7 @@ def _weights(versions: PolicyVersions, kind: str) -> dict[str, np.ndarray]:
 
 def _weights_dir(path) -> None:
     versions = PolicyVersions(KuhnAdapter(), ModelSpec("ppo", [16]), weights_dir=path)
-    for version, kind in ((1, "bad"), (2, "good"), (3, "uniform")):
+    for version, kind in ((1, "worst"), (2, "good"), (3, "bad")):
         assert versions.install(version, _weights(versions, kind))
 
 
@@ -72,7 +76,7 @@ def _servers(n: int, weights_dir) -> Iterator[list[str]]:
     """`n` kuhn servers, each with its own copy of the weights dir, started together."""
     with contextlib.ExitStack() as stack:
         procs = []
-        for i in range(n):
+        for _ in range(n):
             data = stack.enter_context(tempfile.TemporaryDirectory(prefix="croupier-live-"))
             args = [
                 "--game", GAME, "--data-dir", data, "--weights-dir", f"{data}/weights",
@@ -144,7 +148,7 @@ def _production(urls: list[str]) -> list[int | None]:
 def test_live_evidence_promotes_a_better_version_and_refuses_a_worse_one(tmp_path) -> None:
     _weights_dir(tmp_path / "weights")
     with _servers(2, tmp_path / "weights") as urls:
-        # production = the bad version, set by hand on the fleet
+        # production = the worst version, set by hand on the fleet
         done = subprocess.run(
             [sys.executable, "-m", "croupier", "promote", "--version", "1",
              "--url", ",".join(urls), "--admin-key", ADMIN],
@@ -171,7 +175,7 @@ def test_live_evidence_promotes_a_better_version_and_refuses_a_worse_one(tmp_pat
         assert min(live["games"]) >= MIN_GAMES and live["diff"] - live["ci95"] > 0
         assert _production(urls) == [2, 2]
 
-        # version 3 (uniform) against the new production (good): refused, nothing changes
+        # version 3 (bad) against the new production (good): refused, nothing changes
         asyncio.run(_engine(urls, ["frozen@3"], GAMES_PER_ARM, seed=3))
         worse = _promote(urls)  # the newest loaded version, 3
         assert not worse["promoted"] and "is not ahead" in worse["reason"], worse["reason"]

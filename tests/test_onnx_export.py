@@ -21,7 +21,9 @@ def _weights_dir(tmp_path, game: str, spec: ModelSpec, version: int = 3) -> Poli
     """A server's weights dir holding `version` (weights moved off their initial values)."""
     versions = PolicyVersions(load_adapter(game), spec, weights_dir=tmp_path, seed=4)
     rng = np.random.default_rng(version)
-    weights = {k: w + rng.normal(0, 0.3, w.shape).astype(w.dtype) for k, w in versions.weights().items()}
+    weights = {
+        k: w + rng.normal(0, 0.3, w.shape).astype(w.dtype) for k, w in versions.weights().items()
+    }
     assert versions.install(version, weights)
     return versions
 

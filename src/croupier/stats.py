@@ -33,9 +33,48 @@ class Mean:
         self.total += x
         self.squares += x * x
 
+    def merge(self, other: Mean) -> None:
+        self.n += other.n
+        self.total += other.total
+        self.squares += other.squares
+
+    @classmethod
+    def of(cls, n: int, mean: float, std: float) -> Mean:
+        """Back from a published summary (count, mean, sample std), to be merged."""
+        m = cls()
+        m.n, m.total = n, n * mean
+        m.squares = (n - 1) * std * std + n * mean * mean if n else 0.0
+        return m
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n if self.n else 0.0
+
+    @property
+    def var(self) -> float:
+        """Sample variance (0 for fewer than two numbers)."""
+        if self.n < 2:
+            return 0.0
+        return max(0.0, (self.squares - self.n * self.mean**2) / (self.n - 1))
+
     def to_dict(self) -> dict[str, Any]:
         if not self.n:
             return {"n": 0, "mean": None, "ci95": None}
-        mean = self.total / self.n
-        var = max(0.0, (self.squares - self.n * mean * mean) / (self.n - 1)) if self.n > 1 else 0
-        return {"n": self.n, "mean": mean, "ci95": ci95(math.sqrt(var), self.n)}
+        return {"n": self.n, "mean": self.mean, "ci95": ci95(math.sqrt(self.var), self.n)}
+
+
+def stratified_difference(strata: list[tuple[Mean, Mean]]) -> tuple[float, float] | None:
+    """Mean of A minus mean of B pooled over strata (A and B met the same conditions within
+    each), with its standard error; None without a stratum. Weights n_a*n_b/(n_a+n_b), the
+    usual stratified two-sample weights: each stratum's difference is unbiased, so the pooled
+    one is, whatever the mix of strata. Samples are independent (not paired): a stratum's
+    variance is var_a/n_a + var_b/n_b."""
+    weight = diff = var = 0.0
+    for a, b in strata:
+        w = a.n * b.n / (a.n + b.n)
+        weight += w
+        diff += w * (a.mean - b.mean)
+        var += w * w * (a.var / a.n + b.var / b.n)
+    if not weight:
+        return None
+    return diff / weight, math.sqrt(var) / weight

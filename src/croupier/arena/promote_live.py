@@ -20,14 +20,57 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from croupier.arena.fleet import change_fleet
 from croupier.client import CroupierClient
-from croupier.policies.rollout.live import compare, merge_rows
+from croupier.stats import Z95, Mean, stratified_difference
 
 MIN_GAMES = 200
+
+Key = tuple[str, tuple[str, ...]]  # (player, opponents): a row of the live table
+
+
+def merge_rows(tables: Iterable[Iterable[Mapping[str, Any]]]) -> dict[Key, Mean]:
+    """Published rows (`GET /v1/arena/live`) of several servers, summed per row."""
+    merged: dict[Key, Mean] = {}
+    for rows in tables:
+        for row in rows:
+            key = (str(row["player"]), tuple(row["opponents"]))
+            published = Mean.of(int(row["games"]), float(row["mean"]), float(row["std"]))
+            merged.setdefault(key, Mean()).merge(published)
+    return merged
+
+
+def compare(rows: Mapping[Key, Mean], a: str, b: str) -> dict[str, Any]:
+    """A's mean payoff minus B's against the same opponents, pooled over every opponent set
+    both met (`stats.stratified_difference`). Head-to-head games (A against B) are not used:
+    their two payoffs come from one game (no honest variance without the pairing), and in a
+    game that is not zero-sum A's payoff against B says little about who is better."""
+    strata = []
+    for (player, opponents), mean_a in rows.items():
+        mean_b = rows.get((b, opponents))
+        if player == a and mean_a.n >= 2 and mean_b is not None and mean_b.n >= 2:
+            strata.append((opponents, mean_a, mean_b))
+    pooled = stratified_difference([(ma, mb) for _, ma, mb in strata])
+    result: dict[str, Any] = {
+        "a": a,
+        "b": b,
+        "games": [sum(ma.n for _, ma, _ in strata), sum(mb.n for _, _, mb in strata)],
+        "diff": None,
+        "se": None,
+        "ci95": None,
+        "strata": [
+            {"opponents": list(o), "games": [ma.n, mb.n], "diff": ma.mean - mb.mean}
+            for o, ma, mb in strata
+        ],
+    }
+    if pooled is not None:
+        result["diff"], result["se"] = pooled
+        result["ci95"] = Z95 * pooled[1]
+    return result
 
 
 async def live_promote(

@@ -14,8 +14,8 @@ it is bounded in rows (the least recently played row goes first) and, with a wei
 to `live_arena.json` beside `promotions.jsonl` at most every `SAVE_EVERY_S` and at shutdown, so
 a restart keeps it (a crash loses at most the last interval's games).
 
-`compare(a, b)` is the evidence `croupier promote --auto --evidence live` reads (fleet-wide, by
-merging the servers' rows): A's payoff minus B's against the same opponents.
+Its rows are the evidence `croupier promote --auto --evidence live` reads (fleet-wide, by
+merging the servers' rows: `arena/promote_live.py`).
 """
 
 from __future__ import annotations
@@ -25,21 +25,19 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from croupier.files import write_atomic
 from croupier.policies.seats import SeatPolicy
-from croupier.stats import Z95
+from croupier.stats import Z95, Mean
 
 log = logging.getLogger(__name__)
 
 LIVE_FILE = "live_arena.json"
 MAX_ROWS = 4096  # a row is ~100 bytes; players x opponent sets seen, least recent dropped
 SAVE_EVERY_S = 10.0
-Z95_ONE_SIDED = 1.645
 
 
 def player_of(policy: SeatPolicy) -> str:
@@ -51,42 +49,8 @@ def player_of(policy: SeatPolicy) -> str:
     return policy.kind
 
 
-@dataclass(slots=True)
-class Cell:
-    """Games, sum and sum of squares of one row's payoffs (mergeable across servers)."""
-
-    n: int = 0
-    total: float = 0.0
-    squares: float = 0.0
-
-    def add(self, x: float) -> None:
-        self.n += 1
-        self.total += x
-        self.squares += x * x
-
-    def merge(self, other: Cell) -> None:
-        self.n += other.n
-        self.total += other.total
-        self.squares += other.squares
-
-    @property
-    def mean(self) -> float:
-        return self.total / self.n if self.n else 0.0
-
-    @property
-    def var(self) -> float:
-        """Sample variance (0 for fewer than two games)."""
-        if self.n < 2:
-            return 0.0
-        return max(0.0, (self.squares - self.n * self.mean**2) / (self.n - 1))
-
-    @classmethod
-    def of(cls, n: int, mean: float, std: float) -> Cell:
-        """Back from a published row (games, mean, sample std): what the fleet merges."""
-        return cls(n, n * mean, (n - 1) * std * std + n * mean * mean if n else 0.0)
-
-
-def row_dict(player: str, opponents: tuple[str, ...], cell: Cell) -> dict[str, Any]:
+def row_dict(player: str, opponents: tuple[str, ...], cell: Mean) -> dict[str, Any]:
+    """One published row: games, mean payoff, sample std (so servers' rows merge) and CI."""
     std = math.sqrt(cell.var)
     return {
         "player": player,
@@ -105,7 +69,7 @@ class LiveArena:
     def __init__(self, weights_dir: Path | None = None, max_rows: int = MAX_ROWS):
         self.path = Path(weights_dir) / LIVE_FILE if weights_dir else None
         self.max_rows = max_rows
-        self._rows: OrderedDict[Key, Cell] = OrderedDict()
+        self._rows: OrderedDict[Key, Mean] = OrderedDict()
         self.games = 0
         self._saved_at = time.monotonic()
         self._dirty = False
@@ -123,7 +87,7 @@ class LiveArena:
             key = (player, tuple(opponents))
             cell = self._rows.get(key)
             if cell is None:
-                cell = self._rows[key] = Cell()
+                cell = self._rows[key] = Mean()
                 while len(self._rows) > self.max_rows:
                     self._rows.popitem(last=False)
             else:
@@ -168,7 +132,7 @@ class LiveArena:
         try:
             data = json.loads(self.path.read_text())
             rows = [
-                ((str(p), tuple(str(x) for x in o)), Cell(int(n), float(t), float(s)))
+                ((str(p), tuple(str(x) for x in o)), _mean(int(n), float(t), float(s)))
                 for p, o, n, t, s in data["rows"]
             ]
             games = int(data["games"])
@@ -180,59 +144,7 @@ class LiveArena:
         log.info("live arena: %d games, %d rows from %s", games, len(rows), self.path)
 
 
-# --- evidence: one player against another, from one server's rows or a fleet's -------------
-
-
-def merge_rows(tables: Iterable[Iterable[Mapping[str, Any]]]) -> dict[Key, Cell]:
-    """Published rows (`LiveArena.rows()`) of several servers, summed per row."""
-    merged: dict[Key, Cell] = {}
-    for rows in tables:
-        for row in rows:
-            key = (str(row["player"]), tuple(row["opponents"]))
-            cell = Cell.of(int(row["games"]), float(row["mean"]), float(row["std"]))
-            merged.setdefault(key, Cell()).merge(cell)
-    return merged
-
-
-def compare(rows: Mapping[Key, Cell], a: str, b: str) -> dict[str, Any]:
-    """A's mean payoff minus B's against the same opponents, pooled over every opponent set
-    both met (weights n_a*n_b/(n_a+n_b), the usual stratified two-sample weights: each
-    stratum's difference is unbiased, so the pooled one is, whatever the opponents' mix).
-    Games are independent (not paired), so each stratum's variance is var_a/n_a + var_b/n_b.
-    Head-to-head games (A against B) are not used: without the per-game pairing their
-    difference has no honest variance, and a game that is not zero-sum would mislead."""
-    strata = []
-    for (player, opponents), cell_a in rows.items():
-        if player != a or cell_a.n < 2:
-            continue
-        cell_b = rows.get((b, opponents))
-        if cell_b is None or cell_b.n < 2:
-            continue
-        strata.append((opponents, cell_a, cell_b))
-    weight = diff = var = 0.0
-    games_a = games_b = 0
-    per_opponents = []
-    for opponents, ca, cb in strata:
-        w = ca.n * cb.n / (ca.n + cb.n)
-        d = ca.mean - cb.mean
-        v = ca.var / ca.n + cb.var / cb.n
-        weight += w
-        diff += w * d
-        var += w * w * v
-        games_a += ca.n
-        games_b += cb.n
-        per_opponents.append(
-            {"opponents": list(opponents), "games": [ca.n, cb.n], "diff": d, "se": math.sqrt(v)}
-        )
-    if not weight:
-        return {"a": a, "b": b, "games": [0, 0], "diff": None, "se": None, "strata": []}
-    se = math.sqrt(var) / weight
-    return {
-        "a": a,
-        "b": b,
-        "games": [games_a, games_b],
-        "diff": diff / weight,
-        "se": se,
-        "ci95": Z95 * se,
-        "strata": per_opponents,
-    }
+def _mean(n: int, total: float, squares: float) -> Mean:
+    m = Mean()
+    m.n, m.total, m.squares = n, total, squares
+    return m
