@@ -20,8 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
+from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from croupier.games.base import GameAdapter
 from croupier.policies.module import MODULE_CLASSES, ModelSpec, build_inference_module
@@ -115,7 +115,7 @@ def export_onnx(weights_dir: Path, version: int, adapter: GameAdapter, out: Path
             "action_mask": ["batch", adapter.num_actions],
         },
         "outputs": {"logits": ["batch", adapter.num_actions]},
-        "illegal_logit": float(np.finfo(np.float32).min),
+        "illegal_logit": float(FLOAT_MIN),  # what the mask adds: `module.apply_mask`
         "spec": spec.to_dict(),
         "play": "greedy: argmax(logits); as the server: sample from softmax(logits)",
     }
