@@ -460,8 +460,8 @@ def promote(
         raise typer.BadParameter(str(e)) from None
     evidence = {"by": "croupier promote (manual)", "servers": urls}
 
-    if evidence_kind not in ("arena", "live"):
-        raise typer.BadParameter("--evidence must be arena or live")
+    if evidence_kind not in ("arena", "live") or (evidence_kind == "live" and not auto):
+        raise typer.BadParameter("--evidence is arena or live, with --auto")
 
     async def run() -> dict:
         if auto and evidence_kind == "live":
