@@ -30,6 +30,8 @@ def test_players_name_the_version_that_played_whatever_the_seat_spec() -> None:
     assert player_of(SeatPolicy("learned", None, record=True)) == "learned@latest"
     assert player_of(SeatPolicy("rules", 3, channel="shadow")) == "rules"  # the rules acted
     assert player_of(SeatPolicy("random")) == "random"
+    greedy = SeatPolicy("frozen", 7, channel="production", greedy=True)
+    assert player_of(greedy) == "frozen@7:greedy"  # another policy than the sampling one
 
 
 def test_rows_per_player_and_opponents_with_mean_and_ci() -> None:
@@ -146,8 +148,11 @@ def test_metrics_carry_only_the_newest_versions_rows() -> None:
     for v in range(100):
         live.add_game(_plan(SeatPolicy("frozen", v), SeatPolicy("rules")), {"0": 1.0, "1": -1.0})
     live.add_game(_plan(SeatPolicy("frozen", 99), SeatPolicy("frozen", 3)), {"0": 1.0, "1": -1.0})
+    greedy = SeatPolicy("frozen", 99, greedy=True)
+    live.add_game(_plan(greedy, SeatPolicy("rules")), {"0": 1.0, "1": -1.0})
     exported = metric_rows(live.rows())
     players = {r["player"] for r in exported}
-    assert players == {f"frozen@{v}" for v in range(100 - METRIC_VERSIONS, 100)} | {"rules"}
+    recent = {f"frozen@{v}" for v in range(100 - METRIC_VERSIONS, 100)}
+    assert players == recent | {"rules", "frozen@99:greedy"}
     assert all("frozen@3" not in r["opponents"] for r in exported)
-    assert len({(r["player"], *r["opponents"]) for r in exported}) <= 2 * METRIC_VERSIONS
+    assert len(exported) == 2 * METRIC_VERSIONS + 2  # each version's row and the rules' against it

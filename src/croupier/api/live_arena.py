@@ -49,18 +49,23 @@ async def live_arena(request: Request) -> dict[str, Any]:
     return request.app.state.components.rollout.live.table()
 
 
+def _version(player: str) -> int | None:
+    """N of `frozen@N` or `frozen@N:greedy`; None for a player without a fixed version."""
+    if not player.startswith("frozen@"):
+        return None
+    return int(player.removeprefix("frozen@").partition(":")[0])
+
+
 def metric_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows exported to Prometheus: see METRIC_VERSIONS."""
-    versions = sorted(
-        {int(r["player"].partition("@")[2]) for r in rows if r["player"].startswith("frozen@")}
-    )
-    recent = {f"frozen@{v}" for v in versions[-METRIC_VERSIONS:]}
-    chosen = [
-        r
-        for r in rows
-        if (r["player"] in recent or not r["player"].startswith("frozen@"))
-        and all(o in recent or not o.startswith("frozen@") for o in r["opponents"])
-    ]
+    versions = sorted({v for r in rows if (v := _version(r["player"])) is not None})
+    recent = set(versions[-METRIC_VERSIONS:])
+
+    def shown(player: str) -> bool:
+        version = _version(player)
+        return version is None or version in recent
+
+    chosen = [r for r in rows if shown(r["player"]) and all(map(shown, r["opponents"]))]
     return chosen[:METRIC_ROWS]
 
 

@@ -8,7 +8,8 @@ simulator. One row per (player, the other seats' players):
 
 A player is a seat's policy with its version resolved: every seat that played a fixed version
 N (`learned` pinned at N, `frozen@N`, `production`, a canary or league seat) is `frozen@N`, one
-name for one policy; `learned@latest` (its version moves), `rules` and `random` are themselves.
+name for one policy, and `frozen@N:greedy` when it played the argmax; `learned@latest` (its
+version moves), `rules` and `random` are themselves.
 The table only grows by games (a version's weights never change, so old games stay evidence);
 it is bounded in rows (the least recently played row goes first) and, with a weights dir, saved
 to `live_arena.json` beside `promotions.jsonl` at most every `SAVE_EVERY_S` and at shutdown, so
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.files import write_atomic
-from croupier.policies.seats import SeatPolicy
+from croupier.policies.seats import GREEDY, SeatPolicy
 from croupier.stats import Z95, Mean
 
 log = logging.getLogger(__name__)
@@ -41,12 +42,15 @@ SAVE_EVERY_S = 10.0
 
 
 def player_of(policy: SeatPolicy) -> str:
-    """The one name of the policy a seat played (the table's row and column names)."""
+    """The one name of the policy a seat played (the table's row and column names); a greedy
+    seat (`…:greedy`) plays another policy than the sampling one: its own name."""
     if policy.uses_model and policy.version is not None:
-        return f"frozen@{policy.version}"
-    if policy.kind == "learned":
-        return "learned@latest"
-    return policy.kind
+        name = f"frozen@{policy.version}"
+    elif policy.kind == "learned":
+        name = "learned@latest"
+    else:
+        name = policy.kind
+    return f"{name}:{GREEDY}" if policy.greedy else name
 
 
 def row_dict(player: str, opponents: tuple[str, ...], cell: Mean) -> dict[str, Any]:
