@@ -27,8 +27,11 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from croupier.files import write_atomic
 from croupier.policies.seats import GREEDY, SeatPolicy
@@ -77,6 +80,9 @@ class LiveArena:
         self.games = 0
         self._saved_at = time.monotonic()
         self._dirty = False
+        # Saving a full table (4,096 rows, ~330 KB) took ~24 ms (json ~10, fsyncs ~8): written
+        # off the event loop, one write at a time, from a copy taken on it (~1 ms).
+        self._writer: ThreadPoolExecutor | None = None
         self._load()
 
     # --- recording (every `end`, on the event loop) --------------------------------------
@@ -100,7 +106,7 @@ class LiveArena:
         self.games += 1
         self._dirty = True
         if self.path is not None and time.monotonic() - self._saved_at > SAVE_EVERY_S:
-            self.save()
+            self.save(wait=False)
 
     # --- views ---------------------------------------------------------------------------
 
@@ -114,21 +120,35 @@ class LiveArena:
 
     # --- persistence ---------------------------------------------------------------------
 
-    def save(self) -> None:
-        """Write the table (a few hundred KB at most) atomically; a failure is logged only:
-        the table is evidence, not a reason to fail a game's `end`."""
+    def save(self, wait: bool = True) -> None:
+        """Write the table atomically: on a writer thread (`wait=False`, while games end), or
+        now, after any write in flight (at shutdown). A failure is logged only: the table is
+        evidence, not a reason to fail a game's `end`."""
         self._saved_at = time.monotonic()
         if self.path is None or not self._dirty:
+            if wait and self._writer is not None:
+                self._writer.shutdown(wait=True)
+                self._writer = None
             return
         data = {
             "games": self.games,
-            "rows": [[p, list(o), c.n, c.total, c.squares] for (p, o), c in self._rows.items()],
+            "rows": [[p, o, c.n, c.total, c.squares] for (p, o), c in self._rows.items()],
         }
+        self._dirty = False
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="live-arena")
+        done = self._writer.submit(self._write, self.path, data)
+        if wait:
+            done.result()
+            self._writer.shutdown(wait=True)
+            self._writer = None
+
+    @staticmethod
+    def _write(path: Path, data: dict[str, Any]) -> None:
         try:
-            write_atomic(self.path, json.dumps(data))
-            self._dirty = False
+            write_atomic(path, orjson.dumps(data))  # ~10x json's speed: it holds the GIL
         except OSError as e:
-            log.warning("cannot save the live arena to %s: %s", self.path, e)
+            log.warning("cannot save the live arena to %s: %s", path, e)
 
     def _load(self) -> None:
         if self.path is None or not self.path.exists():
