@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from croupier.arena.promote_live import compare, merge_rows
-from croupier.policies.rollout.live import LiveArena, player_of
+from croupier.policies.rollout.live import SAVE_EVERY_S, LiveArena, player_of
 from croupier.policies.seats import SeatPolicy
 from tests.conftest import play_hands_over_http
 from tests.helpers.prometheus import parse, value
@@ -102,6 +102,12 @@ def test_the_table_is_saved_and_read_back(tmp_path) -> None:
     live.save()
     again = LiveArena(tmp_path)
     assert again.games == 3 and again.rows() == live.rows()
+    # while games end, the table is written from a thread, at most every SAVE_EVERY_S
+    live._saved_at -= SAVE_EVERY_S + 1
+    live.add_game(_plan(SeatPolicy("frozen", 5), SeatPolicy("random")), {"0": 0.5, "1": -0.5})
+    assert live._writer is not None
+    live._writer.shutdown(wait=True)
+    assert LiveArena(tmp_path).games == 4
     (tmp_path / "live_arena.json").write_text("{not json")
     assert LiveArena(tmp_path).rows() == []  # damaged: an empty table, not a failed start
 
