@@ -81,7 +81,8 @@ def test_compare_pools_common_opponents_and_merges_servers() -> None:
     result = compare(rows, "frozen@2", "frozen@1")
     assert result["games"] == [600, 600]
     assert len(result["strata"]) == 2
-    assert result["diff"] - result["ci95"] > 0 and abs(result["diff"] - 0.3) < 3 * result["se"]
+    assert result["diff"] - result["cs95"] > 0 and abs(result["diff"] - 0.3) < 3 * result["se"]
+    assert result["cs95"] > result["ci95"] > 0  # the always-valid bound is the wider
     # the merge is exact: one server that saw every game gives the same numbers
     one = LiveArena()
     for cell_key, cell in rows.items():
@@ -162,3 +163,17 @@ def test_metrics_carry_only_the_newest_versions_rows() -> None:
     assert players == recent | {"rules", "frozen@99:greedy"}
     assert all("frozen@3" not in r["opponents"] for r in exported)
     assert len(exported) == 2 * METRIC_VERSIONS + 2  # each version's row and the rules' against it
+
+
+def test_the_always_valid_boundary_holds_over_many_looks() -> None:
+    """Standard normal games with no advantage, a look after every game from 100 to 4,000:
+    a fixed 1.96 is crossed on most paths sooner or later, the mixture boundary on few."""
+    from croupier.stats import mixture_boundary
+
+    rng = np.random.default_rng(0)
+    looks = np.arange(100, 4001)
+    boundary = np.array([mixture_boundary(n, 100) for n in looks])
+    z = rng.standard_normal((400, looks[-1])).cumsum(axis=1)[:, looks - 1] / np.sqrt(looks)
+    assert (z >= boundary).any(axis=1).mean() < 0.05
+    assert (z >= 1.96).any(axis=1).mean() > 0.15
+    assert mixture_boundary(100, 100) == pytest.approx(3.035, abs=1e-3)
