@@ -426,6 +426,11 @@ def promote(
         typer.Option(help="Set the share of new games whose canary seats get production"),
     ] = None,
     hands: Annotated[int, typer.Option(help="--auto: arena hands")] = 4000,
+    evidence_kind: Annotated[
+        str, typer.Option("--evidence", help="--auto: arena (play it) or live (engines' games)")
+    ] = "arena",
+    candidate: Annotated[int | None, typer.Option(help="--evidence live: not the newest")] = None,
+    min_games: Annotated[int, typer.Option(help="--evidence live: games per side")] = 200,
     tables: int = 16,
     seed: int = 0,
     log: Annotated[Path | None, typer.Option(help="Append each decision (JSON line) here")] = (
@@ -455,7 +460,16 @@ def promote(
         raise typer.BadParameter(str(e)) from None
     evidence = {"by": "croupier promote (manual)", "servers": urls}
 
+    if evidence_kind not in ("arena", "live") or (evidence_kind == "live" and not auto):
+        raise typer.BadParameter("--evidence is arena or live, with --auto")
+
     async def run() -> dict:
+        if auto and evidence_kind == "live":
+            from croupier.arena.promote_live import live_promote
+
+            return await live_promote(
+                urls, candidate=candidate, min_games=min_games, admin_key=admin_key, log_path=log
+            )
         if auto:
             from croupier.arena.promote import auto_promote  # the arena: the game's simulator
 
@@ -484,6 +498,34 @@ def promote(
     typer.echo(json.dumps(result, indent=2) if json_out else format_report(result))
     if not result["ok"]:
         raise typer.Exit(1)
+
+
+@app.command("export")
+def export_cmd(
+    version: Annotated[int, typer.Option(help="The version to export")],
+    weights_dir: Annotated[Path, typer.Option(help="The server's or trainer's weights dir")],
+    out: Annotated[Path, typer.Option(help="Folder for policy.onnx and policy.json")],
+    game: Annotated[str, typer.Option(help="A built-in game or pkg.mod:Adapter")] = (
+        "leduc-holdem"
+    ),
+    fmt: Annotated[str, typer.Option("--format", help="onnx (the only one)")] = "onnx",
+) -> None:
+    """Write a version's policy for a game's own runtime: observation and mask in, masked
+    logits out, with the adapter's sizes and action names beside it (docs/your-game.md)."""
+    if fmt != "onnx":
+        raise typer.BadParameter("--format must be onnx")
+    from croupier.games.registry import load_adapter
+    from croupier.policies.onnx_export import export_onnx
+
+    try:
+        info = export_onnx(weights_dir, version, load_adapter(game), out)
+    except ImportError as e:  # torch.onnx needs the onnx package
+        typer.echo(f"error: {e} (pip install 'croupier[export]')", err=True)
+        raise typer.Exit(1) from None
+    except (ValueError, TypeError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"wrote {out / info['file']} and {out / 'policy.json'} (version {version})")
 
 
 @app.command()

@@ -189,6 +189,10 @@ class CroupierClient:
         """Record arena results for the dashboard's learning curve (an admin key's route)."""
         return await self._request("POST", "/v1/arena/results", results)
 
+    async def live_arena(self) -> dict[str, Any]:
+        """The match table of the games this server saw end (`GET /v1/arena/live`)."""
+        return await self._request("GET", "/v1/arena/live")
+
     # --- the production channel (admin key) -----------------------------------------------
 
     async def channels(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from croupier.api.components import build_components, build_service
 from croupier.api.errors import CLIENT_ERRORS, status_and_detail
 from croupier.api.fast_lane import FastLane, check_fast_lane
 from croupier.api.limits import BodySizeLimit
+from croupier.api.live_arena import install_live_arena
 from croupier.api.observability import install_observability
 from croupier.api.rollout_routes import rollout_router
 from croupier.api.routes import hot_router, open_router, router
@@ -104,6 +105,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(open_router)
     install_dashboard(app, config.arena_results, install_observability(app, service).requests)
     app.include_router(rollout_router)
+    install_live_arena(app, components.rollout.live, app.state.metrics)
 
     async def client_error(request: Request, exc: Exception) -> JSONResponse:
         status, detail = status_and_detail(exc)

@@ -142,6 +142,7 @@ class GameKeeper:
             raise Unprocessable("payoffs must be finite numbers")
         self.games.finish(game_id)
         self.rollout.on_end(game_id, payoffs)
+        self.rollout.live.add_game(session.seats, payoffs)
         episodes = []
         terminal = self.adapter.terminal_observation()
         for seat, recorder in session.recorders.items():

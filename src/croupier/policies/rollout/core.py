@@ -30,6 +30,7 @@ import numpy as np
 from croupier.policies.learned import ModelDecision
 from croupier.policies.rollout.channels import Channels
 from croupier.policies.rollout.league import LeaguePool
+from croupier.policies.rollout.live import LiveArena
 from croupier.policies.rollout.outcomes import Mean, ShadowStats
 from croupier.policies.seats import BadPolicySpec, SeatPolicy, SeatSpec, parse_spec, resolve_plain
 
@@ -88,6 +89,8 @@ class Rollout:
         self.offline = offline  # for `record: rules`, or None
         self._rng = np.random.default_rng(seed + 7919)
         self.league = LeaguePool(Path(weights_dir) if weights_dir else None, self._rng)
+        # Every ended game's players and payoffs (`GameKeeper` feeds it; `/v1/arena/live`).
+        self.live = LiveArena(Path(weights_dir) if weights_dir else None)
         self._games: OrderedDict[str, _GameState] = OrderedDict()
         self.canary_games = {"production": 0, "rules": 0}
         self.canary_payoff = {"production": Mean(), "rules": Mean()}
