@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from croupier.client import route_game
 from croupier.engine.batching import BatchingClient
 from croupier.engine.rlcard_games import RLCardTable
 from croupier.local_server import free_port, get_json, start_serve, stop, wait_until_up
@@ -30,13 +28,12 @@ ARGS = ("--game", GAME, "--seats", "learned,rules", "--data-dir", "none", "--log
 @contextlib.contextmanager
 def two_servers() -> Iterator[list[dict[str, Any]]]:
     """Two servers started together (their imports overlap); each {"url", "port", "proc"}."""
-    procs: list[subprocess.Popen] = []
+    servers: list[dict[str, Any]] = []
     try:
-        servers = []
         for _ in range(2):
             port = free_port()
-            procs.append(start_serve(ARGS, port))
-            servers.append({"url": f"http://127.0.0.1:{port}", "port": port, "proc": procs[-1]})
+            proc = start_serve(ARGS, port)
+            servers.append({"url": f"http://127.0.0.1:{port}", "port": port, "proc": proc})
         for s in servers:
             wait_until_up(s["url"], s["proc"], timeout=60, poll_s=0.1)
         yield servers
@@ -98,7 +95,9 @@ async def until(predicate: Any, timeout_s: float) -> None:
 
 
 def test_sigkill_of_one_of_two_servers_mid_play_fails_no_decision() -> None:
+    started = time.monotonic()
     with two_servers() as servers:
+        print(f"\nservers up in {time.monotonic() - started:.1f} s")
         urls = [s["url"] for s in servers]
         victim = servers[0]
 
@@ -109,8 +108,10 @@ def test_sigkill_of_one_of_two_servers_mid_play_fails_no_decision() -> None:
             ):
                 engine = Engine(client, batching)
                 tasks = [asyncio.create_task(engine.table(i)) for i in range(TABLES)]
+                t0 = time.monotonic()
                 try:
                     await until(lambda: engine.hands >= 150, 20)
+                    t_kill = time.monotonic()
                     on_victim = {g for g in engine.mid_hand if client.url_for(g) == victim["url"]}
                     victim["proc"].kill()  # SIGKILL: nothing flushed, nothing said
                     victim["proc"].wait(10)
@@ -121,6 +122,7 @@ def test_sigkill_of_one_of_two_servers_mid_play_fails_no_decision() -> None:
                     victim["proc"] = start_serve(ARGS, victim["port"])
                     await asyncio.to_thread(wait_until_up, victim["url"], victim["proc"], 60, 0.1)
                     back_at = engine.hands
+                    t_back = time.monotonic()
                     await until(lambda: engine.hands >= back_at + 150, 20)
                 finally:
                     engine.stop.set()
@@ -131,6 +133,11 @@ def test_sigkill_of_one_of_two_servers_mid_play_fails_no_decision() -> None:
                     "on_victim": on_victim,
                     "moved_before_return": moved,
                     "killed_at": killed_at,
+                    "phases_s": [
+                        round(t_kill - t0, 1),
+                        round(t_back - t_kill, 1),
+                        round(time.monotonic() - t_back, 1),
+                    ],
                 }
 
         out = asyncio.run(play())
@@ -140,7 +147,7 @@ def test_sigkill_of_one_of_two_servers_mid_play_fails_no_decision() -> None:
         # Every game in flight on the victim moved (those that were mid-hand at the kill).
         assert out["on_victim"] and stats["games_moved"] == len(out["on_victim"])
         assert stats["games_moved"] == out["moved_before_return"]  # none moved back
-        assert stats["fragments_dropped"] >= 1
+        assert stats["fragments_dropped"] >= 1 and stats["games_resumed_in_place"] == 0
         survivor = get_json(servers[1]["url"] + "/healthz")
         assert survivor["games_resumed"] == stats["games_moved"]
         assert survivor["resumed_fragments_dropped"] >= stats["fragments_dropped"]
@@ -150,7 +157,5 @@ def test_sigkill_of_one_of_two_servers_mid_play_fails_no_decision() -> None:
         print(
             f"\nfailover: {engine.hands} hands, {engine.decisions} decisions, "
             f"0 failed; {stats}; survivor {survivor['games_resumed']} resumed, "
-            f"{survivor['resumed_fragments_dropped']} fragments dropped"
+            f"{survivor['resumed_fragments_dropped']} fragments dropped; phases {out['phases_s']}"
         )
-        # The routing after: games route by id once more to both servers.
-        assert {route_game(f"x{i}", urls) for i in range(20)} == set(urls)
