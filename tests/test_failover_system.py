@@ -142,7 +142,7 @@ def test_sigkill_of_one_of_two_servers_mid_play_fails_no_decision() -> None:
 
         out = asyncio.run(play())
         engine, stats = out["engine"], out["stats"]
-        assert engine.failed == [], engine.failed[:5]
+        assert engine.failed == [], (len(engine.failed), engine.failed[:3])
         assert engine.hands > out["killed_at"] + 350
         # Every game in flight on the victim moved (those that were mid-hand at the kill).
         assert out["on_victim"] and stats["games_moved"] == len(out["on_victim"])

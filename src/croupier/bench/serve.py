@@ -98,17 +98,24 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _session_cpu_seconds(sid: int) -> float:
-    """CPU of every live process in session `sid` (Ray's driver and all it started)."""
-    total = 0.0
+def _session_stats(sid: int) -> dict[int, list[str]]:
+    """The /proc/<pid>/stat fields (after the name) of every live process in session `sid`:
+    Ray's driver and all it started (its actors set process groups of their own)."""
+    out = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # exited meanwhile
         if int(fields[3]) == sid:
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+            out[int(stat.parent.name)] = fields
+    return out
+
+
+def _session_cpu_seconds(sid: int) -> float:
+    """CPU of every live process in session `sid`."""
+    ticks = sum(int(f[11]) + int(f[12]) for f in _session_stats(sid).values())
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _sample_states(n: int) -> list[dict[str, Any]]:
@@ -236,14 +243,15 @@ def _start_ray_serve(prefix: list[str], replicas: int) -> tuple[subprocess.Popen
 
 
 def _stop_session(proc: subprocess.Popen) -> None:
-    """SIGTERM to the app (it shuts Serve and Ray down), then SIGKILL to whatever of its
-    session is left."""
+    """SIGTERM to the app (it shuts Serve and Ray down: ~10 s), then SIGKILL to whatever of
+    its session is left."""
     if proc.poll() is None:
         proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=60)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # our own session's leftovers, by its id
+    for pid in _session_stats(proc.pid):  # our own session's leftovers, each by its id
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     if proc.poll() is None:
         proc.wait(timeout=10)
 
@@ -323,9 +331,13 @@ def _load(
         connections = max(2 * threads, -(-games // scenario.items_per_request))
         wrk = [*load_cpu, "wrk", f"-t{threads}", f"-c{connections}"]
         cmd = [*wrk, f"-d{seconds:g}s", "--timeout", "10s"]
-        # Warm up (torch, caches), then measure.
+        # Warm up (torch, caches; Ray Serve's proxy and replica take longer), then measure.
+        warm_s = 5 if scenario.system == "ray-serve" else 2
         subprocess.run(
-            [*wrk, "-d2s", "-s", str(LUA), urls[0]], env=env, check=True, capture_output=True
+            [*wrk, f"-d{warm_s}s", "-s", str(LUA), urls[0]],
+            env=env,
+            check=True,
+            capture_output=True,
         )
         cpu0 = sum(cpu_of(p.pid) for p in procs)
         subprocess.run([*cmd, "-s", str(LUA), urls[0]], env=env, check=True, capture_output=True)
@@ -354,10 +366,10 @@ def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
     for games in sorted({r.games for r in results}):
         by = {r.scenario: r.decisions_per_s for r in results if r.games == games}
         these: dict[str, float] = {}
-        if "a" in by:
+        if by.get("a"):
             these = {f"{k}/a": v / by["a"] for k, v in by.items() if k != "a"}
         for num, den in PAIRS:
-            if num in by and den in by:
+            if by.get(num) is not None and by.get(den):
                 these[f"{num}/{den}"] = by[num] / by[den]
         if these:
             out[str(games)] = these
