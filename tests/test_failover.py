@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 
 from croupier.api.app import create_app
 from croupier.client import rank_servers
@@ -249,3 +250,34 @@ def test_the_raw_http_recipe_keeps_every_game_going_when_a_server_dies() -> None
                 await c.aclose()
 
     asyncio.run(body())
+
+
+def test_a_resumed_seat_is_the_seat_its_create_answered() -> None:
+    from croupier.policies.seats import BadPolicySpec, SeatPolicy, resumed_seat_policy
+
+    def resume(label: str, version: int | None, record: bool = True) -> SeatPolicy:
+        return resumed_seat_policy(label, version, record=record, served=lambda v: v + 100)
+
+    assert resume("rules", None) == SeatPolicy("rules")
+    assert resume("random", None) == SeatPolicy("random")
+    assert resume("learned", 4) == SeatPolicy("learned", 104, record=True)
+    assert resume("learned", 4, record=False) == SeatPolicy("learned", 104, record=False)
+    assert resume("learned@latest", 9) == SeatPolicy("learned", None, record=True)
+    assert resume("frozen@3", 3) == SeatPolicy("frozen", 103)
+    assert resume("frozen@3", None) == SeatPolicy("frozen", 103)
+    assert resume("production", 5) == SeatPolicy("frozen", 105, channel="production")
+    assert resume("canary:production", 5) == SeatPolicy("frozen", 105, channel="canary:production")
+    assert resume("canary:rules", None) == SeatPolicy("rules", channel="canary:rules")
+    assert resume("shadow", 2) == SeatPolicy("rules", 102, channel="shadow")
+    assert resume("shadow", None) == SeatPolicy("rules", None, channel="shadow")
+    # Every label a server gives answers with itself again (served unchanged).
+    for policy in (SeatPolicy("learned", 4, record=True), SeatPolicy("frozen", 3),
+                   SeatPolicy("frozen", 5, channel="production"), SeatPolicy("rules")):  # fmt: skip
+        same = resumed_seat_policy(
+            policy.label(), policy.version, record=policy.record, served=lambda v: v
+        )
+        assert same == policy
+    for label, version in (("learned", None), ("frozen@x", None), ("frozen@-1", None),
+                           ("production", None), ("magic", 1)):  # fmt: skip
+        with pytest.raises(BadPolicySpec):
+            resume(label, version)
