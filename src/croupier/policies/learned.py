@@ -213,12 +213,18 @@ class PolicyVersions:
     # --- forward -------------------------------------------------------------------------
 
     def act(
-        self, module: Any, obs: np.ndarray, mask: np.ndarray, explore: bool = True
+        self,
+        module: Any,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        explore: bool = True,
+        greedy: np.ndarray | None = None,
     ) -> ActResult:
         """One forward for a batch, then sampling in numpy (Gumbel-max): at these sizes each
         torch op costs more in dispatch than the arithmetic, and RLlib's `forward_inference`
         wrapper adds ~80 us of checks around the module's own `_forward`, which itself adds
-        ~20 us around its layers (`PolicyNetwork` skips both)."""
+        ~20 us around its layers (`PolicyNetwork` skips both). `explore=False` takes every
+        row's most likely legal action; `greedy` (bool[B]) only the rows it marks."""
         logits = self._logits(module, obs, mask)
         shifted = logits - logits.max(axis=1, keepdims=True)
         logp_all = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
@@ -226,6 +232,8 @@ class PolicyVersions:
             # argmax(logp + Gumbel noise) samples from softmax(logits); masked logits sit at
             # -3.4e38, far below any noise, so an illegal action is never drawn.
             actions = np.argmax(logp_all + self._rng.gumbel(size=logp_all.shape), axis=1)
+            if greedy is not None:
+                actions = np.where(greedy, np.argmax(logits, axis=1), actions)
         else:
             actions = np.argmax(logits, axis=1)
         rows = np.arange(len(actions))
