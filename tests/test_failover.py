@@ -270,14 +270,22 @@ def test_a_resumed_seat_is_the_seat_its_create_answered() -> None:
     assert resume("canary:rules", None) == SeatPolicy("rules", channel="canary:rules")
     assert resume("shadow", 2) == SeatPolicy("rules", 102, channel="shadow")
     assert resume("shadow", None) == SeatPolicy("rules", None, channel="shadow")
+    assert resume("learned:greedy", 4) == SeatPolicy("learned", 104, greedy=True)
+    assert resume("frozen@3:greedy", 3) == SeatPolicy("frozen", 103, greedy=True)
+    assert resume("production:greedy", 5) == SeatPolicy(
+        "frozen", 105, channel="production", greedy=True
+    )
     # Every label a server gives answers with itself again (served unchanged).
     for policy in (SeatPolicy("learned", 4, record=True), SeatPolicy("frozen", 3),
-                   SeatPolicy("frozen", 5, channel="production"), SeatPolicy("rules")):  # fmt: skip
+                   SeatPolicy("frozen", 5, channel="production"), SeatPolicy("rules"),
+                   SeatPolicy("learned", 4, greedy=True),
+                   SeatPolicy("learned", None, greedy=True)):  # fmt: skip
         same = resumed_seat_policy(
             policy.label(), policy.version, record=policy.record, served=lambda v: v
         )
         assert same == policy
     for label, version in (("learned", None), ("frozen@x", None), ("frozen@-1", None),
-                           ("production", None), ("magic", 1)):  # fmt: skip
+                           ("production", None), ("magic", 1), ("rules:greedy", None),
+                           ("shadow:greedy", 2)):  # fmt: skip
         with pytest.raises(BadPolicySpec):
             resume(label, version)

@@ -175,6 +175,14 @@ def resumed_seat_policy(
     """A seat again, on another server, from what its game's create answered for it (`label`,
     `version`): the inverse of `SeatPolicy.label`. A model version this server does not hold
     is replaced by `served(version)` (the server's pick: `PolicyVersions.resolve`)."""
+    suffix = f":{GREEDY}"
+    if label.endswith(suffix):  # a model's seat, greedy: never recorded
+        policy = resumed_seat_policy(
+            label.removesuffix(suffix), version, record=False, served=served
+        )
+        if not policy.uses_model:
+            raise BadPolicySpec(f"unknown seat policy {label!r}: only a model's seat is greedy")
+        return dataclasses.replace(policy, greedy=True)
     if label in ("rules", "random"):
         return SeatPolicy(label)  # type: ignore[arg-type]
     if label == "learned@latest":
