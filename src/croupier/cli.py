@@ -590,13 +590,19 @@ def bench_serve(
     games: Annotated[str, typer.Option(help="Concurrent games, comma separated")] = "100,1000",
     seconds: Annotated[float, typer.Option(help="Measured seconds per scenario")] = 10.0,
     rounds: Annotated[int, typer.Option(help="Interleaved rounds; medians are reported")] = 3,
+    scenarios: Annotated[
+        str | None,
+        typer.Option(help="Scenarios to run, comma separated (a,b,c,c-inline,d,c2,ray); all"),
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
-    """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API."""
+    """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API,
+    two server processes vs one, and Ray Serve on the same module."""
     from croupier.bench.serve import Result, format_table
     from croupier.bench.serve import bench_serve as run
 
-    report = run([int(g) for g in games.split(",")], seconds, out, rounds)
+    chosen = [s.strip() for s in scenarios.split(",") if s.strip()] if scenarios else None
+    report = run([int(g) for g in games.split(",")], seconds, out, rounds, chosen)
     typer.echo(f"medians over {rounds} rounds:")
     typer.echo(format_table([Result(**r) for r in report["results"]]))
     typer.echo(json.dumps(report["ratios"], indent=2))

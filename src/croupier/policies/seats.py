@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -166,3 +167,42 @@ def parse_seat_mix(text: str) -> list[str]:
     for s in specs:
         parse_spec(s)
     return specs
+
+
+def resumed_seat_policy(
+    label: str, version: int | None, *, record: bool, served: Callable[[int], int]
+) -> SeatPolicy:
+    """A seat again, on another server, from what its game's create answered for it (`label`,
+    `version`): the inverse of `SeatPolicy.label`. A model version this server does not hold
+    is replaced by `served(version)` (the server's pick: `PolicyVersions.resolve`)."""
+    suffix = f":{GREEDY}"
+    if label.endswith(suffix):  # a model's seat, greedy: never recorded
+        policy = resumed_seat_policy(
+            label.removesuffix(suffix), version, record=False, served=served
+        )
+        if not policy.uses_model:
+            raise BadPolicySpec(f"unknown seat policy {label!r}: only a model's seat is greedy")
+        return dataclasses.replace(policy, greedy=True)
+    if label in ("rules", "random"):
+        return SeatPolicy(label)  # type: ignore[arg-type]
+    if label == "learned@latest":
+        return SeatPolicy("learned", None, record=record)
+    if label == "canary:rules":
+        return SeatPolicy("rules", channel=label)
+    if label == "shadow":  # its version: None follows the newest
+        return SeatPolicy("rules", None if version is None else served(version), channel=label)
+    if label.startswith("frozen@") and version is None:
+        version = parse_spec(label).version  # what the label says, when the answer had none
+        if version is None or version < 0:
+            raise BadPolicySpec(f"{label!r} names no version")
+    if version is None:
+        raise BadPolicySpec(f"seat policy {label!r} needs the version it was playing")
+    if label == "learned":
+        return SeatPolicy("learned", served(version), record=record)
+    if label.startswith("frozen@"):
+        return SeatPolicy("frozen", served(version))
+    if label in ("production", "canary:production"):
+        return SeatPolicy("frozen", served(version), channel=label)
+    raise BadPolicySpec(
+        f"unknown seat policy {label!r}: resume with the labels the game's create answered"
+    )
