@@ -6,8 +6,9 @@ spools fill with a backlog played by the version before the outage. The policies
 in `--max-sample-lag`: the default (32 versions for PPO) trains the backlog between fresh
 batches; 8 drops what is still waiting 8 updates on; 1 drops whatever the first update after
 the restart does not take (close to the old drop-the-surplus behaviour). The restarted trainer
-is stopped with the games, so every policy saw the same traffic. Reported per policy: the restarted trainer's trained share
-and drops, the learning curve, and the final version against the rules.
+is stopped with the games, so every policy saw the same traffic. Reported per policy: the
+restarted trainer's trained share and drops, the learning curve, and the final version against
+the rules.
 """
 
 from __future__ import annotations
