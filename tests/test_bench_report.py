@@ -20,3 +20,17 @@ def test_serve_medians_over_rounds_and_ratios_within_a_round():
     assert merged["c"].decisions_per_s == 4000 and merged["c"].p99_ms == 20
     per_round = sorted(ratios(rnd)["100"]["c/a"] for rnd in rounds)
     assert per_round == [0.8, 0.9, 0.95]
+
+
+def test_serve_ratios_of_two_processes_and_ray_serve_and_scenario_choice():
+    import pytest
+
+    from croupier.bench.serve import SCENARIOS, select
+
+    rnd = [_result("c", 100, 4000, 20), _result("c2", 100, 7000, 20), _result("ray", 100, 1000, 9)]
+    assert ratios(rnd) == {"100": {"c2/c": 1.75, "c/ray": 4.0}}  # no floor run: no X/a
+    assert ratios([_result("c", 100, 4000, 20), _result("ray", 100, 0, 9)]) == {}  # no 1/0
+    assert [s.name for s in select(["ray", "c"])] == ["c", "ray"]  # the bench's order
+    assert select(None) == SCENARIOS
+    with pytest.raises(ValueError, match="unknown scenarios"):
+        select(["c", "nope"])

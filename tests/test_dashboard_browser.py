@@ -112,6 +112,9 @@ def test_dashboard_renders_live_data(tmp_path: Path) -> None:
     latency = re.search(r'<svg[^>]*data-chart="latency".*?</svg>', html, re.S)
     assert latency and len(re.findall(r'<polyline [^>]*data-series="p50"', latency.group(0))) >= 2
     assert 'id="tile-rate">–<' not in html
+    # the live arena's table: rows from the traffic's ended games (seat mix learned,rules)
+    live = re.search(r'<table id="live-arena">.*?</table>', html, re.S)
+    assert live and re.search(r"<td>rules</td><td>[^<]+</td><td>[\d,]+</td>", live.group(0))
     assert "not configured" in html  # no trainer link on this server
     assert shot.exists() and shot.stat().st_size > 10_000
     print(f"dashboard screenshot: {shot}")

@@ -134,6 +134,8 @@ EXPORTED_NAMES = [
     "croupier_refused_quota_total",
     "croupier_refused_too_large_total",
     "croupier_expired_games_total",
+    "croupier_games_resumed_total",
+    "croupier_resumed_fragments_dropped_total",
     "croupier_episodes_cut_total",
     "croupier_weights_refused_total",
     "croupier_trainer_link_thread_alive",

@@ -145,7 +145,8 @@ def engine(
         typer.Option(help="Games' record field: true, false, or rules (offline episodes)"),
     ] = None,
 ) -> None:
-    """Play RLCard games through a croupier server's HTTP API, as a studio engine would."""
+    """Play a game's simulator (the RLCard games, or --game package.module:Simulator) through
+    a croupier server's HTTP API, as a studio engine would."""
     import uvloop
 
     from croupier.engine.rlcard_games import UnknownGame
@@ -271,7 +272,9 @@ def train(values: dict[str, Any]) -> None:
 @app.command()
 def score(
     url: str = "http://127.0.0.1:8000",
-    game: str = "leduc-holdem",
+    game: Annotated[str, typer.Option(help="Any game with a simulator (see eval)")] = (
+        "leduc-holdem"
+    ),
     hands: Annotated[int, typer.Option(help="Hands per scored version")] = 2000,
     opponent: Annotated[str, typer.Option(help="The yardstick seat policy")] = "rules",
     every: Annotated[
@@ -304,9 +307,20 @@ def openapi(
 
 @app.command("eval")
 def eval_cmd(
-    game: str = "leduc-holdem",
+    game: Annotated[
+        str,
+        typer.Option(
+            help="A built-in game, package.module:Simulator, or package.module:Adapter whose "
+            "adapter names its simulator"
+        ),
+    ] = "leduc-holdem",
     a: Annotated[
-        str, typer.Option("--a", help="rules, random, learned@latest, frozen@N, production")
+        str,
+        typer.Option(
+            "--a",
+            help="rules, random, learned@latest, frozen@N, production (a model's name may end "
+            "in :greedy)",
+        ),
     ] = "learned@latest",
     b: Annotated[str, typer.Option("--b", help="The opponent (same names)")] = "rules",
     hands: Annotated[int, typer.Option(help="Hands per match (whole duplicate pairs)")] = 2000,
@@ -326,11 +340,19 @@ def eval_cmd(
         bool, typer.Option(help="Send the tables' decisions together (/v1/decide:batch)")
     ] = False,
     seed: int = 0,
+    greedy: Annotated[
+        bool,
+        typer.Option(
+            help="When A is a model, play it greedy too (its most likely action; same deals) "
+            "and report both"
+        ),
+    ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
 ) -> None:
     """Arena: A against B through a server's HTTP API (seats alternated, duplicate deals):
-    payoff per hand for A with a 95% CI, win/draw/loss, hands/s. --league: rating table."""
+    payoff per hand for A with a 95% CI, win/draw/loss, hands/s; for a model A, sampled and
+    greedy. Any game with a simulator. --league: rating table."""
     import contextlib
     import time
 
@@ -356,7 +378,13 @@ def eval_cmd(
             arena = await play_arena(
                 url, game, a, b, hands, tables=tables, seed=seed, api_key=api_key, batch=batch
             )
-            return {"arena": arena}
+            matches = {"arena": arena}
+            if greedy and a.strip() not in ("rules", "random") and ":" not in a:
+                matches["greedy"] = await play_arena(
+                    url, game, f"{a.strip()}:greedy", b, hands, tables=tables, seed=seed,
+                    api_key=api_key, batch=batch,
+                )  # fmt: skip
+            return matches
 
         try:
             result = uvloop.run(run())
@@ -369,9 +397,18 @@ def eval_cmd(
             typer.echo(format_table(result))
             typer.echo(f"saved: {result['saved']}")
         return
-    arena = result["arena"]
-    typer.echo(json.dumps(arena.to_dict(), indent=2) if json_out else arena.format())
-    if arena.errors:
+    arena, greedy_arena = result["arena"], result.get("greedy")
+    if json_out:
+        report = arena.to_dict()
+        if greedy_arena is not None:
+            report["greedy"] = greedy_arena.to_dict()
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        typer.echo(arena.format())
+        if greedy_arena is not None:
+            typer.echo("greedy (the version's most likely action, the same deals):")
+            typer.echo(greedy_arena.format())
+    if arena.errors or (greedy_arena is not None and greedy_arena.errors):
         raise typer.Exit(1)
 
 
@@ -381,7 +418,9 @@ def promote(
         str,
         typer.Option(help="A server URL, or the whole fleet comma separated: every one is changed"),
     ] = "http://127.0.0.1:8000",
-    game: str = "leduc-holdem",
+    game: Annotated[str, typer.Option(help="--auto: any game with a simulator (see eval)")] = (
+        "leduc-holdem"
+    ),
     version: Annotated[int | None, typer.Option(help="Promote this version as is")] = None,
     auto: Annotated[
         bool, typer.Option("--auto", help="Newest vs production in the arena; promote if better")
@@ -392,6 +431,11 @@ def promote(
         typer.Option(help="Set the share of new games whose canary seats get production"),
     ] = None,
     hands: Annotated[int, typer.Option(help="--auto: arena hands")] = 4000,
+    evidence_kind: Annotated[
+        str, typer.Option("--evidence", help="--auto: arena (play it) or live (engines' games)")
+    ] = "arena",
+    candidate: Annotated[int | None, typer.Option(help="--evidence live: not the newest")] = None,
+    min_games: Annotated[int, typer.Option(help="--evidence live: games per side")] = 200,
     tables: int = 16,
     seed: int = 0,
     log: Annotated[Path | None, typer.Option(help="Append each decision (JSON line) here")] = (
@@ -421,9 +465,18 @@ def promote(
         raise typer.BadParameter(str(e)) from None
     evidence = {"by": "croupier promote (manual)", "servers": urls}
 
+    if evidence_kind not in ("arena", "live") or (evidence_kind == "live" and not auto):
+        raise typer.BadParameter("--evidence is arena or live, with --auto")
+
     async def run() -> dict:
+        if auto and evidence_kind == "live":
+            from croupier.arena.promote_live import live_promote
+
+            return await live_promote(
+                urls, candidate=candidate, min_games=min_games, admin_key=admin_key, log_path=log
+            )
         if auto:
-            from croupier.arena.promote import auto_promote  # the arena: RLCard tables
+            from croupier.arena.promote import auto_promote  # the arena: the game's simulator
 
             return await auto_promote(
                 urls[0], game, hands, admin_key=admin_key, tables=tables, seed=seed,
@@ -450,6 +503,34 @@ def promote(
     typer.echo(json.dumps(result, indent=2) if json_out else format_report(result))
     if not result["ok"]:
         raise typer.Exit(1)
+
+
+@app.command("export")
+def export_cmd(
+    version: Annotated[int, typer.Option(help="The version to export")],
+    weights_dir: Annotated[Path, typer.Option(help="The server's or trainer's weights dir")],
+    out: Annotated[Path, typer.Option(help="Folder for policy.onnx and policy.json")],
+    game: Annotated[str, typer.Option(help="A built-in game or pkg.mod:Adapter")] = (
+        "leduc-holdem"
+    ),
+    fmt: Annotated[str, typer.Option("--format", help="onnx (the only one)")] = "onnx",
+) -> None:
+    """Write a version's policy for a game's own runtime: observation and mask in, masked
+    logits out, with the adapter's sizes and action names beside it (docs/your-game.md)."""
+    if fmt != "onnx":
+        raise typer.BadParameter("--format must be onnx")
+    from croupier.games.registry import load_adapter
+    from croupier.policies.onnx_export import export_onnx
+
+    try:
+        info = export_onnx(weights_dir, version, load_adapter(game), out)
+    except ImportError as e:  # torch.onnx needs the onnx package
+        typer.echo(f"error: {e} (pip install 'croupier[export]')", err=True)
+        raise typer.Exit(1) from None
+    except (ValueError, TypeError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"wrote {out / info['file']} and {out / 'policy.json'} (version {version})")
 
 
 @app.command()
@@ -514,13 +595,19 @@ def bench_serve(
     games: Annotated[str, typer.Option(help="Concurrent games, comma separated")] = "100,1000",
     seconds: Annotated[float, typer.Option(help="Measured seconds per scenario")] = 10.0,
     rounds: Annotated[int, typer.Option(help="Interleaved rounds; medians are reported")] = 3,
+    scenarios: Annotated[
+        str | None,
+        typer.Option(help="Scenarios to run, comma separated (a,b,c,c-inline,d,c2,ray); all"),
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
-    """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API."""
+    """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API,
+    two server processes vs one, and Ray Serve on the same module."""
     from croupier.bench.serve import Result, format_table
     from croupier.bench.serve import bench_serve as run
 
-    report = run([int(g) for g in games.split(",")], seconds, out, rounds)
+    chosen = [s.strip() for s in scenarios.split(",") if s.strip()] if scenarios else None
+    report = run([int(g) for g in games.split(",")], seconds, out, rounds, chosen)
     typer.echo(f"medians over {rounds} rounds:")
     typer.echo(format_table([Result(**r) for r in report["results"]]))
     typer.echo(json.dumps(report["ratios"], indent=2))
@@ -555,8 +642,23 @@ def bench_lag(
     run(game, algos.split(","), [int(x) for x in lags.split(",")], minutes, out)
 
 
+@bench_app.command("outage")
+def bench_outage(
+    game: str = "leduc-holdem",
+    minutes: float = 4.0,
+    outage_at: Annotated[float, typer.Option(help="Seconds in when the trainer is killed")] = 60.0,
+    outage: Annotated[float, typer.Option(help="Seconds the trainer stays down")] = 60.0,
+    out: Path = Path("bench/results"),
+) -> None:
+    """A trainer outage mid-run: the backlog trained (default bound) vs dropped, side by side."""
+    from croupier.bench.outage import bench_outage as run
+
+    run(game, minutes, outage_at, outage, out)
+
+
 @bench_app.command("soak")
 def bench_soak(
+    game: Annotated[str, typer.Option(help="Any game with a simulator")] = "leduc-holdem",
     games: Annotated[int, typer.Option(help="Concurrent games")] = 1000,
     minutes: float = 10.0,
     url: Annotated[str | None, typer.Option(help="An existing server (default: start one)")] = None,
@@ -566,7 +668,7 @@ def bench_soak(
     from croupier.bench.soak import bench_soak as run
     from croupier.bench.soak import format_report
 
-    report = run(games, minutes, out, url)
+    report = run(games, minutes, out, url, game)
     typer.echo(format_report(report))
     if report["errors"]:
         raise typer.Exit(1)

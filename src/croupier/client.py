@@ -34,20 +34,29 @@ class CroupierError(Exception):
         self.detail = detail
 
 
+def _score(url: str, game_id: str) -> tuple[int, str]:
+    digest = hashlib.blake2b(f"{url}\x00{game_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big"), url  # url breaks (astronomically rare) ties
+
+
 def route_game(game_id: str, urls: list[str]) -> str:
-    """The server that owns `game_id`, by rendezvous hashing.
+    """The server that owns `game_id`, by rendezvous hashing (blake2b-64 of url, NUL, id;
+    the highest wins).
 
     Every client picks the same server without coordination, and adding or removing one of
     N servers moves only ~1/N of the games.
     """
     if not urls:
         raise ValueError("no server urls to route to")
+    return max(urls, key=lambda url: _score(url, game_id))
 
-    def score(url: str) -> tuple[int, str]:
-        digest = hashlib.blake2b(f"{url}\x00{game_id}".encode(), digest_size=8).digest()
-        return int.from_bytes(digest, "big"), url  # url breaks (astronomically rare) ties
 
-    return max(urls, key=score)
+def rank_servers(game_id: str, urls: list[str]) -> list[str]:
+    """`urls` in rendezvous order for `game_id`: its owner first, then where the game goes
+    when the owner is down (failover: docs/scale-out.md)."""
+    if not urls:
+        raise ValueError("no server urls to route to")
+    return sorted(urls, key=lambda url: _score(url, game_id), reverse=True)
 
 
 def _q(game_id: str) -> str:
@@ -67,10 +76,15 @@ class CroupierClient:
         api_key: str | None = None,
         timeout_s: float = 30.0,
         max_connections: int = 256,
+        connect_timeout_s: float = 5.0,
     ):
         self.base_url = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # A connect bounded on its own: a dead host (no refusal, silence) is known as one in
+        # seconds, not after the whole request's timeout; the routed client then fails over.
+        self._timeout = aiohttp.ClientTimeout(
+            total=timeout_s, sock_connect=min(connect_timeout_s, timeout_s)
+        )
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 
@@ -143,6 +157,20 @@ class CroupierClient:
         )
         return await self._request("POST", "/v1/games", body, {GAME_ID_HEADER: game_id})
 
+    async def resume_game(
+        self,
+        game_id: str,
+        game: str,
+        seats: dict[str, dict[str, Any]],
+        *,
+        record: bool | str | None = None,
+    ) -> dict[str, Any]:
+        """Failover: take over a game whose server died, with its id and `seats` as its create
+        answered them; returns {"game_id", "seats", "resumed", "substituted"}
+        (docs/scale-out.md). `RoutedClient` does this by itself."""
+        body = _drop_none({"game": game, "seats": seats, "record": record})
+        return await self._request("POST", f"/v1/games/{_q(game_id)}/resume", body)
+
     async def decide(
         self,
         game_id: str,
@@ -188,6 +216,10 @@ class CroupierClient:
     async def post_arena_results(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         """Record arena results for the dashboard's learning curve (an admin key's route)."""
         return await self._request("POST", "/v1/arena/results", results)
+
+    async def live_arena(self) -> dict[str, Any]:
+        """The match table of the games this server saw end (`GET /v1/arena/live`)."""
+        return await self._request("GET", "/v1/arena/live")
 
     # --- the production channel (admin key) -----------------------------------------------
 

@@ -92,7 +92,19 @@ class ServerConfig:
         "Batches at least this big run inline even with the forward thread: a queue that long "
         "means a saturated event loop, where the thread's round trip costs more",
     )
-    keep_versions: int = setting(8, "Weights versions kept in memory")
+    keep_versions: int = setting(
+        8, "Weights versions kept in memory (besides production, its history and live games')"
+    )
+    weights_keep_last: int = setting(
+        8,
+        "Weights files kept in --weights-dir: the newest N (besides production, every "
+        "promoted version and every version a live game is pinned to)",
+    )
+    weights_keep_every: int = setting(
+        0,
+        "Also keep one weights file per N version numbers in --weights-dir (0: none): a "
+        "history of the whole run",
+    )
     behaviour_lag: int = setting(
         0, "Experiments: serve the version N places behind the newest (`bench lag`)"
     )

@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +108,44 @@ class ExternalRun:
     train_args: list[str] = field(default_factory=list)
     server_args: list[str] = field(default_factory=list)
     quiet: bool = False
+    # A trainer outage: SIGKILLed `outage_at_s` after the start, started again (same checkpoint
+    # dir, the remaining minutes) `outage_s` later, while the games go on (bench outage).
+    outage_at_s: float | None = None
+    outage_s: float = 60.0
+
+
+class TrainerProcess:
+    """`croupier train` for a run; `outage()` kills it and starts it again after a pause."""
+
+    def __init__(self, run: ExternalRun, link_port: int, env: dict[str, str]):
+        self.run, self.link_port, self.env = run, link_port, env
+        self.started = time.monotonic()
+        self.restarted_at: float | None = None
+        self.proc = self._start(run.minutes)
+
+    def _start(self, minutes: float) -> subprocess.Popen:
+        run = self.run
+        return subprocess.Popen(
+            [*CROUPIER, "train", "--game", run.game, "--algo", run.algo,
+             "--listen", f"127.0.0.1:{self.link_port}", "--minutes", f"{minutes:.3f}",
+             "--checkpoint-dir", str(run.run_dir / "trainer"), *run.train_args],
+            stdout=(run.run_dir / "trainer.log").open("a"), stderr=subprocess.STDOUT,
+            env=self.env,
+        )  # fmt: skip
+
+    def outage(self, stop: threading.Event) -> None:
+        """Kill the trainer at `outage_at_s`, start it again `outage_s` later (a thread)."""
+        run = self.run
+        assert run.outage_at_s is not None
+        if stop.wait(run.outage_at_s) or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGKILL)  # a crash: no checkpoint on the way out
+        self.proc.wait()
+        if stop.wait(run.outage_s):
+            return
+        left_min = run.minutes - (time.monotonic() - self.started) / 60
+        self.restarted_at = time.monotonic() - self.started
+        self.proc = self._start(max(left_min, 0.5))
 
 
 def run_external(run: ExternalRun) -> dict[str, Any]:
@@ -117,13 +157,11 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
     url = f"http://127.0.0.1:{http_port}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     say = (lambda *a, **k: None) if run.quiet else print
-    train_args = list(run.train_args)
-    trainer = subprocess.Popen(
-        [*CROUPIER, "train", "--game", run.game, "--algo", run.algo,
-         "--listen", f"127.0.0.1:{link_port}", "--minutes", str(run.minutes),
-         "--checkpoint-dir", str(run_dir / "trainer"), *train_args],
-        stdout=(run_dir / "trainer.log").open("w"), stderr=subprocess.STDOUT, env=env,
-    )  # fmt: skip
+    trainer = TrainerProcess(run, link_port, env)
+    stop_outage = threading.Event()
+    outage = threading.Thread(target=trainer.outage, args=(stop_outage,), daemon=True)
+    if run.outage_at_s is not None:
+        outage.start()
     server = start_serve(
         ["--game", run.game, "--seats", "learned,rules",
          "--trainer", f"127.0.0.1:{link_port}", "--weights-dir", str(run_dir / "weights"),
@@ -158,11 +196,17 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
             run_engine(url, run.game, run.tables, ["learned", "rules"], None, play_s,
                        progress=show, batch=True)
         )  # fmt: skip
-        if trainer.wait(timeout=600) != 0:
+        if run.outage_at_s is not None:
+            outage.join(run.outage_at_s + run.outage_s + 60)  # the trainer is back
+            # The restarted trainer would outlive the games by its start-up time, training
+            # on what is left of the backlog alone: stop it with the games, so the policies
+            # compared saw the same traffic.
+            trainer.proc.send_signal(signal.SIGTERM)
+        if trainer.proc.wait(timeout=600) != 0:
             # e.g. Ray failing to start on an overloaded machine: an untrained policy's
             # evaluation must not pass for a result.
             log_tail = (run_dir / "trainer.log").read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"the trainer exited with {trainer.returncode}:\n{log_tail}")
+            raise RuntimeError(f"the trainer exited with {trainer.proc.returncode}:\n{log_tail}")
         time.sleep(2.0)  # the final push reaches the server
         version = get_json(url + "/v1/policies")["policies"]["learned"]["latest"]
         say(f"training done; evaluating version {version} against the rules "
@@ -172,10 +216,11 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
                        run.eval_hands, None, batch=True)
         )  # fmt: skip
     finally:
-        for proc in (server, trainer):
+        stop_outage.set()
+        for proc in (server, trainer.proc):
             if proc.poll() is None:
                 proc.terminate()
-        for proc in (server, trainer):
+        for proc in (server, trainer.proc):
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -199,6 +244,7 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
         "training_engine": training.to_dict(),
         "eval_engine": final.to_dict(),
         "trainer_last": last_progress(progress_file),
+        "trainer_restarted_at_s": trainer.restarted_at,
         "curve": curve.points,
     }
     (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=float))

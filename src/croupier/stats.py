@@ -33,9 +33,62 @@ class Mean:
         self.total += x
         self.squares += x * x
 
+    def merge(self, other: Mean) -> None:
+        self.n += other.n
+        self.total += other.total
+        self.squares += other.squares
+
+    @classmethod
+    def of(cls, n: int, mean: float, std: float) -> Mean:
+        """Back from a published summary (count, mean, sample std), to be merged."""
+        m = cls()
+        m.n, m.total = n, n * mean
+        m.squares = (n - 1) * std * std + n * mean * mean if n else 0.0
+        return m
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n if self.n else 0.0
+
+    @property
+    def var(self) -> float:
+        """Sample variance (0 for fewer than two numbers)."""
+        if self.n < 2:
+            return 0.0
+        return max(0.0, (self.squares - self.n * self.mean**2) / (self.n - 1))
+
     def to_dict(self) -> dict[str, Any]:
         if not self.n:
             return {"n": 0, "mean": None, "ci95": None}
-        mean = self.total / self.n
-        var = max(0.0, (self.squares - self.n * mean * mean) / (self.n - 1)) if self.n > 1 else 0
-        return {"n": self.n, "mean": mean, "ci95": ci95(math.sqrt(var), self.n)}
+        return {"n": self.n, "mean": self.mean, "ci95": ci95(math.sqrt(self.var), self.n)}
+
+
+def stratified_difference(strata: list[tuple[Mean, Mean]]) -> tuple[float, float, float] | None:
+    """Mean of A minus mean of B pooled over strata (A and B met the same conditions within
+    each), its standard error and its effective sample size (the sum of the weights: n/2 for
+    n samples on each side); None without a stratum. Weights n_a*n_b/(n_a+n_b), the
+    usual stratified two-sample weights: each stratum's difference is unbiased, so the pooled
+    one is, whatever the mix of strata. Samples are independent (not paired): a stratum's
+    variance is var_a/n_a + var_b/n_b."""
+    weight = diff = var = 0.0
+    for a, b in strata:
+        w = a.n * b.n / (a.n + b.n)
+        weight += w
+        diff += w * (a.mean - b.mean)
+        var += w * w * (a.var / a.n + b.var / b.n)
+    if not weight:
+        return None
+    return diff / weight, math.sqrt(var) / weight, weight
+
+
+def mixture_boundary(n: float, n_tuned: float, alpha: float = 0.05) -> float:
+    """The z a running mean must pass at (effective) sample size `n` for an always-valid
+    two-sided test of level `alpha`: Robbins' normal-mixture boundary. For Brownian motion W,
+    P(exists n: |W(n)|/sqrt(n) >= this) <= alpha (Ville's inequality on the mixture
+    martingale), at every n, however often one looks; a standardized mean of independent
+    samples is asymptotically such a W (so: asymptotic, as a CLT interval is). `n_tuned` is
+    where it is tightest (mixing variance rho^2 chosen for it, Howard et al. 2021): ~3.03 for
+    alpha 0.05 there, ~3.6 at a hundred times that, against a fixed look's 1.96."""
+    log_a = 2 * math.log(1 / alpha)
+    x = (log_a + math.log(1 + log_a)) * n / n_tuned  # rho^2 * n
+    return math.sqrt((1 + 1 / x) * (math.log(1 + x) + log_a))

@@ -28,6 +28,7 @@ from croupier.api.errors import (
 )
 from croupier.api.fast_lane import FastLane, check_fast_lane
 from croupier.api.limits import BodySizeLimit
+from croupier.api.live_arena import install_live_arena
 from croupier.api.observability import install_observability
 from croupier.api.rollout_routes import rollout_router
 from croupier.api.routes import hot_router, open_router, router
@@ -113,6 +114,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(open_router)
     install_dashboard(app, config.arena_results, install_observability(app, service).requests)
     app.include_router(rollout_router)
+    install_live_arena(app, components.rollout.live, app.state.metrics)
 
     # Every error answer is a `Problem` (schemas.py), the shape docs/openapi.json declares.
     retry_after_s = int(config.retry_after_s)

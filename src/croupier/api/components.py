@@ -19,6 +19,7 @@ from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter
 from croupier.games.registry import load_adapter, load_rules
 from croupier.policies.learned import PolicyVersions
+from croupier.policies.retention import Retention
 from croupier.policies.rollout import Channels, Rollout
 from croupier.sessions.batcher import InferenceBatcher
 from croupier.sessions.expiry import expire_idle_games
@@ -67,6 +68,7 @@ class Components:
         await self.batcher.stop()
         if self.offline is not None:
             self.offline.flush()
+        self.rollout.live.save()
         self.outbox.close()
 
 
@@ -84,6 +86,7 @@ def build_components(config: ServerConfig) -> Components:
         weights_dir=weights_dir,
         seed=config.seed,
         behaviour_lag=config.behaviour_lag,
+        retention=Retention(config.weights_keep_last, config.weights_keep_every),
     )
     batcher = InferenceBatcher(
         versions,
@@ -109,6 +112,7 @@ def build_components(config: ServerConfig) -> Components:
     )
     rules = load_rules(config.rules) if config.rules else adapter.rules()
     service = DecisionService(config, adapter, versions, batcher, outbox, rollout, rules)
+    versions.in_use = service.games.versions_in_use  # retention keeps what live games pin
     return Components(config, adapter, versions, batcher, outbox, offline, rollout, service)
 
 

@@ -93,6 +93,8 @@ EXPORTED: tuple[Exported, ...] = (
     _c("refused_quota"),
     _c("refused_too_large"),
     _c("expired_games"),
+    _c("games_resumed"),
+    _c("resumed_fragments_dropped"),
     _c("episodes_cut"),
     _c("weights_refused"),
     _g("trainer_link_thread_alive", "trainer_link", "thread_alive"),

@@ -12,6 +12,9 @@ from croupier.api.auth import require_engine_key
 from croupier.api.errors import problem_of
 from croupier.api.fast_lane import FastLaneRoute, answers, json_body, json_response, parse_body
 from croupier.api.schemas import (
+    GAME_ID_MAX,
+    GAME_ID_RULE,
+    SAFE_GAME_ID,
     CreateGame,
     CreateGamesRequest,
     CreateGamesResponse,
@@ -25,7 +28,9 @@ from croupier.api.schemas import (
     EndRequest,
     GameCreated,
     GameEndedResponse,
+    GameResumed,
     Problem,
+    ResumeGame,
     well_formed_batch,
 )
 from croupier.games.base import GameAdapter
@@ -106,6 +111,31 @@ async def create_game(request: Request) -> Response:
         body.game, body.game_id, body.seats, body.pin, body.record, _owner(request)
     )
     return json_response(created, status_code=201)
+
+
+@router.post(
+    "/v1/games/{game_id}/resume",
+    response_model=GameResumed,
+    responses={
+        409: {"model": Problem, "description": "The game has already ended on this server"},
+        422: {"model": Problem, "description": "Seats not the game's, or an unknown policy"},
+        429: {"model": Problem, "description": "This API key has its share of games in flight"},
+        503: {"model": Problem, "description": "Overloaded: retry after `Retry-After` seconds"},
+    },
+)
+async def resume_game(game_id: str, body: ResumeGame, request: Request) -> dict[str, Any]:
+    """Failover: take over a game whose server died, with the same id and seats (as its create
+    answered them). Its learned seats record afresh from here; docs/scale-out.md. A plain
+    create with an existing id stays a 409: only this route re-creates a game."""
+    _check_game_id(game_id)
+    seats = {seat: (info.policy, info.version) for seat, info in body.seats.items()}
+    return service(request).resume_game(body.game, game_id, seats, body.record, _owner(request))
+
+
+def _check_game_id(game_id: str) -> None:
+    # The path's id becomes a game's id here: the rule every created id follows.
+    if len(game_id) > GAME_ID_MAX or not SAFE_GAME_ID.fullmatch(game_id):
+        raise HTTPException(422, GAME_ID_RULE)
 
 
 @hot_router.post(

@@ -271,6 +271,37 @@ class EndBatchResponse(BaseModel):
     results: list[EndResult] = Field(description="One per item, in order.")
 
 
+# --- failover: a game taken over from a dead server (docs/scale-out.md) ----------------------
+
+
+class ResumeGame(_Body):
+    game: str = Field(description="The game this server plays, e.g. 'leduc-holdem'.")
+    seats: dict[str, SeatInfo] = Field(
+        description="Every seat, exactly as the game's create (or last resume) answered it: "
+        "{seat: {policy, version}}."
+    )
+    record: bool | Literal["rules"] = Field(
+        True, description="As the game's create said: record its learned seats from here on."
+    )
+
+
+class VersionSubstituted(BaseModel):
+    asked: int
+    served: int
+
+
+class GameResumed(GameCreated):
+    resumed: bool = Field(
+        description="true: the game was re-created here, its learned seats recording afresh "
+        "(what the dead server recorded of it is lost, and counted); false: it was already "
+        "live here (a retried resume), unchanged."
+    )
+    substituted: dict[str, VersionSubstituted] = Field(
+        description="Seats whose version is not loaded here: the version asked and the one "
+        "served instead (the oldest loaded at or after it; the newest if it is newer)."
+    )
+
+
 # --- decide:batch items without building models ---------------------------------------------
 
 # A decide's arguments: game_id, seat, state, reward, turn.

@@ -1,12 +1,31 @@
 -- wrk script for `croupier bench serve`: POST prepared decide requests, round robin.
 -- The bodies are prepared by the Python side (one per line in BENCH_BODIES, path first,
 -- a tab, then the JSON body), so the load generator does no work per request.
+-- With BENCH_SERVERS ("host:port,host:port", one wrk thread each), thread k sends to the
+-- k-th server the bodies in BENCH_BODIES.k: the games routed to that server by id.
 
 local requests = {}
 local n = 0
+local threads_made = 0
+
+function setup(thread)
+  local servers = os.getenv("BENCH_SERVERS")
+  if servers == nil then
+    return
+  end
+  threads_made = threads_made + 1
+  local k = 0
+  for host, port in string.gmatch(servers, "([^,:]+):(%d+)") do
+    k = k + 1
+    if k == threads_made then
+      thread.addr = wrk.lookup(host, port)[1]
+    end
+  end
+  thread:set("bodies_path", os.getenv("BENCH_BODIES") .. "." .. threads_made)
+end
 
 function init(args)
-  local file = assert(io.open(os.getenv("BENCH_BODIES"), "r"))
+  local file = assert(io.open(bodies_path or os.getenv("BENCH_BODIES"), "r"))
   for line in file:lines() do
     local tab = string.find(line, "\t", 1, true)
     local path = string.sub(line, 1, tab - 1)

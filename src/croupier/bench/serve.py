@@ -7,6 +7,15 @@ Against the same server build, for each number of concurrent games:
   (c) batched  the learned policy with dynamic batching (the default server: forwards on a
                thread of their own, big batches inline); `c-inline` runs all on the event loop
   (d) batch    `POST /v1/decide:batch`, 64 decisions of different games per request
+  (c2)         (c) on two server processes, each pinned to a core of its own, the games
+               routed to them by id (rendezvous, as `RoutedClient`): against (c) on one
+  (ray)        the same module served by Ray Serve with `@serve.batch`, one replica per core
+               the croupier server gets (`bench/ray_serve_app.py`): same weights, same
+               request body, same work per request; skipped when Ray Serve is not installed
+               (`pip install 'croupier[bench]'`)
+
+`--scenarios` runs some of them (by name); ratios `X/a`, `c2/c` and `c/ray` are reported for
+the scenarios run together.
 
 The load generator is wrk (one thread, keep-alive connections, one request in flight per
 connection = per game) with a Lua script that only replays prepared bodies, so it costs the
@@ -21,18 +30,24 @@ box's speed drifts by ±20% over minutes, and interleaving spreads the drift ove
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
+import threading
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from croupier.client import route_game
 from croupier.engine.rlcard_games import RLCardTable
 from croupier.local_server import free_port, start_serve, wait_until_up
 
@@ -48,6 +63,8 @@ class Scenario:
     seat: str  # the policy of the deciding seat
     server_args: list[str]
     items_per_request: int = 1
+    servers: int = 1  # croupier processes, games routed to them by id
+    system: str = "croupier"  # or "ray-serve"
 
 
 SCENARIOS = [
@@ -56,7 +73,11 @@ SCENARIOS = [
     Scenario("c", "learned, batched", "learned", []),
     Scenario("c-inline", "learned, batched, inline", "learned", ["--no-forward-thread"]),
     Scenario("d", f"decide:batch x{BATCH_ITEMS}", "learned", [], BATCH_ITEMS),
+    Scenario("c2", "learned, batched, 2 procs", "learned", [], servers=2),
+    Scenario("ray", "Ray Serve @serve.batch", "learned", [], system="ray-serve"),
 ]
+# Ratios beyond `X/a`: (numerator, denominator) scenarios run in the same round.
+PAIRS = (("c2", "c"), ("c", "ray"))
 
 
 @dataclass
@@ -77,6 +98,26 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _session_stats(sid: int) -> dict[int, list[str]]:
+    """The /proc/<pid>/stat fields (after the name) of every live process in session `sid`:
+    Ray's driver and all it started (its actors set process groups of their own)."""
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[3]) == sid:
+            out[int(stat.parent.name)] = fields
+    return out
+
+
+def _session_cpu_seconds(sid: int) -> float:
+    """CPU of every live process in session `sid`."""
+    ticks = sum(int(f[11]) + int(f[12]) for f in _session_stats(sid).values())
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _sample_states(n: int) -> list[dict[str, Any]]:
     """Real leduc states for seat 0, so every decide does the full encode."""
     table, states = RLCardTable(GAME), []
@@ -93,12 +134,28 @@ def _sample_states(n: int) -> list[dict[str, Any]]:
     return states
 
 
-def _pinning() -> tuple[list[str], list[str]]:
-    """Command prefixes that pin the server and the load generator to different CPUs."""
+def _pinning(servers: int = 1) -> tuple[list[list[str]], list[str]]:
+    """Command prefixes pinning each server and the load generator to CPUs of their own
+    (with too few CPUs for that, the load generator is left unpinned; with one, nothing is)."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2 or shutil.which("taskset") is None:
-        return [], []
-    return ["taskset", "-c", str(cpus[0])], ["taskset", "-c", str(cpus[1])]
+        return [[] for _ in range(servers)], []
+    pins = [["taskset", "-c", str(cpus[i % len(cpus)])] for i in range(servers)]
+    rest = cpus[servers:]
+    return pins, (["taskset", "-c", ",".join(map(str, rest))] if rest else [])
+
+
+def skip_reason(scenario: Scenario) -> str | None:
+    """Why `scenario` cannot run here (None: it can)."""
+    if scenario.servers > len(os.sched_getaffinity(0)):
+        return f"{scenario.servers} server processes need as many CPUs"
+    if scenario.system == "ray-serve":
+        probe = subprocess.run(
+            [sys.executable, "-c", "import ray.serve"], capture_output=True, timeout=120
+        )
+        if probe.returncode != 0:
+            return "Ray Serve is not installed: pip install 'croupier[bench]' (ray[serve]==2.60.0)"
+    return None
 
 
 def _start_server(port: int, args: list[str], prefix: list[str] | None = None) -> subprocess.Popen:
@@ -111,59 +168,126 @@ def _start_server(port: int, args: list[str], prefix: list[str] | None = None) -
     return proc
 
 
-def _bodies(url: str, scenario: Scenario, games: int) -> list[str]:
-    """Open `games` unrecorded games and prepare one request line per game (or batch)."""
+def _decide_line(path: str, body: dict[str, Any]) -> str:
+    return f"{path}\t" + json.dumps(body, separators=(",", ":"))
+
+
+def _bodies(urls: list[str], scenario: Scenario, games: int) -> dict[str, list[str]]:
+    """Open `games` unrecorded games, each on the server its id routes to, and prepare one
+    request line per game (or batch), by server."""
     states = _sample_states(64)
     seats = {"0": scenario.seat, "1": "rules"}
-    ids = []
-    with httpx.Client(base_url=url, timeout=30) as client:
+    ids: dict[str, list[str]] = {url: [] for url in urls}
+    clients = {url: httpx.Client(base_url=url, timeout=30) for url in urls}
+    try:
         for _ in range(games):
-            r = client.post("/v1/games", json={"game": GAME, "seats": seats, "record": False})
-            r.raise_for_status()
-            ids.append(r.json()["game_id"])
+            game_id = uuid.uuid4().hex
+            url = route_game(game_id, urls)
+            body = {"game": GAME, "game_id": game_id, "seats": seats, "record": False}
+            clients[url].post("/v1/games", json=body).raise_for_status()
+            ids[url].append(game_id)
+    finally:
+        for c in clients.values():
+            c.close()
+    return {url: _request_lines(scenario, gids, states) for url, gids in ids.items()}
+
+
+def _request_lines(scenario: Scenario, ids: list[str], states: list[dict[str, Any]]) -> list[str]:
     if scenario.items_per_request == 1:
         return [
-            f"/v1/games/{gid}/decide\t"
-            + json.dumps({"seat": "0", "state": states[i % len(states)]}, separators=(",", ":"))
+            _decide_line(f"/v1/games/{gid}/decide", {"seat": "0", "state": states[i % len(states)]})
             for i, gid in enumerate(ids)
         ]
-    k = scenario.items_per_request
+    k, games = scenario.items_per_request, len(ids)
     lines = []
     for start in range(0, max(games, k), k):
         items = [
             {"game_id": ids[(start + j) % games], "seat": "0", "state": states[j % len(states)]}
             for j in range(k)
         ]
-        lines.append("/v1/decide:batch\t" + json.dumps({"items": items}, separators=(",", ":")))
+        lines.append(_decide_line("/v1/decide:batch", {"items": items}))
     return lines
 
 
-def run_scenario(scenario: Scenario, games: int, seconds: float) -> Result:
+def _start_ray_serve(prefix: list[str], replicas: int) -> tuple[subprocess.Popen, str]:
+    """`bench/ray_serve_app.py` in a session of its own (Ray's processes with it); its url
+    once it answers with croupier's own weights."""
+    from croupier.bench.ray_serve_app import weights_digest
+    from croupier.games.registry import load_adapter
+    from croupier.policies.learned import PolicyVersions
+
     port = free_port()
+    cmd = [*prefix, sys.executable, "-m", "croupier.bench.ray_serve_app", "--port", str(port),
+           "--replicas", str(replicas)]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}"
-    server_cpu, load_cpu = _pinning()
-    server = _start_server(port, scenario.server_args, server_cpu)
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            bodies, out = Path(tmp) / "bodies.tsv", Path(tmp) / "out.json"
-            bodies.write_text("\n".join(_bodies(url, scenario, games)) + "\n")
-            # Connections: one per game; a batch request stands for 64 games' decisions (at
-            # least two in flight, as an engine pipelining its tables would have).
-            connections = max(2, -(-games // scenario.items_per_request))
-            env = {**os.environ, "BENCH_BODIES": str(bodies), "BENCH_OUT": str(out)}
-            wrk = [*load_cpu, "wrk", "-t1", f"-c{connections}"]
-            cmd = [*wrk, f"-d{seconds:g}s", "--timeout", "10s"]
-            # Warm up (torch, caches), then measure.
-            subprocess.run(
-                [*wrk, "-d2s", "-s", str(LUA), url], env=env, check=True, capture_output=True
-            )
-            cpu0 = _cpu_seconds(server.pid)
-            subprocess.run([*cmd, "-s", str(LUA), url], env=env, check=True, capture_output=True)
-            cpu = _cpu_seconds(server.pid) - cpu0
-            w = json.loads(out.read_text())
+        assert proc.stdout is not None
+        for line in proc.stdout:  # Ray's start-up: tens of seconds on a small box
+            if line.startswith("READY"):
+                break
+        else:
+            raise RuntimeError(f"the Ray Serve app exited ({proc.wait()}) before it was ready")
+        # Keep reading what it prints: a full pipe would stall it mid-measurement.
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
+        served = httpx.get(url + "/decide", timeout=30).json()["weights"]
+        ours = weights_digest(PolicyVersions(load_adapter(GAME), seed=0))
+        if served != ours:
+            raise RuntimeError(f"Ray Serve serves other weights ({served} vs {ours}): unfair")
+    except BaseException:
+        _stop_session(proc)
+        raise
+    return proc, url
+
+
+def _stop_session(proc: subprocess.Popen) -> None:
+    """SIGTERM to the app (it shuts Serve and Ray down: ~10 s), then SIGKILL to whatever of
+    its session is left."""
+    if proc.poll() is None:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=60)
+    for pid in _session_stats(proc.pid):  # our own session's leftovers, each by its id
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if proc.poll() is None:
+        proc.wait(timeout=10)
+
+
+def run_scenario(scenario: Scenario, games: int, seconds: float) -> Result:
+    server_cpus, load_cpu = _pinning(scenario.servers)
+    procs: list[subprocess.Popen] = []
+    try:
+        if scenario.system == "ray-serve":
+            replicas = len(os.sched_getaffinity(0)) if not server_cpus[0] else 1
+            proc, url = _start_ray_serve(server_cpus[0], replicas)
+            procs.append(proc)
+            states = _sample_states(64)
+            lines = {
+                url: [
+                    _decide_line("/decide", {"seat": "0", "state": states[i % len(states)]})
+                    for i in range(games)
+                ]
+            }
+            cpu_of = _session_cpu_seconds  # Ray's driver, raylet, GCS, proxy and replicas
+        else:
+            urls = []
+            for prefix in server_cpus:
+                port = free_port()
+                procs.append(_start_server(port, scenario.server_args, prefix))
+                urls.append(f"http://127.0.0.1:{port}")
+            lines = _bodies(urls, scenario, games)
+            cpu_of = _cpu_seconds
+        w, cpu = _load(lines, scenario, games, seconds, load_cpu, procs, cpu_of)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        for proc in procs:
+            if scenario.system == "ray-serve":
+                _stop_session(proc)
+            else:
+                proc.terminate()
+                proc.wait(timeout=30)
     secs = w["duration_us"] / 1e6
     decisions = w["requests"] * scenario.items_per_request
     errors = sum(w[k] for k in w if k.startswith("errors_"))
@@ -178,6 +302,47 @@ def run_scenario(scenario: Scenario, games: int, seconds: float) -> Result:
         server_cpu_us_per_decision=cpu / max(decisions, 1) * 1e6,
         errors=errors,
     )
+
+
+def _load(
+    lines: dict[str, list[str]],
+    scenario: Scenario,
+    games: int,
+    seconds: float,
+    load_cpu: list[str],
+    procs: list[subprocess.Popen],
+    cpu_of: Any,
+) -> tuple[dict[str, Any], float]:
+    """wrk against the server(s) (one thread each): its numbers, and the servers' CPU
+    seconds while it measured."""
+    urls = list(lines)
+    with tempfile.TemporaryDirectory() as tmp:
+        bodies, out = Path(tmp) / "bodies.tsv", Path(tmp) / "out.json"
+        env = {**os.environ, "BENCH_BODIES": str(bodies), "BENCH_OUT": str(out)}
+        if len(urls) == 1:
+            bodies.write_text("\n".join(lines[urls[0]]) + "\n")
+        else:  # thread k -> server k (decide.lua)
+            for k, url in enumerate(urls, start=1):
+                Path(f"{bodies}.{k}").write_text("\n".join(lines[url]) + "\n")
+            env["BENCH_SERVERS"] = ",".join(url.removeprefix("http://") for url in urls)
+        # Connections: one per game; a batch request stands for 64 games' decisions (at
+        # least two in flight per thread, as an engine pipelining its tables would have).
+        threads = len(urls)
+        connections = max(2 * threads, -(-games // scenario.items_per_request))
+        wrk = [*load_cpu, "wrk", f"-t{threads}", f"-c{connections}"]
+        cmd = [*wrk, f"-d{seconds:g}s", "--timeout", "10s"]
+        # Warm up (torch, caches; Ray Serve's proxy and replica take longer), then measure.
+        warm_s = 5 if scenario.system == "ray-serve" else 2
+        subprocess.run(
+            [*wrk, f"-d{warm_s}s", "-s", str(LUA), urls[0]],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        cpu0 = sum(cpu_of(p.pid) for p in procs)
+        subprocess.run([*cmd, "-s", str(LUA), urls[0]], env=env, check=True, capture_output=True)
+        cpu = sum(cpu_of(p.pid) for p in procs) - cpu0
+        return json.loads(out.read_text()), cpu
 
 
 def format_table(results: list[Result]) -> str:
@@ -195,11 +360,19 @@ def format_table(results: list[Result]) -> str:
 
 
 def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
+    """Per number of games: each scenario against the floor (`X/a`), and the pairs `PAIRS`
+    (two processes against one, croupier against Ray Serve), where both were run."""
     out: dict[str, dict[str, float]] = {}
     for games in sorted({r.games for r in results}):
         by = {r.scenario: r.decisions_per_s for r in results if r.games == games}
-        if "a" in by:
-            out[str(games)] = {f"{k}/a": v / by["a"] for k, v in by.items() if k != "a"}
+        these: dict[str, float] = {}
+        if by.get("a"):
+            these = {f"{k}/a": v / by["a"] for k, v in by.items() if k != "a"}
+        for num, den in PAIRS:
+            if by.get(num) is not None and by.get(den):
+                these[f"{num}/{den}"] = by[num] / by[den]
+        if these:
+            out[str(games)] = these
     return out
 
 
@@ -254,29 +427,56 @@ def medians(results: list[Result]) -> list[Result]:
     return out
 
 
+def select(names: list[str] | None) -> list[Scenario]:
+    """The scenarios named (all when None), in the bench's order; unknown names refused."""
+    if names is None:
+        return list(SCENARIOS)
+    known = {sc.name for sc in SCENARIOS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown scenarios {unknown}; known: {sorted(known)}")
+    return [sc for sc in SCENARIOS if sc.name in names]
+
+
 def bench_serve(
-    games_list: list[int], seconds: float, out_dir: Path, rounds: int = 3
+    games_list: list[int],
+    seconds: float,
+    out_dir: Path,
+    rounds: int = 3,
+    scenarios: list[str] | None = None,
 ) -> dict[str, Any]:
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed: apt-get install wrk (Debian's package)")
+    chosen, skipped = [], {}
+    for scenario in select(scenarios):
+        reason = skip_reason(scenario)
+        if reason is None:
+            chosen.append(scenario)
+        else:
+            skipped[scenario.name] = reason
+            print(f"skipping scenario {scenario.name} ({scenario.label}): {reason}", flush=True)
     runs: list[Result] = []
     round_ratios: dict[str, list[dict[str, float]]] = {}
     for games in games_list:
         for i in range(rounds):
             this_round = []
-            for scenario in SCENARIOS:
+            for scenario in chosen:
                 this_round.append(run_scenario(scenario, games, seconds))
                 print(f"round {i + 1}: " + format_table(this_round[-1:]).splitlines()[-1],
                       flush=True)  # fmt: skip
             runs += this_round
-            round_ratios.setdefault(str(games), []).append(ratios(this_round)[str(games)])
+            these = ratios(this_round).get(str(games))
+            if these:
+                round_ratios.setdefault(str(games), []).append(these)
     results = medians(runs)
     report = {
         "load_generator": "wrk -t1 + Lua replaying prepared bodies (keep-alive, 1 in flight "
-        "per connection)",
-        "pinned": bool(_pinning()[0]),
+        "per connection); c2: one wrk thread per server process",
+        "pinned": bool(_pinning()[1]),
         "seconds": seconds,
         "rounds": rounds,
+        "scenarios": [sc.name for sc in chosen],
+        "skipped": skipped,
         "results": [asdict(r) for r in results],
         # Median over rounds of each round's ratio.
         "ratios": {

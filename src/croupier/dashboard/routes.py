@@ -44,6 +44,7 @@ async def dashboard_data(request: Request) -> dict[str, Any]:
         "history": list(state.history.samples),
         "current": state.snapshot(),
         "arena": [r.model_dump() for r in state.arena.all()],
+        "live_arena": state.components.rollout.live.table(),
     }
 
 

@@ -1,4 +1,5 @@
-"""One RLCard table: deal a hand, hand out JSON states, apply raw actions.
+"""One RLCard table: deal a hand, hand out JSON states, apply raw actions: the built-in games'
+`Simulator` (`games/simulator.py`).
 
 Each table owns its own env (RLCard envs keep the hand in mutable state); under asyncio one
 table is driven by one task, so no locking is needed.
@@ -12,7 +13,9 @@ from typing import Any
 import numpy as np
 import rlcard
 
-GAMES = ("leduc-holdem", "uno")
+from croupier.games.simulator import Simulator
+
+GAMES = ("leduc-holdem", "uno", "doudizhu")
 # UNO: how many of the latest moves a state carries (what a real table shows: the discard pile's
 # recent cards, who drew). RLCard's raw state has neither the moves nor a recoloured wild's
 # colour (its `target` keeps the wild's printed colour), so the table adds both.
@@ -36,14 +39,17 @@ class UnknownGame(ValueError):
     """A game the engine cannot play (the CLI says so in one line)."""
 
 
-class RLCardTable:
+class RLCardTable(Simulator):
     """A single-hand-at-a-time wrapper around one RLCard env."""
 
     def __init__(self, game: str):
         if game not in GAMES:
             raise UnknownGame(f"unsupported game {game!r}; expected one of {GAMES}")
-        self.game = game
+        self.game = self.name = self.adapter = game
         self.env = rlcard.make(game)
+        self.num_players = int(self.env.num_players)
+        # RLCard's doudizhu pays 1 to each seat of the winning side, 0 to the others.
+        self.zero_sum = game != "doudizhu"
         self._dealt = False
         self._moves: deque[list[Any]] = deque(maxlen=UNO_MOVES_SENT)
 
@@ -60,11 +66,25 @@ class RLCardTable:
         return int(self.env.get_player_id())
 
     def legal_actions(self) -> list[str]:
+        if self.game == "doudizhu":  # its game has no get_legal_actions: the state lists them
+            return [str(a) for a in self.env.game.get_state(self.current_player())["actions"]]
         return [str(a) for a in self.env.game.get_legal_actions()]
+
+    def state(self, seat: int) -> dict[str, Any]:
+        return self.state_json(seat)
+
+    def teams(self) -> list[list[int]]:
+        if self.game == "doudizhu":  # the landlord against the two peasants; drawn per deal
+            landlord = int(self.env.game.round.landlord_id)
+            return [[landlord], [s for s in range(self.num_players) if s != landlord]]
+        return super().teams()
 
     def state_json(self, player: int) -> dict[str, Any]:
         # game.get_state is the raw observation; env.get_state would also build the obs array.
         state = to_json(self.env.game.get_state(player))
+        if self.game == "doudizhu":
+            # croupier's engines list the legal moves as "legal_actions" (RLCard: "actions").
+            state["legal_actions"] = state.pop("actions")
         if self.game == "uno":
             # Added keys only: RLCard's own keys keep their meaning for its rule agents.
             state["color"] = str(self.env.game.round.target.color)
@@ -88,3 +108,25 @@ class RLCardTable:
 
     def payoffs(self) -> list[float]:
         return [float(p) for p in self.env.get_payoffs()]
+
+
+# The built-in games' simulators by import path (what their adapters name: `simulator`).
+class LeducTable(RLCardTable):
+    name = adapter = "leduc-holdem"
+
+    def __init__(self) -> None:
+        super().__init__("leduc-holdem")
+
+
+class UnoTable(RLCardTable):
+    name = adapter = "uno"
+
+    def __init__(self) -> None:
+        super().__init__("uno")
+
+
+class DoudizhuTable(RLCardTable):
+    name = adapter = "doudizhu"
+
+    def __init__(self) -> None:
+        super().__init__("doudizhu")

@@ -1,9 +1,11 @@
-"""The reference engine: RLCard tables playing hands through a croupier server.
+"""The reference engine: a game's simulator tables playing hands through a croupier server.
 
 `games` tables run concurrently, one asyncio task each. A table loops: open a game, play one
 hand by asking the server for every decision, report the payoffs, repeat, until the run's
 hand budget or time budget is spent. Each hand's payoff is credited to the policy that sat
-in each seat, giving a mean payoff per policy with a 95% confidence interval.
+in each seat, giving a mean payoff per policy with a 95% confidence interval. Any game with
+a simulator plays (`games/registry.py` `load_simulator`: the built-in RLCard games, or
+`package.module:Simulator`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ import aiohttp
 
 from croupier.client import CroupierClient, CroupierError
 from croupier.engine.batching import BatchingClient
-from croupier.engine.rlcard_games import GAMES, RLCardTable, UnknownGame
+from croupier.engine.rlcard_games import UnknownGame
+from croupier.games.registry import load_simulator
+from croupier.games.simulator import Simulator
 from croupier.routing import RoutedClient, client_for_urls
 from croupier.stats import ci95
 
 log = logging.getLogger(__name__)
 
-SEATS = ("0", "1")
+SEATS = ("0", "1")  # a two-player game's seats (a simulator's own: `Simulator.seats`)
 # A guard, not a rule: far above any real hand (Leduc <= 8 decisions, UNO ~ tens to hundreds).
 MAX_DECISIONS_PER_HAND = 10_000
 PROGRESS_EVERY_S = 2.0
@@ -122,8 +126,8 @@ class _Tally:
 
     def record(self, policies: dict[str, str], payoffs: list[float]) -> None:
         self.hands += 1
-        for seat, payoff in zip(SEATS, payoffs, strict=True):
-            self.per_policy.setdefault(policies[seat], _Running()).add(payoff)
+        for seat, payoff in enumerate(payoffs):
+            self.per_policy.setdefault(policies[str(seat)], _Running()).add(payoff)
 
     def error(self, e: BaseException) -> None:
         self.errors += 1
@@ -146,11 +150,11 @@ class _Tally:
         )
 
 
-def _seat_policies(resp: Any) -> tuple[str, dict[str, str]]:
+def _seat_policies(resp: Any, seats: list[str]) -> tuple[str, dict[str, str]]:
     """(game_id, {seat: policy}) from a create_game response, checked."""
     try:
         game_id = resp["game_id"]
-        policies = {seat: str(resp["seats"][seat]["policy"]) for seat in SEATS}
+        policies = {seat: str(resp["seats"][seat]["policy"]) for seat in seats}
     except (KeyError, TypeError) as e:
         raise HandError(f"malformed create_game response {resp!r}") from e
     return str(game_id), policies
@@ -161,39 +165,42 @@ DecideFn = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 HandClient = CroupierClient | RoutedClient | BatchingClient
 
 
-async def play_decisions(decide: DecideFn, game_id: str, table: RLCardTable) -> int:
+async def play_decisions(decide: DecideFn, game_id: str, table: Simulator) -> int:
     """Ask the server for every decision of the hand on `table` until it is over; the number
     of decisions. An illegal answer or a hand that never ends is a `HandError`."""
     for decisions in range(MAX_DECISIONS_PER_HAND):
         if table.is_over():
             return decisions
         player = table.current_player()
-        state = table.state_json(player)
-        decision = await decide(game_id, SEATS[player], state)
+        state = table.state(player)
+        decision = await decide(game_id, str(player), state)
         action = decision.get("action") if isinstance(decision, dict) else None
         if action not in state["legal_actions"]:
             raise HandError(f"server chose {action!r}, legal: {state['legal_actions']}")
-        table.step(action)
+        try:
+            table.step(action)
+        except ValueError as e:  # legal as listed, refused by the game: its own bug
+            raise HandError(f"the game refused {action!r}: {e}") from None
     raise HandError(f"hand still running after {MAX_DECISIONS_PER_HAND} decisions")
 
 
 async def _play_hand(
     client: HandClient,
     decide: DecideFn,
-    table: RLCardTable,
+    table: Simulator,
     tally: _Tally,
     seats: dict[str, str] | None,
     record: bool | str | None = None,
 ) -> None:
     game_id: str | None = None
     try:
-        created = await client.create_game(table.game, seats=seats, record=record)
-        game_id, policies = _seat_policies(created)
+        created = await client.create_game(table.name, seats=seats, record=record)
+        game_id, policies = _seat_policies(created, table.seats)
         table.reset()
         decisions = await play_decisions(decide, game_id, table)
         tally.decisions += decisions  # (not `+= await`: that reads the count before awaiting)
         payoffs = table.payoffs()
-        await client.end(game_id, dict(zip(SEATS, payoffs, strict=True)))
+        await client.end(game_id, dict(zip(table.seats, payoffs, strict=True)))
         tally.record(policies, payoffs)
     except HAND_ERRORS as e:
         tally.error(e)
@@ -213,16 +220,26 @@ async def _table_loop(
     seed: int,
     record: bool | str | None = None,
 ) -> None:
-    table = RLCardTable(game)
+    table = load_simulator(game)
     table.reset(seed + index)  # seeded once: each table deals its own reproducible sequence
     while (hand := tally.claim()) is not None:
         seating = None
         if seats is not None:
-            # Alternate who sits first (Leduc's blinds and UNO's first turn favour a seat);
-            # the table offset keeps the split even across tables too.
-            a, b = seats if (hand + index) % 2 == 0 else (seats[1], seats[0])
-            seating = {"0": a, "1": b}
+            # Rotate who sits where (Leduc's blinds and UNO's first turn favour a seat); the
+            # table offset keeps the split even across tables too.
+            seating = rotate(seats, table.num_players, hand + index)
         await _play_hand(client, decide, table, tally, seating, record)
+
+
+def rotate(policies: list[str], num_players: int, turn: int) -> dict[str, str]:
+    """The seating for hand `turn`: with one policy per seat, the list rotated `turn` places
+    (two players: alternated); with two policies for more seats, the first moves round the
+    table and the second fills the other seats."""
+    n = num_players
+    if len(policies) == n:
+        return {str(s): policies[(s + turn) % n] for s in range(n)}
+    first = turn % n
+    return {str(s): policies[0] if s == first else policies[1] for s in range(n)}
 
 
 async def _report(progress: Callable[[EngineSummary], Any], tally: _Tally) -> None:
@@ -250,20 +267,23 @@ async def run_engine(
     """Play hands of `game` on `games` concurrent tables against the server at `url` (or
     several, comma separated: each game goes to the server its id hashes to).
 
-    `seats`: two policy names, alternated between seats every hand; None lets the server
-    seat whoever it likes. Stops after `hands` hands (failed ones count) or `seconds`,
+    `seats`: a policy per seat, rotated round the seats every hand (or two for a game of more
+    seats: the first moves round, the second fills the rest); None lets the server seat
+    whoever it likes. Stops after `hands` hands (failed ones count) or `seconds`,
     whichever comes first; hands already in progress are finished. `batch`: send the tables'
     creates, decisions and ends together through the batch routes (`POST /v1/games:batch`,
     `/v1/decide:batch`, `/v1/end:batch`) instead of one request each.
     `record`: the games' `record` field (None: the server's default; "rules": also write the
     rules seats' decisions as offline episodes).
     """
-    if game not in GAMES:
-        raise UnknownGame(f"unsupported game {game!r}; expected one of {GAMES}")
+    try:
+        num_players = load_simulator(game).num_players
+    except ValueError as e:  # no such game, or one without a simulator: one line at the CLI
+        raise UnknownGame(str(e)) from None
     if games < 1:
         raise ValueError("games must be at least 1")
-    if seats is not None and len(seats) != len(SEATS):
-        raise ValueError(f"seats must name {len(SEATS)} policies, got {seats!r}")
+    if seats is not None and len(seats) not in (2, num_players):
+        raise ValueError(f"seats must name {num_players} policies (or 2), got {seats!r}")
     if hands is None and seconds is None:
         raise ValueError("give hands or seconds (or both): the run must be bounded")
     if (hands is not None and hands < 0) or (seconds is not None and seconds <= 0):

@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import torch
 
 from croupier.games.base import GameAdapter
 from croupier.policies.module import ModelSpec, PolicyNetwork, build_inference_module
+from croupier.policies.retention import Retention
 from croupier.policies.weights_file import (
     UnreadableWeights,
     WeightsState,
@@ -71,7 +73,9 @@ def module_weights(module: Any) -> WeightsState:
 
 
 class PolicyVersions:
-    """The learned policy's weights versions kept in memory (the newest `keep` of them)."""
+    """The learned policy's weights versions kept in memory (the newest `keep` of them, plus
+    every version a channel or a live game refers to) and, with a weights dir, on disk (what
+    `retention` keeps, plus the same referenced ones: `policies/retention.py`)."""
 
     def __init__(
         self,
@@ -81,6 +85,7 @@ class PolicyVersions:
         weights_dir: Path | None = None,
         seed: int = 0,
         behaviour_lag: int = 0,
+        retention: Retention | None = None,
     ):
         if keep < 1 or behaviour_lag < 0:
             raise ValueError("keep must be at least 1 and behaviour_lag at least 0")
@@ -95,6 +100,10 @@ class PolicyVersions:
         self.behaviour_lag = behaviour_lag
         self.keep = max(keep, behaviour_lag + 1)
         self.weights_dir = Path(weights_dir) if weights_dir else None
+        self.retention = retention or Retention(keep_last=self.keep)
+        # The versions live games are pinned to (the composition root points this at the game
+        # store's): never evicted nor deleted while a game may still ask for them.
+        self.in_use: Callable[[], Iterable[int]] = tuple
         self._install_lock = threading.Lock()  # writers only; readers never lock
         self._rng = np.random.default_rng(seed)
         self._modules: dict[int, Any] = {}
@@ -166,7 +175,8 @@ class PolicyVersions:
             )
             kept = {v: m for v, m in self._modules.items() if v < version or v in self._pinned}
             kept[version] = module
-            evictable = [v for v in sorted(kept) if v not in self._pinned and v != version]
+            held = self._pinned | set(self.in_use())
+            evictable = [v for v in sorted(kept) if v not in held and v != version]
             for old in evictable[: max(0, len(evictable) + 1 - self.keep)]:
                 del kept[old]
             self._modules = kept  # the atomic swap
@@ -218,12 +228,18 @@ class PolicyVersions:
     # --- forward -------------------------------------------------------------------------
 
     def act(
-        self, module: Any, obs: np.ndarray, mask: np.ndarray, explore: bool = True
+        self,
+        module: Any,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        explore: bool = True,
+        greedy: np.ndarray | None = None,
     ) -> ActResult:
         """One forward for a batch, then sampling in numpy (Gumbel-max): at these sizes each
         torch op costs more in dispatch than the arithmetic, and RLlib's `forward_inference`
         wrapper adds ~80 us of checks around the module's own `_forward`, which itself adds
-        ~20 us around its layers (`PolicyNetwork` skips both)."""
+        ~20 us around its layers (`PolicyNetwork` skips both). `explore=False` takes every
+        row's most likely legal action; `greedy` (bool[B]) only the rows it marks."""
         logits = self._logits(module, obs, mask)
         shifted = logits - logits.max(axis=1, keepdims=True)
         logp_all = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
@@ -231,6 +247,8 @@ class PolicyVersions:
             # argmax(logp + Gumbel noise) samples from softmax(logits); masked logits sit at
             # -3.4e38, far below any noise, so an illegal action is never drawn.
             actions = np.argmax(logp_all + self._rng.gumbel(size=logp_all.shape), axis=1)
+            if greedy is not None:
+                actions = np.where(greedy, np.argmax(logits, axis=1), actions)
         else:
             actions = np.argmax(logits, axis=1)
         rows = np.arange(len(actions))
@@ -273,9 +291,10 @@ class PolicyVersions:
         write_weights(path, weights)
         meta = {"version": version, "spec": self.spec.to_dict(), "file": path.name}
         write_json(self.weights_dir / "latest.json", meta)
-        files = sorted(p for p in self.weights_dir.glob("v*.npz") if version_of(p) is not None)
-        for old in files[: -self.keep]:
-            old.unlink(missing_ok=True)
+        on_disk = self._versions_on_disk()
+        referenced = {version, *self._pinned, *self.in_use()}
+        for old in set(on_disk) - self.retention.kept(on_disk, referenced):
+            weights_path(self.weights_dir, old).unlink(missing_ok=True)
 
     def _load_newest_from_disk(self) -> bool:
         """Serve the newest good version on disk: the one latest.json names, or, when that

@@ -8,6 +8,11 @@
 - `frozen@N` / `frozen@-K`: a fixed version: N itself, or the one K places before the newest
   among the versions loaded (version numbers are the learner's update counter and jump); an
   opponent, never recorded
+- `<spec>:greedy` (after `learned`, `learned@latest`, `frozen@…`, `production`, `league`): the
+  version's most likely legal action instead of a sample from its policy: for evaluation and
+  for production play. Never recorded: a greedy action was not drawn from the policy, so its
+  log-prob is not the behaviour's (the learner's importance ratios would be wrong), and the
+  learner's targets come from sampled play only
 
 Rollout specs (the same grammar; `policies/rollout/` resolves them to the above, per game):
 `production` (the version the production channel points at), `canary` (production for a
@@ -21,14 +26,19 @@ server's `--seat-mix` alike; resolving a spec against the loaded versions comes 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 PolicyKind = Literal["rules", "random", "learned", "frozen"]
 PIN_CHOICES = ("created", "latest")
 ROLLOUT_SPECS = ("production", "canary", "shadow", "league")
+# The specs a `:greedy` suffix may follow: those that play a learned version.
+GREEDY_SPECS = ("learned", "frozen", "production", "league")
+GREEDY = "greedy"
 
 
 class BadPolicySpec(ValueError):
@@ -43,8 +53,8 @@ class SeatUnavailable(BadPolicySpec):
 
 # Every well-formed seat spec (`parse_spec`'s grammar), as the API documents it.
 SEAT_SPEC_PATTERN = (
-    r"^(?:rules|random|production|canary|league|learned(?:@latest)?"
-    r"|frozen@-?[0-9]+|shadow(?:@latest|@[0-9]+)?)$"
+    r"^(?:(?:production|league|learned(?:@latest)?|frozen@-?[0-9]+)(?::greedy)?"
+    r"|rules|random|canary|shadow(?:@latest|@[0-9]+)?)$"
 )
 _SPEC = re.compile(SEAT_SPEC_PATTERN.removeprefix("^").removesuffix("$"))
 
@@ -61,12 +71,17 @@ class SeatPolicy:
     record: bool = False
     # A rollout seat's name ("production", "shadow"); `label()` reports it instead.
     channel: str | None = None
+    # The model's most likely legal action, not a sample (never recorded: see the module doc).
+    greedy: bool = False
 
     @property
     def uses_model(self) -> bool:
         return self.kind in ("learned", "frozen")
 
     def label(self) -> str:
+        return f"{self._label()}:{GREEDY}" if self.greedy else self._label()
+
+    def _label(self) -> str:
         if self.channel is not None:
             return self.channel
         if self.kind == "frozen":
@@ -84,6 +99,7 @@ class SeatSpec:
     latest: bool = False  # learned@latest, shadow@latest
     version: int | None = None  # frozen@N / frozen@-K (then `relative`), shadow@N
     relative: bool = False
+    greedy: bool = False  # `…:greedy`
 
     @property
     def rollout(self) -> bool:
@@ -95,12 +111,20 @@ class SeatSpec:
 @functools.lru_cache(maxsize=1024)
 def parse_spec(text: str) -> SeatSpec:
     """The one grammar of seat specs (plain and rollout); `BadPolicySpec` if it is not one."""
-    if not well_formed_spec(text):  # exactly: no spaces, ASCII digits only (no "+5", "٣")
+    body, colon, mode = text.partition(":")
+    if colon:
+        spec = parse_spec(body)
+        if mode != GREEDY or spec.name not in GREEDY_SPECS:
+            raise BadPolicySpec(
+                f"unknown seat policy {text!r}: only {', '.join(GREEDY_SPECS)} take ':greedy'"
+            )
+        return dataclasses.replace(spec, greedy=True)
+    if not well_formed_spec(body):  # exactly: no spaces, ASCII digits only (no "+5", "٣")
         raise BadPolicySpec(
             f"unknown seat policy {text!r}: use rules, random, learned, learned@latest, "
             "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league)"
         )
-    name, _, arg = text.partition("@")
+    name, _, arg = body.partition("@")
     if name in ("rules", "random", "production", "canary", "league") and not arg:
         return SeatSpec(name)
     if name == "learned" and arg in ("", "latest"):
@@ -123,7 +147,8 @@ def parse_spec(text: str) -> SeatSpec:
             raise BadPolicySpec(f"shadow@ needs latest or a version, got {arg!r}") from None
     raise BadPolicySpec(
         f"unknown seat policy {text!r}: use rules, random, learned, learned@latest, "
-        "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league)"
+        "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league), a model's "
+        "spec optionally followed by ':greedy'"
     )
 
 
@@ -136,14 +161,17 @@ def resolve_plain(
     if spec.name in ("rules", "random"):
         return SeatPolicy(spec.name)  # type: ignore[arg-type]
     if spec.name == "learned":
+        # A greedy seat is never recorded: its actions are not samples of the behaviour policy.
+        record, greedy = not spec.greedy, spec.greedy
         if spec.latest or pin == "latest":
-            return SeatPolicy("learned", None, record=True)
-        return SeatPolicy("learned", latest, record=True)
+            return SeatPolicy("learned", None, record=record, greedy=greedy)
+        return SeatPolicy("learned", latest, record=record, greedy=greedy)
     if spec.name == "frozen" and spec.version is not None:
         if not spec.relative:
-            return SeatPolicy("frozen", spec.version)
+            return SeatPolicy("frozen", spec.version, greedy=spec.greedy)
         versions = sorted(loaded or [latest])
-        return SeatPolicy("frozen", versions[max(0, len(versions) - 1 + spec.version)])
+        version = versions[max(0, len(versions) - 1 + spec.version)]
+        return SeatPolicy("frozen", version, greedy=spec.greedy)
     raise BadPolicySpec(f"{spec.name!r} is a rollout seat: a server resolves it per game")
 
 
@@ -164,3 +192,42 @@ def parse_seat_mix(text: str) -> list[str]:
     for s in specs:
         parse_spec(s)
     return specs
+
+
+def resumed_seat_policy(
+    label: str, version: int | None, *, record: bool, served: Callable[[int], int]
+) -> SeatPolicy:
+    """A seat again, on another server, from what its game's create answered for it (`label`,
+    `version`): the inverse of `SeatPolicy.label`. A model version this server does not hold
+    is replaced by `served(version)` (the server's pick: `PolicyVersions.resolve`)."""
+    suffix = f":{GREEDY}"
+    if label.endswith(suffix):  # a model's seat, greedy: never recorded
+        policy = resumed_seat_policy(
+            label.removesuffix(suffix), version, record=False, served=served
+        )
+        if not policy.uses_model:
+            raise BadPolicySpec(f"unknown seat policy {label!r}: only a model's seat is greedy")
+        return dataclasses.replace(policy, greedy=True)
+    if label in ("rules", "random"):
+        return SeatPolicy(label)  # type: ignore[arg-type]
+    if label == "learned@latest":
+        return SeatPolicy("learned", None, record=record)
+    if label == "canary:rules":
+        return SeatPolicy("rules", channel=label)
+    if label == "shadow":  # its version: None follows the newest
+        return SeatPolicy("rules", None if version is None else served(version), channel=label)
+    if label.startswith("frozen@") and version is None:
+        version = parse_spec(label).version  # what the label says, when the answer had none
+        if version is None or version < 0:
+            raise BadPolicySpec(f"{label!r} names no version")
+    if version is None:
+        raise BadPolicySpec(f"seat policy {label!r} needs the version it was playing")
+    if label == "learned":
+        return SeatPolicy("learned", served(version), record=record)
+    if label.startswith("frozen@"):
+        return SeatPolicy("frozen", served(version))
+    if label in ("production", "canary:production"):
+        return SeatPolicy("frozen", served(version), channel=label)
+    raise BadPolicySpec(
+        f"unknown seat policy {label!r}: resume with the labels the game's create answered"
+    )

@@ -53,6 +53,7 @@ class GameStore:
         self._ended_remembered = ended_remembered
         self.created_total = 0
         self._owned: Counter[str] = Counter()  # live games per owner
+        self._versions: dict[int, int] = {}  # live games per weights version they pin
 
     def __len__(self) -> int:
         return len(self._live)
@@ -65,12 +66,26 @@ class GameStore:
         self.created_total += 1
         if session.owner is not None:
             self._owned[session.owner] += 1
+        for version in {p.version for p in session.seats.values()} - {None}:
+            self._versions[version] = self._versions.get(version, 0) + 1
+
+    def versions_in_use(self) -> set[int]:
+        """The weights versions live games are pinned to (weights retention keeps them).
+        Called from the trainer link's thread: `dict.copy` runs in C under the GIL, so it
+        never sees the dict change size halfway as iterating it could."""
+        return set(dict.copy(self._versions))
 
     def owned(self, owner: str) -> int:
         """Live games created by `owner`."""
         return self._owned[owner]
 
-    def _forget_owner(self, session: GameSession) -> None:
+    def _forget_live(self, session: GameSession) -> None:
+        for version in {p.version for p in session.seats.values()} - {None}:
+            left = self._versions.get(version, 0) - 1
+            if left > 0:
+                self._versions[version] = left
+            else:
+                self._versions.pop(version, None)
         if session.owner is not None:
             self._owned[session.owner] -= 1
             if self._owned[session.owner] <= 0:
@@ -99,7 +114,7 @@ class GameStore:
         """Remove a live game and remember that it ended."""
         session = self.get(game_id)
         del self._live[game_id]
-        self._forget_owner(session)
+        self._forget_live(session)
         _remember(self._ended, game_id, self._ended_remembered)
         return session
 
@@ -108,7 +123,7 @@ class GameStore:
         ended or expired game raises as `get` does: there is nothing left to drop."""
         session = self.get(game_id)
         del self._live[game_id]
-        self._forget_owner(session)
+        self._forget_live(session)
         if expired:
             _remember(self._expired, game_id, self._ended_remembered)
         return session

@@ -12,9 +12,14 @@ from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.rollout import Rollout
-from croupier.policies.seats import BadPolicySpec, SeatPolicy, SeatUnavailable
+from croupier.policies.seats import (
+    BadPolicySpec,
+    SeatPolicy,
+    SeatUnavailable,
+    resumed_seat_policy,
+)
 from croupier.sessions.errors import Unavailable, Unprocessable, each
-from croupier.sessions.games import GameSession, GameStore
+from croupier.sessions.games import GameNotFound, GameSession, GameStore
 from croupier.sessions.guards import Overloaded, QuotaExceeded
 from croupier.trajectories.recorder import SeatRecorder
 from croupier.trajectories.spool import EpisodeSpool
@@ -46,6 +51,10 @@ class GameKeeper:
         # hand counts them. Event loop only, like every caller here.
         self._silent_hands = 0
         self._silent_payoff = 0.0
+        # Failover: games taken over from a dead server, and their learned seats' episode
+        # fragments left behind with it (each at most one; none where the seat had not acted).
+        self.games_resumed = 0
+        self.fragments_dropped = 0
 
     def create_game(
         self,
@@ -57,15 +66,7 @@ class GameKeeper:
         owner: str | None = None,
     ) -> dict[str, Any]:
         """Start a game; `owner` (the API key's label) counts it against that key's quota."""
-        if game != self.adapter.name:
-            raise Unprocessable(f"this server plays {self.adapter.name!r}, not {game!r}")
-        if len(self.games) >= self.config.max_games:
-            self.refused_overload += 1
-            raise Overloaded(f"{len(self.games)} games in flight, the server's limit")
-        quota = self.config.max_games_per_key
-        if quota is not None and owner is not None and self.games.owned(owner) >= quota:
-            self.refused_quota += 1
-            raise QuotaExceeded(f"this key has {quota} games in flight, its limit")
+        self._admit(game, owner)
         seats = seats or {}
         unknown = set(seats) - set(self.adapter.seats)
         if unknown:
@@ -98,15 +99,85 @@ class GameKeeper:
         }
         self.games.add(GameSession(game_id, plan, recorders, owner=owner))
         self.rollout.begin_game(game_id, plan, record)
+        return {"game_id": game_id, "seats": _seat_infos(plan, latest)}
+
+    def _admit(self, game: str, owner: str | None) -> None:
+        """A new game here: this server's game, under its limit and the key's quota."""
+        if game != self.adapter.name:
+            raise Unprocessable(f"this server plays {self.adapter.name!r}, not {game!r}")
+        if len(self.games) >= self.config.max_games:
+            self.refused_overload += 1
+            raise Overloaded(f"{len(self.games)} games in flight, the server's limit")
+        quota = self.config.max_games_per_key
+        if quota is not None and owner is not None and self.games.owned(owner) >= quota:
+            self.refused_quota += 1
+            raise QuotaExceeded(f"this key has {quota} games in flight, its limit")
+
+    def resume_game(
+        self,
+        game: str,
+        game_id: str,
+        seats: dict[str, tuple[str, int | None]],
+        record: bool | str = True,
+        owner: str | None = None,
+    ) -> dict[str, Any]:
+        """Take over a game whose server died (failover, docs/scale-out.md): the same id and
+        seats, `seats` being what its create answered ({seat: (policy label, version)}).
+
+        A pinned version this server does not hold is served by the one `PolicyVersions.resolve`
+        picks (the oldest loaded at or after it; the newest if it is newer than all), named in
+        the answer's `substituted`. The learned seats record afresh from here: what the dead
+        server recorded of this game is lost (counted in `fragments_dropped`), never stitched.
+        A game already live here is answered as it is (a retried resume changes nothing);
+        an ended one is a 409, as for any call on it."""
+        try:
+            session = self.games.get(game_id)  # GameEnded (409) when it ended here
+        except GameNotFound:
+            session = None
+        if session is not None:
+            return {
+                "game_id": game_id,
+                "seats": _seat_infos(session.seats, self.versions.current),
+                "resumed": False,
+                "substituted": {},
+            }
+        self._admit(game, owner)
+        if set(seats) != set(self.adapter.seats):
+            raise Unprocessable(
+                f"a resumed game names every seat exactly: seats are {self.adapter.seats}"
+            )
+        if record == "rules" and self.rollout.offline is None:
+            raise Unprocessable("this server records no rules episodes: use --offline-dir")
+        substituted: dict[str, dict[str, int]] = {}
+        plan: dict[str, SeatPolicy] = {}
+        for seat in self.adapter.seats:
+            label, asked = seats[seat]
+
+            def served(version: int, seat: str = seat) -> int:
+                given = self.versions.resolve(version)[0]
+                if given != version:
+                    substituted[seat] = {"asked": version, "served": given}
+                return given
+
+            try:
+                policy = resumed_seat_policy(label, asked, record=bool(record), served=served)
+            except BadPolicySpec as e:
+                raise Unprocessable(str(e)) from None
+            if policy.kind == "rules" and not self.has_rules:
+                raise Unprocessable(f"{self.adapter.name!r} has no rules policy")
+            plan[seat] = policy
+        recorders = {
+            seat: SeatRecorder(game_id, seat, p.label()) for seat, p in plan.items() if p.record
+        }
+        self.games.add(GameSession(game_id, plan, recorders, owner=owner))
+        self.rollout.begin_game(game_id, plan, record)
+        self.games_resumed += 1
+        self.fragments_dropped += len(recorders)
         return {
             "game_id": game_id,
-            "seats": {
-                seat: {
-                    "policy": p.label(),
-                    "version": latest if p.version is None and p.uses_model else p.version,
-                }
-                for seat, p in plan.items()
-            },
+            "seats": _seat_infos(plan, self.versions.current),
+            "resumed": True,
+            "substituted": substituted,
         }
 
     def create_games(
@@ -149,6 +220,7 @@ class GameKeeper:
             raise Unprocessable("payoffs must be finite numbers")
         self.games.finish(game_id)
         self.rollout.on_end(game_id, payoffs)
+        self.rollout.live.add_game(session.seats, payoffs)
         episodes = []
         terminal = self.adapter.terminal_observation()
         for seat, recorder in session.recorders.items():
@@ -181,3 +253,14 @@ class GameKeeper:
         rollout (before this was shared, expired games stayed in the rollout's memory)."""
         self.games.discard(game_id, expired)
         self.rollout.on_abort(game_id)
+
+
+def _seat_infos(plan: dict[str, SeatPolicy], latest: int) -> dict[str, dict[str, Any]]:
+    """A game's seats as its create (and resume) answer them: policy label and version."""
+    return {
+        seat: {
+            "policy": p.label(),
+            "version": latest if p.version is None and p.uses_model else p.version,
+        }
+        for seat, p in plan.items()
+    }

@@ -55,6 +55,7 @@ class DecisionService:
         # The jobs' methods, bound once: a route calls the job directly, no facade frame per call.
         self.create_game = self.keeper.create_game
         self.create_games = self.keeper.create_games
+        self.resume_game = self.keeper.resume_game
         self.end_game = self.keeper.end_game
         self.end_games = self.keeper.end_games
         self.abort_game = self.keeper.abort_game
@@ -124,6 +125,8 @@ class DecisionService:
             "refused_quota": keeper.refused_quota,  # 429s: a key's games-in-flight cap
             "refused_too_large": self.refused_too_large,  # 413s
             "expired_games": keeper.expired_games,
+            "games_resumed": keeper.games_resumed,  # taken over from a dead server
+            "resumed_fragments_dropped": keeper.fragments_dropped,  # left behind with it
             "episodes_cut": decider.episodes_cut,  # truncated at the trainer's length limit
             "weights_refused": self.versions.refused_nonfinite,  # NaN/inf versions not installed
         }

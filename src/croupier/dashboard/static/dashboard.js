@@ -130,6 +130,8 @@ function render(data) {
     bars: rs.map((r) => [r.version, r.payoff - r.ci95, r.payoff + r.ci95]),
   })), { xLabel: "version", yMin: 0, empty: "no arena results yet (POST /v1/arena/results or croupier score)" });
 
+  renderLive(data.live_arena);
+
   text("game", cur.game);
   text("updated", `updated ${new Date(data.now * 1000).toLocaleTimeString()}`);
   text("tile-rate", last.decisions_per_s !== undefined ? Math.round(last.decisions_per_s).toLocaleString() : "–");
@@ -143,6 +145,33 @@ function render(data) {
   const ep = cur.episodes;
   text("tile-episodes", `${ep.pending} / ${ep.shipped} / ${ep.dropped}`);
   document.body.dataset.rendered = String(h.length);
+}
+
+const LIVE_ROWS = 20;
+
+function renderLive(live) {
+  const body = document.querySelector("#live-arena tbody");
+  body.replaceChildren();
+  const rows = live ? live.rows.slice(0, LIVE_ROWS) : [];
+  if (!rows.length) {
+    const td = document.createElement("td");
+    td.colSpan = 5;
+    td.className = "muted";
+    td.textContent = "no ended games yet";
+    body.append(document.createElement("tr"));
+    body.lastChild.append(td);
+    return;
+  }
+  const sign = (v) => (v >= 0 ? "+" : "") + v.toFixed(3);
+  for (const r of rows) {
+    const tr = document.createElement("tr");
+    for (const cell of [r.player, r.opponents.join(", "), r.games.toLocaleString(), sign(r.mean), `± ${r.ci95.toFixed(3)}`]) {
+      const td = document.createElement("td");
+      td.textContent = cell;  // textContent: policy names never become markup
+      tr.append(td);
+    }
+    body.append(tr);
+  }
 }
 
 // On a server with API keys the data needs one (a read key will do): open the page as

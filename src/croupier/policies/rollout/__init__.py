@@ -1,6 +1,7 @@
 """Safe rollout of learned versions: the production channel and its canary share
 (`channels`), canary, shadow and league seats and rules recording (`core`), their outcomes
-(`outcomes`) and the league's pool (`league`). Seat specs share one grammar with the plain
+(`outcomes`), the league's pool (`league`) and the live arena's match table from every ended
+game (`live`). Seat specs share one grammar with the plain
 seats (`policies.seats`)."""
 
 from croupier.policies.rollout.channels import ChannelError, Channels

@@ -7,7 +7,8 @@ persisted beside the trainer's versions, so a restarted server keeps its product
 its canary share and its recent events:
 
     <weights-dir>/channels.json        {"production": 12, "history": [7, 3], "canary_share": 0.05}
-    <weights-dir>/channels/v00000012.npz  the weights of every version the channel refers to
+    <weights-dir>/channels/v00000012.npz  the weights of every version ever promoted (kept:
+                                          `croupier export` and a rollback by hand need them)
     <weights-dir>/promotions.jsonl     one line per promote/rollback/canary change, with evidence
 
 A fleet keeps one production version and one canary share by sending the same change to every
@@ -150,11 +151,11 @@ class Channels:
         return self.versions.weights(version)
 
     def _forget(self, version: int) -> None:
+        """Out of the rollback history: it may leave memory, but its file in `channels/`
+        stays (every promoted version is kept on disk: weights retention, README)."""
         if version == self.production or version in self.history:
             return
         self.versions.release(version)
-        if self.weights_dir is not None:
-            weights_path(self.weights_dir / WEIGHTS_SUBDIR, version).unlink(missing_ok=True)
 
     def _commit(
         self,

@@ -18,6 +18,7 @@ them only as the small protocols below.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ import numpy as np
 from croupier.policies.learned import ModelDecision
 from croupier.policies.rollout.channels import Channels
 from croupier.policies.rollout.league import LeaguePool
+from croupier.policies.rollout.live import LiveArena
 from croupier.policies.rollout.outcomes import Mean, ShadowStats
 from croupier.policies.seats import (
     SeatPolicy,
@@ -93,6 +95,8 @@ class Rollout:
         self.offline = offline  # for `record: rules`, or None
         self._rng = np.random.default_rng(seed + 7919)
         self.league = LeaguePool(Path(weights_dir) if weights_dir else None, self._rng)
+        # Every ended game's players and payoffs (`GameKeeper` feeds it; `/v1/arena/live`).
+        self.live = LiveArena(Path(weights_dir) if weights_dir else None)
         self._games: OrderedDict[str, _GameState] = OrderedDict()
         self.canary_games = {"production": 0, "rules": 0}
         self.canary_payoff = {"production": Mean(), "rules": Mean()}
@@ -115,6 +119,11 @@ class Rollout:
             parsed = parse_spec(spec)
             if not parsed.rollout:
                 return resolve_plain(parsed, latest=latest, pin=pin, loaded=loaded)
+            policy = resolve_rollout(parsed, latest, loaded)
+            # `production:greedy`, `league:greedy`: the same version, its most likely action.
+            return dataclasses.replace(policy, greedy=True) if parsed.greedy else policy
+
+        def resolve_rollout(parsed: SeatSpec, latest: int, loaded: list[int]) -> SeatPolicy:
             production = self.channels.production
             if parsed.name == "production":
                 if production is None:

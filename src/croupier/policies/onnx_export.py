@@ -1,0 +1,123 @@
+"""`croupier export --format onnx`: a served version as an ONNX file, for a game's own runtime.
+
+Studios that ship a policy inside the game (Unity Sentis, ONNX Runtime for C#, JavaScript or
+C++) need the network, not a server. The file takes what the server's network takes and gives
+what it gives, the masked logits:
+
+    inputs  observations float32[batch, obs_size], action_mask float32[batch, num_actions]
+    output  logits       float32[batch, num_actions]   (illegal actions at -3.4e38)
+
+traced through the module's own forward (the one the server calls), so the mask is applied by
+the same formula. The server samples from softmax(logits) (a greedy player takes the argmax).
+A JSON beside it (`policy.json`) says the sizes, the action names in index order and where the
+weights came from. Candidate-scoring networks (`policies/candidates.py`, a variable number of
+actions per state) are not served by the policy server and are refused here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from ray.rllib.utils.torch_utils import FLOAT_MIN
+
+from croupier.games.base import GameAdapter
+from croupier.policies.module import MODULE_CLASSES, ModelSpec, build_inference_module
+from croupier.policies.weights_file import read_weights, weights_path, write_json
+from croupier.rllib_private import forward_logits
+
+OPSET = 17
+CHANNEL_SUBDIR = "channels"  # policies/rollout/channels.py keeps promoted versions there
+
+
+class ExportError(ValueError):
+    """A version that cannot be exported (a clear message for the command line)."""
+
+
+class _MaskedLogits(torch.nn.Module):
+    """(observations, action_mask) -> masked logits, through the module's own forward."""
+
+    def __init__(self, module: Any):
+        super().__init__()
+        self.module = module
+
+    def forward(self, observations: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
+        batch = {"obs": {"observations": observations, "action_mask": action_mask}}
+        return forward_logits(self.module, batch)
+
+
+def load_version(weights_dir: Path, version: int, adapter: GameAdapter) -> tuple[ModelSpec, Any]:
+    """Version `version` of a server's weights dir (or its production channel's copies) as a
+    served module, with its spec from `latest.json`."""
+    try:
+        meta = json.loads((weights_dir / "latest.json").read_text())
+        spec = ModelSpec.from_dict(meta["spec"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ExportError(f"{weights_dir} has no readable latest.json: {e}") from None
+    if spec.algo not in MODULE_CLASSES:
+        raise ExportError(
+            f"model {spec.algo!r} is not a fixed-size masked network; only "
+            f"{sorted(MODULE_CLASSES)} export (candidate-scoring networks do not)"
+        )
+    for folder in (weights_dir, weights_dir / CHANNEL_SUBDIR):
+        path = weights_path(folder, version)
+        if path.exists():
+            break
+    else:
+        raise ExportError(f"version {version} is not in {weights_dir} (nor in its channels/)")
+    weights = read_weights(path)  # UnreadableWeights (a ValueError) for a damaged file
+    module = build_inference_module(spec, adapter.observation_space, adapter.action_space)
+    try:
+        module.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
+    except (RuntimeError, KeyError) as e:
+        raise ExportError(f"version {version} does not fit {adapter.name}'s model: {e}") from None
+    return spec, module
+
+
+def export_onnx(weights_dir: Path, version: int, adapter: GameAdapter, out: Path) -> dict[str, Any]:
+    """Write `out/policy.onnx` and `out/policy.json`; returns what the JSON says."""
+    spec, module = load_version(Path(weights_dir), version, adapter)
+    out.mkdir(parents=True, exist_ok=True)
+    obs = torch.zeros(1, adapter.obs_size)
+    mask = torch.ones(1, adapter.num_actions)
+    onnx_path = out / "policy.onnx"
+    with torch.inference_mode(False), torch.no_grad():
+        # The TorchScript exporter (dynamo=False): the graph is a small MLP, and the dynamo
+        # exporter would need onnxscript as another dependency for nothing more.
+        torch.onnx.export(
+            _MaskedLogits(module),
+            (obs, mask),
+            str(onnx_path),
+            input_names=["observations", "action_mask"],
+            output_names=["logits"],
+            dynamic_axes={
+                "observations": {0: "batch"},
+                "action_mask": {0: "batch"},
+                "logits": {0: "batch"},
+            },
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    names = getattr(adapter, "action_names", ()) or ()
+    info = {
+        "format": "onnx",
+        "file": onnx_path.name,
+        "opset": OPSET,
+        "version": version,
+        "game": adapter.name,
+        "obs_size": adapter.obs_size,
+        "num_actions": adapter.num_actions,
+        "action_names": list(names) if len(names) == adapter.num_actions else None,
+        "inputs": {
+            "observations": ["batch", adapter.obs_size],
+            "action_mask": ["batch", adapter.num_actions],
+        },
+        "outputs": {"logits": ["batch", adapter.num_actions]},
+        "illegal_logit": float(FLOAT_MIN),  # what the mask adds: `module.apply_mask`
+        "spec": spec.to_dict(),
+        "play": "greedy: argmax(logits); as the server: sample from softmax(logits)",
+    }
+    write_json(out / "policy.json", info)
+    return info

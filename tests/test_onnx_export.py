@@ -1,0 +1,78 @@
+"""`croupier export --format onnx`: the exported policy gives the server's masked logits."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from croupier.cli import app
+from croupier.games.registry import load_adapter
+from croupier.policies.learned import PolicyVersions
+from croupier.policies.module import ModelSpec
+from croupier.policies.onnx_export import ExportError, export_onnx
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def _weights_dir(tmp_path, game: str, spec: ModelSpec, version: int = 3) -> PolicyVersions:
+    """A server's weights dir holding `version` (weights moved off their initial values)."""
+    versions = PolicyVersions(load_adapter(game), spec, weights_dir=tmp_path, seed=4)
+    rng = np.random.default_rng(version)
+    weights = {
+        k: w + rng.normal(0, 0.3, w.shape).astype(w.dtype) for k, w in versions.weights().items()
+    }
+    assert versions.install(version, weights)
+    return versions
+
+
+@pytest.mark.parametrize(
+    ("game", "spec"),
+    [
+        ("leduc-holdem", ModelSpec("ppo", [32, 32])),
+        ("examples.kuhn.adapter:KuhnAdapter", ModelSpec("appo", [16], "tanh", True)),
+    ],
+)
+def test_onnxruntime_gives_the_servers_logits(tmp_path, game, spec) -> None:
+    versions = _weights_dir(tmp_path / "weights", game, spec)
+    adapter = versions.adapter
+    info = export_onnx(tmp_path / "weights", 3, adapter, tmp_path / "out")
+    meta = json.loads((tmp_path / "out" / "policy.json").read_text())
+    assert meta == info
+    assert meta["obs_size"] == adapter.obs_size and meta["num_actions"] == adapter.num_actions
+    assert meta["action_names"] == list(adapter.action_names)
+
+    rng = np.random.default_rng(0)
+    for rows in (1, 7, 64):
+        obs = rng.standard_normal((rows, adapter.obs_size)).astype(np.float32)
+        mask = (rng.random((rows, adapter.num_actions)) < 0.6).astype(np.float32)
+        mask[np.arange(rows), rng.integers(0, adapter.num_actions, rows)] = 1.0
+        session = ort.InferenceSession(str(tmp_path / "out" / "policy.onnx"))
+        (got,) = session.run(["logits"], {"observations": obs, "action_mask": mask})
+        _, module = versions.resolve(3)
+        want = versions.act(module, obs, mask, explore=False)  # the server's forward
+        legal = mask > 0
+        np.testing.assert_allclose(got[legal], want.logits[legal], atol=1e-5, rtol=0)
+        assert (got[~legal] < -1e38).all() and (want.logits[~legal] < -1e38).all()
+        assert (got.argmax(axis=1) == want.actions).all()  # the greedy action agrees
+
+
+def test_export_refuses_what_it_cannot_export(tmp_path) -> None:
+    _weights_dir(tmp_path, "leduc-holdem", ModelSpec("ppo", [8]))
+    adapter = load_adapter("leduc-holdem")
+    with pytest.raises(ExportError, match="version 99 is not in"):
+        export_onnx(tmp_path, 99, adapter, tmp_path / "out")
+    meta = json.loads((tmp_path / "latest.json").read_text())
+    meta["spec"]["algo"] = "candidates"
+    (tmp_path / "latest.json").write_text(json.dumps(meta))
+    with pytest.raises(ExportError, match="candidate-scoring networks do not"):
+        export_onnx(tmp_path, 3, adapter, tmp_path / "out")
+    # the command line says it in one line, exit 1
+    result = CliRunner().invoke(
+        app,
+        ["export", "--version", "99", "--weights-dir", str(tmp_path), "--out", str(tmp_path)],
+    )
+    assert result.exit_code == 1
+    assert "error:" in result.output and "Traceback" not in result.output
