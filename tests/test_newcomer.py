@@ -14,7 +14,7 @@ def test_engine_with_an_unknown_game_says_so_in_one_line() -> None:
     result = CliRunner().invoke(app, ["engine", "--game", "chess", "--hands", "1"])
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "unsupported game 'chess'" in lines[0], result.output
+    assert len(lines) == 1 and "unknown game 'chess'" in lines[0], result.output
 
 
 def test_train_help_names_the_adapter_form() -> None:

@@ -71,7 +71,7 @@ BAD = ["league@3", "canary@x", "shadow@x", "frozen@x", "frozen@", "learned@5", "
 def test_one_grammar_for_the_seat_mix_and_a_game_s_seats(tmp_path) -> None:
     for spec in GOOD:
         assert parse_seat_mix(spec) == [spec.strip()]
-        assert parse_spec(spec).name == spec.strip().partition("@")[0]
+        assert parse_spec(spec.strip()).name == spec.strip().partition("@")[0]
     service = build_components(ServerConfig(game=GAME, data_dir=tmp_path)).service
     for spec in BAD:
         with pytest.raises(BadPolicySpec) as in_mix:
