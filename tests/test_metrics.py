@@ -130,6 +130,7 @@ EXPORTED_NAMES = [
     "croupier_refused_too_large_total",
     "croupier_expired_games_total",
     "croupier_episodes_cut_total",
+    "croupier_episodes_ended_by_fallback_total",
     "croupier_weights_refused_total",
     "croupier_trainer_link_thread_alive",
     "croupier_trainer_link_connected",

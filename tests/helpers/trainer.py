@@ -46,6 +46,16 @@ def synthetic_episode(version: int, n: int = 4, seed: int = 0) -> dict[str, Any]
     return episode
 
 
+def complete_update(runner: Any) -> list[str]:
+    """What one learner update does to a `LinkEnvRunner`: take a sample, then set the next
+    weights version (as RLlib does once the update that used the sample has completed), which
+    acknowledges the sample's episodes. Returns their ids."""
+    ids = [e.id_ for e in runner.sample()]
+    runner.set_state({"rl_module": runner.module.get_state(),
+                      "weights_seq_no": runner.weights_seq_no + 1})  # fmt: skip
+    return ids
+
+
 class RunningTrainer:
     """A built `Trainer` whose `run()` loops in a thread. `close()` ends it and frees its port.
 

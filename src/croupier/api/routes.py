@@ -182,7 +182,7 @@ async def end_games(request: Request) -> Response:
         it if isinstance(it, Exception) else (it.game_id, it.payoffs)
         for it in _validate_items(body.items, EndBatchItem)
     ]
-    outcomes = service(request).end_games(items)
+    outcomes = await service(request).end_games(items)
     return json_response({"results": [_item_result(o, _NO_END) for o in outcomes]})
 
 
@@ -207,7 +207,7 @@ def _item_result(outcome: dict[str, Any] | Exception, empty: dict[str, None]) ->
 async def end_game(request: Request, game_id: str) -> Response:
     """Close the game with every seat's payoff; learned seats' episodes go to the trainer."""
     body = parse_body(EndRequest, await request.body())
-    return json_response(service(request).end_game(game_id, body.payoffs))
+    return json_response(await service(request).end_game(game_id, body.payoffs))
 
 
 @router.delete("/v1/games/{game_id}", status_code=204, responses={404: GAME_ERRORS[404]})

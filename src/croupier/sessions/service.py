@@ -116,5 +116,7 @@ class DecisionService:
             "refused_too_large": self.refused_too_large,  # 413s
             "expired_games": keeper.expired_games,
             "episodes_cut": decider.episodes_cut,  # truncated at the trainer's length limit
+            # truncated where a fallback answered a learned seat (docs/operations.md)
+            "episodes_ended_by_fallback": decider.episodes_ended_by_fallback,
             "weights_refused": self.versions.refused_nonfinite,  # NaN/inf versions not installed
         }
