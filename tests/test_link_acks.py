@@ -164,17 +164,17 @@ def test_episodes_dropped_by_the_inbox_are_acked_as_dropped_and_logged(tmp_path,
     """Stale or past the memory bound: settled (counted, logged with the reason, acked), so
     that recorded = trained + counted drops."""
     capped = Hyper(**{**HYPER.__dict__, "max_sample_batches": 1.0, "max_sample_lag": 1,
-                      "backlog_max_steps": 12})  # fmt: skip
+                      "backlog_max_steps": 13})  # fmt: skip
     runner = build_runner(tmp_path, hyper=capped)
     runners.append(runner)
     chan = connect(runner)
-    episodes = [synthetic_episode(0, n=3, seed=i) for i in range(5)]  # 15 steps: 1 over
+    episodes = [synthetic_episode(0, n=3, seed=i) for i in range(5)]  # 15 steps: 1 too many
     chan.send({"type": "EPISODES", "episodes": episodes})
     assert recv_acks(chan, 1) == [episodes[0]["id"]]  # the oldest, past the memory bound
     runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 2})
-    fresh = synthetic_episode(2, n=3, seed=50)
+    fresh = synthetic_episode(2, n=1, seed=50)  # 12 + 1 steps: within the bound
     chan.send({"type": "EPISODES", "episodes": [fresh]})
-    assert runner.wait_for_steps(15, 10)
+    assert runner.wait_for_steps(13, 10)
     assert complete_update(runner) == [fresh["id"]]  # the rest is 2 versions old: stale
     acked = recv_acks(chan, 5)
     assert sorted(acked) == sorted([*(e["id"] for e in episodes[1:]), fresh["id"]])

@@ -301,9 +301,9 @@ def test_a_trainer_answering_garbage_bad_configs_and_bad_weights_never_kills_the
     assert link.versions.spec == SPEC  # the bad spec was never stored
     # "x", 2**63 and -1 refused, the wrong shapes too (and NaN where install refuses it).
     assert stats["versions_refused"] >= 4 and stats["errors"] >= 8
-    # The real trainer (version 0) is behind what the fake pushed: the server keeps its newer
-    # version rather than going back (rolling back is the production channel's job).
-    assert runner.weights_seq_no == 0 and link.versions.latest == 8
+    # The real trainer (version 1: one update) is behind what the fake pushed: the server keeps
+    # its newer version rather than going back (rolling back is the production channel's job).
+    assert runner.weights_seq_no == 1 and link.versions.latest == 8
 
 
 # --- 4. authentication: an impersonator gets nothing and deletes nothing ------------------------
@@ -369,7 +369,8 @@ def test_an_impersonating_trainer_gets_no_token_and_its_forged_acks_delete_nothi
              "delivery to the real trainer")  # fmt: skip
     assert sorted(complete_update(runner)) == sorted(ids)
     wait_for(lambda: spool.stats()["spooled"] == 0, 20, 0.1, "the acks")
-    assert real.stats()["authenticated"] and real.versions_installed == 1
+    # Version 0 on connecting, then version 1 from the update that trained the spool.
+    assert real.stats()["authenticated"] and real.versions_installed == 2
 
 
 def test_a_server_with_the_wrong_token_is_refused_and_the_trainer_never_trusts_it(cleanup):

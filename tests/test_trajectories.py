@@ -379,6 +379,7 @@ def test_a_fallback_before_any_learned_step_or_twice_in_a_row_records_no_empty_f
         await service.decide(gid, "0", s3, 0.5)  # ends the one-step fragment
         await service.decide(gid, "0", s3, 0.125)  # nothing left to end
         ended = await service.end_game(gid, {"0": -1.0, "1": 1.0})  # after a fallback
+        assert service.outbox.flush(10)  # the cut fragment's write is not awaited by anyone
         return ended, service.outbox.take(), service.health()
 
     ended, taken, health = inprocess(body)
