@@ -1,11 +1,10 @@
 """Acknowledged means trained, with real processes: a trainer SIGKILLed at random moments
 loses none of the episodes a server recorded (issue 18, point 3).
 
-One `croupier serve` plays against a `croupier train` that is SIGKILLed `KILLS` times (2 by
-default; CROUPIER_TRAINER_KILLS=3 for more) at a random moment once it has trained (in an
-update, waiting for a batch, while acking: wherever the moment falls), and started again on
-the same checkpoint dir each time. Then the games stop and the last trainer settles what
-arrived. At that quiet moment, for the server's spool and the trainer's ingest log (which
+One `croupier serve` plays against a `croupier train` that is SIGKILLed `KILLS` times at a
+random moment once it has trained (in an update, waiting for a batch, while acking: wherever
+the moment falls), and started again on the same checkpoint dir each time. Then the games
+stop and the last trainer settles what arrived. At that quiet moment, for the server's spool and the trainer's ingest log (which
 spans the restarts):
 
     recorded = trained + dropped by policy (counted) + still spooled (taken, not yet trained:
@@ -14,8 +13,11 @@ spans the restarts):
 with no id settled twice. Before acks waited for training, a kill lost whatever sat in the
 dead trainer's inbox (acked on arrival, never trained).
 
-Each trainer start costs a Ray session and an RLlib build: ~15-40 s on 2 loaded cores, so the
-test takes ~1-2 minutes; it is a system test (`make test` runs it).
+Each trainer start costs a Ray session and an RLlib build (~20-60 s on 2 loaded cores): with
+two kills the test took 266 s at load average ~20, too long for `make test`'s budget, so it
+runs on request: `CROUPIER_TRAINER_KILLS=2 pytest -s tests/test_trainer_kills.py` (3 for
+three kills; CROUPIER_KILL_SEED=<n> repeats a run's moments). `make test` covers one SIGKILL
+with the same accounting in tests/test_faults.py (phase 5).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from croupier.trainer.ingest_log import read_ingest_log
 from tests.conftest import BackgroundPlay, free_port, running_server_logged, wait_for
 
 GAME = "leduc-holdem"
-KILLS = int(os.environ.get("CROUPIER_TRAINER_KILLS", "2"))
+KILLS = int(os.environ.get("CROUPIER_TRAINER_KILLS", "0"))
 BATCH = 200  # env steps per train batch: small, so that updates (and acks) come quickly
 TRAINER_START_S = 150
 SETTLED = ("trained", "stale", "backlog", "lag")
@@ -91,7 +93,8 @@ def trainer_log() -> Iterator[Any]:
 
 
 @pytest.mark.system
-@pytest.mark.timeout(400)
+@pytest.mark.skipif(KILLS < 1, reason="long (a Ray start per kill): CROUPIER_TRAINER_KILLS=2")
+@pytest.mark.timeout(600)
 def test_repeated_trainer_sigkills_lose_no_recorded_episode(tmp_path):
     seed = int(os.environ.get("CROUPIER_KILL_SEED", time.time_ns() % 10**6))
     rng = random.Random(seed)
@@ -101,7 +104,7 @@ def test_repeated_trainer_sigkills_lose_no_recorded_episode(tmp_path):
     t0 = time.monotonic()
     with running_server_logged(*args, timeout_s=60) as server, trainer_log() as log:
         episodes = lambda: server.get("/healthz")["episodes"]  # noqa: E731
-        play = BackgroundPlay(server.url, games=4).start()
+        play = BackgroundPlay(server.url, games=2).start()
         kills: list[str] = []
         try:
             for _ in range(KILLS):
