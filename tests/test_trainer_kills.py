@@ -4,8 +4,8 @@ loses none of the episodes a server recorded (issue 18, point 3).
 One `croupier serve` plays against a `croupier train` that is SIGKILLed `KILLS` times at a
 random moment once it has trained (in an update, waiting for a batch, while acking: wherever
 the moment falls), and started again on the same checkpoint dir each time. Then the games
-stop and the last trainer settles what arrived. At that quiet moment, for the server's spool and the trainer's ingest log (which
-spans the restarts):
+stop and the last trainer settles what arrived. At that quiet moment, for the server's
+spool and the trainer's ingest log (which spans the restarts):
 
     recorded = trained + dropped by policy (counted) + still spooled (taken, not yet trained:
                less than one train batch, waiting for more games)
