@@ -37,8 +37,8 @@ import httpx
 import pytest
 
 from croupier.engine.rlcard_games import RLCardTable
-from croupier.trainer.ingest_log import read_ingest_log
 from tests.conftest import BackgroundPlay, LoggedServer, free_port, running_server_logged, wait_for
+from tests.helpers.trainer import settled_snapshot
 
 GAME = "leduc-holdem"
 TOKEN = "fault-test-token"
@@ -237,16 +237,13 @@ def test_trainer_kill_server_kill_and_link_cut(tmp_path):
                 # push numbers on past the highest version published.
                 assert int(resumed.group(1)) >= version, (resumed.group(0), version)
                 trainer_health = f"http://127.0.0.1:{metrics_port}/healthz"
-
-                def delivered() -> bool:
-                    # All sent; the server keeps only what the trainer took and has not
-                    # trained yet (acknowledged means trained).
-                    spool = health(again)["episodes"]
-                    unacked = httpx.get(trainer_health, timeout=5).json()["unacked_episodes"]
-                    return spool["pending"] == 0 and spool["spooled"] == unacked
-
-                wait_for(delivered, 60, 0.5, "the backlog to be trained and acked")
-                final = health(again)["episodes"]
+                # The games have stopped: the backlog is trained and acked, but for what the
+                # trainer holds untrained (acknowledged means trained), which stays spooled.
+                final, entries = settled_snapshot(
+                    lambda: health(again)["episodes"],
+                    lambda: httpx.get(trainer_health, timeout=5).json()["unacked_episodes"],
+                    checkpoint_dir / "ingested-0.log",
+                )
                 recorded += final["recorded"]
                 assert final["dropped"] == 0
                 # A server never installs an older version than it holds: it never went back.
@@ -254,7 +251,6 @@ def test_trainer_kill_server_kill_and_link_cut(tmp_path):
     finally:
         proxy.close()
 
-    entries = read_ingest_log(checkpoint_dir / "ingested-0.log")
     outcomes = Counter(outcome for _, outcome in entries)
     ids = Counter(episode_id for episode_id, _ in entries)
     print("ingest log:", dict(outcomes), "servers recorded:", recorded)

@@ -38,8 +38,8 @@ from typing import Any
 import httpx
 import pytest
 
-from croupier.trainer.ingest_log import read_ingest_log
 from tests.conftest import BackgroundPlay, free_port, running_server_logged, wait_for
+from tests.helpers.trainer import settled_snapshot
 
 GAME = "leduc-holdem"
 KILLS = int(os.environ.get("CROUPIER_TRAINER_KILLS", "0"))
@@ -123,23 +123,12 @@ def test_repeated_trainer_sigkills_lose_no_recorded_episode(tmp_path):
             play.stop()
         assert play.errors == 0 and play.hands > 0
 
-        def delivered() -> bool:
-            # Everything sent, and the server holds just what the trainer took untrained.
-            spool, health = episodes(), trainer.health() or {}
-            return spool["pending"] == 0 and spool["spooled"] == health.get("unacked_episodes")
-
-        def quiet() -> tuple[dict[str, Any], Counter[str]] | None:
-            """The spool and the log, read twice 1 s apart and the same (nothing in flight)."""
-            wait_for(delivered, 90, 0.3, "the backlog to be delivered and trained")
-            first = (episodes(), Counter(o for _, o in read_ingest_log(log_path)))
-            time.sleep(1.0)
-            again = (episodes(), Counter(o for _, o in read_ingest_log(log_path)))
-            return first if first == again and delivered() else None
-
-        spool, outcomes = wait_for(quiet, 120, 0.5, "a quiet moment")
-        entries = read_ingest_log(log_path)
+        spool, entries = settled_snapshot(
+            episodes, lambda: (trainer.health() or {}).get("unacked_episodes"), log_path
+        )
         trainer.stop(signal.SIGTERM)
     print(f"\nseed {seed}; kills: {'; '.join(kills)}; {time.monotonic() - t0:.0f} s")
+    outcomes = Counter(outcome for _, outcome in entries)
     print(f"server: {spool}\ningest log: {dict(outcomes)}")
     ids = Counter(episode_id for episode_id, _ in entries)
     assert max(ids.values()) == 1, "an episode was settled twice"
