@@ -30,6 +30,7 @@ def build_runner(
     token: str | None = None,
     max_lag: int | None = None,
     hyper: Hyper = HYPER,
+    algo: str = "ppo",
 ):
     from croupier.games.registry import load_adapter
     from croupier.policies.module import ModelSpec
@@ -44,7 +45,7 @@ def build_runner(
         state_dir=str(state_dir) if state_dir else None,
         handshake_timeout_s=1.0,
     )
-    config = build_config(load_adapter(GAME), options, ModelSpec(algo="ppo", hiddens=[16]), hyper)
+    config = build_config(load_adapter(GAME), options, ModelSpec(algo=algo, hiddens=[16]), hyper)
     return LinkEnvRunner(config=config)
 
 
@@ -107,6 +108,21 @@ def test_an_episode_is_acked_only_once_a_learner_update_that_used_it_has_complet
     stats = runner.link_stats()
     assert stats["episodes_trained"] == stats["episodes_acked"] == 3
     assert stats["unacked_episodes"] == 0
+
+
+def test_appo_acks_two_versions_after_the_hand_over(runners):
+    """APPO's learner queues a sample and trains it in the background: the next version may
+    not have used it yet, so its acks wait one version more than PPO's."""
+    runner = build_runner(None, algo="appo")
+    runners.append(runner)
+    episode = synthetic_episode(0, seed=7)
+    acked: list[list[str]] = []
+    runner.server.ack = lambda conn, ids: acked.append(ids)  # type: ignore[method-assign]
+    runner.ingest([episode], "conn")
+    assert complete_update(runner) == [episode["id"]]  # version 1: maybe still queued
+    assert acked == []
+    runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 2})
+    assert acked == [[episode["id"]]]
 
 
 def test_acks_wait_for_training_and_dedup_survives_a_restart(tmp_path, runners):
