@@ -115,14 +115,15 @@ def test_appo_acks_two_versions_after_the_hand_over(runners):
     not have used it yet, so its acks wait one version more than PPO's."""
     runner = build_runner(None, algo="appo")
     runners.append(runner)
-    episode = synthetic_episode(0, seed=7)
+    episodes = [synthetic_episode(0, seed=7 + i) for i in range(2)]  # a train batch: 8 steps
+    ids = sorted(e["id"] for e in episodes)
     acked: list[list[str]] = []
-    runner.server.ack = lambda conn, ids: acked.append(ids)  # type: ignore[method-assign]
-    runner.ingest([episode], "conn")
-    assert complete_update(runner) == [episode["id"]]  # version 1: maybe still queued
+    runner.server.ack = lambda conn, ids: acked.append(sorted(ids))  # type: ignore[method-assign]
+    runner.ingest(episodes, "conn")
+    assert sorted(complete_update(runner)) == ids  # version 1: maybe still queued
     assert acked == []
     runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 2})
-    assert acked == [[episode["id"]]]
+    assert acked == [ids]
 
 
 def test_acks_wait_for_training_and_dedup_survives_a_restart(tmp_path, runners):
