@@ -14,9 +14,10 @@ with no id settled twice. Before acks waited for training, a kill lost whatever 
 dead trainer's inbox (acked on arrival, never trained).
 
 Each trainer start costs a Ray session and an RLlib build (~20-60 s on 2 loaded cores): with
-two kills the test took 266 s at load average ~20, too long for `make test`'s budget, so it
-runs on request: `CROUPIER_TRAINER_KILLS=2 pytest -s tests/test_trainer_kills.py` (3 for
-three kills; CROUPIER_KILL_SEED=<n> repeats a run's moments). `make test` covers one SIGKILL
+two kills the test took 266 s at load average ~20, with three 106 s at load ~8; too long for
+`make test`'s budget, so it runs on request:
+`CROUPIER_TRAINER_KILLS=2 pytest -s tests/test_trainer_kills.py` (3 for three kills;
+CROUPIER_KILL_SEED=<n> repeats a run's moments). `make test` covers one SIGKILL
 with the same accounting in tests/test_faults.py (phase 5).
 """
 
