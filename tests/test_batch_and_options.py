@@ -36,7 +36,7 @@ def test_decide_batch_answers_in_order_with_item_level_errors(inprocess, leduc_s
             for _ in range(3)
         ]
         ended = service.create_game(GAME)["game_id"]
-        service.end_game(ended, {"0": 0.0, "1": 0.0})
+        await service.end_game(ended, {"0": 0.0, "1": 0.0})
         items = [
             {"game_id": games[0], "seat": "0", "state": states[0]},
             {"game_id": "nope", "seat": "0", "state": states[0]},  # 404

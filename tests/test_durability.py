@@ -137,6 +137,63 @@ def test_spool_put_many_is_one_transaction(tmp_path):
     assert ids == [f"g{i}" for i in range(50, 200)]
 
 
+def test_a_write_off_the_event_loop_is_committed_when_its_future_is_done(tmp_path):
+    """`end` awaits `spool.write`: done means committed (a reopened spool finds it, as after a
+    SIGKILL), writes queued together go in one transaction (a group commit), and one bad write
+    fails alone."""
+    path = tmp_path / "spool.sqlite3"
+    spool = EpisodeSpool(path)
+    episodes = [make_episode(i, steps=2) for i in range(60)]
+
+    async def main() -> list[Any]:
+        first = spool.write(episodes[:2])
+        await first
+        assert EpisodeSpool(path).stats()["recovered"] == 2  # on disk when the future is done
+        # Queued without yielding to the writer: grouped. A bad one (no actions) among them.
+        futures = [spool.write([e]) for e in episodes[2:50]]
+        futures.insert(5, spool.write([{"id": "bad"}]))
+        return await asyncio.gather(*futures, return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert [type(r).__name__ for r in results].count("KeyError") == 1
+    assert isinstance(results[5], KeyError) and results.count(None) == 48
+    assert EpisodeSpool(path).stats()["recovered"] == 50
+    # Nobody waits for a cut episode's write; close() commits it before closing.
+    spool.write_later(episodes[50:])
+    spool.close()
+    assert EpisodeSpool(path).stats()["recovered"] == 60
+
+
+def test_a_group_commit_writes_many_ends_in_few_transactions(tmp_path):
+    spool = EpisodeSpool(tmp_path / "spool.sqlite3")
+    episodes = [make_episode(i, steps=2) for i in range(64)]
+
+    async def main() -> None:
+        await asyncio.gather(*(spool.write([e]) for e in episodes))
+
+    asyncio.run(main())
+    assert spool.stats()["spooled"] == 64
+    assert spool.put_calls <= 8, spool.put_calls  # one per queued group, not one per end
+    spool.close()
+
+
+def test_a_full_spool_deletes_its_oldest_in_chunks(tmp_path):
+    """Past the bound the oldest go 0.1% at a time, not one per write (each was a DELETE
+    in `end`'s transaction once the spool was full)."""
+    spool = EpisodeSpool(tmp_path / "spool.sqlite3", max_episodes=2000)
+    spool.put_many([make_episode(i, steps=1) for i in range(2000)])
+    assert spool.stats()["dropped"] == 0
+    spool.put(make_episode(2000, steps=1))
+    stats = spool.stats()
+    assert stats["spooled"] == 1998 and stats["dropped"] == 3  # down to 0.1% below
+    spool.put(make_episode(2001, steps=1))
+    spool.put(make_episode(2002, steps=1))
+    stats = spool.stats()
+    assert stats["spooled"] == 2000 and stats["dropped"] == 3  # no delete meanwhile
+    assert [e["game_id"] for e in spool.take(1)] == ["g3"]  # the oldest went first
+    spool.close()
+
+
 def test_spool_put_cost(tmp_path):
     """What `end` pays per learned seat for durability (printed; bounded loosely), one game
     per write and 64 per write (`end:batch`)."""

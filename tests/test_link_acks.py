@@ -19,7 +19,7 @@ from croupier.link import auth, wire
 from croupier.trainer.algo import Hyper
 from croupier.trainer.ingest_log import outcome_counts
 from tests.helpers.link import closed_by_peer, raw_frame
-from tests.helpers.trainer import GAME, synthetic_episode
+from tests.helpers.trainer import GAME, complete_update, synthetic_episode
 
 HYPER = Hyper(train_batch_size=8, minibatch_size=8, num_epochs=1, lr=1e-3)
 TOKEN = "s3cret-token"
@@ -30,6 +30,7 @@ def build_runner(
     token: str | None = None,
     max_lag: int | None = None,
     hyper: Hyper = HYPER,
+    algo: str = "ppo",
 ):
     from croupier.games.registry import load_adapter
     from croupier.policies.module import ModelSpec
@@ -44,7 +45,7 @@ def build_runner(
         state_dir=str(state_dir) if state_dir else None,
         handshake_timeout_s=1.0,
     )
-    config = build_config(load_adapter(GAME), options, ModelSpec(algo="ppo", hiddens=[16]), hyper)
+    config = build_config(load_adapter(GAME), options, ModelSpec(algo=algo, hiddens=[16]), hyper)
     return LinkEnvRunner(config=config)
 
 
@@ -74,8 +75,59 @@ def runners() -> Iterator[list[Any]]:
         r.stop()
 
 
-def test_acks_on_ingest_and_dedup_survives_a_restart(tmp_path, runners):
-    episodes = [synthetic_episode(5, seed=i) for i in range(6)]  # played at version 5
+def no_ack(channel: auth.Channel, wait_s: float = 0.3) -> bool:
+    """True if no ACK arrives within `wait_s` (weights pushes are skipped)."""
+    channel.sock.settimeout(wait_s)
+    try:
+        while True:
+            kind, _ = channel.recv()
+            if kind is wire.LinkExt.ACK:
+                return False
+    except (TimeoutError, OSError):
+        return True
+
+
+def test_an_episode_is_acked_only_once_a_learner_update_that_used_it_has_completed(
+    tmp_path, runners
+):
+    """Acknowledged means trained: not on arrival, not when handed to the learner, but when
+    the next weights version shows the update that used it is done. Logged before the ack."""
+    runner = build_runner(tmp_path)
+    runners.append(runner)
+    chan = connect(runner)
+    episodes = [synthetic_episode(0, seed=i) for i in range(3)]
+    chan.send({"type": "EPISODES", "episodes": episodes})
+    assert runner.wait_for_steps(12, 10)
+    assert no_ack(chan)  # taken into the inbox: not acked
+    assert len(runner.sample()) == 3
+    assert no_ack(chan)  # handed to the learner, the update not done: not acked
+    assert outcome_counts(tmp_path / "ingested-0.log") == {}
+    runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 1})
+    assert sorted(recv_acks(chan, 3)) == sorted(e["id"] for e in episodes)
+    assert outcome_counts(tmp_path / "ingested-0.log") == {"trained": 3}
+    stats = runner.link_stats()
+    assert stats["episodes_trained"] == stats["episodes_acked"] == 3
+    assert stats["unacked_episodes"] == 0
+
+
+def test_appo_acks_two_versions_after_the_hand_over(runners):
+    """APPO's learner queues a sample and trains it in the background: the next version may
+    not have used it yet, so its acks wait one version more than PPO's."""
+    runner = build_runner(None, algo="appo")
+    runners.append(runner)
+    episodes = [synthetic_episode(0, seed=7 + i) for i in range(2)]  # a train batch: 8 steps
+    ids = sorted(e["id"] for e in episodes)
+    acked: list[list[str]] = []
+    runner.server.ack = lambda conn, ids: acked.append(sorted(ids))  # type: ignore[method-assign]
+    runner.ingest(episodes, "conn")
+    assert sorted(complete_update(runner)) == ids  # version 1: maybe still queued
+    assert acked == []
+    runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 2})
+    assert acked == [ids]
+
+
+def test_acks_wait_for_training_and_dedup_survives_a_restart(tmp_path, runners):
+    episodes = [synthetic_episode(5, seed=i) for i in range(7)]  # played at version 5
     ids = [e["id"] for e in episodes]
     first = build_runner(tmp_path, max_lag=2)
     runners.append(first)
@@ -83,29 +135,70 @@ def test_acks_on_ingest_and_dedup_survives_a_restart(tmp_path, runners):
     stale = synthetic_episode(0, seed=99)
     first.set_state({"rl_module": first.module.get_state(), "weights_seq_no": 5})
     chan.send({"type": "EPISODES", "episodes": [*episodes[:4], stale]})
-    # Taken into the inbox or dropped for lag: either way settled, logged and acked.
-    assert sorted(recv_acks(chan, 5)) == sorted([*ids[:4], stale["id"]])
-    assert sorted(e.id_ for e in first.sample()) == sorted(ids[:4])
+    # Dropped for lag: settled at once, logged and acked; the others wait for training.
+    assert recv_acks(chan, 1) == [stale["id"]]
+    assert sorted(complete_update(first)) == sorted(ids[:4])
+    assert sorted(recv_acks(chan, 4)) == sorted(ids[:4])
     # Sent again (an ack lost on the way): a duplicate, acked again, not sampled again.
     chan.send({"type": "EPISODES", "episodes": [episodes[0], episodes[4], episodes[4]]})
-    assert sorted(recv_acks(chan, 2)) == sorted([ids[0], ids[4]])
-    assert first.link_stats()["episodes_duplicate"] == 2
+    assert recv_acks(chan, 1) == [ids[0]]
+    # episodes[4] is waiting: a reconnected server sends it again on a new connection; it
+    # is not taken twice, and the ack goes to the new connection too once it is trained.
+    chan2 = connect(first)
+    chan2.send({"type": "EPISODES", "episodes": [episodes[4], episodes[5]]})
+    assert first.wait_for_steps(8, 10)
+    assert sorted(complete_update(first)) == sorted(ids[4:6])
+    assert sorted(recv_acks(chan2, 2)) == sorted(ids[4:6])
+    assert recv_acks(chan, 1) == [ids[4]]
+    assert first.link_stats()["episodes_duplicate"] == 3
+    # One more, handed to the learner, and then the trainer dies before the update ends.
+    chan2.send({"type": "EPISODES", "episodes": [episodes[6]]})
+    assert first.wait_for_steps(4, 10)
+    assert [e.id_ for e in first.sample()] == [ids[6]]
     chan.sock.close()
+    chan2.sock.close()
     first.stop()
 
     second = build_runner(tmp_path, max_lag=2)  # a restart on the same state dir
     runners.append(second)
+    second.set_state({"rl_module": second.module.get_state(), "weights_seq_no": 6})
     chan = connect(second)
-    # The server resends what it holds: old ones whose ack it never saw, and a new one.
-    chan.send({"type": "EPISODES", "episodes": [episodes[1], episodes[4], episodes[5]]})
-    assert sorted(recv_acks(chan, 3)) == sorted([ids[1], ids[4], ids[5]])
-    assert [e.id_ for e in second.sample()] == [ids[5]]
+    # The server resends what it holds (never acked): the settled ones are recognised and
+    # acked again; the one never trained is taken (again) and trained.
+    chan.send({"type": "EPISODES", "episodes": [episodes[1], episodes[4], episodes[6]]})
+    assert sorted(recv_acks(chan, 2)) == sorted([ids[1], ids[4]])
+    assert complete_update(second) == [ids[6]]
+    assert recv_acks(chan, 1) == [ids[6]]
     stats = second.link_stats()
     assert stats["episodes_received"] == 1 and stats["episodes_duplicate"] == 2
     chan.sock.close()
     second.stop()
     counts = outcome_counts(tmp_path / "ingested-0.log")
-    assert counts == {"accepted": 6, "lag": 1}  # every episode exactly once
+    assert counts == {"trained": 7, "lag": 1}  # every episode exactly once
+
+
+def test_episodes_dropped_by_the_inbox_are_acked_as_dropped_and_logged(tmp_path, runners):
+    """Stale or past the memory bound: settled (counted, logged with the reason, acked), so
+    that recorded = trained + counted drops."""
+    capped = Hyper(**{**HYPER.__dict__, "max_sample_batches": 1.0, "max_sample_lag": 1,
+                      "backlog_max_steps": 13})  # fmt: skip
+    runner = build_runner(tmp_path, hyper=capped)
+    runners.append(runner)
+    chan = connect(runner)
+    episodes = [synthetic_episode(0, n=3, seed=i) for i in range(5)]  # 15 steps: 1 too many
+    chan.send({"type": "EPISODES", "episodes": episodes})
+    assert recv_acks(chan, 1) == [episodes[0]["id"]]  # the oldest, past the memory bound
+    runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 2})
+    fresh = synthetic_episode(2, n=1, seed=50)  # 12 + 1 steps: within the bound
+    chan.send({"type": "EPISODES", "episodes": [fresh]})
+    assert runner.wait_for_steps(13, 10)
+    assert complete_update(runner) == [fresh["id"]]  # the rest is 2 versions old: stale
+    acked = recv_acks(chan, 5)
+    assert sorted(acked) == sorted([*(e["id"] for e in episodes[1:]), fresh["id"]])
+    counts = outcome_counts(tmp_path / "ingested-0.log")
+    assert counts == {"backlog": 1, "stale": 4, "trained": 1}
+    stats = runner.link_stats()
+    assert stats["episodes_dropped_backlog"] == 1 and stats["episodes_dropped_stale"] == 4
 
 
 def test_token_handshake_closes_before_anything_is_processed(runners):
@@ -144,8 +237,9 @@ def test_token_handshake_closes_before_anything_is_processed(runners):
     # With the token it works, and wrong types after the handshake drop only that link.
     chan = connect(runner, TOKEN)
     chan.send({"type": "EPISODES", "episodes": [good]})
-    assert recv_acks(chan, 1) == [good["id"]]
     assert runner.wait_for_steps(len(good["actions"]), 10)
+    assert complete_update(runner) == [good["id"]]
+    assert recv_acks(chan, 1) == [good["id"]]
     for bad in ({"type": "EPISODES", "episodes": 7}, {"type": "SET_STATE", "x": 1}):
         other = connect(runner, TOKEN)
         other.send(bad)
@@ -202,10 +296,13 @@ def test_a_backlog_bigger_than_the_cap_waits_for_the_next_updates(runners):
     episodes = [synthetic_episode(0, n=3, seed=i) for i in range(10)]  # 3 steps each
     ids = [e["id"] for e in episodes]
     chan.send({"type": "EPISODES", "episodes": episodes})
-    assert sorted(recv_acks(chan, 10)) == sorted(ids)  # all taken: the server may forget them
-    # The newest 15 steps (16 would split one), then the rest: nothing lost.
-    assert sorted(e.id_ for e in runner.sample()) == sorted(ids[5:])
-    assert sorted(e.id_ for e in runner.sample()) == sorted(ids[:5])
+    assert runner.wait_for_steps(30, 10)
+    # The newest 15 steps (16 would split one), then the rest: nothing lost; each acked
+    # once its update is done.
+    assert sorted(complete_update(runner)) == sorted(ids[5:])
+    assert sorted(recv_acks(chan, 5)) == sorted(ids[5:])
+    assert sorted(complete_update(runner)) == sorted(ids[:5])
+    assert sorted(recv_acks(chan, 5)) == sorted(ids[:5])
     stats = runner.link_stats()
     assert stats["steps_received"] == 30 and stats["steps_sampled"] == 30
     assert stats["episodes_sampled"] == 10 and stats["episodes_dropped_backlog"] == 0
@@ -214,12 +311,13 @@ def test_a_backlog_bigger_than_the_cap_waits_for_the_next_updates(runners):
     # Versions move on while a backlog waits: what is now more than 3 versions old goes.
     old = [synthetic_episode(0, n=3, seed=20 + i) for i in range(4)]
     chan.send({"type": "EPISODES", "episodes": old})
-    recv_acks(chan, 4)
+    assert runner.wait_for_steps(12, 10)
     runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 4})
     fresh = synthetic_episode(4, n=3, seed=30)
     chan.send({"type": "EPISODES", "episodes": [fresh]})
-    recv_acks(chan, 1)
+    assert runner.wait_for_steps(15, 10)
     assert [e.id_ for e in runner.sample()] == [fresh["id"]]
+    assert sorted(recv_acks(chan, 4)) == sorted(e["id"] for e in old)  # dropped: settled
     stats = runner.link_stats()
     assert stats["episodes_dropped_stale"] == 4 and stats["steps_dropped_stale"] == 12
     chan.sock.close()
@@ -254,7 +352,8 @@ def test_one_episode_delivered_on_two_connections_at_once_is_taken_once(tmp_path
     runner.ingest_log.record = slow_record  # type: ignore[method-assign]
     acked: list[list[str]] = []
     threads = [
-        threading.Thread(target=lambda: acked.append(runner.ingest(episodes))) for _ in range(2)
+        threading.Thread(target=lambda i=i: acked.append(runner.ingest(episodes, f"conn{i}")))
+        for i in range(2)
     ]
     for t in threads:
         t.start()
@@ -264,8 +363,13 @@ def test_one_episode_delivered_on_two_connections_at_once_is_taken_once(tmp_path
     assert stats["episodes_received"] == 6 and stats["episodes_duplicate"] == 6
     assert stats["steps_received"] == 12 and runner.wait_for_steps(12, 1)
     assert not runner.wait_for_steps(13, 0.2)  # nothing taken twice
-    # Both deliveries are acked (the second as a duplicate whose ack may have been lost).
-    assert [sorted(a) for a in acked] == [sorted(e["id"] for e in episodes)] * 2
+    assert acked == [[], []]  # not trained yet: nothing to ack
+    # Once trained, both deliveries are acked (each connection may be the one still there).
+    sent: list[tuple[Any, list[str]]] = []
+    runner.server.ack = lambda conn, ids: sent.append((conn, sorted(ids)))  # type: ignore
+    assert len(complete_update(runner)) == 6
+    ids = sorted(e["id"] for e in episodes)
+    assert sorted(sent) == [("conn0", ids), ("conn1", ids)]
 
 
 def test_link_counters_lose_no_count_under_concurrent_readers():

@@ -137,6 +137,7 @@ EXPORTED_NAMES = [
     "croupier_games_resumed_total",
     "croupier_resumed_fragments_dropped_total",
     "croupier_episodes_cut_total",
+    "croupier_episodes_ended_by_fallback_total",
     "croupier_weights_refused_total",
     "croupier_trainer_link_thread_alive",
     "croupier_trainer_link_connected",

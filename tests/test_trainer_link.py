@@ -15,6 +15,7 @@ import random
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -40,6 +41,7 @@ from tests.helpers.trainer import (
     HYPER,
     RunningTrainer,
     health,
+    settled_snapshot,
     synthetic_episode,
     trainer_options,
     wait_quiet,
@@ -154,6 +156,18 @@ def test_two_servers_feed_one_trainer(shared):
     assert stats["episodes_rejected"] == stats["episodes_duplicate"] == 0
     assert stats["episodes_dropped_lag"] == 0 and stats["frames_rejected"] == 0
     assert stats["connected_servers"] == 2
+
+    # Acknowledged means trained, with RLlib's own PPO updates: once quiet, the servers hold
+    # exactly what the trainer took and has not trained yet, and every episode they deleted
+    # is in the trainer's log as trained (nothing was dropped here).
+    def spools() -> dict[str, int]:
+        both = [health(s)["episodes"] for s in servers]
+        return {k: sum(b[k] for b in both) for k in ("pending", "spooled", "acked")}
+
+    log_path = Path(rt.trainer.options.checkpoint_dir) / "ingested-0.log"
+    spool, entries = settled_snapshot(spools, lambda: rt.stats()["unacked_episodes"], log_path)
+    assert {o for _, o in entries} == {"trained"} and spool["acked"] == len(entries) > 0
+    assert spool["spooled"] < HYPER.train_batch_size  # under a batch waits for more games
 
     # Once idle, both servers hold the trainer's newest version.
     def in_sync() -> bool:

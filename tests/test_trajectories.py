@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -116,7 +117,7 @@ def test_recorded_episode_layout(inprocess, leduc_states):
             assert d.policy == "learned" and d.action in state["legal_actions"]
             await service.decide(gid, "1", state)  # the rules seat: not recorded
         assert service.outbox.stats()["recorded"] == 0  # nothing before the end
-        ended = service.end_game(gid, {"0": 2.0, "1": -2.0})
+        ended = await service.end_game(gid, {"0": 2.0, "1": -2.0})
         return ended, service.outbox.take()
 
     ended, episodes = inprocess(body)
@@ -141,7 +142,7 @@ def test_versions_recorded_per_step(inprocess, leduc_states):
         await service.decide(gid, "0", states[1], 0.25)
         await service.decide(gid, "1", states[1], 0.25)
         await service.decide(gid, "0", states[2])
-        ended = service.end_game(gid, {"0": -1.0, "1": 1.0})
+        ended = await service.end_game(gid, {"0": -1.0, "1": 1.0})
         return ended, service.outbox.take()
 
     ended, episodes = inprocess(body)
@@ -162,7 +163,7 @@ def test_single_step_episode_and_reward_before_first_decision(inprocess, leduc_s
         g = service.create_game(GAME, seats={"0": "learned", "1": "rules"})
         # A reward before the seat's first decision has no step to belong to.
         await service.decide(g["game_id"], "0", state, 7.0)
-        service.end_game(g["game_id"], {"0": 1.5, "1": -1.5})
+        await service.end_game(g["game_id"], {"0": 1.5, "1": -1.5})
         return service.outbox.take()
 
     (ep,) = inprocess(body)
@@ -298,3 +299,92 @@ def test_the_ingest_log_never_writes_an_unsafe_id(tmp_path):
     log.close()
     assert read_ingest_log(tmp_path / "ingest.log") == [("ok-1", "accepted")]
     assert (tmp_path / "ingest.log").read_text() == "ok-1\taccepted\n"
+
+
+# --- a fallback in the middle of a hand (issue 18, point 4) --------------------------------------
+
+
+def test_a_fallback_mid_hand_ends_the_fragment_truncated_and_the_next_starts_clean(
+    inprocess, leduc_states
+):
+    """Learned, fallback (the model late), learned: the first fragment ends at the fallback's
+    state, truncated, with the reward received up to it on its last step (bootstrapped from
+    that state by the learner); the reward that followed the fallback's action is nobody's;
+    the next learned decision starts a fresh fragment that ends with the payoff. Before, the
+    fallback step was skipped: one 2-step episode whose first step's next observation was a
+    state two actions later, with the fallback's consequences on the learned step."""
+    s1, s2, s3 = _states(leduc_states, 3)
+
+    async def body(client, service):
+        gid = service.create_game(GAME, seats={"0": "learned", "1": "rules"})["game_id"]
+        first = await service.decide(gid, "0", s1)
+        submit = service.batcher.submit
+
+        def late(obs, mask, version):  # the batcher's answer when the deadline passed first
+            future = asyncio.get_running_loop().create_future()
+            future.set_result(None)
+            return future
+
+        service.batcher.submit = late
+        fallback = await service.decide(gid, "0", s2, 0.25)
+        service.batcher.submit = submit
+        again = await service.decide(gid, "0", s3, -0.5)
+        ended = await service.end_game(gid, {"0": 2.0, "1": -2.0})
+        return first, fallback, again, ended, service.outbox.take(), service.health()
+
+    first, fallback, again, ended, taken, health = inprocess(body)
+    assert not first.fallback and fallback.fallback and not again.fallback
+    assert health["fallbacks"] == 1 and ended["episodes"] == 1
+    assert health["episodes_ended_by_fallback"] == 1
+    cut, rest = taken
+    assert cut["game_id"] == rest["game_id"] and cut["id"] != rest["id"]
+    # The fragment before the fallback: one step, truncated at the fallback's state.
+    assert episode_len(cut) == 1
+    assert cut["truncated"] is True and cut["terminated"] is False
+    o1, m1 = ADAPTER.encode(s1)
+    o2, m2 = ADAPTER.encode(s2)
+    np.testing.assert_array_equal(cut["obs"], np.stack([o1, o2]))
+    np.testing.assert_array_equal(cut["mask"], np.stack([m1, m2]))
+    assert cut["actions"][0] == first.action_index
+    np.testing.assert_allclose(cut["rewards"], [0.25])  # received up to the fallback
+    # The fragment after it: the learned decision at s3 to the end; the -0.5 reported with
+    # it followed the fallback's action, not a learned one: not on any learned step.
+    check_episode(rest, [(s3, None)], final=2.0)
+    assert rest["actions"][0] == again.action_index
+    # The trainer takes both: the cut one truncated (bootstrapped), the other terminated.
+    ep = validate_episode(cut, ADAPTER.obs_size, ADAPTER.num_actions)
+    assert ep.is_truncated and not ep.is_terminated and len(ep) == 1
+    assert ep.get_return() == pytest.approx(0.25)
+
+
+def test_a_fallback_before_any_learned_step_or_twice_in_a_row_records_no_empty_fragment(
+    inprocess, leduc_states
+):
+    s1, s2, s3 = _states(leduc_states, 3)
+
+    async def body(client, service):
+        gid = service.create_game(GAME, seats={"0": "learned", "1": "rules"})["game_id"]
+        submit = service.batcher.submit
+
+        def late(obs, mask, version):
+            future = asyncio.get_running_loop().create_future()
+            future.set_result(None)
+            return future
+
+        service.batcher.submit = late
+        await service.decide(gid, "0", s1)  # nothing recorded yet: nothing to end
+        service.batcher.submit = submit
+        await service.decide(gid, "0", s2, 1.0)  # the 1.0 followed the fallback: dropped
+        service.batcher.submit = late
+        await service.decide(gid, "0", s3, 0.5)  # ends the one-step fragment
+        await service.decide(gid, "0", s3, 0.125)  # nothing left to end
+        ended = await service.end_game(gid, {"0": -1.0, "1": 1.0})  # after a fallback
+        assert service.outbox.flush(10)  # the cut fragment's write is not awaited by anyone
+        return ended, service.outbox.take(), service.health()
+
+    ended, taken, health = inprocess(body)
+    assert health["fallbacks"] == 3 and ended["episodes"] == 0
+    assert health["episodes_ended_by_fallback"] == 1
+    (cut,) = taken
+    assert episode_len(cut) == 1 and cut["truncated"] is True
+    np.testing.assert_allclose(cut["rewards"], [0.5])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,44 @@ def synthetic_episode(version: int, n: int = 4, seed: int = 0) -> dict[str, Any]
     episode = rec.close(float(rng.choice([-1.0, 1.0])), adapter.terminal_observation())
     assert episode is not None
     return episode
+
+
+def complete_update(runner: Any) -> list[str]:
+    """What one learner update does to a `LinkEnvRunner`: take a sample, then set the next
+    weights version (as RLlib does once the update that used the sample has completed), which
+    acknowledges the sample's episodes. Returns their ids."""
+    ids = [e.id_ for e in runner.sample()]
+    runner.set_state({"rl_module": runner.module.get_state(),
+                      "weights_seq_no": runner.weights_seq_no + 1})  # fmt: skip
+    return ids
+
+
+def settled_snapshot(
+    spool: Callable[[], dict[str, Any]],
+    unacked: Callable[[], int | None],
+    log_path: Path,
+    timeout_s: float = 180.0,
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A server's spool stats and the trainer's ingest log, read at a quiet moment: every
+    episode sent, the server holding exactly what the trainer holds untrained, and both the
+    same 1 s later (no update, no ack in flight). With the games stopped, the trainer gets
+    there once what it holds is less than a train batch. For recorded = settled + spooled."""
+    from croupier.trainer.ingest_log import read_ingest_log
+
+    def delivered() -> dict[str, Any] | None:
+        stats = spool()
+        return stats if stats["pending"] == 0 and stats["spooled"] == unacked() else None
+
+    def quiet() -> tuple[dict[str, Any], list[tuple[str, str]]] | None:
+        first = delivered()
+        if first is None:
+            return None
+        entries = read_ingest_log(log_path)
+        time.sleep(1.0)
+        again = delivered()
+        return (first, entries) if again == first and read_ingest_log(log_path) == entries else None
+
+    return wait_for(quiet, timeout_s, 0.5, "a quiet moment: the backlog trained and acked")
 
 
 class RunningTrainer:

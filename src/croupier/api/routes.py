@@ -257,7 +257,7 @@ async def end_games(request: Request) -> Response:
         for i, it in enumerate(body.items)
         if it.payoffs.keys() != seats
     )
-    outcomes = service(request).end_games([(it.game_id, it.payoffs) for it in body.items])
+    outcomes = await service(request).end_games([(it.game_id, it.payoffs) for it in body.items])
     retry = _retry_after_s(request)
     return json_response({"results": [_item_result(o, retry) for o in outcomes]})
 
@@ -270,7 +270,7 @@ async def end_games(request: Request) -> Response:
 async def end_game(request: Request, game_id: str) -> Response:
     """Close the game with every seat's payoff; learned seats' episodes go to the trainer."""
     body = parse_body(EndRequest, await request.body())
-    return json_response(service(request).end_game(game_id, body.payoffs))
+    return json_response(await service(request).end_game(game_id, body.payoffs))
 
 
 @router.delete(

@@ -10,7 +10,8 @@ Unlike RLlib's stock `EnvRunnerServerForExternalInference` it
   without, the first frame must be a small PING within a total handshake deadline;
 - answers GET_CONFIG with plain data (`protocol.LinkConfig`), never a pickle, and decodes frames
   without ever unpickling (`croupier.link.wire`);
-- hands EPISODES to its `LinkHandler` (the trainer's EnvRunner) and acks what the handler took.
+- hands EPISODES to its `LinkHandler` (the trainer's EnvRunner) and acks what the handler
+  settled at once; the handler acks the rest later (`ack`), once it has trained them.
 
 What the trainer does with episodes (validation, de-duplication, the inbox) is the handler's
 job, not this module's.
@@ -43,6 +44,7 @@ LINK_COUNTERS = (
     "episodes_dropped_backlog",
     "episodes_dropped_stale",
     "episodes_sampled",
+    "episodes_trained",
     "episodes_acked",
     "steps_received",
     "steps_sampled",
@@ -103,8 +105,9 @@ class LinkHandler(Protocol):
         """The current SET_STATE frame body (encoded once per version, sent to every server)."""
         ...
 
-    def ingest(self, records: list[Any]) -> list[str]:
-        """Take an EPISODES message's records; returns the ids to acknowledge."""
+    def ingest(self, records: list[Any], sender: Connection | None = None) -> list[str]:
+        """Take an EPISODES message's records; returns the ids to acknowledge now. The others
+        it acknowledges later, to `sender`, with `LinkServer.ack`."""
         ...
 
 
@@ -315,15 +318,15 @@ class LinkServer:
                 records = protocol.read_episodes(body)
             except protocol.ProtocolError as e:
                 raise wire.FrameError(str(e)) from None
-            self.ack(conn, self.handler.ingest(records))
+            self.ack(conn, self.handler.ingest(records, conn))
             # EPISODES_AND_GET_STATE is answered by the next push, which every server gets.
         else:
             raise wire.FrameError(f"unexpected message {kind.name}")
 
     def ack(self, conn: Connection, ids: list[str]) -> None:
-        """Tell the server these episodes are taken (it deletes them from its spool). On a
+        """Tell the server these episodes are settled (it deletes them from its spool). On a
         connection that is gone the ack is lost: the server sends them again, and they are
-        recognised then."""
+        recognised then. Any thread may call it (the writer thread sends)."""
         if not conn.open or not ids:
             return
         conn.send(wire.pack_body(protocol.ack(ids)))

@@ -6,7 +6,8 @@ A decision takes one of four explicit paths (`StepPath`), chosen when it is prep
 - FORWARDED: a batch request's learned items are forwarded together, unqueued (`model`);
 - REPLAY: a retried turn, answered by the first request's decision (`turns.TurnLedger`).
 A learned step whose model was late or failed is answered by the fallback policy and not
-recorded.
+recorded: it ends the seat's episode fragment there (`_end_fragment`), and the seat's next
+learned decision begins a new one.
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ class Decider:
         # Learned seats' episodes cut at the trainer's length limit (shipped truncated).
         self.max_episode_steps = MAX_EPISODE_STEPS
         self.episodes_cut = 0
+        # Learned seats' episodes ended (truncated) by a fallback decision.
+        self.episodes_ended_by_fallback = 0
 
     async def decide(
         self,
@@ -265,6 +268,7 @@ class Decider:
                 fallback = True
                 self.fallbacks += 1
                 step.index, label = self._fallback_index(step.state, step.mask)
+                self._end_fragment(step)
             else:
                 step.index, version = model.action, model.version
                 self._record(step, model)
@@ -291,12 +295,41 @@ class Decider:
 
     def _cut_episode(self, step: _Step, recorder: SeatRecorder) -> SeatRecorder:
         """The seat's episode reached the trainer's limit: spool it truncated, begin anew."""
+        self.episodes_cut += 1
+        return self._truncate(step, recorder)
+
+    def _end_fragment(self, step: _Step) -> None:
+        """A fallback answered a learned seat: its episode so far ends here, truncated, with
+        the reward received up to this state; the seat's next learned decision starts a new
+        fragment (rewards before that decision follow the fallback's action: not the learned
+        policy's, so not recorded).
+
+        Why truncate rather than record the fallback as an off-policy step: the learner's
+        targets stay right. A truncated fragment bootstraps from V(this state) (RLlib's GAE
+        and V-trace both do for a truncated episode), which is what the learned policy's
+        return from here is worth; the reward that followed its last action is all on its
+        last step. An off-policy step would need a behaviour probability for the rules policy
+        (deterministic: log 1, so PPO's ratio pi/1 is far outside its clip range and its
+        gradient is cut) and logits it does not have (RLlib's KL term reads them), and GAE
+        would sum advantages through an action the learned policy did not choose. Before,
+        the step was just skipped: the next reward landed on the previous learned step, and
+        its next observation was a state two actions later."""
+        recorder = step.session.recorders.get(step.seat)
+        if recorder is None or not len(recorder) or not self.games.is_live(step.session.game_id):
+            return
+        recorder.add_reward(step.reward or 0.0)
+        self._truncate(step, recorder)
+        self.episodes_ended_by_fallback += 1
+
+    def _truncate(self, step: _Step, recorder: SeatRecorder) -> SeatRecorder:
+        """Close the recorder's steps (one at least) as a truncated episode ending at this
+        step's state, queue it for the spool, and put a fresh recorder in its place."""
         fresh = recorder.cut(step.obs, step.mask)
         step.session.recorders[step.seat] = fresh
         if recorder.truncated is not None:
             recorder.truncated["hands"] = 0  # a piece of a hand: the hand counts at its end
-            self.outbox.put_many([recorder.truncated])
-            self.episodes_cut += 1
+            # Off the event loop, unawaited: no answer depends on this fragment's commit.
+            self.outbox.write_later([recorder.truncated])
         return fresh
 
     def _fallback_index(self, state: dict[str, Any], mask: np.ndarray) -> tuple[int, str]:

@@ -186,12 +186,15 @@ class GameKeeper:
         """Many `create_game`s; each item's outcome (or its error) in order."""
         return each(items, lambda item: self.create_game(**item, owner=owner))
 
-    def end_game(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
+    async def end_game(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
+        """Close the game; returns once its episodes are committed to the spool (by the
+        spool's writer thread: the event loop serves other requests meanwhile)."""
         ended, episodes = self._close_game(game_id, payoffs)
-        self.outbox.put_many(episodes)
+        if episodes:
+            await self.outbox.write(episodes)
         return ended
 
-    def end_games(self, items: list[tuple[str, dict[str, float]] | Exception]) -> list[Any]:
+    async def end_games(self, items: list[tuple[str, dict[str, float]] | Exception]) -> list[Any]:
         """Many games closed at once: their episodes reach the spool in one transaction
         (before the answer, as for one game); a failing item fails alone."""
         episodes: list[dict[str, Any]] = []
@@ -202,7 +205,8 @@ class GameKeeper:
             return ended
 
         results = each(items, close)
-        self.outbox.put_many(episodes)
+        if episodes:
+            await self.outbox.write(episodes)
         return results
 
     def _close_game(

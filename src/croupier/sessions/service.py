@@ -128,5 +128,7 @@ class DecisionService:
             "games_resumed": keeper.games_resumed,  # taken over from a dead server
             "resumed_fragments_dropped": keeper.fragments_dropped,  # left behind with it
             "episodes_cut": decider.episodes_cut,  # truncated at the trainer's length limit
+            # truncated where a fallback answered a learned seat (docs/operations.md)
+            "episodes_ended_by_fallback": decider.episodes_ended_by_fallback,
             "weights_refused": self.versions.refused_nonfinite,  # NaN/inf versions not installed
         }

@@ -117,6 +117,10 @@ def build_config(
             else None,
             "max_sample_lag": hyper.max_sample_lag,
             "backlog_max_steps": hyper.backlog_max_steps,
+            # PPO's update is synchronous: the next version means the update that used a
+            # sample has completed. APPO's learner queues a sample and trains it in the
+            # background: one version later it may still wait there, so its ack waits for two.
+            "ack_after_versions": 1 if spec.algo == "ppo" else 2,
         }
     )
     # PPO: one iteration is one update and one version, and the trainer's loop (which waits

@@ -6,6 +6,12 @@ Policy servers connect to the link server and send finished episode records; thi
   it rejects, drops duplicates (at-least-once delivery from the servers; the check and its
   record in the ingest log are one step under one lock) and episodes older than
   `max_version_lag`, and measures ingest lag;
+- acknowledges an episode only once it is settled: trained (a learner update that used it has
+  completed: the weights version moved `ack_after_versions` past the one it was handed to the
+  learner under), or dropped by policy (lag, staleness, the memory bound: counted) or refused.
+  Until then its server keeps it in its spool, so a trainer killed at any moment loses none:
+  the server sends it again, and the ingest log (`trainer.ingest_log`) recognises what was
+  settled before;
 - pushes each new weights version to every connected server as soon as the Algorithm sets it.
 
 `sample()` returns the episodes received since the last call, waiting until `sample_min_steps`
@@ -24,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +91,9 @@ class LinkOptions:
     model: dict[str, Any] | None = None
     # Where the ingest log lives (de-duplication across restarts); None: memory only.
     state_dir: str | None = None
+    # An episode handed to the learner is acknowledged as trained once the weights version
+    # is this many past the one it was handed over under (`algo.build_config` sets it).
+    ack_after_versions: int = 1
     # Before the handshake is done: each frame's size cap, and how long (in all) a peer may take.
     max_handshake_bytes: int = 4096
     handshake_timeout_s: float = 10.0
@@ -137,9 +146,10 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self.metrics = MetricsLogger(stats_cls_lookup=config.stats_cls_lookup, root=False)
 
         self._started_at = time.monotonic()
-        # Every episode taken (into the inbox, or dropped for lag or as invalid) is written to
-        # the ingest log, then acked: a server deletes it from its spool on the ack, and a
-        # resend whose ack was lost is recognised, even after a restart.
+        # Every episode settled (trained, dropped for lag, staleness or the memory bound, or
+        # refused) is written to the ingest log, then acked: a server deletes it from its
+        # spool on the ack, and a resend whose ack was lost is recognised, even after a
+        # restart. What is taken but not settled yet is in `_pending`, not in the log.
         state_dir = self.options.state_dir
         self.ingest_log = IngestLog(
             Path(state_dir) / f"ingested-{self.worker_index}.log" if state_dir else None,
@@ -153,10 +163,17 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             sample_max_steps=self.options.sample_max_steps,
             max_sample_lag=self.options.max_sample_lag,
             backlog_max_steps=self.options.backlog_max_steps,
+            on_drop=self._dropped_by_inbox,
         )
-        # The duplicate check and its record in the ingest log are one step: two connections
-        # delivering the same episode at once (a resend racing the original) take it once.
+        # The duplicate check and its record in the ingest log (or in `_pending`) are one
+        # step: two connections delivering the same episode at once (a resend racing the
+        # original) take it once.
         self._ingest_lock = threading.Lock()
+        # Taken, not settled: id -> the connections it came on (each gets the ack; a server
+        # that reconnected meanwhile sends it again on its new connection).
+        self._pending: dict[str, list[Any]] = {}
+        # Handed to the learner, not yet known trained: (weights version then, ids).
+        self._handed: deque[tuple[int, list[str]]] = deque()
         self.lag_histogram: Counter[int] = Counter()
         self._done_for_metrics: list[SingleAgentEpisode] = []
         port = self.options.port + self.worker_index if self.options.port else 0
@@ -199,6 +216,8 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 episodes, steps = self.inbox.take(self._weights_seq_no)
                 if episodes:
                     break
+        with self._ingest_lock:  # acked once an update past this version has completed
+            self._handed.append((self._weights_seq_no, [e.id_ for e in episodes]))
         self.counters.add("episodes_sampled", len(episodes))
         self.counters.add("steps_sampled", steps)
         rllib_private.increase_sampled_metrics(self, steps, len(episodes))
@@ -291,6 +310,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 Path(self.options.state_dir), self.worker_index, self._published, weights
             )
         self.server.broadcast(self._state_body)
+        self._settle_trained()
 
     # --- what the link exposes -----------------------------------------------------------
 
@@ -312,6 +332,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             "weights_seq_no": self._weights_seq_no,
             **self.counters.snapshot(),
             "waiting_steps": self.inbox.steps,
+            "unacked_episodes": len(self._pending),
             "idle_s": round(self.idle_s(), 1),
             "lag_histogram": dict(sorted(self.lag_histogram.items())),
             # The learned seats' hands (those it never acted in too) and their payoffs: the
@@ -348,10 +369,11 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         weights = self.module.get_state() if weights is None else weights
         return wire.pack_body(protocol.set_state(weights, self._weights_seq_no))
 
-    def ingest(self, records: list[Any]) -> list[str]:
+    def ingest(self, records: list[Any], sender: Any = None) -> list[str]:
         """Take one EPISODES message's records (from a connection's reader thread); returns
-        the ids to acknowledge. Logged before returning: an ack lost to a crash means a
-        resend that is recognised."""
+        the ids to acknowledge now (refused, dropped for lag, or settled before: logged
+        before returning, so an ack lost to a crash means a resend that is recognised). The
+        episodes it takes are acked to `sender` once settled (`_settle`)."""
         obs_size = self.config.observation_space["observations"].shape[0]
         num_actions = int(self.config.action_space.n)
         # Validation (the costly part) first, outside any lock.
@@ -369,7 +391,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                 if isinstance(episode_id, str) and len(episode_id) <= 128:
                     checked.append((None, episode_id))  # logged: a resend would fail again
         accepted: list[tuple[SingleAgentEpisode, int]] = []
-        taken: list[tuple[str, str]] = []  # (id, outcome) settled now: logged, then acked
+        settled: list[tuple[str, str]] = []  # (id, outcome) settled now: logged, then acked
         ack_now: list[str] = []
         seen_now: set[str] = set()
         duplicates = dropped_lag = 0
@@ -377,7 +399,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             for episode, rejected_id in checked:
                 if episode is None:
                     if rejected_id not in seen_now:
-                        taken.append((rejected_id, "rejected"))
+                        settled.append((rejected_id, "rejected"))
                     seen_now.add(rejected_id)
                     continue
                 if episode.id_ in seen_now:
@@ -388,17 +410,23 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
                     duplicates += 1
                     ack_now.append(episode.id_)
                     continue
+                senders = self._pending.get(episode.id_)
+                if senders is not None:  # taken, not settled: resent after a reconnect
+                    duplicates += 1
+                    if sender is not None and sender not in senders:
+                        senders.append(sender)
+                    continue
                 played = min(episode.custom_data["versions"])
                 lag = max(0, self._weights_seq_no - played)
                 self.lag_histogram[lag] += 1
                 max_lag = self.options.max_version_lag
                 if max_lag is not None and lag > max_lag:
                     dropped_lag += 1
-                    taken.append((episode.id_, "lag"))
+                    settled.append((episode.id_, "lag"))
                     continue
                 accepted.append((episode, played))
-                taken.append((episode.id_, "accepted"))
-            self.ingest_log.record(taken)
+                self._pending[episode.id_] = [] if sender is None else [sender]
+            self.ingest_log.record(settled)
         self.counters.add("episodes_duplicate", duplicates)
         self.counters.add("episodes_dropped_lag", dropped_lag)
         with self._ingest_lock:
@@ -409,7 +437,38 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self.counters.add("episodes_received", len(accepted))
         self.counters.add("steps_received", sum(len(e) for e, _ in accepted))
         self.inbox.put(accepted)
-        return [*ack_now, *(i for i, _ in taken)]
+        return [*ack_now, *(i for i, _ in settled)]
+
+    def _settle_trained(self) -> None:
+        """The weights moved on: what was handed to the learner `ack_after_versions` or more
+        versions ago has been through a completed update. Settle it."""
+        due: list[str] = []
+        with self._ingest_lock:
+            while (
+                self._handed
+                and self._weights_seq_no - self._handed[0][0] >= self.options.ack_after_versions
+            ):
+                due += self._handed.popleft()[1]
+        if due:
+            self._settle(due, "trained")
+            self.counters.add("episodes_trained", len(due))
+
+    def _dropped_by_inbox(self, episodes: list[SingleAgentEpisode], why: str) -> None:
+        self._settle([e.id_ for e in episodes], why)
+
+    def _settle(self, ids: list[str], outcome: str) -> None:
+        """Log these ids as settled (on disk first), then ack each to the connections it came
+        on. A connection that is gone loses its ack: its server sends the episode again and
+        the log answers for it."""
+        with self._ingest_lock:
+            self.ingest_log.record([(i, outcome) for i in ids])
+            senders = [(i, self._pending.pop(i, ())) for i in ids]
+        by_conn: dict[int, tuple[Any, list[str]]] = {}
+        for episode_id, conns in senders:
+            for conn in conns:
+                by_conn.setdefault(id(conn), (conn, []))[1].append(episode_id)
+        for conn, conn_ids in by_conn.values():
+            self.server.ack(conn, conn_ids)
 
 
 def check_listen(options: LinkOptions) -> None:

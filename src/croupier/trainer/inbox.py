@@ -5,7 +5,9 @@ waiting episodes up to `sample_max_steps` env steps (one at least): a learner up
 grows with a backlog (which would make the next backlog bigger), and a backlog (a trainer
 outage's spool) is trained over the next updates with room. What is more than
 `max_sample_lag` versions old by then is dropped, counted; so is what exceeds
-`backlog_max_steps` in memory (see docs/trainer-lifecycle.md).
+`backlog_max_steps` in memory (see docs/trainer-lifecycle.md). Each drop is reported to
+`on_drop` (episodes, "stale" or "backlog"), outside the lock: the runner logs and acks them
+as settled, so that recorded = trained + counted drops.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
@@ -26,8 +29,10 @@ class EpisodeInbox:
         sample_max_steps: int | None = None,
         max_sample_lag: int | None = None,
         backlog_max_steps: int | None = None,
+        on_drop: Callable[[list[SingleAgentEpisode], str], None] | None = None,
     ):
         self.counters = counters
+        self.on_drop = on_drop
         self.sample_max_steps = sample_max_steps
         self.max_sample_lag = max_sample_lag
         self.backlog_max_steps = backlog_max_steps
@@ -44,8 +49,10 @@ class EpisodeInbox:
                 self.last_arrival = time.monotonic()
             self._items.extend(accepted)
             self.steps += steps
-            self._bound_backlog()
+            dropped = self._bound_backlog()
             self._cv.notify_all()
+        if dropped and self.on_drop is not None:
+            self.on_drop(dropped, "backlog")
 
     def wait_for_steps(self, steps: int, timeout_s: float) -> bool:
         """Block until `steps` env steps are waiting, or `timeout_s` passed."""
@@ -75,7 +82,8 @@ class EpisodeInbox:
         instead of ~100). When the games outpace the learner for good, the staleness bound
         decides what is lost, and counts it."""
         max_lag = self.max_sample_lag
-        stale = stale_steps = 0
+        stale_steps = 0
+        stale: list[SingleAgentEpisode] = []
         episodes: list[SingleAgentEpisode] = []
         steps = 0
         with self._cv:
@@ -83,7 +91,7 @@ class EpisodeInbox:
                 # The oldest arrivals are (near enough) the oldest versions: drop from there.
                 while self._items and version - self._items[0][1] > max_lag:
                     episode, _ = self._items.popleft()
-                    stale += 1
+                    stale.append(episode)
                     stale_steps += len(episode)
             cap = self.sample_max_steps
             while self._items:
@@ -91,28 +99,32 @@ class EpisodeInbox:
                     break
                 episode, played = self._items.pop()
                 if max_lag is not None and version - played > max_lag:
-                    stale += 1
+                    stale.append(episode)
                     stale_steps += len(episode)
                     continue
                 episodes.append(episode)
                 steps += len(episode)
             self.steps -= steps + stale_steps
         if stale:
-            self.counters.add("episodes_dropped_stale", stale)
+            self.counters.add("episodes_dropped_stale", len(stale))
             self.counters.add("steps_dropped_stale", stale_steps)
+            if self.on_drop is not None:
+                self.on_drop(stale, "stale")
         return episodes, steps
 
-    def _bound_backlog(self) -> None:
+    def _bound_backlog(self) -> list[SingleAgentEpisode]:
         """Drop the oldest waiting episodes past `backlog_max_steps` (a memory bound: each
-        waiting episode is a Python object of a few KB). Holds `_cv`."""
+        waiting episode is a Python object of a few KB); returns them. Holds `_cv`."""
         bound = self.backlog_max_steps
         if bound is None or self.steps <= bound:
-            return
-        dropped = dropped_steps = 0
+            return []
+        dropped: list[SingleAgentEpisode] = []
+        dropped_steps = 0
         while self._items and self.steps - dropped_steps > bound:
             episode, _ = self._items.popleft()
-            dropped += 1
+            dropped.append(episode)
             dropped_steps += len(episode)
         self.steps -= dropped_steps
-        self.counters.add("episodes_dropped_backlog", dropped)
+        self.counters.add("episodes_dropped_backlog", len(dropped))
         self.counters.add("steps_dropped_backlog", dropped_steps)
+        return dropped

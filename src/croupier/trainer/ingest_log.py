@@ -1,14 +1,17 @@
-"""The trainer's durable record of the episode ids it has taken: de-duplication across restarts.
+"""The trainer's durable record of the episodes it has settled: de-duplication across restarts.
 
-Servers deliver at least once: an episode whose ack was lost (the trainer died between taking
-it and acknowledging it, or the link broke) is sent again. Within one run the runner's memory
-of recent ids catches that; this log makes it survive a trainer restart. An id is written here
-(and flushed to the OS, which keeps it through a SIGKILL) before its ack leaves, so anything a
-server sends again after a restart is either in the log (dropped as a duplicate, and acked) or
-was never acknowledged (and is taken now).
+Servers deliver at least once and keep an episode until it is acknowledged. The trainer
+acknowledges an episode only once it is *settled*: a learner update that used it has completed
+(`trained`), or it was dropped by policy (`stale`, `backlog`, `lag`: counted) or refused
+(`rejected`). Its id is written here (and flushed to the OS, which keeps it through a SIGKILL)
+before the ack leaves, so an episode a server sends again after a restart is either in the log
+(settled: dropped as a duplicate, and acked again) or was never acknowledged (and is taken
+now). An episode waiting in the trainer's inbox, or in an update that has not completed, is in
+no log: a trainer killed then gets it again from its server.
 
-One line per id: `<id>\t<outcome>` (accepted, lag, rejected). The file is compacted to the
-newest `keep` ids when it grows past twice that.
+One line per id: `<id>\t<outcome>`. `accepted` is the outcome logs written before acks waited
+for training hold (an episode taken into the inbox); it still reads as settled. The file is
+compacted to the newest `keep` ids when it grows past twice that.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from pathlib import Path
 
 from croupier.files import write_atomic
 
-OUTCOMES = ("accepted", "lag", "rejected")
+OUTCOMES = ("trained", "stale", "backlog", "lag", "rejected", "accepted")
+# The outcomes that are drops by policy (counted), as against trained or refused.
+DROPPED = ("stale", "backlog", "lag")
 # What an episode id may be: a line here is `<id>\t<outcome>`, so a tab, newline or other
 # control character in an id would write a line of the peer's choosing. Servers make uuid hex.
 SAFE_EPISODE_ID = re.compile(r"[A-Za-z0-9._~:-]{1,128}")

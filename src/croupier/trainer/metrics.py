@@ -75,6 +75,10 @@ class TrainerCollector(Collector):
                 progress.get("payoff_per_hand"),
             ),
             "waiting_env_steps": ("Env steps queued for the learner", stats.get("waiting_steps")),
+            "unacked_episodes": (
+                "Episodes taken, not yet trained or dropped (not acknowledged: still spooled)",
+                stats.get("unacked_episodes"),
+            ),
             "seconds_since_episode": ("Seconds since an episode arrived", stats.get("idle_s")),
             "trained_share": (
                 "Share of the episodes taken that were trained (not dropped)",

@@ -351,6 +351,9 @@ class Trainer:
             # The backlog: env steps waiting for the learner, and the share of the episodes
             # taken so far that were trained rather than dropped.
             "waiting_steps": stats.get("waiting_steps"),
+            # Taken and not yet trained or dropped: not acknowledged, so still in the
+            # servers' spools (a trainer killed now loses none of them).
+            "unacked_episodes": stats.get("unacked_episodes"),
             "trained_share": trained_share(stats),
             "episodes": {k: stats.get(k) for k in _EPISODE_COUNTS},
             "last_checkpoint": None
