@@ -19,7 +19,20 @@ def load_adapter(
     num_players: int = 2,
 ) -> GameAdapter:
     """`leduc-holdem`, `uno`, `doudizhu`, `vector` (sizes required) or
-    `package.module:AdapterClass`."""
+    `package.module:AdapterClass`; a game of scored candidate actions comes wrapped as it is
+    served and trained (`games.candidates.served`)."""
+    from croupier.games.candidates import served
+
+    return served(_load(name, obs_size=obs_size, num_actions=num_actions, num_players=num_players))
+
+
+def _load(
+    name: str,
+    *,
+    obs_size: int | None = None,
+    num_actions: int | None = None,
+    num_players: int = 2,
+) -> GameAdapter:
     if name == "leduc-holdem":
         from croupier.games.leduc import LeducAdapter
 

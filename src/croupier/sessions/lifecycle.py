@@ -14,7 +14,7 @@ from croupier.policies.learned import PolicyVersions
 from croupier.policies.rollout import Rollout
 from croupier.policies.seats import BadPolicySpec, SeatPolicy
 from croupier.sessions.errors import Unprocessable, each
-from croupier.sessions.games import GameSession, GameStore
+from croupier.sessions.games import GameSession, GameStore, team_payoffs
 from croupier.sessions.guards import Overloaded, QuotaExceeded
 from croupier.trajectories.recorder import SeatRecorder
 from croupier.trajectories.spool import EpisodeSpool
@@ -144,8 +144,9 @@ class GameKeeper:
         self.rollout.on_end(game_id, payoffs)
         episodes = []
         terminal = self.adapter.terminal_observation()
+        recorded = team_payoffs(payoffs, session.teams)  # partners: the team's payoff
         for seat, recorder in session.recorders.items():
-            episode = recorder.close(float(payoffs[seat]), terminal)
+            episode = recorder.close(float(recorded[seat]), terminal)
             if episode is not None:
                 episodes.append(episode)
         return {"game_id": game_id, "episodes": len(episodes)}, episodes

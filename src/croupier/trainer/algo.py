@@ -64,8 +64,14 @@ class Hyper:
         return cls(lr=1e-3, train_batch_size=128)
 
 
-def base_config(spec: ModelSpec, hyper: Hyper) -> AlgorithmConfig:
-    """Algorithm, module and training settings, shared by the trainer and the anchor."""
+def base_config(
+    spec: ModelSpec,
+    hyper: Hyper,
+    observation_space: Any = None,
+    action_space: Any = None,
+) -> AlgorithmConfig:
+    """Algorithm, module and training settings, shared by the trainer and the anchor. The
+    spaces, where given, choose the network (a candidate space: the candidate scorer)."""
     if spec.algo == "appo":
         config: AlgorithmConfig = APPOConfig()
         training: dict[str, Any] = {"vtrace": True, "use_kl_loss": False}
@@ -79,7 +85,7 @@ def base_config(spec: ModelSpec, hyper: Hyper) -> AlgorithmConfig:
     else:
         raise ValueError(f"unknown algorithm {spec.algo!r}: appo or ppo")
     return (
-        config.rl_module(rl_module_spec=spec.rl_module_spec())
+        config.rl_module(rl_module_spec=spec.rl_module_spec(observation_space, action_space))
         .training(
             lr=hyper.lr,
             gamma=hyper.gamma,
@@ -125,7 +131,7 @@ def build_config(
     # versions went up by 2 per progress line, and an iteration could wait inside sample().
     min_time_s = 0 if spec.algo == "ppo" else 2
     return (
-        base_config(spec, hyper)
+        base_config(spec, hyper, adapter.observation_space, adapter.action_space)
         .reporting(min_time_s_per_iteration=min_time_s)
         .environment(
             observation_space=adapter.observation_space,

@@ -315,7 +315,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         }
 
     def link_config(self) -> protocol.LinkConfig:
-        module_class = self.spec.module_class()
+        module_class = self.spec.module_class(self.config.observation_space)
         return protocol.LinkConfig(
             game=self.options.game,
             obs_size=int(self.config.observation_space["observations"].shape[0]),
@@ -346,13 +346,18 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         """Take one EPISODES message's records (from a connection's reader thread); returns
         the ids to acknowledge. Logged before returning: an ack lost to a crash means a
         resend that is recognised."""
-        obs_size = self.config.observation_space["observations"].shape[0]
+        space = self.config.observation_space
+        obs_size = space["observations"].shape[0]
         num_actions = int(self.config.action_space.n)
+        # A game of scored candidates: records are padded to the space's candidate slots.
+        candidate_size = int(space["candidates"].shape[1]) if "candidates" in space.spaces else None
         # Validation (the costly part) first, outside any lock.
         checked: list[tuple[SingleAgentEpisode | None, str | None]] = []
         for record in records:
             try:
-                checked.append((validate_episode(record, obs_size, num_actions), None))
+                checked.append(
+                    (validate_episode(record, obs_size, num_actions, candidate_size), None)
+                )
             except Exception as e:  # EpisodeRejected, or RLlib choking on odd input: never crash
                 self.counters.add("episodes_rejected")
                 if not isinstance(e, EpisodeRejected):
