@@ -202,11 +202,29 @@ def _duration_s(text: str, flag: str) -> float | None:
 
 def train_options(s: TrainSettings) -> Any:
     """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
+    from croupier.games.presets import preset_for
     from croupier.trainer.algo import Hyper
     from croupier.trainer.run import TrainOptions
 
-    hyper = Hyper.defaults(s.algo)
-    for name in ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff"):
+    preset = preset_for(s.game)
+    algo = s.algo or (preset.algo if preset else "appo")
+    hyper = Hyper.defaults(algo)
+    hiddens = [128, 128]
+    score_hidden = 64
+    if preset is not None:
+        hiddens, score_hidden = list(preset.hiddens), preset.score_hidden
+        if preset.algo == algo:  # measured for that algorithm only
+            hyper.lr, hyper.entropy_coeff, hyper.gamma = (
+                preset.lr,
+                preset.entropy_coeff,
+                preset.gamma,
+            )
+            hyper.train_batch_size = preset.train_batch_size
+            hyper.minibatch_size, hyper.num_epochs = preset.minibatch_size, preset.num_epochs
+            if algo == "ppo":
+                hyper.extra = {**hyper.extra, "lambda_": preset.lambda_}
+    names = ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff", "gamma")
+    for name in names:  # a flag given overrides the preset
         if (value := getattr(s, name)) is not None:
             setattr(hyper, name, value)
     if s.max_sample_batches is not None:
@@ -215,7 +233,7 @@ def train_options(s: TrainSettings) -> Any:
         hyper.max_sample_lag = s.max_sample_lag if s.max_sample_lag >= 0 else None
     return TrainOptions(
         game=s.game,
-        algo=s.algo,
+        algo=algo,
         listen=s.listen,
         checkpoint_dir=s.checkpoint_dir,
         minutes=s.minutes,
@@ -225,7 +243,8 @@ def train_options(s: TrainSettings) -> Any:
         token=s.link_token,
         insecure=s.insecure,
         checkpoint_every=s.checkpoint_every,
-        hiddens=[int(h) for h in s.hiddens.split(",")],
+        hiddens=[int(h) for h in s.hiddens.split(",")] if s.hiddens else hiddens,
+        score_hidden=s.score_hidden or score_hidden,
         hyper=hyper,
         num_env_runners=s.num_env_runners,
         num_learners=s.num_learners,

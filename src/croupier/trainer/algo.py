@@ -16,8 +16,12 @@ from ray.rllib.algorithms.appo import APPOConfig
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from croupier.games.base import GameAdapter
+from croupier.games.candidates import is_candidate_game
 from croupier.policies.module import ModelSpec
 from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
+
+# The most train batches of a candidate game's steps waiting in the trainer's memory.
+CANDIDATE_BACKLOG_BATCHES = 4
 
 
 @dataclass
@@ -109,6 +113,12 @@ def build_config(
     num_gpus_per_learner: float = 0,
 ) -> AlgorithmConfig:
     hyper = hyper or Hyper.defaults(spec.algo)
+    backlog = hyper.backlog_max_steps
+    if is_candidate_game(adapter):
+        # A waiting step holds its candidates padded to the game's bound (doudizhu: 512 x 54
+        # floats, 110 KB; a fixed-size game's step is ~1 KB): a few train batches at most.
+        cap = CANDIDATE_BACKLOG_BATCHES * hyper.train_batch_size
+        backlog = cap if backlog is None else min(backlog, cap)
     # IMPALA/APPO counts every `sample()` result as `rollout_fragment_length` steps when it
     # packs learner batches, and our runner returns at least `sample_min_steps`: make them one
     # train batch, so each sample is one learner update.
@@ -122,7 +132,7 @@ def build_config(
             if hyper.max_sample_batches
             else None,
             "max_sample_lag": hyper.max_sample_lag,
-            "backlog_max_steps": hyper.backlog_max_steps,
+            "backlog_max_steps": backlog,
         }
     )
     # PPO: one iteration is one update and one version, and the trainer's loop (which waits
