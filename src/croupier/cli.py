@@ -130,7 +130,7 @@ def engine(
     game: str = "leduc-holdem",
     games: Annotated[int, typer.Option(help="Tables played concurrently")] = 128,
     seats: Annotated[
-        str | None, typer.Option(help="Policies per seat, alternated each hand, e.g. learned,rules")
+        str | None, typer.Option(help="Policies per seat, rotated each hand, e.g. learned,rules (doudizhu: three, each deal replayed per rotation)")
     ] = None,
     hands: Annotated[int | None, typer.Option(help="Stop after this many hands")] = None,
     seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds")] = None,

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import rlcard
 
-GAMES = ("leduc-holdem", "uno")
+GAMES = ("leduc-holdem", "uno", "doudizhu")
 # UNO: how many of the latest moves a state carries (what a real table shows: the discard pile's
 # recent cards, who drew). RLCard's raw state has neither the moves nor a recoloured wild's
 # colour (its `target` keeps the wild's printed colour), so the table adds both.
@@ -40,6 +40,8 @@ class RLCardTable:
             raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
         self.game = game
         self.env = rlcard.make(game)
+        self.num_players = int(self.env.num_players)
+        self.seats = tuple(str(i) for i in range(self.num_players))
         self._dealt = False
         self._moves: deque[list[Any]] = deque(maxlen=UNO_MOVES_SENT)
 
@@ -56,11 +58,18 @@ class RLCardTable:
         return int(self.env.get_player_id())
 
     def legal_actions(self) -> list[str]:
+        if self.game == "doudizhu":  # its game object lists them only inside a seat's state
+            return [str(a) for a in self.env.game.get_state(self.current_player())["actions"]]
         return [str(a) for a in self.env.game.get_legal_actions()]
 
     def state_json(self, player: int) -> dict[str, Any]:
         # game.get_state is the raw observation; env.get_state would also build the obs array.
         state = to_json(self.env.game.get_state(player))
+        if self.game == "doudizhu":
+            # RLCard's raw state (own hand, others' cards as one set, played cards, the trace
+            # of moves, cards left per seat, the landlord): the legal moves under croupier's key
+            # too, RLCard's `actions` kept for its rule agent.
+            state["legal_actions"] = state["actions"]
         if self.game == "uno":
             # Added keys only: RLCard's own keys keep their meaning for its rule agents.
             state["color"] = str(self.env.game.round.target.color)
@@ -81,6 +90,13 @@ class RLCardTable:
 
     def is_over(self) -> bool:
         return bool(self.env.is_over())
+
+    def roles(self) -> list[str] | None:
+        """Each seat's side in this deal (doudizhu: landlord or peasant); None: no sides."""
+        if self.game != "doudizhu":
+            return None
+        landlord = int(self.env.game.round.landlord_id)
+        return ["landlord" if s == landlord else "peasant" for s in range(self.num_players)]
 
     def payoffs(self) -> list[float]:
         return [float(p) for p in self.env.get_payoffs()]

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 SEATS = ("0", "1")
 # A guard, not a rule: far above any real hand (Leduc <= 8 decisions, UNO ~ tens to hundreds).
 MAX_DECISIONS_PER_HAND = 10_000
+MAX_DEALS_PER_TABLE = 2**31
 PROGRESS_EVERY_S = 2.0
 _MAX_ERROR_SAMPLES = 5
 
@@ -60,6 +61,9 @@ class EngineSummary:
     errors: int
     policies: dict[str, PolicyStats] = field(default_factory=dict)
     error_samples: list[str] = field(default_factory=list)
+    # Games with sides (doudizhu): "policy as side" -> its mean payoff per game (doudizhu's
+    # payoff is 1 won / 0 lost: the side's win rate), each game counted once per side.
+    sides: dict[str, PolicyStats] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,6 +77,10 @@ class EngineSummary:
         ]
         for name, s in sorted(self.policies.items()):
             lines.append(f"{name:<20} {s.n:>8} {s.mean:>+9.4f} {s.ci95:>8.4f}")
+        if self.sides:
+            lines.append(f"{'policy as side':<28} {'games':>8} {'mean':>9} {'±95%':>8}")
+        for name, s in sorted(self.sides.items()):
+            lines.append(f"{name:<28} {s.n:>8} {s.mean:>9.4f} {s.ci95:>8.4f}")
         lines += [f"error: {e}" for e in self.error_samples]
         return "\n".join(lines)
 
@@ -110,6 +118,7 @@ class _Tally:
         self.errors = 0
         self.error_samples: list[str] = []
         self.per_policy: dict[str, _Running] = {}
+        self.per_side: dict[str, _Running] = {}
 
     def claim(self) -> int | None:
         """The next hand's number, or None when the run's budget is spent."""
@@ -120,10 +129,19 @@ class _Tally:
         self.started += 1
         return self.started - 1
 
-    def record(self, policies: dict[str, str], payoffs: list[float]) -> None:
+    def record(
+        self, policies: dict[str, str], payoffs: list[float], roles: list[str] | None = None
+    ) -> None:
         self.hands += 1
-        for seat, payoff in zip(SEATS, payoffs, strict=True):
+        seats = [str(i) for i in range(len(payoffs))]
+        for seat, payoff in zip(seats, payoffs, strict=True):
             self.per_policy.setdefault(policies[seat], _Running()).add(payoff)
+        if roles is not None:  # one sample per (policy, side) and game: partners share it
+            sides: dict[str, list[float]] = {}
+            for seat, payoff, role in zip(seats, payoffs, roles, strict=True):
+                sides.setdefault(f"{policies[seat]} as {role}", []).append(payoff)
+            for name, values in sides.items():
+                self.per_side.setdefault(name, _Running()).add(sum(values) / len(values))
 
     def error(self, e: BaseException) -> None:
         self.errors += 1
@@ -143,14 +161,15 @@ class _Tally:
             errors=self.errors,
             policies={k: r.stats() for k, r in self.per_policy.items()},
             error_samples=list(self.error_samples),
+            sides={k: r.stats() for k, r in self.per_side.items()},
         )
 
 
-def _seat_policies(resp: Any) -> tuple[str, dict[str, str]]:
+def _seat_policies(resp: Any, seats: tuple[str, ...] = SEATS) -> tuple[str, dict[str, str]]:
     """(game_id, {seat: policy}) from a create_game response, checked."""
     try:
         game_id = resp["game_id"]
-        policies = {seat: str(resp["seats"][seat]["policy"]) for seat in SEATS}
+        policies = {seat: str(resp["seats"][seat]["policy"]) for seat in seats}
     except (KeyError, TypeError) as e:
         raise HandError(f"malformed create_game response {resp!r}") from e
     return str(game_id), policies
@@ -169,7 +188,7 @@ async def play_decisions(decide: DecideFn, game_id: str, table: RLCardTable) -> 
             return decisions
         player = table.current_player()
         state = table.state_json(player)
-        decision = await decide(game_id, SEATS[player], state)
+        decision = await decide(game_id, str(player), state)
         action = decision.get("action") if isinstance(decision, dict) else None
         if action not in state["legal_actions"]:
             raise HandError(f"server chose {action!r}, legal: {state['legal_actions']}")
@@ -184,17 +203,19 @@ async def _play_hand(
     tally: _Tally,
     seats: dict[str, str] | None,
     record: bool | str | None = None,
+    deal: int | None = None,
 ) -> None:
+    """One hand; `deal`: deal this seed's cards (a replayed deal), else the table's next."""
     game_id: str | None = None
     try:
         created = await client.create_game(table.game, seats=seats, record=record)
-        game_id, policies = _seat_policies(created)
-        table.reset()
+        game_id, policies = _seat_policies(created, table.seats)
+        table.reset(deal)
         decisions = await play_decisions(decide, game_id, table)
         tally.decisions += decisions  # (not `+= await`: that reads the count before awaiting)
         payoffs = table.payoffs()
-        await client.end(game_id, dict(zip(SEATS, payoffs, strict=True)))
-        tally.record(policies, payoffs)
+        await client.end(game_id, dict(zip(table.seats, payoffs, strict=True)))
+        tally.record(policies, payoffs, table.roles())
     except HAND_ERRORS as e:
         tally.error(e)
         if game_id is not None:
@@ -215,14 +236,40 @@ async def _table_loop(
 ) -> None:
     table = RLCardTable(game)
     table.reset(seed + index)  # seeded once: each table deals its own reproducible sequence
+    if seats is not None and table.roles() is not None:
+        await _replayed_deals(client, decide, table, index, tally, seats, seed, record)
+        return
     while (hand := tally.claim()) is not None:
         seating = None
         if seats is not None:
             # Alternate who sits first (Leduc's blinds and UNO's first turn favour a seat);
             # the table offset keeps the split even across tables too.
-            a, b = seats if (hand + index) % 2 == 0 else (seats[1], seats[0])
-            seating = {"0": a, "1": b}
+            shift = (hand + index) % len(seats)  # two seats: alternate; more: rotate
+            seating = {str(i): seats[(i + shift) % len(seats)] for i in range(len(seats))}
         await _play_hand(client, decide, table, tally, seating, record)
+
+
+async def _replayed_deals(
+    client: HandClient,
+    decide: DecideFn,
+    table: RLCardTable,
+    index: int,
+    tally: _Tally,
+    seats: list[str],
+    seed: int,
+    record: bool | str | None,
+) -> None:
+    """A game with sides (doudizhu: the deal decides who is landlord): each deal is played
+    once per rotation of the seats' policies, so every policy plays every seat of it and a
+    lucky deal favours no one. Hands count against the budget one by one."""
+    n = table.num_players
+    for k in range(MAX_DEALS_PER_TABLE):
+        deal = (seed * 1_000_003 + index * 7_919 + k) % (2**31)
+        for shift in range(n):
+            if tally.claim() is None:
+                return
+            seating = {str(i): seats[(i + shift) % n] for i in range(n)}
+            await _play_hand(client, decide, table, tally, seating, record, deal)
 
 
 async def _report(progress: Callable[[EngineSummary], Any], tally: _Tally) -> None:
@@ -250,7 +297,8 @@ async def run_engine(
     """Play hands of `game` on `games` concurrent tables against the server at `url` (or
     several, comma separated: each game goes to the server its id hashes to).
 
-    `seats`: two policy names, alternated between seats every hand; None lets the server
+    `seats`: one policy name per seat, rotated over the seats every hand (doudizhu: each deal
+    replayed once per rotation, and a win rate per side reported); None lets the server
     seat whoever it likes. Stops after `hands` hands (failed ones count) or `seconds`,
     whichever comes first; hands already in progress are finished. `batch`: send the tables'
     creates, decisions and ends together through the batch routes (`POST /v1/games:batch`,
@@ -262,8 +310,9 @@ async def run_engine(
         raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
     if games < 1:
         raise ValueError("games must be at least 1")
-    if seats is not None and len(seats) != len(SEATS):
-        raise ValueError(f"seats must name {len(SEATS)} policies, got {seats!r}")
+    players = 3 if game == "doudizhu" else len(SEATS)
+    if seats is not None and len(seats) != players:
+        raise ValueError(f"seats must name {players} policies, got {seats!r}")
     if hands is None and seconds is None:
         raise ValueError("give hands or seconds (or both): the run must be bounded")
     if (hands is not None and hands < 0) or (seconds is not None and seconds <= 0):
