@@ -130,7 +130,18 @@ def engine(
     game: str = "leduc-holdem",
     games: Annotated[int, typer.Option(help="Tables played concurrently")] = 128,
     seats: Annotated[
-        str | None, typer.Option(help="Policies per seat, rotated each hand, e.g. learned,rules (doudizhu: three, each deal replayed per rotation)")
+        str | None,
+        typer.Option(
+            help="Policies per seat, rotated each hand, e.g. learned,rules (doudizhu: three, "
+            "each deal replayed once per rotation)"
+        ),
+    ] = None,
+    sides: Annotated[
+        str | None,
+        typer.Option(
+            help="doudizhu, instead of --seats: a policy per side, seated after the deal, "
+            "e.g. landlord=learned,peasant=rules"
+        ),
     ] = None,
     hands: Annotated[int | None, typer.Option(help="Stop after this many hands")] = None,
     seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds")] = None,
@@ -153,6 +164,12 @@ def engine(
     if hands is None and seconds is None:
         raise typer.BadParameter("give --hands or --seconds")
     seat_list = [s.strip() for s in seats.split(",")] if seats else None
+    side_map = None
+    if sides:
+        try:
+            side_map = dict(p.split("=", 1) for p in (x.strip() for x in sides.split(",")))
+        except ValueError:
+            raise typer.BadParameter("expected side=policy,...", param_hint="--sides") from None
 
     def progress(summary) -> None:  # noqa: ANN001
         if not json_out:
@@ -175,6 +192,7 @@ def engine(
             batch=batch,
             api_key=api_key,
             record={"true": True, "false": False}.get(record, record) if record else None,
+            sides=side_map,
         )
     )
     if json_out:

@@ -204,13 +204,20 @@ async def _play_hand(
     seats: dict[str, str] | None,
     record: bool | str | None = None,
     deal: int | None = None,
+    sides: dict[str, str] | None = None,
 ) -> None:
-    """One hand; `deal`: deal this seed's cards (a replayed deal), else the table's next."""
+    """One hand; `deal`: deal this seed's cards (a replayed deal), else the table's next.
+    `sides`: a policy per side (doudizhu: landlord, peasant), seated once the deal says who
+    is which (so a learner can train one side against the rules)."""
     game_id: str | None = None
     try:
+        if sides is not None:
+            table.reset(deal)
+            seats = {s: sides[r] for s, r in zip(table.seats, table.roles() or [], strict=True)}
         created = await client.create_game(table.game, seats=seats, record=record)
         game_id, policies = _seat_policies(created, table.seats)
-        table.reset(deal)
+        if sides is None:
+            table.reset(deal)
         decisions = await play_decisions(decide, game_id, table)
         tally.decisions += decisions  # (not `+= await`: that reads the count before awaiting)
         payoffs = table.payoffs()
@@ -233,9 +240,14 @@ async def _table_loop(
     seats: list[str] | None,
     seed: int,
     record: bool | str | None = None,
+    sides: dict[str, str] | None = None,
 ) -> None:
     table = RLCardTable(game)
     table.reset(seed + index)  # seeded once: each table deals its own reproducible sequence
+    if sides is not None:
+        while tally.claim() is not None:
+            await _play_hand(client, decide, table, tally, None, record, sides=sides)
+        return
     if seats is not None and table.roles() is not None:
         await _replayed_deals(client, decide, table, index, tally, seats, seed, record)
         return
@@ -293,6 +305,7 @@ async def run_engine(
     batch: bool = False,
     api_key: str | None = None,
     record: bool | str | None = None,
+    sides: dict[str, str] | None = None,
 ) -> EngineSummary:
     """Play hands of `game` on `games` concurrent tables against the server at `url` (or
     several, comma separated: each game goes to the server its id hashes to).
@@ -305,6 +318,8 @@ async def run_engine(
     `/v1/decide:batch`, `/v1/end:batch`) instead of one request each.
     `record`: the games' `record` field (None: the server's default; "rules": also write the
     rules seats' decisions as offline episodes).
+    `sides`: instead of `seats`, a policy per side of a game with sides (doudizhu:
+    {"landlord": "learned", "peasant": "rules"}), seated after each deal.
     """
     if game not in GAMES:
         raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
@@ -313,6 +328,10 @@ async def run_engine(
     players = 3 if game == "doudizhu" else len(SEATS)
     if seats is not None and len(seats) != players:
         raise ValueError(f"seats must name {players} policies, got {seats!r}")
+    if sides is not None and (seats is not None or game != "doudizhu"):
+        raise ValueError("sides are for doudizhu (landlord, peasant), instead of seats")
+    if sides is not None and set(sides) != {"landlord", "peasant"}:
+        raise ValueError(f"sides must name landlord and peasant, got {sorted(sides)}")
     if hands is None and seconds is None:
         raise ValueError("give hands or seconds (or both): the run must be bounded")
     if (hands is not None and hands < 0) or (seconds is not None and seconds <= 0):
@@ -332,7 +351,9 @@ async def run_engine(
             # TaskGroup: a bug in one table cancels the others instead of leaving them running.
             async with asyncio.TaskGroup() as tg:
                 for i in range(games):
-                    tg.create_task(_table_loop(client, decide, game, i, tally, seats, seed, record))
+                    tg.create_task(
+                        _table_loop(client, decide, game, i, tally, seats, seed, record, sides)
+                    )
         finally:
             if reporter is not None:
                 reporter.cancel()
