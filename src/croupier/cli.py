@@ -573,6 +573,37 @@ def bench_train(
     typer.echo(format_report(run(game, algo, minutes, out, eval_hands)))
 
 
+@bench_app.command("strength")
+def bench_strength(
+    game: str = "doudizhu",
+    minutes: float = 5.0,
+    learn: Annotated[str, typer.Option(help="landlord or peasants (vs the rules)")] = "landlord",
+    eval_every: Annotated[float, typer.Option(help="Seconds of play between evaluations")] = 60.0,
+    eval_games: int = 300,
+    final_games: int = 2000,
+    anchor: Annotated[bool, typer.Option(help="Also train the in-process anchor")] = True,
+    out: Path = Path("bench/results"),
+) -> None:
+    """External path vs the in-process candidate PPO, same wall-clock: win rate vs the rules."""
+    from croupier.bench.strength import StrengthRun, format_report
+    from croupier.bench.strength import bench_strength as run
+
+    settings = StrengthRun(
+        game=game,
+        learn=learn,
+        minutes=minutes,
+        eval_every_s=eval_every,
+        eval_games=eval_games,
+        final_games=final_games,
+        anchor=anchor,
+    )
+    try:
+        report = run(settings, out)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    typer.echo(format_report(report))
+
+
 @bench_app.command("lag")
 def bench_lag(
     game: str = "leduc-holdem",
