@@ -61,6 +61,10 @@ async def _play(url: str, run: StrengthRun, seconds: float | None, hands: int | 
                             record=record, sides=SIDES[run.learn])  # fmt: skip
 
 
+def _learned_decisions(url: str) -> int:
+    return int(get_json(f"{url}/healthz")["decisions"].get("learned", 0))
+
+
 def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -76,13 +80,14 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
         args = ["--game", run.game, "--trainer", f"127.0.0.1:{port}",
                 "--data-dir", str(run_dir / "server")]  # fmt: skip
         with serving(args) as (url, _):
-            trained_s, decisions = 0.0, 0
+            trained_s, decisions = 0.0, 0  # the learned side's decisions while training
             while trained_s < run.minutes * 60:
                 chunk = min(run.eval_every_s, run.minutes * 60 - trained_s)
+                before = _learned_decisions(url)
                 t0 = time.monotonic()
-                played = asyncio.run(_play(url, run, chunk, None, record=True))
+                asyncio.run(_play(url, run, chunk, None, record=True))
                 trained_s += time.monotonic() - t0
-                decisions += played.decisions
+                decisions += _learned_decisions(url) - before
                 final = trained_s >= run.minutes * 60
                 games = run.final_games if final else run.eval_games
                 ev = asyncio.run(_play(url, run, None, games, record=False))
@@ -94,8 +99,13 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     finally:
         stop(trainer)
         log.close()
-    return {"setting": f"learned {run.learn} vs doudizhu-rule-v1 (external path)",
-            "curve": curve, "final": curve[-1] if curve else None}  # fmt: skip
+    final = curve[-1] if curve else None
+    return {
+        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (external path)",
+        "curve": curve,
+        "final": final,
+        "decisions_per_s": final["decisions"] / final["train_s"] if final else None,
+    }
 
 
 def run_anchor(run: StrengthRun) -> dict[str, Any]:
@@ -115,6 +125,7 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
     result.pop("policies")
     sampled = result["final"]["sampled"]
     return {
+        # Its curve is evaluated greedily (strength_anchors), its final rate sampling.
         "setting": f"learned {run.learn} vs doudizhu-rule-v1 (in-process candidate PPO)",
         "curve": result["curve"],
         "final": {
@@ -163,8 +174,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
             continue
         curve = report[key]["curve"]
         xs = [p["train_s"] / 60 for p in curve]
+        how = " (greedy; final sampled)" if key == "anchor" else " (sampled)"
         ax.errorbar(xs, [p["win_rate"] for p in curve], yerr=[p["ci95"] for p in curve],
-                    c=color, marker="o", label=report[key]["setting"])  # fmt: skip
+                    c=color, marker="o", label=report[key]["setting"] + how)  # fmt: skip
     ax.axhline(report["rules_record"], ls="--", c="gray", label="the rules' own record")
     ax.set_xlabel("training minutes (evaluations excluded)")
     ax.set_ylabel(f"learned {report['run']['learn']} win rate vs rules")
@@ -183,7 +195,7 @@ def format_report(report: dict[str, Any]) -> str:
         f = report[key]["final"]
         rows.append(
             f"{report[key]['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} "
-            f"({f['games']} games, {f['decisions']:,} decisions, {f['train_s']:.0f} s)"
+            f"({f['games']} games; {f['decisions']:,} learned decisions in {f['train_s']:.0f} s)"
         )
     rows.append(f"the rules' own record: {report['rules_record']:.3f}")
     return "\n".join(rows)
