@@ -15,6 +15,7 @@ MAX_HISTORY = 3  # check, bet, call/fold: a hand never has more actions
 
 class KuhnAdapter(NamedActionsAdapter):
     name = "kuhn-poker"
+    simulator = "examples.kuhn.game:KuhnSimulator"  # what croupier's arena and league deal
     action_names = ("check", "bet", "call", "fold")
     # one-hot own card, then one-hot of each action so far
     obs_size = len(CARDS) + MAX_HISTORY * len(action_names)

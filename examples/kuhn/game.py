@@ -2,11 +2,17 @@
 
 Three cards (J, Q, K), one each, ante 1. Player 0 checks or bets 1; facing a bet a player calls
 or folds; check-check or a call goes to showdown, the higher card wins the pot.
+
+`KuhnSimulator` hands the same game to croupier (`croupier.games.simulator.Simulator`): with it,
+`croupier eval`, the league, `score` and `promote --auto` play Kuhn poker by themselves.
 """
 
 from __future__ import annotations
 
 import random
+from typing import Any
+
+from croupier.games.simulator import Simulator
 
 CARDS = ("J", "Q", "K")
 
@@ -42,3 +48,36 @@ class KuhnHand:
         stake = 2.0 if "bet" in self.history else 1.0
         winner = 0 if CARDS.index(self.cards[0]) > CARDS.index(self.cards[1]) else 1
         return [stake, -stake] if winner == 0 else [-stake, stake]
+
+
+class KuhnSimulator(Simulator):
+    """The engine above as croupier's simulator: `--game examples.kuhn.game:KuhnSimulator`."""
+
+    name = "kuhn-poker"  # the adapter's name: what `POST /v1/games` says
+    adapter = "examples.kuhn.adapter:KuhnAdapter"  # what `croupier serve --game` takes
+
+    def __init__(self) -> None:
+        self._rng = random.Random()
+        self.hand = KuhnHand(self._rng)
+
+    def reset(self, seed: int | None = None) -> None:
+        if seed is not None:
+            self._rng.seed(seed)
+        self.hand = KuhnHand(self._rng)
+
+    def current_player(self) -> int:
+        return self.hand.current_player()
+
+    def state(self, seat: int) -> dict[str, Any]:
+        return self.hand.state(seat)
+
+    def step(self, action: Any) -> None:
+        if self.hand.is_over() or action not in self.hand.legal_actions():
+            raise ValueError(f"illegal action {action!r}; legal: {self.hand.legal_actions()}")
+        self.hand.step(action)
+
+    def is_over(self) -> bool:
+        return self.hand.is_over()
+
+    def payoffs(self) -> list[float]:
+        return self.hand.payoffs()

@@ -156,7 +156,8 @@ def engine(
         typer.Option(help="Games' record field: true, false, or rules (offline episodes)"),
     ] = None,
 ) -> None:
-    """Play RLCard games through a croupier server's HTTP API, as a studio engine would."""
+    """Play a game's simulator (the RLCard games, or --game package.module:Simulator) through
+    a croupier server's HTTP API, as a studio engine would."""
     import uvloop
 
     from croupier.engine.runner import run_engine
@@ -303,7 +304,9 @@ def train(values: dict[str, Any]) -> None:
 @app.command()
 def score(
     url: str = "http://127.0.0.1:8000",
-    game: str = "leduc-holdem",
+    game: Annotated[str, typer.Option(help="Any game with a simulator (see eval)")] = (
+        "leduc-holdem"
+    ),
     hands: Annotated[int, typer.Option(help="Hands per scored version")] = 2000,
     opponent: Annotated[str, typer.Option(help="The yardstick seat policy")] = "rules",
     every: Annotated[
@@ -336,9 +339,20 @@ def openapi(
 
 @app.command("eval")
 def eval_cmd(
-    game: str = "leduc-holdem",
+    game: Annotated[
+        str,
+        typer.Option(
+            help="A built-in game, package.module:Simulator, or package.module:Adapter whose "
+            "adapter names its simulator"
+        ),
+    ] = "leduc-holdem",
     a: Annotated[
-        str, typer.Option("--a", help="rules, random, learned@latest, learned@N, production")
+        str,
+        typer.Option(
+            "--a",
+            help="rules, random, learned@latest, learned@N, production (a model's name may end "
+            "in :greedy)",
+        ),
     ] = "learned@latest",
     b: Annotated[str, typer.Option("--b", help="The opponent (same names)")] = "rules",
     hands: Annotated[int, typer.Option(help="Hands per match (whole duplicate pairs)")] = 2000,
@@ -358,11 +372,19 @@ def eval_cmd(
         bool, typer.Option(help="Send the tables' decisions together (/v1/decide:batch)")
     ] = False,
     seed: int = 0,
+    greedy: Annotated[
+        bool,
+        typer.Option(
+            help="When A is a model, play it greedy too (its most likely action; same deals) "
+            "and report both"
+        ),
+    ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
 ) -> None:
     """Arena: A against B through a server's HTTP API (seats alternated, duplicate deals):
-    payoff per hand for A with a 95% CI, win/draw/loss, hands/s. --league: rating table."""
+    payoff per hand for A with a 95% CI, win/draw/loss, hands/s; for a model A, sampled and
+    greedy. Any game with a simulator. --league: rating table."""
     import contextlib
     import time
 
@@ -388,7 +410,13 @@ def eval_cmd(
             arena = await play_arena(
                 url, game, a, b, hands, tables=tables, seed=seed, api_key=api_key, batch=batch
             )
-            return {"arena": arena}
+            matches = {"arena": arena}
+            if greedy and a.strip() not in ("rules", "random") and ":" not in a:
+                matches["greedy"] = await play_arena(
+                    url, game, f"{a.strip()}:greedy", b, hands, tables=tables, seed=seed,
+                    api_key=api_key, batch=batch,
+                )  # fmt: skip
+            return matches
 
         try:
             result = uvloop.run(run())
@@ -401,9 +429,18 @@ def eval_cmd(
             typer.echo(format_table(result))
             typer.echo(f"saved: {result['saved']}")
         return
-    arena = result["arena"]
-    typer.echo(json.dumps(arena.to_dict(), indent=2) if json_out else arena.format())
-    if arena.errors:
+    arena, greedy_arena = result["arena"], result.get("greedy")
+    if json_out:
+        report = arena.to_dict()
+        if greedy_arena is not None:
+            report["greedy"] = greedy_arena.to_dict()
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        typer.echo(arena.format())
+        if greedy_arena is not None:
+            typer.echo("greedy (the version's most likely action, the same deals):")
+            typer.echo(greedy_arena.format())
+    if arena.errors or (greedy_arena is not None and greedy_arena.errors):
         raise typer.Exit(1)
 
 
@@ -413,7 +450,9 @@ def promote(
         str,
         typer.Option(help="A server URL, or the whole fleet comma separated: every one is changed"),
     ] = "http://127.0.0.1:8000",
-    game: str = "leduc-holdem",
+    game: Annotated[str, typer.Option(help="--auto: any game with a simulator (see eval)")] = (
+        "leduc-holdem"
+    ),
     version: Annotated[int | None, typer.Option(help="Promote this version as is")] = None,
     auto: Annotated[
         bool, typer.Option("--auto", help="Newest vs production in the arena; promote if better")
@@ -455,7 +494,7 @@ def promote(
 
     async def run() -> dict:
         if auto:
-            from croupier.arena.promote import auto_promote  # the arena: RLCard tables
+            from croupier.arena.promote import auto_promote  # the arena: the game's simulator
 
             return await auto_promote(
                 urls[0], game, hands, admin_key=admin_key, tables=tables, seed=seed,
@@ -620,6 +659,7 @@ def bench_lag(
 
 @bench_app.command("soak")
 def bench_soak(
+    game: Annotated[str, typer.Option(help="Any game with a simulator")] = "leduc-holdem",
     games: Annotated[int, typer.Option(help="Concurrent games")] = 1000,
     minutes: float = 10.0,
     url: Annotated[str | None, typer.Option(help="An existing server (default: start one)")] = None,
@@ -629,7 +669,7 @@ def bench_soak(
     from croupier.bench.soak import bench_soak as run
     from croupier.bench.soak import format_report
 
-    report = run(games, minutes, out, url)
+    report = run(games, minutes, out, url, game)
     typer.echo(format_report(report))
     if report["errors"]:
         raise typer.Exit(1)

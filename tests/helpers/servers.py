@@ -15,11 +15,11 @@ GAME = "leduc-holdem"
 class ThreadServer:
     """The app served by uvicorn on a thread: the test can install versions directly."""
 
-    def __init__(self, **config):
+    def __init__(self, game: str = GAME, **config):
         from croupier.api.app import create_app
         from croupier.config import ServerConfig
 
-        self.app = create_app(ServerConfig(game=GAME, **config))
+        self.app = create_app(ServerConfig(game=game, **config))
         self.service = self.app.state.service
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"

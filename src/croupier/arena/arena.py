@@ -1,12 +1,18 @@
-"""The arena: policy A against policy B through a policy server's HTTP API.
+"""The arena: policy A against policy B through a policy server's HTTP API, for any game with
+a simulator (`games/registry.py` `load_simulator`).
 
-Hands are played in duplicate: every deal is played twice with the same cards, A in seat 0 and
-then in seat 1, so seat advantage and the luck of the deal cancel out of each pair. A pair's
-value is A's mean payoff over its two hands; the reported mean and its 95% confidence interval
-are over pairs (independent), win/draw/loss rates over hands. Games are created unrecorded.
+Hands are played in duplicate: every deal is played once per team with the same cards, A on
+that team's seats and B on all the others (two players: A in seat 0, then in seat 1), so seat
+advantage and the luck of the deal cancel out of each set. A set's value is A's mean payoff
+over its hands less what those seats scored on that deal on average over the set's hands (for
+a two-player zero-sum game, exactly A's mean payoff over the pair; for others, RLCard's
+doudizhu say, A's advantage over the deal's par). The reported mean and its 95% confidence
+interval are over sets (independent), win/draw/loss rates over hands (A's team against the
+other teams' mean). Games are created unrecorded.
 
 Policy names: `rules`, `random`, `learned@latest` (the newest version when the run starts),
 `learned@<version>` and `production`; they map to the server's seat specs (`frozen@N`, ...).
+A model's name may end in `:greedy`: that seat plays the version's most likely legal action.
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ from typing import Any
 
 from croupier.client import CroupierClient
 from croupier.engine.batching import BatchingClient
-from croupier.engine.rlcard_games import GAMES, RLCardTable
-from croupier.engine.runner import HAND_ERRORS, SEATS, play_decisions
+from croupier.engine.runner import HAND_ERRORS, play_decisions
+from croupier.games.registry import load_simulator
+from croupier.games.simulator import Simulator
 from croupier.local_server import serving
 from croupier.stats import ci95
 
@@ -46,9 +53,9 @@ class MatchResult:
     b: str
     seats: dict[str, str]  # {"a": seat spec, "b": seat spec}: what the server was asked
     hands: int
-    pairs: int
-    mean: float  # A's mean payoff per hand
-    ci95: float  # half-width, over duplicate pairs
+    pairs: int  # duplicate sets (a pair for a two-seat game: one hand per team)
+    mean: float  # A's mean payoff per hand, less the deal's par (zero-sum two-player: none)
+    ci95: float  # half-width, over duplicate sets
     win: float
     draw: float
     loss: float
@@ -75,8 +82,8 @@ class MatchResult:
     def named(self, side: str) -> str:
         """`learned@latest (v12)`: a name resolved at the start says which version it was."""
         name, spec = (self.a, self.b)[side == "b"], self.seats.get(side, "")
-        kind, _, version = spec.partition("@")
-        if kind == "frozen" and version and name != f"learned@{version}":
+        kind, _, version = spec.partition(":")[0].partition("@")
+        if kind == "frozen" and version and name.partition(":")[0] != f"learned@{version}":
             return f"{name} (v{version})"
         return name
 
@@ -94,8 +101,14 @@ class MatchResult:
 
 
 async def seat_spec(client: CroupierClient, name: str) -> str:
-    """The server's seat spec for an arena policy name (checked against what it has loaded)."""
+    """The server's seat spec for an arena policy name (checked against what it has loaded);
+    `<name>:greedy` for a model's name gives its spec with `:greedy`."""
     name = name.strip()
+    base, sep, mode = name.rpartition(":")
+    if sep:
+        if mode != "greedy" or base.strip() in ("rules", "random"):
+            raise ArenaError(f"{name!r}: only a learned version or production can be :greedy")
+        return f"{await seat_spec(client, base)}:greedy"
     if name in ("rules", "random", "production"):
         if name == "production" and (await client.channels())["production"] is None:
             raise ArenaError("the server has no production version yet (promote one)")
@@ -134,12 +147,22 @@ class _Score:
         self.next_pair += 1
         return self.next_pair - 1
 
-    def record(self, a_payoffs: tuple[float, float]) -> None:
-        self.values.append(sum(a_payoffs) / 2)
-        for p in a_payoffs:
-            self.wins += p > 0
-            self.draws += p == 0
-            self.losses += p < 0
+    def record(self, hands: list[tuple[list[int], list[list[int]], list[float]]]) -> None:
+        """One duplicate set: per hand, A's seats, the other teams' seats, every payoff."""
+        par: dict[int, list[float]] = {}  # seat -> its payoffs over the set's hands
+        for _, _, payoffs in hands:
+            for seat, p in enumerate(payoffs):
+                par.setdefault(seat, []).append(p)
+        value = 0.0
+        for mine, others, payoffs in hands:
+            a = sum(payoffs[s] for s in mine) / len(mine)
+            value += a - sum(sum(par[s]) / len(par[s]) for s in mine) / len(mine)
+            rest = [sum(payoffs[s] for s in team) / len(team) for team in others]
+            b = sum(rest) / len(rest) if rest else 0.0
+            self.wins += a > b
+            self.draws += a == b
+            self.losses += a < b
+        self.values.append(value / len(hands))
 
     def error(self, e: BaseException) -> None:
         self.errors += 1
@@ -148,13 +171,13 @@ class _Score:
             self.error_samples.append(sample)
 
 
-async def _hand(client, decide, table: RLCardTable, game: str, seats: dict[str, str]) -> list:
-    created = await client.create_game(game, seats=seats, record=False)
+async def _hand(client, decide, table: Simulator, seats: dict[str, str]) -> list[float]:
+    created = await client.create_game(table.name, seats=seats, record=False)
     game_id = created["game_id"]
     try:
         await play_decisions(decide, game_id, table)
         payoffs = table.payoffs()
-        await client.end(game_id, dict(zip(SEATS, payoffs, strict=True)))
+        await client.end(game_id, dict(zip(table.seats, payoffs, strict=True)))
         return payoffs
     except BaseException:
         with contextlib.suppress(*HAND_ERRORS):
@@ -163,18 +186,23 @@ async def _hand(client, decide, table: RLCardTable, game: str, seats: dict[str, 
 
 
 async def _table(client, decide, game: str, a: str, b: str, score: _Score, seed: int) -> None:
-    table = RLCardTable(game)
+    table = load_simulator(game)
     while (pair := score.claim()) is not None:
         deal = seed * 1_000_003 + pair
         try:
             table.reset(deal)
-            first = await _hand(client, decide, table, game, {"0": a, "1": b})
-            table.reset(deal)  # the same cards, seats swapped
-            second = await _hand(client, decide, table, game, {"0": b, "1": a})
+            teams = table.teams()
+            hands = []
+            for i, mine in enumerate(teams):
+                if i:
+                    table.reset(deal)  # the same cards, A on the next team's seats
+                seats = {str(s): a if s in mine else b for s in range(table.num_players)}
+                payoffs = await _hand(client, decide, table, seats)
+                hands.append((mine, [t for t in teams if t is not mine], payoffs))
         except HAND_ERRORS as e:
             score.error(e)
             continue
-        score.record((first[0], second[1]))
+        score.record(hands)
 
 
 async def play_arena(
@@ -189,12 +217,17 @@ async def play_arena(
     api_key: str | None = None,
     batch: bool = False,
 ) -> MatchResult:
-    """Play `hands` hands (rounded up to whole duplicate pairs) of A against B."""
-    if game not in GAMES:
-        raise ArenaError(f"the arena plays {GAMES}, not {game!r}")
+    """Play `hands` hands (rounded up to whole duplicate sets) of A against B. `game`: a
+    built-in game, `package.module:Simulator`, or an adapter naming its simulator."""
+    try:
+        probe = load_simulator(game)
+    except (ValueError, TypeError) as e:
+        raise ArenaError(str(e)) from None
+    probe.reset(seed * 1_000_003)
+    per_set = max(1, len(probe.teams()))  # hands per duplicate set (2 for two teams)
     if hands < 2 or tables < 1:
         raise ArenaError("play at least 2 hands on at least 1 table")
-    pairs = math.ceil(hands / 2)
+    pairs = math.ceil(hands / per_set)
     async with contextlib.AsyncExitStack() as stack:
         plain = await stack.enter_async_context(
             CroupierClient(url, api_key=api_key, max_connections=tables)
@@ -210,16 +243,22 @@ async def play_arena(
             for _ in range(min(tables, pairs)):
                 tg.create_task(_table(client, decide, game, specs["a"], specs["b"], score, seed))
         seconds = max(time.monotonic() - t0, 1e-9)
-    return summarize(game, a, b, specs, score, seconds)
+    return summarize(probe.name, a, b, specs, score, seconds, per_set)
 
 
 def summarize(
-    game: str, a: str, b: str, specs: dict[str, str], score: _Score, seconds: float
+    game: str,
+    a: str,
+    b: str,
+    specs: dict[str, str],
+    score: _Score,
+    seconds: float,
+    per_set: int = 2,
 ) -> MatchResult:
     n = len(score.values)
     mean = sum(score.values) / n if n else float("nan")
     var = sum((x - mean) ** 2 for x in score.values) / (n - 1) if n > 1 else float("nan")
-    hands = 2 * n
+    hands = per_set * n
     return MatchResult(
         game=game,
         a=a,

@@ -1,6 +1,7 @@
 """`croupier bench soak`: many concurrent games against one server for minutes.
 
-Each of `--games` tasks plays Leduc hands back to back through the HTTP API (create, decide
+Each of `--games` tasks plays hands (Leduc by default; `--game`: any game with a simulator)
+back to back through the HTTP API (create, decide
 with a turn number, end), timing every request. Reported per minute: decisions, errors,
 p50/p99 decide latency, fallbacks, and the server's RSS; at the end the totals and the
 server's own counters (spool depth, drops, 503s). Errors must be 0.
@@ -22,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from croupier.client import CroupierClient, CroupierError
-from croupier.engine.rlcard_games import RLCardTable
+from croupier.engine.runner import rotate
+from croupier.games.registry import load_simulator
 from croupier.local_server import free_port, start_serve, stop, wait_until_up
 
 GAME = "leduc-holdem"
-SEATS = ("0", "1")
 
 
 @dataclass
@@ -72,8 +73,9 @@ def rss_mb(pid: int) -> float:
 
 
 class Soak:
-    def __init__(self, games: int, seconds: float):
+    def __init__(self, games: int, seconds: float, game: str = GAME):
         self.games = games
+        self.game = game
         self.seconds = seconds
         self.t0 = 0.0
         self.minutes: list[Minute] = []
@@ -91,30 +93,29 @@ class Soak:
             self.error_samples.append(f"{type(e).__name__}: {e}")
 
     async def table(self, client: CroupierClient, index: int, deadline: float) -> None:
-        table = RLCardTable(GAME)
+        table = load_simulator(self.game)
         table.reset(index)
         hand = 0
         while time.monotonic() < deadline:
             hand += 1
-            seating = {"0": "learned", "1": "rules"} if (hand + index) % 2 else {
-                "0": "rules", "1": "learned"}  # fmt: skip
+            seating = rotate(["learned", "rules"], table.num_players, hand + index + 1)
             game_id = None
             try:
-                game_id = (await client.create_game(GAME, seats=seating))["game_id"]
+                game_id = (await client.create_game(table.name, seats=seating))["game_id"]
                 table.reset()
                 turn = 0
                 while not table.is_over():
                     player = table.current_player()
-                    state = table.state_json(player)
+                    state = table.state(player)
                     t = time.perf_counter()
-                    decision = await client.decide(game_id, SEATS[player], state, turn=turn)
+                    decision = await client.decide(game_id, str(player), state, turn=turn)
                     minute = self.bucket()
                     minute.latencies.append(time.perf_counter() - t)
                     minute.decisions += 1
                     minute.fallbacks += bool(decision.get("fallback"))
                     table.step(decision["action"])
                     turn += 1
-                payoffs = dict(zip(SEATS, table.payoffs(), strict=True))
+                payoffs = dict(zip(table.seats, table.payoffs(), strict=True))
                 await client.end(game_id, payoffs)
                 self.bucket().hands += 1
             except (TimeoutError, CroupierError, OSError, KeyError, ValueError) as e:
@@ -143,7 +144,9 @@ class Soak:
             await asyncio.sleep(5)
 
 
-def bench_soak(games: int, minutes: float, out_dir: Path, url: str | None = None) -> dict[str, Any]:
+def bench_soak(
+    games: int, minutes: float, out_dir: Path, url: str | None = None, game: str = GAME
+) -> dict[str, Any]:
     import uvloop
 
     proc = None
@@ -151,7 +154,7 @@ def bench_soak(games: int, minutes: float, out_dir: Path, url: str | None = None
         if url is None:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
-            proc = start_serve(["--game", GAME, "--data-dir", data_dir], port)
+            proc = start_serve(["--game", game, "--data-dir", data_dir], port)
         try:
             if proc is not None:
                 wait_until_up(url, proc, timeout=120)
@@ -162,7 +165,7 @@ def bench_soak(games: int, minutes: float, out_dir: Path, url: str | None = None
                 time.process_time(),
                 os.getloadavg()[0],
             )
-            soak = Soak(games, minutes * 60)
+            soak = Soak(games, minutes * 60, game)
             wall = time.monotonic()
             uvloop.run(soak.run(url, pid))
             wall = time.monotonic() - wall
@@ -178,7 +181,7 @@ def bench_soak(games: int, minutes: float, out_dir: Path, url: str | None = None
     per_minute = [m.summary() for m in soak.minutes]
     all_lat = sorted(x for m in soak.minutes for x in m.latencies)
     report = {
-        "command": f"croupier bench soak --games {games} --minutes {minutes:g}",
+        "command": f"croupier bench soak --game {game} --games {games} --minutes {minutes:g}",
         "games": games,
         "minutes": minutes,
         "decisions": sum(m.decisions for m in soak.minutes),

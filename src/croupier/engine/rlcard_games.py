@@ -1,4 +1,5 @@
-"""One RLCard table: deal a hand, hand out JSON states, apply raw actions.
+"""One RLCard table: deal a hand, hand out JSON states, apply raw actions: the built-in games'
+`Simulator` (`games/simulator.py`).
 
 Each table owns its own env (RLCard envs keep the hand in mutable state); under asyncio one
 table is driven by one task, so no locking is needed.
@@ -11,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import rlcard
+
+from croupier.games.simulator import Simulator
 
 GAMES = ("leduc-holdem", "uno", "doudizhu")
 # UNO: how many of the latest moves a state carries (what a real table shows: the discard pile's
@@ -32,16 +35,17 @@ def to_json(x: Any) -> Any:
     return x
 
 
-class RLCardTable:
+class RLCardTable(Simulator):
     """A single-hand-at-a-time wrapper around one RLCard env."""
 
     def __init__(self, game: str):
         if game not in GAMES:
             raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
-        self.game = game
+        self.game = self.name = self.adapter = game
         self.env = rlcard.make(game)
         self.num_players = int(self.env.num_players)
-        self.seats = tuple(str(i) for i in range(self.num_players))
+        # RLCard's doudizhu pays 1 to each seat of the winning side, 0 to the others.
+        self.zero_sum = game != "doudizhu"
         self._dealt = False
         self._moves: deque[list[Any]] = deque(maxlen=UNO_MOVES_SENT)
 
@@ -58,18 +62,32 @@ class RLCardTable:
         return int(self.env.get_player_id())
 
     def legal_actions(self) -> list[str]:
-        if self.game == "doudizhu":  # its game object lists them only inside a seat's state
+        if self.game == "doudizhu":  # its game has no get_legal_actions: the state lists them
             return [str(a) for a in self.env.game.get_state(self.current_player())["actions"]]
         return [str(a) for a in self.env.game.get_legal_actions()]
+
+    def state(self, seat: int) -> dict[str, Any]:
+        return self.state_json(seat)
+
+    def teams(self) -> list[list[int]]:
+        if self.game == "doudizhu":  # the landlord against the two peasants; drawn per deal
+            landlord = int(self.env.game.round.landlord_id)
+            return [[landlord], [s for s in range(self.num_players) if s != landlord]]
+        return super().teams()
+
+    def roles(self) -> list[str] | None:
+        """Each seat's side in this deal (doudizhu: landlord or peasant); None: no sides."""
+        if self.game != "doudizhu":
+            return None
+        landlord = int(self.env.game.round.landlord_id)
+        return ["landlord" if s == landlord else "peasant" for s in range(self.num_players)]
 
     def state_json(self, player: int) -> dict[str, Any]:
         # game.get_state is the raw observation; env.get_state would also build the obs array.
         state = to_json(self.env.game.get_state(player))
         if self.game == "doudizhu":
-            # RLCard's raw state (own hand, others' cards as one set, played cards, the trace
-            # of moves, cards left per seat, the landlord): the legal moves under croupier's key
-            # too, RLCard's `actions` kept for its rule agent.
-            state["legal_actions"] = state["actions"]
+            # croupier's engines list the legal moves as "legal_actions" (RLCard: "actions").
+            state["legal_actions"] = state.pop("actions")
         if self.game == "uno":
             # Added keys only: RLCard's own keys keep their meaning for its rule agents.
             state["color"] = str(self.env.game.round.target.color)
@@ -91,12 +109,27 @@ class RLCardTable:
     def is_over(self) -> bool:
         return bool(self.env.is_over())
 
-    def roles(self) -> list[str] | None:
-        """Each seat's side in this deal (doudizhu: landlord or peasant); None: no sides."""
-        if self.game != "doudizhu":
-            return None
-        landlord = int(self.env.game.round.landlord_id)
-        return ["landlord" if s == landlord else "peasant" for s in range(self.num_players)]
-
     def payoffs(self) -> list[float]:
         return [float(p) for p in self.env.get_payoffs()]
+
+
+# The built-in games' simulators by import path (what their adapters name: `simulator`).
+class LeducTable(RLCardTable):
+    name = adapter = "leduc-holdem"
+
+    def __init__(self) -> None:
+        super().__init__("leduc-holdem")
+
+
+class UnoTable(RLCardTable):
+    name = adapter = "uno"
+
+    def __init__(self) -> None:
+        super().__init__("uno")
+
+
+class DoudizhuTable(RLCardTable):
+    name = adapter = "doudizhu"
+
+    def __init__(self) -> None:
+        super().__init__("doudizhu")

@@ -1,9 +1,11 @@
-"""The reference engine: RLCard tables playing hands through a croupier server.
+"""The reference engine: a game's simulator tables playing hands through a croupier server.
 
 `games` tables run concurrently, one asyncio task each. A table loops: open a game, play one
 hand by asking the server for every decision, report the payoffs, repeat, until the run's
 hand budget or time budget is spent. Each hand's payoff is credited to the policy that sat
-in each seat, giving a mean payoff per policy with a 95% confidence interval.
+in each seat, giving a mean payoff per policy with a 95% confidence interval. Any game with
+a simulator plays (`games/registry.py` `load_simulator`: the built-in RLCard games, or
+`package.module:Simulator`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import aiohttp
 
 from croupier.client import CroupierClient, CroupierError
 from croupier.engine.batching import BatchingClient
-from croupier.engine.rlcard_games import GAMES, RLCardTable
+from croupier.games.registry import load_simulator
+from croupier.games.simulator import Simulator
 from croupier.routing import RoutedClient, client_for_urls
 from croupier.stats import ci95
 
 log = logging.getLogger(__name__)
 
-SEATS = ("0", "1")
+SEATS = ("0", "1")  # a two-player game's seats (a simulator's own: `Simulator.seats`)
 # A guard, not a rule: far above any real hand (Leduc <= 8 decisions, UNO ~ tens to hundreds).
 MAX_DECISIONS_PER_HAND = 10_000
 MAX_DEALS_PER_TABLE = 2**31
@@ -61,8 +64,8 @@ class EngineSummary:
     errors: int
     policies: dict[str, PolicyStats] = field(default_factory=dict)
     error_samples: list[str] = field(default_factory=list)
-    # Games with sides (doudizhu): "policy as side" -> its mean payoff per game (doudizhu's
-    # payoff is 1 won / 0 lost: the side's win rate), each game counted once per side.
+    # Games with named sides (doudizhu): "policy as side" -> its mean payoff per game (doudizhu
+    # pays 1 won / 0 lost: the side's win rate), each game counted once per side.
     sides: dict[str, PolicyStats] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -133,13 +136,12 @@ class _Tally:
         self, policies: dict[str, str], payoffs: list[float], roles: list[str] | None = None
     ) -> None:
         self.hands += 1
-        seats = [str(i) for i in range(len(payoffs))]
-        for seat, payoff in zip(seats, payoffs, strict=True):
-            self.per_policy.setdefault(policies[seat], _Running()).add(payoff)
+        for seat, payoff in enumerate(payoffs):
+            self.per_policy.setdefault(policies[str(seat)], _Running()).add(payoff)
         if roles is not None:  # one sample per (policy, side) and game: partners share it
             sides: dict[str, list[float]] = {}
-            for seat, payoff, role in zip(seats, payoffs, roles, strict=True):
-                sides.setdefault(f"{policies[seat]} as {role}", []).append(payoff)
+            for seat, (payoff, role) in enumerate(zip(payoffs, roles, strict=True)):
+                sides.setdefault(f"{policies[str(seat)]} as {role}", []).append(payoff)
             for name, values in sides.items():
                 self.per_side.setdefault(name, _Running()).add(sum(values) / len(values))
 
@@ -165,7 +167,7 @@ class _Tally:
         )
 
 
-def _seat_policies(resp: Any, seats: tuple[str, ...] = SEATS) -> tuple[str, dict[str, str]]:
+def _seat_policies(resp: Any, seats: list[str]) -> tuple[str, dict[str, str]]:
     """(game_id, {seat: policy}) from a create_game response, checked."""
     try:
         game_id = resp["game_id"]
@@ -180,26 +182,29 @@ DecideFn = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 HandClient = CroupierClient | RoutedClient | BatchingClient
 
 
-async def play_decisions(decide: DecideFn, game_id: str, table: RLCardTable) -> int:
+async def play_decisions(decide: DecideFn, game_id: str, table: Simulator) -> int:
     """Ask the server for every decision of the hand on `table` until it is over; the number
     of decisions. An illegal answer or a hand that never ends is a `HandError`."""
     for decisions in range(MAX_DECISIONS_PER_HAND):
         if table.is_over():
             return decisions
         player = table.current_player()
-        state = table.state_json(player)
+        state = table.state(player)
         decision = await decide(game_id, str(player), state)
         action = decision.get("action") if isinstance(decision, dict) else None
         if action not in state["legal_actions"]:
             raise HandError(f"server chose {action!r}, legal: {state['legal_actions']}")
-        table.step(action)
+        try:
+            table.step(action)
+        except ValueError as e:  # legal as listed, refused by the game: its own bug
+            raise HandError(f"the game refused {action!r}: {e}") from None
     raise HandError(f"hand still running after {MAX_DECISIONS_PER_HAND} decisions")
 
 
 async def _play_hand(
     client: HandClient,
     decide: DecideFn,
-    table: RLCardTable,
+    table: Simulator,
     tally: _Tally,
     seats: dict[str, str] | None,
     record: bool | str | None = None,
@@ -207,14 +212,15 @@ async def _play_hand(
     sides: dict[str, str] | None = None,
 ) -> None:
     """One hand; `deal`: deal this seed's cards (a replayed deal), else the table's next.
-    `sides`: a policy per side (doudizhu: landlord, peasant), seated once the deal says who
-    is which (so a learner can train one side against the rules)."""
+    `sides`: a policy per named side (doudizhu: landlord, peasant), seated once the deal says
+    who is which (so a learner can train one side against the rules)."""
     game_id: str | None = None
     try:
         if sides is not None:
             table.reset(deal)
-            seats = {s: sides[r] for s, r in zip(table.seats, table.roles() or [], strict=True)}
-        created = await client.create_game(table.game, seats=seats, record=record)
+            roles = table.roles() or []
+            seats = {s: sides[r] for s, r in zip(table.seats, roles, strict=True)}
+        created = await client.create_game(table.name, seats=seats, record=record)
         game_id, policies = _seat_policies(created, table.seats)
         if sides is None:
             table.reset(deal)
@@ -242,46 +248,56 @@ async def _table_loop(
     record: bool | str | None = None,
     sides: dict[str, str] | None = None,
 ) -> None:
-    table = RLCardTable(game)
+    table = load_simulator(game)
     table.reset(seed + index)  # seeded once: each table deals its own reproducible sequence
     if sides is not None:
         while tally.claim() is not None:
             await _play_hand(client, decide, table, tally, None, record, sides=sides)
         return
-    if seats is not None and table.roles() is not None:
+    if seats is not None and len(seats) == table.num_players and table.roles() is not None:
         await _replayed_deals(client, decide, table, index, tally, seats, seed, record)
         return
     while (hand := tally.claim()) is not None:
         seating = None
         if seats is not None:
-            # Alternate who sits first (Leduc's blinds and UNO's first turn favour a seat);
-            # the table offset keeps the split even across tables too.
-            shift = (hand + index) % len(seats)  # two seats: alternate; more: rotate
-            seating = {str(i): seats[(i + shift) % len(seats)] for i in range(len(seats))}
+            # Rotate who sits where (Leduc's blinds and UNO's first turn favour a seat); the
+            # table offset keeps the split even across tables too.
+            seating = rotate(seats, table.num_players, hand + index)
         await _play_hand(client, decide, table, tally, seating, record)
 
 
 async def _replayed_deals(
     client: HandClient,
     decide: DecideFn,
-    table: RLCardTable,
+    table: Simulator,
     index: int,
     tally: _Tally,
     seats: list[str],
     seed: int,
     record: bool | str | None,
 ) -> None:
-    """A game with sides (doudizhu: the deal decides who is landlord): each deal is played
-    once per rotation of the seats' policies, so every policy plays every seat of it and a
-    lucky deal favours no one. Hands count against the budget one by one."""
+    """A game with named sides (doudizhu: the deal decides who is landlord): each deal is
+    played once per rotation of the seats' policies, so every policy plays every seat of it
+    and a lucky deal favours no one. Hands count against the budget one by one."""
     n = table.num_players
     for k in range(MAX_DEALS_PER_TABLE):
         deal = (seed * 1_000_003 + index * 7_919 + k) % (2**31)
         for shift in range(n):
             if tally.claim() is None:
                 return
-            seating = {str(i): seats[(i + shift) % n] for i in range(n)}
+            seating = rotate(seats, n, shift)
             await _play_hand(client, decide, table, tally, seating, record, deal)
+
+
+def rotate(policies: list[str], num_players: int, turn: int) -> dict[str, str]:
+    """The seating for hand `turn`: with one policy per seat, the list rotated `turn` places
+    (two players: alternated); with two policies for more seats, the first moves round the
+    table and the second fills the other seats."""
+    n = num_players
+    if len(policies) == n:
+        return {str(s): policies[(s + turn) % n] for s in range(n)}
+    first = turn % n
+    return {str(s): policies[0] if s == first else policies[1] for s in range(n)}
 
 
 async def _report(progress: Callable[[EngineSummary], Any], tally: _Tally) -> None:
@@ -310,26 +326,27 @@ async def run_engine(
     """Play hands of `game` on `games` concurrent tables against the server at `url` (or
     several, comma separated: each game goes to the server its id hashes to).
 
-    `seats`: one policy name per seat, rotated over the seats every hand (doudizhu: each deal
-    replayed once per rotation, and a win rate per side reported); None lets the server
-    seat whoever it likes. Stops after `hands` hands (failed ones count) or `seconds`,
+    `seats`: a policy per seat, rotated round the seats every hand (or two for a game of more
+    seats: the first moves round, the second fills the rest); None lets the server seat
+    whoever it likes. Stops after `hands` hands (failed ones count) or `seconds`,
     whichever comes first; hands already in progress are finished. `batch`: send the tables'
     creates, decisions and ends together through the batch routes (`POST /v1/games:batch`,
     `/v1/decide:batch`, `/v1/end:batch`) instead of one request each.
     `record`: the games' `record` field (None: the server's default; "rules": also write the
     rules seats' decisions as offline episodes).
-    `sides`: instead of `seats`, a policy per side of a game with sides (doudizhu:
-    {"landlord": "learned", "peasant": "rules"}), seated after each deal.
+    `sides`: instead of `seats`, a policy per named side of a game that has them (doudizhu:
+    {"landlord": "learned", "peasant": "rules"}), seated after each deal. A game with named
+    sides and one policy per seat replays each deal once per rotation of the seats.
     """
-    if game not in GAMES:
-        raise ValueError(f"unsupported game {game!r}; expected one of {GAMES}")
+    num_players = load_simulator(game).num_players  # ValueError: no such game, or no simulator
     if games < 1:
         raise ValueError("games must be at least 1")
-    players = 3 if game == "doudizhu" else len(SEATS)
-    if seats is not None and len(seats) != players:
-        raise ValueError(f"seats must name {players} policies, got {seats!r}")
-    if sides is not None and (seats is not None or game != "doudizhu"):
-        raise ValueError("sides are for doudizhu (landlord, peasant), instead of seats")
+    if seats is not None and len(seats) not in (2, num_players):
+        raise ValueError(f"seats must name {num_players} policies (or 2), got {seats!r}")
+    if sides is not None and seats is not None:
+        raise ValueError("give seats or sides, not both")
+    if sides is not None and game != "doudizhu":
+        raise ValueError("sides (landlord, peasant) are for doudizhu")
     if sides is not None and set(sides) != {"landlord", "peasant"}:
         raise ValueError(f"sides must name landlord and peasant, got {sorted(sides)}")
     if hands is None and seconds is None:

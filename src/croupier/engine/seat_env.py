@@ -1,4 +1,5 @@
-"""An in-process gymnasium env: one seat of an RLCard game against a fixed opponent.
+"""An in-process gymnasium env: one seat of a game (any with a simulator) against a fixed
+opponent.
 
 The same adapter encodes the same JSON states the engine would send over HTTP, so RLlib
 stepping this env (no HTTP, no link) trains the same module on the same problem. It is the
@@ -16,8 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from croupier.engine.rlcard_games import RLCardTable
-from croupier.games.registry import load_adapter
+from croupier.games.registry import load_adapter, load_simulator
 
 MAX_DEALS_PER_RESET = 1000
 
@@ -25,8 +25,8 @@ MAX_DEALS_PER_RESET = 1000
 class SeatEnv(gym.Env):
     def __init__(self, config: dict[str, Any] | None = None):
         config = dict(config or {})
-        self.adapter = load_adapter(config.get("game", "leduc-holdem"))
-        self.table = RLCardTable(self.adapter.name)
+        self.table = load_simulator(config.get("game", "leduc-holdem"))
+        self.adapter = load_adapter(self.table.adapter)
         opponent = config.get("opponent", "rules")
         rules = self.adapter.rules()
         if opponent == "rules" and rules is None:
@@ -63,10 +63,10 @@ class SeatEnv(gym.Env):
     def _play_opponents(self) -> None:
         while not self.table.is_over() and self.table.current_player() != self._seat:
             player = self.table.current_player()
-            self.table.step(self._opponent(self.table.state_json(player)))
+            self.table.step(self._opponent(self.table.state(player)))
 
     def _observe(self) -> dict[str, np.ndarray]:
-        self._state = self.table.state_json(self._seat)
+        self._state = self.table.state(self._seat)
         obs, mask = self.adapter.encode(self._state)
         return {"observations": obs, "action_mask": mask}
 

@@ -122,6 +122,9 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
     each legal move's 54-card vector for candidate-scoring policies."""
 
     name = "doudizhu"
+    # The engine that deals it for the arena, league and benchmarks (`games/registry.py`
+    # `load_simulator`): named, not imported, since the engine is a later stage.
+    simulator = "croupier.engine.rlcard_games:DoudizhuTable"
     action_names = tuple(ID_2_ACTION)
     num_players = NUM_SEATS
     candidate_size = CARD_SIZE

@@ -53,6 +53,9 @@ def _card(state: dict[str, Any], key: str) -> int:
 
 class LeducAdapter(NamedActionsAdapter):
     name = "leduc-holdem"
+    # The engine that deals it for the arena, league and benchmarks (`games/registry.py`
+    # `load_simulator`): named, not imported, since the engine is a later stage.
+    simulator = "croupier.engine.rlcard_games:LeducTable"
     obs_size = OBS_SIZE
     action_names = ACTIONS
     num_players = 2

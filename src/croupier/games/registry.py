@@ -1,4 +1,6 @@
-"""Find a game's adapter by name: built-in, or a user's class named by import path."""
+"""Find a game's adapter, and its simulator, by name: built-in, or a user's class named by
+import path. One mechanism for both: a game name resolves to its adapter, and an adapter names
+its simulator (an import path, `simulator`) when the game has one."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import importlib
 from typing import Any
 
 from croupier.games.base import GameAdapter, RulesFn
+from croupier.games.simulator import Simulator
 from croupier.games.vector import VectorAdapter
 
 BUILT_IN = ("leduc-holdem", "uno", "doudizhu", "vector")
@@ -18,9 +21,10 @@ def load_adapter(
     num_actions: int | None = None,
     num_players: int = 2,
 ) -> GameAdapter:
-    """`leduc-holdem`, `uno`, `doudizhu`, `vector` (sizes required) or
-    `package.module:AdapterClass`; a game of scored candidate actions comes wrapped as it is
-    served and trained (`games.candidates.served`)."""
+    """`leduc-holdem`, `uno`, `doudizhu`, `vector` (sizes required),
+    `package.module:AdapterClass`, or `package.module:Simulator` (the adapter it names); a game
+    of scored candidate actions comes wrapped as it is served and trained
+    (`games.candidates.served`)."""
     from croupier.games.candidates import served
 
     return served(_load(name, obs_size=obs_size, num_actions=num_actions, num_players=num_players))
@@ -55,6 +59,10 @@ def _load(
         return VectorAdapter(obs_size, num_actions, num_players)
     if ":" in name:
         target = import_object(name)
+        if isinstance(target, Simulator) or (
+            isinstance(target, type) and issubclass(target, Simulator)
+        ):
+            return _load(target.adapter)  # one --game for the server and the arena
         adapter = target() if isinstance(target, type) else target
         if not isinstance(adapter, GameAdapter):
             raise TypeError(f"{name} is not a croupier GameAdapter")
@@ -76,3 +84,35 @@ def load_rules(path: str) -> RulesFn:
     if not callable(rules):
         raise TypeError(f"{path} is not callable")
     return rules
+
+
+def load_simulator(game: str) -> Simulator:
+    """A fresh table of `game`: a built-in game's name, `package.module:Simulator` (a class, or
+    an instance whose class is used), or `package.module:Adapter` whose adapter names its
+    simulator in `simulator` (`package.module:Simulator`). ValueError when there is none: a
+    game played only by an engine in another language has no simulator (its evidence is the
+    live games). Each call makes a new table: every concurrent table needs its own."""
+    if ":" in game:
+        try:
+            target = import_object(game)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"cannot import {game!r}: {e}") from None
+        if isinstance(target, type) and issubclass(target, Simulator):
+            return target()
+        if isinstance(target, Simulator):
+            return type(target)()
+    try:
+        adapter = load_adapter(game)
+    except TypeError:
+        raise ValueError(f"{game} is neither a croupier Simulator nor a GameAdapter") from None
+    path = getattr(adapter, "simulator", None)
+    if not isinstance(path, str) or ":" not in path:
+        raise ValueError(
+            f"the game {adapter.name!r} has no simulator: give its adapter a `simulator` "
+            "attribute ('package.module:Simulator') or pass the simulator itself as --game"
+        )
+    simulator = import_object(path)
+    table = simulator() if isinstance(simulator, type) else type(simulator)()
+    if not isinstance(table, Simulator):
+        raise ValueError(f"{path} (named by {game}) is not a croupier Simulator")
+    return table

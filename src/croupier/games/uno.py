@@ -45,6 +45,9 @@ class UnoBasicAdapter(NamedActionsAdapter):
     """RLCard's own 240-float observation: own hand and target card only."""
 
     name = "uno"
+    # The engine that deals it for the arena, league and benchmarks (`games/registry.py`
+    # `load_simulator`): named, not imported, since the engine is a later stage.
+    simulator = "croupier.engine.rlcard_games:UnoTable"
     obs_size = OBS_SIZE
     action_names = tuple(ACTION_LIST)  # RLCard's ids: ACTION_SPACE[name] == position here
     num_players = 2

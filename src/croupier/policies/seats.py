@@ -8,6 +8,11 @@
 - `frozen@N` / `frozen@-K`: a fixed version: N itself, or the one K places before the newest
   among the versions loaded (version numbers are the learner's update counter and jump); an
   opponent, never recorded
+- `<spec>:greedy` (after `learned`, `learned@latest`, `frozen@…`, `production`, `league`): the
+  version's most likely legal action instead of a sample from its policy: for evaluation and
+  for production play. Never recorded: a greedy action was not drawn from the policy, so its
+  log-prob is not the behaviour's (the learner's importance ratios would be wrong), and the
+  learner's targets come from sampled play only
 
 Rollout specs (the same grammar; `policies/rollout/` resolves them to the above, per game):
 `production` (the version the production channel points at), `canary` (production for a
@@ -21,6 +26,7 @@ server's `--seat-mix` alike; resolving a spec against the loaded versions comes 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Literal
@@ -28,6 +34,9 @@ from typing import Literal
 PolicyKind = Literal["rules", "random", "learned", "frozen"]
 PIN_CHOICES = ("created", "latest")
 ROLLOUT_SPECS = ("production", "canary", "shadow", "league")
+# The specs a `:greedy` suffix may follow: those that play a learned version.
+GREEDY_SPECS = ("learned", "frozen", "production", "league")
+GREEDY = "greedy"
 
 
 class BadPolicySpec(ValueError):
@@ -41,12 +50,17 @@ class SeatPolicy:
     record: bool = False
     # A rollout seat's name ("production", "shadow"); `label()` reports it instead.
     channel: str | None = None
+    # The model's most likely legal action, not a sample (never recorded: see the module doc).
+    greedy: bool = False
 
     @property
     def uses_model(self) -> bool:
         return self.kind in ("learned", "frozen")
 
     def label(self) -> str:
+        return f"{self._label()}:{GREEDY}" if self.greedy else self._label()
+
+    def _label(self) -> str:
         if self.channel is not None:
             return self.channel
         if self.kind == "frozen":
@@ -64,6 +78,7 @@ class SeatSpec:
     latest: bool = False  # learned@latest, shadow@latest
     version: int | None = None  # frozen@N / frozen@-K (then `relative`), shadow@N
     relative: bool = False
+    greedy: bool = False  # `…:greedy`
 
     @property
     def rollout(self) -> bool:
@@ -75,7 +90,15 @@ class SeatSpec:
 @functools.lru_cache(maxsize=1024)
 def parse_spec(text: str) -> SeatSpec:
     """The one grammar of seat specs (plain and rollout); `BadPolicySpec` if it is not one."""
-    name, _, arg = text.strip().partition("@")
+    body, colon, mode = text.strip().partition(":")
+    if colon:
+        spec = parse_spec(body)
+        if mode.strip() != GREEDY or spec.name not in GREEDY_SPECS:
+            raise BadPolicySpec(
+                f"unknown seat policy {text!r}: only {', '.join(GREEDY_SPECS)} take ':greedy'"
+            )
+        return dataclasses.replace(spec, greedy=True)
+    name, _, arg = body.partition("@")
     if name in ("rules", "random", "production", "canary", "league") and not arg:
         return SeatSpec(name)
     if name == "learned" and arg in ("", "latest"):
@@ -98,7 +121,8 @@ def parse_spec(text: str) -> SeatSpec:
             raise BadPolicySpec(f"shadow@ needs latest or a version, got {arg!r}") from None
     raise BadPolicySpec(
         f"unknown seat policy {text!r}: use rules, random, learned, learned@latest, "
-        "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league)"
+        "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league), a model's "
+        "spec optionally followed by ':greedy'"
     )
 
 
@@ -111,14 +135,17 @@ def resolve_plain(
     if spec.name in ("rules", "random"):
         return SeatPolicy(spec.name)  # type: ignore[arg-type]
     if spec.name == "learned":
+        # A greedy seat is never recorded: its actions are not samples of the behaviour policy.
+        record, greedy = not spec.greedy, spec.greedy
         if spec.latest or pin == "latest":
-            return SeatPolicy("learned", None, record=True)
-        return SeatPolicy("learned", latest, record=True)
+            return SeatPolicy("learned", None, record=record, greedy=greedy)
+        return SeatPolicy("learned", latest, record=record, greedy=greedy)
     if spec.name == "frozen" and spec.version is not None:
         if not spec.relative:
-            return SeatPolicy("frozen", spec.version)
+            return SeatPolicy("frozen", spec.version, greedy=spec.greedy)
         versions = sorted(loaded or [latest])
-        return SeatPolicy("frozen", versions[max(0, len(versions) - 1 + spec.version)])
+        version = versions[max(0, len(versions) - 1 + spec.version)]
+        return SeatPolicy("frozen", version, greedy=spec.greedy)
     raise BadPolicySpec(f"{spec.name!r} is a rollout seat: a server resolves it per game")
 
 

@@ -40,6 +40,7 @@ class _Request:
     # None when the deadline passed first (late) or the model's output was unfit (invalid).
     future: asyncio.Future[ModelDecision | None]
     due: float  # loop time past which the request is late
+    greedy: bool = False  # the most likely legal action, not a sample (a `…:greedy` seat)
 
 
 class InferenceBatcher:
@@ -126,19 +127,21 @@ class InferenceBatcher:
         return len(self._pending)
 
     def submit(
-        self, obs: np.ndarray, mask: np.ndarray, version: int | None
+        self, obs: np.ndarray, mask: np.ndarray, version: int | None, greedy: bool = False
     ) -> asyncio.Future[ModelDecision | None]:
         """Queue one decision; the future resolves after the batch that carries it has run
-        (to None if the deadline passed first)."""
+        (to None if the deadline passed first). `greedy`: its most likely legal action."""
         assert self._wake is not None, "batcher not started"
         loop = asyncio.get_running_loop()
         future: asyncio.Future[ModelDecision | None] = loop.create_future()
         due = loop.time() + self.deadline_s if self.deadline_s is not None else math.inf
-        self._pending.append(_Request(obs, mask, version, future, due))
+        self._pending.append(_Request(obs, mask, version, future, due, greedy))
         self._wake.set()
         return future
 
-    def forward_now(self, rows: list[Row]) -> list[ModelDecision | None]:
+    def forward_now(
+        self, rows: list[Row], greedy: list[bool] | None = None
+    ) -> list[ModelDecision | None]:
         """The decisions of one batch request (`decide:batch`), forwarded at once on the
         caller's thread, `max_batch` rows at a time; answers in `rows`' order.
 
@@ -147,10 +150,12 @@ class InferenceBatcher:
         share of the forward). A failing model raises here, for the caller's fallback.
 
         It may run while the forward thread runs a queued batch: inference reads the weights
-        only and numpy's generator locks itself; the stats counters may then miss a count."""
+        only and numpy's generator locks itself; the stats counters may then miss a count.
+        `greedy`: per row, whether it takes its most likely legal action (None: none does)."""
         out: list[ModelDecision | None] = []
         for start in range(0, len(rows), self.max_batch):
-            out += self._forward(rows[start : start + self.max_batch])
+            end = start + self.max_batch
+            out += self._forward(rows[start:end], None if greedy is None else greedy[start:end])
         return out
 
     async def decide(
@@ -199,11 +204,15 @@ class InferenceBatcher:
             if not batch:
                 continue
             rows = [(req.obs, req.mask, req.version) for req in batch]
+            greedy = [req.greedy for req in batch]
+            greedy_rows = greedy if any(greedy) else None
             try:
                 if self._on_thread(batch):
-                    results = await loop.run_in_executor(self._executor, self._forward, rows)
+                    results = await loop.run_in_executor(
+                        self._executor, self._forward, rows, greedy_rows
+                    )
                 else:
-                    results = self._forward(rows)
+                    results = self._forward(rows, greedy_rows)
             except Exception as e:  # a broken model must fail its requests, not the worker
                 for req in batch:
                     if not req.future.done():
@@ -219,22 +228,25 @@ class InferenceBatcher:
         a batch this big: the loop is saturated (see `forward_inline_from`)."""
         return self.forward_thread and len(batch) < self.forward_inline_from
 
-    def _forward(self, batch: list[Row]) -> list[ModelDecision | None]:
+    def _forward(
+        self, batch: list[Row], greedy: list[bool] | None = None
+    ) -> list[ModelDecision | None]:
         """One forward per weights version present in the batch; answers in the batch's
-        order. Versions are resolved once per distinct pin, not once per row."""
+        order. Versions are resolved once per distinct pin, not once per row. `greedy`: per
+        row, its most likely legal action instead of a sample (None: every row samples)."""
         pins = {pin for _, _, pin in batch}
         if len(pins) == 1:  # the usual case: every row wants the same version
             version, module = self.versions.resolve(pins.pop())
-            out = self._forward_rows(batch, version, module)
+            out = self._forward_rows(batch, version, module, greedy)
         else:
-            out = self._forward_by_version(batch, pins)
+            out = self._forward_by_version(batch, pins, greedy)
         self.decisions += len(batch)
         self.max_batch_seen = max(self.max_batch_seen, len(batch))
         self.batch_size_counts[len(batch)] += 1
         return out
 
     def _forward_by_version(
-        self, batch: list[Row], pins: set[int | None]
+        self, batch: list[Row], pins: set[int | None], greedy: list[bool] | None = None
     ) -> list[ModelDecision | None]:
         resolved = {pin: self.versions.resolve(pin) for pin in pins}
         rows_of: dict[int, tuple[Any, list[int]]] = {}  # version -> (module, row indices)
@@ -243,15 +255,21 @@ class InferenceBatcher:
             rows_of.setdefault(version, (module, []))[1].append(i)
         out: list[Any] = [None] * len(batch)
         for version, (module, at) in rows_of.items():
-            decisions = self._forward_rows([batch[i] for i in at], version, module)
+            rows_greedy = None if greedy is None else [greedy[i] for i in at]
+            decisions = self._forward_rows([batch[i] for i in at], version, module, rows_greedy)
             for i, decision in zip(at, decisions, strict=True):
                 out[i] = decision
         return out
 
     def _forward_rows(
-        self, rows: list[Row], version: int, module: Any
+        self, rows: list[Row], version: int, module: Any, greedy: list[bool] | None = None
     ) -> list[ModelDecision | None]:
-        res = self.versions.act_rows(module, [row[0] for row in rows], [row[1] for row in rows])
+        res = self.versions.act_rows(
+            module,
+            [row[0] for row in rows],
+            [row[1] for row in rows],
+            greedy=None if greedy is None else np.array(greedy, bool),
+        )
         self.forward_passes += 1
         # Iterating `logits` gives its rows; `map` spares a Python loop per decision.
         out: list[ModelDecision | None] = list(

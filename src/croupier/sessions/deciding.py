@@ -175,7 +175,9 @@ class Decider:
 
     def _forward_now(self, steps: list[_Step]) -> None:
         try:
-            models = self.batcher.forward_now([(s.obs, s.mask, s.policy.version) for s in steps])
+            rows = [(s.obs, s.mask, s.policy.version) for s in steps]
+            greedy = [s.policy.greedy for s in steps]
+            models = self.batcher.forward_now(rows, greedy if any(greedy) else None)
         except Exception:  # a broken model: the fallback answers (`_finish`), as for a decide
             return
         for step, model in zip(steps, models, strict=True):
@@ -244,7 +246,7 @@ class Decider:
                 raise Overloaded(f"{waiting} decisions wait for the model")
             if queued is None:
                 step = _Step(session, seat, policy, state, reward, obs, mask, _QUEUED)
-                step.pending = self.batcher.submit(obs, mask, policy.version)
+                step.pending = self.batcher.submit(obs, mask, policy.version, policy.greedy)
             else:
                 step = _Step(session, seat, policy, state, reward, obs, mask, _FORWARDED)
         if turn is not None:

@@ -107,24 +107,23 @@ def rules_agreement(
 ) -> dict[str, Any]:
     """How often the policy's most likely action is the rules' action, on fresh states (the
     rules against random play, so states off the rules' own path are included)."""
-    from croupier.engine.rlcard_games import RLCardTable
-    from croupier.games.registry import load_adapter
+    from croupier.games.registry import load_adapter, load_simulator
     from croupier.policies.learned import PolicyVersions
 
-    adapter = load_adapter(game)
+    table = load_simulator(game)  # any game with a simulator
+    adapter = load_adapter(table.adapter)
     rules = adapter.rules()
     versions = PolicyVersions(adapter, spec)
     versions.install(1, weights)
     _, module = versions.resolve(1)
     rng = np.random.default_rng(seed)
-    table = RLCardTable(game)
     obs_rows, masks, wanted = [], [], []
     for hand in range(hands):
         table.reset(seed * 100_003 + hand)
         rules_seat = hand % adapter.num_players
         while not table.is_over():
             player = table.current_player()
-            state = table.state_json(player)
+            state = table.state(player)
             action = rules(state)
             if player == rules_seat:
                 obs, mask = adapter.encode(state)

@@ -18,6 +18,7 @@ them only as the small protocols below.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -109,6 +110,11 @@ class Rollout:
             parsed = parse_spec(spec)
             if not parsed.rollout:
                 return resolve_plain(parsed, latest=latest, pin=pin, loaded=loaded)
+            policy = resolve_rollout(parsed, latest, loaded)
+            # `production:greedy`, `league:greedy`: the same version, its most likely action.
+            return dataclasses.replace(policy, greedy=True) if parsed.greedy else policy
+
+        def resolve_rollout(parsed: SeatSpec, latest: int, loaded: list[int]) -> SeatPolicy:
             production = self.channels.production
             if parsed.name == "production":
                 if production is None:

@@ -1,0 +1,82 @@
+"""The simulator interface: a game croupier can deal and play by itself.
+
+A studio's engine talks to croupier over HTTP and needs nothing from here. But every tool that
+*proves* a version is better (`croupier engine`, `eval` with duplicate deals, the league,
+`score`, `promote --auto`, the rules' recording for `pretrain`, the benchmarks) deals hands
+itself, and so needs the game's rules in Python: a `Simulator`. It is the engine's side of the
+contract, state for state: `state(seat)` is exactly the JSON the engine would send to
+`POST /v1/games/{id}/decide`, so the game's adapter reads it as it reads real traffic.
+
+`games/registry.py` `load_simulator` finds one by the same `--game` the server takes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+
+class Simulator(ABC):
+    """One table of a game: deal from a seed, say whose turn it is and what that seat sees,
+    apply its action, and score the hand. One hand at a time, driven by one task (no lock).
+
+    Class attributes a game sets:
+    - `name`: the game's name, as `POST /v1/games` gives it (its adapter's `name`);
+    - `adapter`: how `croupier serve --game` finds the adapter: a built-in name or
+      `package.module:Adapter`;
+    - `num_players`: seats "0" … "num_players-1";
+    - `zero_sum`: every hand's payoffs sum to 0 (False for a game that scores otherwise, e.g.
+      RLCard's doudizhu: 1 to each seat of the winning side, 0 to the others).
+    """
+
+    name: str
+    adapter: str
+    num_players: int = 2
+    zero_sum: bool = True
+
+    @abstractmethod
+    def reset(self, seed: int | None = None) -> None:
+        """Deal a new hand. The same seed deals the same hand (the arena's duplicate deals
+        replay it with the seats swapped); without one the table's own generator goes on."""
+
+    @abstractmethod
+    def current_player(self) -> int:
+        """The seat (0-based) whose decision it is; asked only while the hand is not over."""
+
+    @abstractmethod
+    def state(self, seat: int) -> dict[str, Any]:
+        """What the engine sends croupier for `seat`'s decision: plain JSON types, the legal
+        actions (the engine's values, e.g. names) under `legal_actions`."""
+
+    @abstractmethod
+    def step(self, action: Any) -> None:
+        """Apply the current seat's action (one of `legal_actions`); an illegal one raises
+        ValueError and changes nothing."""
+
+    @abstractmethod
+    def is_over(self) -> bool: ...
+
+    @abstractmethod
+    def payoffs(self) -> list[float]:
+        """Each seat's payoff for the finished hand, in seat order."""
+
+    def teams(self) -> list[list[int]]:
+        """The seats that play together this hand (asked after `reset`: a role such as
+        doudizhu's landlord may change with the deal). Default: every seat for itself. The
+        arena seats a policy on one whole team at a time: a duplicate set plays its deal once
+        per team."""
+        return [[seat] for seat in range(self.num_players)]
+
+    def roles(self) -> list[str] | None:
+        """Each seat's side this hand by name (doudizhu: "landlord", "peasant"), asked after
+        `reset`; None (the default): no named sides. The engine reports a win rate per side
+        and seats `--sides` by them."""
+        return None
+
+    def legal_actions(self) -> list[Any]:
+        """The current seat's legal actions (the engine's values)."""
+        return list(self.state(self.current_player())["legal_actions"])
+
+    @property
+    def seats(self) -> list[str]:
+        return [str(seat) for seat in range(self.num_players)]
