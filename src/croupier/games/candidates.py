@@ -37,6 +37,9 @@ class CandidateGame(GameAdapter):
         self.candidate_size = int(inner.candidate_size)
         self.max_candidates = int(inner.max_candidates)
         self.num_actions = self.max_candidates
+        simulator = getattr(inner, "simulator", None)  # how `load_simulator` finds its table
+        if simulator is not None:
+            self.simulator = simulator
 
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         """(state features float32[obs_size], candidates float32[K, candidate_size])."""
