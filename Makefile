@@ -3,7 +3,7 @@ PY := .venv/bin/python
 VENV_STAMP := .venv/.croupier-installed
 DEMO_MINUTES ?= 4
 
-.PHONY: setup tools test test-fast lint format demo bench clean
+.PHONY: setup tools test test-fast test-long lint format demo bench clean
 
 setup: $(VENV_STAMP)
 
@@ -28,6 +28,10 @@ test: setup
 # The unit tier (tests/conftest.py: no Ray, no subprocess, guarded): under a minute.
 test-fast: setup
 	$(PY) -m pytest -q -m unit
+
+# Minutes-long learning checks through the external path (tests marked `long`).
+test-long: setup
+	CROUPIER_LONG_TESTS=1 $(PY) -m pytest -q -s -m long
 
 lint: setup
 	$(PY) -m ruff check src tests examples

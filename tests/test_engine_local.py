@@ -54,3 +54,70 @@ def test_illegal_action_rejected():
 def test_unknown_game():
     with pytest.raises(ValueError):
         RLCardTable("chess")
+
+
+def test_doudizhu_hands_play_to_completion_with_states_the_adapter_reads():
+    from croupier.games.registry import load_adapter
+
+    adapter = load_adapter("doudizhu")
+    table = RLCardTable("doudizhu")
+    rng = random.Random(0)
+    for hand in range(5):
+        table.reset(seed=hand)
+        roles = table.roles()
+        assert roles is not None and sorted(roles) == ["landlord", "peasant", "peasant"]
+        for state in play(table, rng):
+            obs, cands = adapter.encode(state)  # own hand, played cards, trace, cards left...
+            assert len(cands) == len(state["legal_actions"]) and obs.shape == (adapter.obs_size,)
+        payoffs = table.payoffs()
+        assert len(payoffs) == 3 and sorted(payoffs) in ([0.0, 0.0, 1.0], [0.0, 1.0, 1.0])
+    table.reset(seed=7)
+    first = (table.roles(), table.state_json(table.current_player()))
+    table.reset(seed=7)  # a replayed deal: the same cards, the same landlord
+    assert (table.roles(), table.state_json(table.current_player())) == first
+
+
+class _InProcessClient:
+    """The engine's client calls answered by a `DecisionService` in this process."""
+
+    def __init__(self, service):  # noqa: ANN001
+        self.service = service
+
+    async def create_game(self, game, seats=None, record=None):  # noqa: ANN001, ANN201
+        record = True if record is None else record
+        return self.service.create_game(game, None, seats, record=record)
+
+    async def decide(self, game_id, seat, state):  # noqa: ANN001, ANN201
+        return (await self.service.decide(game_id, seat, state)).to_dict()
+
+    async def end(self, game_id, payoffs):  # noqa: ANN001, ANN201
+        return self.service.end_game(game_id, payoffs)
+
+    async def abort(self, game_id):  # noqa: ANN001, ANN201
+        self.service.abort_game(game_id)
+
+
+def test_doudizhu_deals_are_replayed_with_roles_rotated_and_scored_per_side(tmp_path):
+    import asyncio
+
+    from croupier.api.components import build_components
+    from croupier.config import ServerConfig
+    from croupier.engine.runner import _table_loop, _Tally
+
+    service = build_components(ServerConfig(game="doudizhu", data_dir=tmp_path)).service
+    client = _InProcessClient(service)
+    created: list[dict] = []
+    create = service.create_game
+    service.create_game = lambda *a, **k: created.append(a[2]) or create(*a, **k)
+    tally = _Tally("doudizhu", hands=6, seconds=None)
+    asyncio.run(_table_loop(client, client.decide, "doudizhu", 0, tally,
+                            ["random", "rules", "rules"], seed=1))  # fmt: skip
+    assert tally.hands == 6 and tally.errors == 0
+    # Two deals, each played under the three rotations of the seats' policies.
+    assert [c["0"] for c in created] == ["random", "rules", "rules"] * 2
+    summary = tally.summary()
+    sides = summary.sides
+    # Every deal gives `random` each seat once: as landlord once, as a peasant twice.
+    assert sides["random as landlord"].n == 2 and sides["random as peasant"].n == 4
+    assert 0.0 <= sides["rules as landlord"].mean <= 1.0
+    assert "random as landlord" in summary.format_table()

@@ -207,3 +207,26 @@ def test_train_flags_convert(monkeypatch):
     assert options.hyper.lr == 0.25
     assert options.hyper.max_sample_batches is None and options.hyper.max_sample_lag is None
     assert train_parse("--max-sample-lag", "3").hyper.max_sample_lag == 3
+
+
+def test_train_starts_from_the_games_preset_and_flags_override_it():
+    from croupier.games.presets import preset_for
+
+    preset = preset_for("doudizhu")
+    assert preset is not None
+    options = train_parse("--game", "doudizhu")
+    assert options.algo == preset.algo and options.hiddens == preset.hiddens
+    assert options.score_hidden == preset.score_hidden
+    hyper = options.hyper
+    assert (hyper.lr, hyper.train_batch_size, hyper.minibatch_size) == (
+        preset.lr, preset.train_batch_size, preset.minibatch_size)  # fmt: skip
+    assert hyper.entropy_coeff == preset.entropy_coeff
+    assert hyper.extra.get("lambda_") == preset.lambda_
+    options = train_parse("--game", "doudizhu", "--lr", "0.5", "--hiddens", "8", "--gamma", "0.9",
+                          "--score-hidden", "16")  # fmt: skip
+    assert options.hyper.lr == 0.5 and options.hiddens == [8] and options.score_hidden == 16
+    assert options.hyper.gamma == 0.9
+    assert options.hyper.train_batch_size == preset.train_batch_size  # the rest stays
+    # Another algorithm than the preset's: its own defaults (the preset was measured for one).
+    appo = train_parse("--game", "doudizhu", "--algo", "appo")
+    assert appo.algo == "appo" and appo.hyper.train_batch_size == 128

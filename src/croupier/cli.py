@@ -130,7 +130,18 @@ def engine(
     game: str = "leduc-holdem",
     games: Annotated[int, typer.Option(help="Tables played concurrently")] = 128,
     seats: Annotated[
-        str | None, typer.Option(help="Policies per seat, alternated each hand, e.g. learned,rules")
+        str | None,
+        typer.Option(
+            help="Policies per seat, rotated each hand, e.g. learned,rules (doudizhu: three, "
+            "each deal replayed once per rotation)"
+        ),
+    ] = None,
+    sides: Annotated[
+        str | None,
+        typer.Option(
+            help="doudizhu, instead of --seats: a policy per side, seated after the deal, "
+            "e.g. landlord=learned,peasant=rules"
+        ),
     ] = None,
     hands: Annotated[int | None, typer.Option(help="Stop after this many hands")] = None,
     seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds")] = None,
@@ -155,6 +166,12 @@ def engine(
     if hands is None and seconds is None:
         raise typer.BadParameter("give --hands or --seconds")
     seat_list = [s.strip() for s in seats.split(",")] if seats else None
+    side_map = None
+    if sides:
+        try:
+            side_map = dict(p.split("=", 1) for p in (x.strip() for x in sides.split(",")))
+        except ValueError:
+            raise typer.BadParameter("expected side=policy,...", param_hint="--sides") from None
 
     def progress(summary) -> None:  # noqa: ANN001
         if not json_out:
@@ -178,6 +195,7 @@ def engine(
                 batch=batch,
                 api_key=api_key,
                 record={"true": True, "false": False}.get(record, record) if record else None,
+                sides=side_map,
             )
         )
     except UnknownGame as e:  # one line, as a usage error: no traceback
@@ -208,11 +226,29 @@ def _duration_s(text: str, flag: str) -> float | None:
 
 def train_options(s: TrainSettings) -> Any:
     """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
+    from croupier.games.presets import preset_for
     from croupier.trainer.algo import Hyper
     from croupier.trainer.run import TrainOptions
 
-    hyper = Hyper.defaults(s.algo)
-    for name in ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff"):
+    preset = preset_for(s.game)
+    algo = s.algo or (preset.algo if preset else "appo")
+    hyper = Hyper.defaults(algo)
+    hiddens = [128, 128]
+    score_hidden = 64
+    if preset is not None:
+        hiddens, score_hidden = list(preset.hiddens), preset.score_hidden
+        if preset.algo == algo:  # measured for that algorithm only
+            hyper.lr, hyper.entropy_coeff, hyper.gamma = (
+                preset.lr,
+                preset.entropy_coeff,
+                preset.gamma,
+            )
+            hyper.train_batch_size = preset.train_batch_size
+            hyper.minibatch_size, hyper.num_epochs = preset.minibatch_size, preset.num_epochs
+            if algo == "ppo":
+                hyper.extra = {**hyper.extra, "lambda_": preset.lambda_}
+    names = ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff", "gamma")
+    for name in names:  # a flag given overrides the preset
         if (value := getattr(s, name)) is not None:
             setattr(hyper, name, value)
     if s.max_sample_batches is not None:
@@ -221,7 +257,7 @@ def train_options(s: TrainSettings) -> Any:
         hyper.max_sample_lag = s.max_sample_lag if s.max_sample_lag >= 0 else None
     return TrainOptions(
         game=s.game,
-        algo=s.algo,
+        algo=algo,
         listen=s.listen,
         checkpoint_dir=s.checkpoint_dir,
         minutes=s.minutes,
@@ -231,7 +267,8 @@ def train_options(s: TrainSettings) -> Any:
         token=s.link_token,
         insecure=s.insecure,
         checkpoint_every=s.checkpoint_every,
-        hiddens=[int(h) for h in s.hiddens.split(",")],
+        hiddens=[int(h) for h in s.hiddens.split(",")] if s.hiddens else hiddens,
+        score_hidden=s.score_hidden or score_hidden,
         hyper=hyper,
         num_env_runners=s.num_env_runners,
         num_learners=s.num_learners,
@@ -626,6 +663,37 @@ def bench_train(
     from croupier.bench.train import format_report
 
     typer.echo(format_report(run(game, algo, minutes, out, eval_hands)))
+
+
+@bench_app.command("strength")
+def bench_strength(
+    game: str = "doudizhu",
+    minutes: float = 5.0,
+    learn: Annotated[str, typer.Option(help="landlord or peasants (vs the rules)")] = "landlord",
+    eval_every: Annotated[float, typer.Option(help="Seconds of play between evaluations")] = 60.0,
+    eval_games: int = 300,
+    final_games: int = 2000,
+    anchor: Annotated[bool, typer.Option(help="Also train the in-process anchor")] = True,
+    out: Path = Path("bench/results"),
+) -> None:
+    """External path vs the in-process candidate PPO, same wall-clock: win rate vs the rules."""
+    from croupier.bench.strength import StrengthRun, format_report
+    from croupier.bench.strength import bench_strength as run
+
+    settings = StrengthRun(
+        game=game,
+        learn=learn,
+        minutes=minutes,
+        eval_every_s=eval_every,
+        eval_games=eval_games,
+        final_games=final_games,
+        anchor=anchor,
+    )
+    try:
+        report = run(settings, out)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    typer.echo(format_report(report))
 
 
 @bench_app.command("lag")

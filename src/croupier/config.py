@@ -248,9 +248,12 @@ class TrainSettings:
     defaults, `Hyper.defaults(algo)`)."""
 
     game: str = setting(
-        "leduc-holdem", "leduc-holdem, uno, vector, or your adapter as pkg.module:Adapter"
+        "leduc-holdem",
+        "leduc-holdem, uno, doudizhu, vector, or your adapter as pkg.module:Adapter",
     )
-    algo: str = setting("appo", "appo (V-trace, default) or ppo")
+    algo: str | None = setting(
+        None, "appo (V-trace) or ppo; default: the game's preset (doudizhu, uno: ppo), else appo"
+    )
     listen: str = setting("127.0.0.1:5555", "host:port policy servers connect to")
     checkpoint_dir: Path = setting(Path("runs/trainer"), "Checkpoints; resumes if present")
     minutes: float | None = setting(None, "Stop after this long")
@@ -265,17 +268,27 @@ class TrainSettings:
         "Listen on a non-loopback --listen without --link-token (anyone reaching the port can "
         "send episodes and take the weights; see docs/security.md)",
     )
-    lr: float | None = setting(None, "Default: ppo 5e-4, appo 1e-3")
-    train_batch_size: int | None = setting(None, "Default: ppo 4000, appo 128")
-    minibatch_size: int | None = setting(None, "PPO; default 500")
-    num_epochs: int | None = setting(None, "PPO; default 4")
+    # Hyperparameters left unset take the game's preset (games/presets.py; doudizhu: lr 1e-3,
+    # batch 1024, minibatch 256, MLP 128x128, scorer 64), else the algorithm's defaults.
+    lr: float | None = setting(None, "Default: the game's preset, else ppo 5e-4, appo 1e-3")
+    train_batch_size: int | None = setting(
+        None, "Default: the game's preset, else ppo 4000, appo 128"
+    )
+    minibatch_size: int | None = setting(None, "PPO; default: the game's preset, else 500")
+    num_epochs: int | None = setting(None, "PPO; default: the game's preset, else 4")
+    gamma: float | None = setting(None, "Discount; default: the game's preset, else 1.0")
     max_sample_batches: float | None = setting(
         None,
         "Most train batches of the newest steps one update takes (older surplus dropped); "
         "default: ppo 2, appo no cap; 0: no cap",
     )
-    entropy_coeff: float | None = setting(None, "Default 0.01")
-    hiddens: str = setting("128,128", "Hidden layer sizes")
+    entropy_coeff: float | None = setting(None, "Default: the game's preset, else 0.01")
+    hiddens: str | None = setting(
+        None, "Hidden layer sizes, e.g. 128,128; default: the game's preset, else 128,128"
+    )
+    score_hidden: int | None = setting(
+        None, "Candidate games (doudizhu): the move scorer's width; default: the preset's, else 64"
+    )
     checkpoint_every: int = setting(10, "Checkpoint every this many iterations")
     num_env_runners: int = setting(0, "RLlib env runners besides the local one")
     num_learners: int = setting(0, "RLlib learner actors (0: learn in the main process)")

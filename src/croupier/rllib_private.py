@@ -47,8 +47,8 @@ def stock_runner_weights_seq_no(runner: Any) -> int:
 def episode_from_arrays(
     *,
     episode_id: str,
-    observations: np.ndarray,
-    action_masks: np.ndarray,
+    observations: np.ndarray | dict[str, np.ndarray],
+    action_masks: np.ndarray | None,
     actions: np.ndarray,
     rewards: np.ndarray,
     logp: np.ndarray,
@@ -69,7 +69,12 @@ def episode_from_arrays(
             "agent_id": None,
             "module_id": None,
             "multi_agent_episode_id": None,
-            "observations": _buffer({"observations": observations, "action_mask": action_masks}),
+            # A dict: the observation as it stands (a candidate game's padded candidates).
+            "observations": _buffer(
+                observations
+                if isinstance(observations, dict)
+                else {"observations": observations, "action_mask": action_masks}
+            ),
             "actions": _buffer(actions),
             "rewards": _buffer(rewards),
             "infos": {

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter
+from croupier.games.candidates import is_candidate_game
 from croupier.games.registry import load_adapter, load_rules
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.retention import Retention
@@ -79,6 +80,9 @@ def build_components(config: ServerConfig) -> Components:
         num_actions=config.num_actions,
         num_players=config.num_players,
     )
+    if config.offline_dir and is_candidate_game(adapter):
+        # Offline (Parquet) episodes hold fixed-size masks; candidate lists are ragged.
+        raise ValueError(f"--offline-dir is for games of fixed-size actions, not {config.game}")
     weights_dir = config.resolved_weights_dir()
     versions = PolicyVersions(
         adapter,

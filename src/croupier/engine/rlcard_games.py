@@ -79,6 +79,13 @@ class RLCardTable(Simulator):
             return [[landlord], [s for s in range(self.num_players) if s != landlord]]
         return super().teams()
 
+    def roles(self) -> list[str] | None:
+        """Each seat's side in this deal (doudizhu: landlord or peasant); None: no sides."""
+        if self.game != "doudizhu":
+            return None
+        landlord = int(self.env.game.round.landlord_id)
+        return ["landlord" if s == landlord else "peasant" for s in range(self.num_players)]
+
     def state_json(self, player: int) -> dict[str, Any]:
         # game.get_state is the raw observation; env.get_state would also build the obs array.
         state = to_json(self.env.game.get_state(player))

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 SEATS = ("0", "1")  # a two-player game's seats (a simulator's own: `Simulator.seats`)
 # A guard, not a rule: far above any real hand (Leduc <= 8 decisions, UNO ~ tens to hundreds).
 MAX_DECISIONS_PER_HAND = 10_000
+MAX_DEALS_PER_TABLE = 2**31
 PROGRESS_EVERY_S = 2.0
 _MAX_ERROR_SAMPLES = 5
 
@@ -64,6 +65,9 @@ class EngineSummary:
     errors: int
     policies: dict[str, PolicyStats] = field(default_factory=dict)
     error_samples: list[str] = field(default_factory=list)
+    # Games with named sides (doudizhu): "policy as side" -> its mean payoff per game (doudizhu
+    # pays 1 won / 0 lost: the side's win rate), each game counted once per side.
+    sides: dict[str, PolicyStats] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,6 +81,10 @@ class EngineSummary:
         ]
         for name, s in sorted(self.policies.items()):
             lines.append(f"{name:<20} {s.n:>8} {s.mean:>+9.4f} {s.ci95:>8.4f}")
+        if self.sides:
+            lines.append(f"{'policy as side':<28} {'games':>8} {'mean':>9} {'±95%':>8}")
+        for name, s in sorted(self.sides.items()):
+            lines.append(f"{name:<28} {s.n:>8} {s.mean:>9.4f} {s.ci95:>8.4f}")
         lines += [f"error: {e}" for e in self.error_samples]
         return "\n".join(lines)
 
@@ -114,6 +122,7 @@ class _Tally:
         self.errors = 0
         self.error_samples: list[str] = []
         self.per_policy: dict[str, _Running] = {}
+        self.per_side: dict[str, _Running] = {}
 
     def claim(self) -> int | None:
         """The next hand's number, or None when the run's budget is spent."""
@@ -124,10 +133,18 @@ class _Tally:
         self.started += 1
         return self.started - 1
 
-    def record(self, policies: dict[str, str], payoffs: list[float]) -> None:
+    def record(
+        self, policies: dict[str, str], payoffs: list[float], roles: list[str] | None = None
+    ) -> None:
         self.hands += 1
         for seat, payoff in enumerate(payoffs):
             self.per_policy.setdefault(policies[str(seat)], _Running()).add(payoff)
+        if roles is not None:  # one sample per (policy, side) and game: partners share it
+            sides: dict[str, list[float]] = {}
+            for seat, (payoff, role) in enumerate(zip(payoffs, roles, strict=True)):
+                sides.setdefault(f"{policies[str(seat)]} as {role}", []).append(payoff)
+            for name, values in sides.items():
+                self.per_side.setdefault(name, _Running()).add(sum(values) / len(values))
 
     def error(self, e: BaseException) -> None:
         self.errors += 1
@@ -147,6 +164,7 @@ class _Tally:
             errors=self.errors,
             policies={k: r.stats() for k, r in self.per_policy.items()},
             error_samples=list(self.error_samples),
+            sides={k: r.stats() for k, r in self.per_side.items()},
         )
 
 
@@ -191,17 +209,27 @@ async def _play_hand(
     tally: _Tally,
     seats: dict[str, str] | None,
     record: bool | str | None = None,
+    deal: int | None = None,
+    sides: dict[str, str] | None = None,
 ) -> None:
+    """One hand; `deal`: deal this seed's cards (a replayed deal), else the table's next.
+    `sides`: a policy per named side (doudizhu: landlord, peasant), seated once the deal says
+    who is which (so a learner can train one side against the rules)."""
     game_id: str | None = None
     try:
+        if sides is not None:
+            table.reset(deal)
+            roles = table.roles() or []
+            seats = {s: sides[r] for s, r in zip(table.seats, roles, strict=True)}
         created = await client.create_game(table.name, seats=seats, record=record)
         game_id, policies = _seat_policies(created, table.seats)
-        table.reset()
+        if sides is None:
+            table.reset(deal)
         decisions = await play_decisions(decide, game_id, table)
         tally.decisions += decisions  # (not `+= await`: that reads the count before awaiting)
         payoffs = table.payoffs()
         await client.end(game_id, dict(zip(table.seats, payoffs, strict=True)))
-        tally.record(policies, payoffs)
+        tally.record(policies, payoffs, table.roles())
     except HAND_ERRORS as e:
         tally.error(e)
         if game_id is not None:
@@ -219,9 +247,17 @@ async def _table_loop(
     seats: list[str] | None,
     seed: int,
     record: bool | str | None = None,
+    sides: dict[str, str] | None = None,
 ) -> None:
     table = load_simulator(game)
     table.reset(seed + index)  # seeded once: each table deals its own reproducible sequence
+    if sides is not None:
+        while tally.claim() is not None:
+            await _play_hand(client, decide, table, tally, None, record, sides=sides)
+        return
+    if seats is not None and len(seats) == table.num_players and table.roles() is not None:
+        await _replayed_deals(client, decide, table, index, tally, seats, seed, record)
+        return
     while (hand := tally.claim()) is not None:
         seating = None
         if seats is not None:
@@ -229,6 +265,29 @@ async def _table_loop(
             # table offset keeps the split even across tables too.
             seating = rotate(seats, table.num_players, hand + index)
         await _play_hand(client, decide, table, tally, seating, record)
+
+
+async def _replayed_deals(
+    client: HandClient,
+    decide: DecideFn,
+    table: Simulator,
+    index: int,
+    tally: _Tally,
+    seats: list[str],
+    seed: int,
+    record: bool | str | None,
+) -> None:
+    """A game with named sides (doudizhu: the deal decides who is landlord): each deal is
+    played once per rotation of the seats' policies, so every policy plays every seat of it
+    and a lucky deal favours no one. Hands count against the budget one by one."""
+    n = table.num_players
+    for k in range(MAX_DEALS_PER_TABLE):
+        deal = (seed * 1_000_003 + index * 7_919 + k) % (2**31)
+        for shift in range(n):
+            if tally.claim() is None:
+                return
+            seating = rotate(seats, n, shift)
+            await _play_hand(client, decide, table, tally, seating, record, deal)
 
 
 def rotate(policies: list[str], num_players: int, turn: int) -> dict[str, str]:
@@ -263,6 +322,7 @@ async def run_engine(
     batch: bool = False,
     api_key: str | None = None,
     record: bool | str | None = None,
+    sides: dict[str, str] | None = None,
 ) -> EngineSummary:
     """Play hands of `game` on `games` concurrent tables against the server at `url` (or
     several, comma separated: each game goes to the server its id hashes to).
@@ -275,6 +335,9 @@ async def run_engine(
     `/v1/decide:batch`, `/v1/end:batch`) instead of one request each.
     `record`: the games' `record` field (None: the server's default; "rules": also write the
     rules seats' decisions as offline episodes).
+    `sides`: instead of `seats`, a policy per named side of a game that has them (doudizhu:
+    {"landlord": "learned", "peasant": "rules"}), seated after each deal. A game with named
+    sides and one policy per seat replays each deal once per rotation of the seats.
     """
     try:
         num_players = load_simulator(game).num_players
@@ -284,6 +347,12 @@ async def run_engine(
         raise ValueError("games must be at least 1")
     if seats is not None and len(seats) not in (2, num_players):
         raise ValueError(f"seats must name {num_players} policies (or 2), got {seats!r}")
+    if sides is not None and seats is not None:
+        raise ValueError("give seats or sides, not both")
+    if sides is not None and game != "doudizhu":
+        raise ValueError("sides (landlord, peasant) are for doudizhu")
+    if sides is not None and set(sides) != {"landlord", "peasant"}:
+        raise ValueError(f"sides must name landlord and peasant, got {sorted(sides)}")
     if hands is None and seconds is None:
         raise ValueError("give hands or seconds (or both): the run must be bounded")
     if (hands is not None and hands < 0) or (seconds is not None and seconds <= 0):
@@ -303,7 +372,9 @@ async def run_engine(
             # TaskGroup: a bug in one table cancels the others instead of leaving them running.
             async with asyncio.TaskGroup() as tg:
                 for i in range(games):
-                    tg.create_task(_table_loop(client, decide, game, i, tally, seats, seed, record))
+                    tg.create_task(
+                        _table_loop(client, decide, game, i, tally, seats, seed, record, sides)
+                    )
         finally:
             if reporter is not None:
                 reporter.cancel()

@@ -83,6 +83,23 @@ class GameAdapter(ABC):
             np.ones(self.num_actions, np.float32),
         )
 
+    # --- legal actions, as the server's deciding path reads them ---------------------------
+    # Overridden where the second array `encode` returns is not a 0/1 mask (candidate games:
+    # it holds the legal moves' features, one row each).
+
+    def legal_indices(self, mask: np.ndarray) -> np.ndarray:
+        """The legal action indices of an encoded state's mask."""
+        return np.flatnonzero(mask)
+
+    def is_legal(self, mask: np.ndarray, index: int) -> bool:
+        return 0 <= index < len(mask) and bool(mask[index])
+
+    def teams(self, state: dict[str, Any]) -> list[list[str]] | None:
+        """Seats that share one result (partners), read from a state of the game; None: every
+        seat plays for itself. A game with teams has its partners' payoffs averaged at `end`,
+        so each learned partner's episode ends with the team's payoff."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,

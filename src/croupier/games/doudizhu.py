@@ -240,6 +240,13 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
             raise InvalidState(f"candidate {k!r} out of range 0..{len(legal) - 1}")
         return legal[int(k)]
 
+    def teams(self, state: dict[str, Any]) -> list[list[str]]:
+        """The landlord alone against the two peasants, who share their result."""
+        if not isinstance(state, dict) or "landlord" not in state:
+            raise InvalidState("state is missing 'landlord'")
+        landlord = _int(state["landlord"], 0, NUM_SEATS - 1, "'landlord'")
+        return [[str(landlord)], [str(s) for s in range(NUM_SEATS) if s != landlord]]
+
     # --- rules -------------------------------------------------------------------------------
 
     def warm_up(self) -> None:

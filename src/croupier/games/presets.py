@@ -1,8 +1,9 @@
 """Per-game training defaults, chosen by measurement (docs/strength.md), stored with the game.
 
 A preset is plain data: what a trainer should use for this game unless the user overrides it.
-Not wired to the CLI yet (the settings are being restructured); `preset_for(name)` is what the
-trainer's settings should read as their defaults.
+`croupier train --game G` starts from `preset_for(G)` (cli.py `train_options`): the algorithm,
+network, batch, learning rate, entropy and discount; every flag given overrides its field.
+A game without a preset keeps the algorithm's own defaults (`Hyper.defaults`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,21 @@ def load_adapter(
     num_players: int = 2,
 ) -> GameAdapter:
     """`leduc-holdem`, `uno`, `doudizhu`, `vector` (sizes required),
-    `package.module:AdapterClass`, or `package.module:Simulator` (the adapter it names)."""
+    `package.module:AdapterClass`, or `package.module:Simulator` (the adapter it names); a game
+    of scored candidate actions comes wrapped as it is served and trained
+    (`games.candidates.served`)."""
+    from croupier.games.candidates import served
+
+    return served(_load(name, obs_size=obs_size, num_actions=num_actions, num_players=num_players))
+
+
+def _load(
+    name: str,
+    *,
+    obs_size: int | None = None,
+    num_actions: int | None = None,
+    num_players: int = 2,
+) -> GameAdapter:
     if name == "leduc-holdem":
         from croupier.games.leduc import LeducAdapter
 
@@ -32,9 +46,13 @@ def load_adapter(
 
         return UnoAdapter()
     if name == "doudizhu":
-        from croupier.games.doudizhu import DoudizhuAdapter
+        from croupier.games.doudizhu import DoudizhuAdapter, FeatureSpec
+        from croupier.games.presets import preset_for
 
-        return DoudizhuAdapter()
+        # The preset's features (measured: the last 15 moves did not help), so that every
+        # server and trainer of `doudizhu` agrees on them.
+        preset = preset_for("doudizhu")
+        return DoudizhuAdapter(FeatureSpec(history=preset.history if preset else 0))
     if name == "vector":
         if obs_size is None or num_actions is None:
             raise ValueError("the vector game needs --obs-size and --num-actions")
@@ -44,7 +62,7 @@ def load_adapter(
         if isinstance(target, Simulator) or (
             isinstance(target, type) and issubclass(target, Simulator)
         ):
-            return load_adapter(target.adapter)  # one --game for the server and the arena
+            return _load(target.adapter)  # one --game for the server and the arena
         adapter = target() if isinstance(target, type) else target
         if not isinstance(adapter, GameAdapter):
             raise TypeError(f"{name} is not a croupier GameAdapter")

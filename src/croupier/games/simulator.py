@@ -67,6 +67,12 @@ class Simulator(ABC):
         per team."""
         return [[seat] for seat in range(self.num_players)]
 
+    def roles(self) -> list[str] | None:
+        """Each seat's side this hand by name (doudizhu: "landlord", "peasant"), asked after
+        `reset`; None (the default): no named sides. The engine reports a win rate per side
+        and seats `--sides` by them."""
+        return None
+
     def legal_actions(self) -> list[Any]:
         """The current seat's legal actions (the engine's values)."""
         return list(self.state(self.current_player())["legal_actions"])

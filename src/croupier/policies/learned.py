@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from croupier.games.base import GameAdapter
+from croupier.games.candidates import is_candidate_game, pad_candidate_rows
 from croupier.policies.module import ModelSpec, PolicyNetwork, build_inference_module
 from croupier.policies.retention import Retention
 from croupier.policies.weights_file import (
@@ -113,6 +114,8 @@ class PolicyVersions:
             weakref.WeakKeyDictionary()
         )
         self._latest = 0
+        # A game of scored candidates: rows hold candidate features, not masks.
+        self.candidates = is_candidate_game(adapter)
         # Versions a channel (production, its rollback history) holds: never evicted.
         self._pinned: set[int] = set()
         # Versions refused at install for NaN/inf weights (a diverged run): the last good one
@@ -227,6 +230,41 @@ class PolicyVersions:
 
     # --- forward -------------------------------------------------------------------------
 
+    def act_rows(
+        self,
+        module: Any,
+        obs: list[np.ndarray],
+        masks: list[np.ndarray],
+        explore: bool = True,
+        greedy: np.ndarray | None = None,
+    ) -> ActResult:
+        """One forward for a batch of rows (what the batcher holds). A candidate game's rows
+        carry K_i candidates each: padded to the batch's longest list, not to the game's
+        bound, and only the real (state, candidate) pairs are scored (`CandidateNet.logits`);
+        each row's logits come back trimmed to its own K_i."""
+        if self.candidates:
+            return self._act_candidates(module, obs, masks, explore, greedy)
+        # np.array over a list of equal-shape rows: ~5x faster than np.stack at these sizes.
+        return self.act(module, np.array(obs), np.array(masks), explore, greedy)
+
+    def _act_candidates(
+        self,
+        module: Any,
+        obs: list[np.ndarray],
+        cands: list[np.ndarray],
+        explore: bool,
+        greedy: np.ndarray | None,
+    ) -> ActResult:
+        padded, mask = pad_candidate_rows(cands)
+        with torch.inference_mode():
+            net = module.net
+            h = net.embed(torch.from_numpy(np.array(obs)))
+            logits = net.logits(h, torch.from_numpy(padded), torch.from_numpy(mask)).numpy()
+        res = self._sample(logits, mask, explore, greedy)
+        counts = mask.sum(axis=1).astype(np.int64).tolist()
+        trimmed = [row[:k] for row, k in zip(res.logits, counts, strict=True)]
+        return ActResult(res.actions, res.logp, trimmed, res.valid)  # type: ignore[arg-type]
+
     def act(
         self,
         module: Any,
@@ -240,7 +278,15 @@ class PolicyVersions:
         wrapper adds ~80 us of checks around the module's own `_forward`, which itself adds
         ~20 us around its layers (`PolicyNetwork` skips both). `explore=False` takes every
         row's most likely legal action; `greedy` (bool[B]) only the rows it marks."""
-        logits = self._logits(module, obs, mask)
+        return self._sample(self._logits(module, obs, mask), mask, explore, greedy)
+
+    def _sample(
+        self,
+        logits: np.ndarray,
+        mask: np.ndarray,
+        explore: bool,
+        greedy: np.ndarray | None = None,
+    ) -> ActResult:
         shifted = logits - logits.max(axis=1, keepdims=True)
         logp_all = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
         if explore:

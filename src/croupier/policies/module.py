@@ -101,14 +101,26 @@ class MaskedAPPOModule(_MaskingMixin, DefaultAPPOTorchRLModule):
 MODULE_CLASSES: dict[str, type] = {"ppo": MaskedPPOModule, "appo": MaskedAPPOModule}
 
 
+def scores_candidates(observation_space: Any) -> bool:
+    """A space of scored candidate actions (`CandidateAdapter.candidate_observation_space`)."""
+    return (
+        isinstance(observation_space, gym.spaces.Dict) and "candidates" in observation_space.spaces
+    )
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    """Everything needed to rebuild the network anywhere: plain data, sent over the link."""
+    """Everything needed to rebuild the network anywhere: plain data, sent over the link.
+
+    Which network it is follows from the observation space it is built for: the masked
+    actor-critic (`hiddens`), or, for a space of scored candidates, the candidate scorer
+    (`policies/candidates.py`: state MLP `hiddens`, scorer width `score_hidden`)."""
 
     algo: str = "appo"
     hiddens: list[int] = field(default_factory=lambda: [128, 128])
     activation: str = "relu"
     vf_share_layers: bool = False
+    score_hidden: int = 64
 
     def model_config(self) -> DefaultModelConfig:
         return DefaultModelConfig(
@@ -117,7 +129,15 @@ class ModelSpec:
             vf_share_layers=self.vf_share_layers,
         )
 
-    def module_class(self) -> type:
+    def module_class(self, observation_space: Any = None) -> type:
+        if scores_candidates(observation_space):
+            from croupier.policies.candidates import CANDIDATE_MODULES
+
+            if self.algo not in CANDIDATE_MODULES:
+                raise ValueError(
+                    f"unknown algorithm {self.algo!r}; one of {sorted(CANDIDATE_MODULES)}"
+                )
+            return CANDIDATE_MODULES[self.algo]
         if self.algo not in MODULE_CLASSES:
             raise ValueError(f"unknown algorithm {self.algo!r}; one of {sorted(MODULE_CLASSES)}")
         return MODULE_CLASSES[self.algo]
@@ -128,11 +148,14 @@ class ModelSpec:
         action_space: gym.spaces.Discrete | None = None,
         inference_only: bool = False,
     ) -> RLModuleSpec:
+        model_config: Any = self.model_config()
+        if scores_candidates(observation_space):
+            model_config = {"hiddens": list(self.hiddens), "score_hidden": self.score_hidden}
         return RLModuleSpec(
-            module_class=self.module_class(),
+            module_class=self.module_class(observation_space),
             observation_space=observation_space,
             action_space=action_space,
-            model_config=self.model_config(),
+            model_config=model_config,
             inference_only=inference_only,
         )
 
@@ -142,6 +165,7 @@ class ModelSpec:
             "hiddens": list(self.hiddens),
             "activation": self.activation,
             "vf_share_layers": self.vf_share_layers,
+            "score_hidden": self.score_hidden,
         }
 
     @classmethod
@@ -149,11 +173,15 @@ class ModelSpec:
         hiddens = [int(h) for h in data.get("hiddens", [128, 128])]
         if not hiddens or any(h < 1 or h > 65536 for h in hiddens):
             raise ValueError("model hiddens must be positive sizes")
+        score_hidden = int(data.get("score_hidden", 64))
+        if not 1 <= score_hidden <= 65536:
+            raise ValueError("score_hidden must be a positive size")
         return cls(
             algo=str(data.get("algo", "appo")),
             hiddens=hiddens,
             activation=str(data.get("activation", "relu")),
             vf_share_layers=bool(data.get("vf_share_layers", False)),
+            score_hidden=score_hidden,
         )
 
 

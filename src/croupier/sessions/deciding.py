@@ -233,6 +233,8 @@ class Decider:
             obs, mask = self.adapter.encode(state)
         except InvalidState as e:
             raise Unprocessable(f"bad state: {e}") from None
+        if session.teams is None:
+            self._note_teams(session, state)
         if policy.kind == "rules":
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
             step.index = self.rules_index(state, mask)
@@ -253,6 +255,13 @@ class Decider:
         if turn is not None:
             step.turn_result = self.turns.open(session, seat, turn, state, reward)
         return step
+
+    def _note_teams(self, session: GameSession, state: dict[str, Any]) -> None:
+        """Read the game's partners once, from its first valid state (`team_payoffs`)."""
+        try:
+            session.teams = self.adapter.teams(state) or []
+        except InvalidState:
+            session.teams = []
 
     def _forget_unfinished_turn(self, step: _Step) -> None:
         if step.turn_result is not None and step.path is not _REPLAY:
@@ -341,7 +350,7 @@ class Decider:
         return self._random_index(mask), "random"
 
     def _random_index(self, mask: np.ndarray) -> int:
-        legal = np.flatnonzero(mask)
+        legal = self.adapter.legal_indices(mask)  # a candidate game: 0..K-1
         return int(legal[self._rng.integers(len(legal))])
 
     def rules_index(self, state: dict[str, Any], mask: np.ndarray) -> int:
@@ -351,6 +360,6 @@ class Decider:
             index = self.adapter.action_index(value, state)
         except (InvalidState, KeyError, TypeError, ValueError, IndexError) as e:
             raise Unprocessable(f"the rules policy could not act on this state: {e}") from None
-        if not mask[index]:
+        if not self.adapter.is_legal(mask, index):
             raise Unprocessable(f"the rules policy chose an illegal action {value!r}")
         return index

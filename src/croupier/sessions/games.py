@@ -40,6 +40,24 @@ class GameSession:
     last_turn: tuple[int, str, Any, dict[str, Any], float | None] | None = None
     # The API key that created it (a label, not the key): per-key quotas count by it.
     owner: str | None = None
+    # Partners (seats sharing one result), as the adapter read them from the game's first
+    # state; [] when the game has none. None: not read yet.
+    teams: list[list[str]] | None = None
+
+
+def team_payoffs(payoffs: dict[str, float], teams: list[list[str]] | None) -> dict[str, float]:
+    """Each partner's payoff is the team's: the mean of what the engine gave its members (an
+    engine may credit only the partner who went out; both played for that result)."""
+    if not teams:
+        return payoffs
+    shared = dict(payoffs)
+    for team in teams:
+        members = [s for s in team if s in payoffs]
+        if len(members) > 1:
+            mean = sum(payoffs[s] for s in members) / len(members)
+            for s in members:
+                shared[s] = mean
+    return shared
 
 
 class GameStore:

@@ -19,7 +19,7 @@ from croupier.policies.seats import (
     resumed_seat_policy,
 )
 from croupier.sessions.errors import Unavailable, Unprocessable, each
-from croupier.sessions.games import GameNotFound, GameSession, GameStore
+from croupier.sessions.games import GameNotFound, GameSession, GameStore, team_payoffs
 from croupier.sessions.guards import Overloaded, QuotaExceeded
 from croupier.trajectories.recorder import SeatRecorder
 from croupier.trajectories.spool import EpisodeSpool
@@ -227,11 +227,12 @@ class GameKeeper:
         self.rollout.live.add_game(session.seats, payoffs)
         episodes = []
         terminal = self.adapter.terminal_observation()
+        recorded = team_payoffs(payoffs, session.teams)  # partners: the team's payoff
         for seat, recorder in session.recorders.items():
-            episode = recorder.close(float(payoffs[seat]), terminal)
+            episode = recorder.close(float(recorded[seat]), terminal)
             if episode is None:
                 self._silent_hands += 1
-                self._silent_payoff += float(payoffs[seat])
+                self._silent_payoff += float(recorded[seat])
                 continue
             episode["hands"] = 1 + self._silent_hands
             episode["silent_payoff"] = self._silent_payoff

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter
 from croupier.policies.learned import PolicyVersions
@@ -73,8 +71,7 @@ class DecisionService:
     def warm_up(self) -> None:
         """One forward before serving: the first call into torch is slow (lazy init), and
         it must not eat the first real decisions' deadline. The rules policy likewise."""
-        obs = np.zeros((1, self.adapter.obs_size), np.float32)
-        mask = np.ones((1, self.adapter.num_actions), np.float32)
+        obs, mask = self.adapter.terminal_observation()  # one row of the served shapes
         self.batcher.warm_up(obs, mask)
         if self.decider.rules is not None and not self.config.rules:
             self.adapter.warm_up()

@@ -16,8 +16,12 @@ from ray.rllib.algorithms.appo import APPOConfig
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from croupier.games.base import GameAdapter
+from croupier.games.candidates import is_candidate_game
 from croupier.policies.module import ModelSpec
 from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
+
+# The most train batches of a candidate game's steps waiting in the trainer's memory.
+CANDIDATE_BACKLOG_BATCHES = 4
 
 
 @dataclass
@@ -64,8 +68,14 @@ class Hyper:
         return cls(lr=1e-3, train_batch_size=128)
 
 
-def base_config(spec: ModelSpec, hyper: Hyper) -> AlgorithmConfig:
-    """Algorithm, module and training settings, shared by the trainer and the anchor."""
+def base_config(
+    spec: ModelSpec,
+    hyper: Hyper,
+    observation_space: Any = None,
+    action_space: Any = None,
+) -> AlgorithmConfig:
+    """Algorithm, module and training settings, shared by the trainer and the anchor. The
+    spaces, where given, choose the network (a candidate space: the candidate scorer)."""
     if spec.algo == "appo":
         config: AlgorithmConfig = APPOConfig()
         training: dict[str, Any] = {"vtrace": True, "use_kl_loss": False}
@@ -79,7 +89,7 @@ def base_config(spec: ModelSpec, hyper: Hyper) -> AlgorithmConfig:
     else:
         raise ValueError(f"unknown algorithm {spec.algo!r}: appo or ppo")
     return (
-        config.rl_module(rl_module_spec=spec.rl_module_spec())
+        config.rl_module(rl_module_spec=spec.rl_module_spec(observation_space, action_space))
         .training(
             lr=hyper.lr,
             gamma=hyper.gamma,
@@ -103,6 +113,12 @@ def build_config(
     num_gpus_per_learner: float = 0,
 ) -> AlgorithmConfig:
     hyper = hyper or Hyper.defaults(spec.algo)
+    backlog = hyper.backlog_max_steps
+    if is_candidate_game(adapter):
+        # A waiting step holds its candidates padded to the game's bound (doudizhu: 512 x 54
+        # floats, 110 KB; a fixed-size game's step is ~1 KB): a few train batches at most.
+        cap = CANDIDATE_BACKLOG_BATCHES * hyper.train_batch_size
+        backlog = cap if backlog is None else min(backlog, cap)
     # IMPALA/APPO counts every `sample()` result as `rollout_fragment_length` steps when it
     # packs learner batches, and our runner returns at least `sample_min_steps`: make them one
     # train batch, so each sample is one learner update.
@@ -116,7 +132,7 @@ def build_config(
             if hyper.max_sample_batches
             else None,
             "max_sample_lag": hyper.max_sample_lag,
-            "backlog_max_steps": hyper.backlog_max_steps,
+            "backlog_max_steps": backlog,
             # PPO's update is synchronous: the next version means the update that used a
             # sample has completed. APPO's learner queues a sample and trains it in the
             # background: one version later it may still wait there, so its ack waits for two.
@@ -129,7 +145,7 @@ def build_config(
     # versions went up by 2 per progress line, and an iteration could wait inside sample().
     min_time_s = 0 if spec.algo == "ppo" else 2
     return (
-        base_config(spec, hyper)
+        base_config(spec, hyper, adapter.observation_space, adapter.action_space)
         .reporting(min_time_s_per_iteration=min_time_s)
         .environment(
             observation_space=adapter.observation_space,

@@ -342,7 +342,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         }
 
     def link_config(self) -> protocol.LinkConfig:
-        module_class = self.spec.module_class()
+        module_class = self.spec.module_class(self.config.observation_space)
         return protocol.LinkConfig(
             game=self.options.game,
             obs_size=int(self.config.observation_space["observations"].shape[0]),
@@ -374,14 +374,19 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         the ids to acknowledge now (refused, dropped for lag, or settled before: logged
         before returning, so an ack lost to a crash means a resend that is recognised). The
         episodes it takes are acked to `sender` once settled (`_settle`)."""
-        obs_size = self.config.observation_space["observations"].shape[0]
+        space = self.config.observation_space
+        obs_size = space["observations"].shape[0]
         num_actions = int(self.config.action_space.n)
+        # A game of scored candidates: records are padded to the space's candidate slots.
+        candidate_size = int(space["candidates"].shape[1]) if "candidates" in space.spaces else None
         # Validation (the costly part) first, outside any lock.
         checked: list[tuple[SingleAgentEpisode | None, str | None]] = []
         hands: dict[str, tuple[int, float]] = {}  # by episode id: the payoff per hand's parts
         for record in records:
             try:
-                checked.append((validate_episode(record, obs_size, num_actions), None))
+                checked.append(
+                    (validate_episode(record, obs_size, num_actions, candidate_size), None)
+                )
                 hands[checked[-1][0].id_] = silent_hands(record)
             except Exception as e:  # EpisodeRejected, or RLlib choking on odd input: never crash
                 self.counters.add("episodes_rejected")

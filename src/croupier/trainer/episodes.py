@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from croupier.rllib_private import episode_from_arrays
 from croupier.trainer.ingest_log import SAFE_EPISODE_ID
@@ -42,10 +43,13 @@ def _array(value: Any, dtype: type, shape: tuple[int, ...], name: str) -> np.nda
     return value
 
 
-def validate_episode(value: Any, obs_size: int, num_actions: int) -> SingleAgentEpisode:
+def validate_episode(
+    value: Any, obs_size: int, num_actions: int, candidate_size: int | None = None
+) -> SingleAgentEpisode:
     """A clean, finished `SingleAgentEpisode` from an untrusted episode record (croupier's
     own, `croupier.trajectories.record`; a server of the version before it sends the old
-    layout, migrated first)."""
+    layout, migrated first). With `candidate_size`, the game scores candidates: the record
+    must be a candidate record, padded here to `num_actions` (= max candidates) slots."""
     try:
         record = read_record(value)
     except RecordError as e:
@@ -61,18 +65,57 @@ def validate_episode(value: Any, obs_size: int, num_actions: int) -> SingleAgent
         raise EpisodeRejected("only finished episodes are accepted")
 
     o = _array(record.get("obs"), np.float32, (n + 1, obs_size), "observations")
+    if candidate_size is not None or "candidate_counts" in record:
+        if candidate_size is None:
+            raise EpisodeRejected("a candidate record for a game of fixed-size actions")
+        obs, a, logits = _candidates(record, o, n, num_actions, candidate_size)
+        return _episode(record, obs, None, a, n, logits)
     m = _array(record.get("mask"), np.float32, (n + 1, num_actions), "action_mask")
     if not np.isin(m, (0.0, 1.0)).all() or not (m.sum(axis=1) > 0).all():
         raise EpisodeRejected("action_mask must be 0/1 with a legal action at every step")
     a = _array(actions, np.int64, (n,), "actions")
     if a.min() < 0 or a.max() >= num_actions or not m[np.arange(n), a].all():
         raise EpisodeRejected("an action is out of range or illegal under its mask")
+    logits = _array(record.get("logits"), np.float32, (n, num_actions), "logits")
+    return _episode(record, o, m, a, n, logits)
+
+
+def _candidates(
+    record: dict[str, Any], o: np.ndarray, n: int, slots: int, size: int
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """A candidate record's observation padded to `slots` candidates, its actions and its
+    logits (padded slots at the most negative float, as the module gives them)."""
+    counts = _array(record.get("candidate_counts"), np.int64, (n + 1,), "candidate_counts")
+    if counts.min() < 1 or counts.max() > slots:
+        raise EpisodeRejected(f"candidate counts must be 1..{slots}")
+    total = int(counts.sum())
+    cands = _array(record.get("candidates"), np.float32, (total, size), "candidates")
+    a = _array(record.get("actions"), np.int64, (n,), "actions")
+    if a.min() < 0 or (a >= counts[:n]).any():
+        raise EpisodeRejected("an action is not one of its step's candidates")
+    acting = int(counts[:n].sum())
+    flat_logits = _array(record.get("logits"), np.float32, (acting,), "logits")
+    real = np.arange(slots)[None, :] < counts[:, None]  # [n+1, slots]
+    padded = np.zeros((n + 1, slots, size), np.float32)
+    padded[real] = cands
+    logits = np.full((n, slots), FLOAT_MIN, np.float32)
+    logits[real[:n]] = flat_logits
+    obs = {"observations": o, "candidates": padded, "candidate_mask": real.astype(np.float32)}
+    return obs, a, logits
+
+
+def _episode(
+    record: dict[str, Any],
+    o: np.ndarray | dict[str, np.ndarray],
+    m: np.ndarray | None,
+    a: np.ndarray,
+    n: int,
+    logits: np.ndarray,
+) -> SingleAgentEpisode:
     r = _array(record.get("rewards"), np.float32, (n,), "rewards")
     logp = _array(record.get("logp"), np.float32, (n,), "action_logp")
     if (logp > 1e-4).any():
         raise EpisodeRejected("action_logp must be log-probabilities (<= 0)")
-    logits = _array(record.get("logits"), np.float32, (n, num_actions), "logits")
-
     versions = record.get("versions")
     if not isinstance(versions, list) or len(versions) != n:
         raise EpisodeRejected("versions must give one weights version per step")
@@ -83,7 +126,7 @@ def validate_episode(value: Any, obs_size: int, num_actions: int) -> SingleAgent
 
     terminated = record.get("terminated") is True
     return episode_from_arrays(
-        episode_id=episode_id,
+        episode_id=record["id"],
         observations=o,
         action_masks=m,
         actions=a,

@@ -53,6 +53,7 @@ class TrainOptions:
     insecure: bool = False
     checkpoint_every: int = 10
     hiddens: list[int] = field(default_factory=lambda: [128, 128])
+    score_hidden: int = 64  # candidate games: the move scorer's width
     hyper: Hyper | None = None  # None: Hyper.defaults(algo)
     num_env_runners: int = 0
     num_learners: int = 0
@@ -200,7 +201,7 @@ class Trainer:
             listen_at_start=False,
         )
         check_listen(link)  # before building: inside an env runner, Ray would wrap the error
-        spec = ModelSpec(algo=opts.algo, hiddens=list(opts.hiddens))
+        spec = ModelSpec(algo=opts.algo, hiddens=list(opts.hiddens), score_hidden=opts.score_hidden)
         if opts.hyper is None:
             opts.hyper = Hyper.defaults(opts.algo)
         config = build_config(

@@ -26,6 +26,19 @@ Layout, version 1 (`n` steps, one more observation than actions):
                before it in which a learned seat never acted, so had no episode) and those
                silent hands' payoffs; absent means 1 and 0 (`hand_payoff`)
 
+Version 2 adds scored candidate actions (a `CandidateAdapter` game, e.g. doudizhu), stored
+ragged, unpadded (a doudizhu state lists ~6 of up to 512 moves; padded, a step would be 110 KB):
+
+    candidate_counts  int64 (n+1,)        K_t, the legal candidates at each observation
+    candidates        float32 (sum K_t, F) their features, step after step
+    mask              float32 (n+1, 0)    (no fixed-size mask)
+    logits            float32 (sum of K_t over the n acting steps,)  each step's K_t logits
+    actions           the chosen candidate's index, 0 <= a_t < K_t
+
+The trainer pads them to the game's `max_candidates` (`trainer.episodes`). A record without
+`candidate_counts` is a fixed-size one, laid out as in version 1; version-1 records are read
+as they are.
+
 A record of a newer version than `RECORD_VERSION` is refused (counted by the reader), never
 half-read. The layout before this record (RLlib's `SingleAgentEpisode.get_state()`, which the
 recorder wrote until it had its own) is migrated on read by `from_legacy_state`: spools written
@@ -39,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 ARRAYS = ("obs", "mask", "actions", "rewards", "logp", "logits")
 
 
@@ -65,9 +78,12 @@ def make_record(
     start_time: float | None = None,
     last_step_time: float | None = None,
     extra: dict[str, np.ndarray] | None = None,
+    candidates: np.ndarray | None = None,
+    candidate_counts: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """A version-1 record of `len(actions)` steps (the arrays as given: no copy, no check)."""
-    return {
+    """A record of `len(actions)` steps (the arrays as given: no copy, no check); with
+    `candidates`, a candidate record (see the module docstring)."""
+    record = {
         "record": RECORD_VERSION,
         "id": episode_id,
         "game_id": game_id,
@@ -86,6 +102,10 @@ def make_record(
         "last_step_time": last_step_time,
         "extra": dict(extra or {}),
     }
+    if candidates is not None:
+        record["candidates"] = candidates
+        record["candidate_counts"] = candidate_counts
+    return record
 
 
 def is_legacy(value: Any) -> bool:

@@ -1,0 +1,201 @@
+"""`croupier bench strength --game doudizhu`: the external path learning one side against the
+rules, and beside it, for the same wall-clock on the same machine, the in-process
+candidate-scoring PPO anchor (`bench/strength_anchors.py`) in the same setting.
+
+External: `croupier train --game doudizhu` (its preset) + `croupier serve --trainer` + the
+reference engine (`--batch`, the learned side seated after each deal, `--sides`). Every
+`eval_every_s` of play the engine stops for an evaluation (`record: false`, not counted as
+training time): the learned side's win rate over `eval_games` games with a 95% CI. The last
+one is over `final_games`. The anchor is then trained as long (its evaluations are likewise
+outside its training time) and evaluated over the same number of games. Both are evaluated
+sampling from the policy (the server samples), so the comparison is like for like; the
+anchor's greedy rate is reported beside it.
+
+Setting, written into the result: learned side vs `doudizhu-rule-v1` on the other side
+(not self-play). RLCard's DMC anchor is not run here: it needs `gitpython`, which croupier does
+not depend on (its 12-minute figure is in the issue and docs/strength.md).
+
+The two runs take turns (not at once): each gets the whole machine for its minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from croupier.engine.runner import run_engine
+from croupier.local_server import CROUPIER, free_port, get_json, serving, stop
+
+SIDES = {
+    "landlord": {"landlord": "learned", "peasant": "rules"},
+    "peasants": {"landlord": "rules", "peasant": "learned"},
+}
+RULES_RECORD = {"landlord": 0.503, "peasants": 0.497}  # the rules' own, 1,000 games each
+
+
+@dataclass
+class StrengthRun:
+    game: str = "doudizhu"
+    learn: str = "landlord"  # "landlord" | "peasants"
+    minutes: float = 5.0
+    eval_every_s: float = 60.0
+    eval_games: int = 300
+    final_games: int = 2000
+    tables: int = 32  # engine tables played at once
+    anchor: bool = True
+
+
+def _side_rate(summary: Any, learn: str) -> dict[str, float]:
+    side = summary.sides["learned as landlord" if learn == "landlord" else "learned as peasant"]
+    return {"win_rate": side.mean, "ci95": side.ci95, "games": side.n}
+
+
+async def _play(url: str, run: StrengthRun, seconds: float | None, hands: int | None,
+                record: bool) -> Any:  # fmt: skip
+    return await run_engine(url, run.game, run.tables, None, hands, seconds, batch=True,
+                            record=record, sides=SIDES[run.learn])  # fmt: skip
+
+
+def _learned_decisions(url: str) -> int:
+    return int(get_json(f"{url}/healthz")["decisions"].get("learned", 0))
+
+
+def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = open(run_dir / "trainer.log", "wb")  # noqa: SIM115 - closed below
+    trainer = subprocess.Popen(
+        [*CROUPIER, "train", "--game", run.game, "--listen", f"127.0.0.1:{port}",
+         "--checkpoint-dir", str(run_dir / "trainer"), "--minutes", str(run.minutes * 3 + 5),
+         "--log-level", "info"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    curve: list[dict[str, Any]] = []
+    try:
+        args = ["--game", run.game, "--trainer", f"127.0.0.1:{port}",
+                "--data-dir", str(run_dir / "server")]  # fmt: skip
+        with serving(args) as (url, _):
+            trained_s, decisions = 0.0, 0  # the learned side's decisions while training
+            while trained_s < run.minutes * 60:
+                chunk = min(run.eval_every_s, run.minutes * 60 - trained_s)
+                before = _learned_decisions(url)
+                t0 = time.monotonic()
+                asyncio.run(_play(url, run, chunk, None, record=True))
+                trained_s += time.monotonic() - t0
+                decisions += _learned_decisions(url) - before
+                final = trained_s >= run.minutes * 60
+                games = run.final_games if final else run.eval_games
+                ev = asyncio.run(_play(url, run, None, games, record=False))
+                version = get_json(f"{url}/healthz")["version"]
+                point = {"train_s": round(trained_s, 1), "decisions": decisions,
+                         "version": version, **_side_rate(ev, run.learn)}  # fmt: skip
+                curve.append(point)
+                print(json.dumps(point), flush=True)
+    finally:
+        stop(trainer)
+        log.close()
+    final = curve[-1] if curve else None
+    return {
+        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (external path)",
+        "curve": curve,
+        "final": final,
+        "decisions_per_s": final["decisions"] / final["train_s"] if final else None,
+    }
+
+
+def run_anchor(run: StrengthRun) -> dict[str, Any]:
+    from croupier.bench.strength_anchors import PPOConfig, train
+    from croupier.games.presets import preset_for
+
+    preset = preset_for(run.game)
+    assert preset is not None
+    cfg = PPOConfig(
+        learn=run.learn, history=preset.history, hiddens=list(preset.hiddens),
+        score_hidden=preset.score_hidden, lr=preset.lr, ent_coef=preset.entropy_coeff,
+        epochs=preset.num_epochs, minibatch=preset.minibatch_size,
+        decisions_per_update=preset.train_batch_size, minutes=run.minutes,
+        eval_every_s=run.eval_every_s, eval_games=run.eval_games, final_games=run.final_games,
+    )  # fmt: skip
+    result = train(cfg, log=lambda line: None)
+    result.pop("policies")
+    sampled = result["final"]["sampled"]
+    return {
+        # Its curve is evaluated greedily (strength_anchors), its final rate sampling.
+        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (in-process candidate PPO)",
+        "curve": result["curve"],
+        "final": {
+            "train_s": result["train_s"],
+            "decisions": result["decisions"],
+            "win_rate": sampled["win_rate"],
+            "ci95": sampled["ci95"],
+            "games": sampled["games"],
+        },  # fmt: skip
+        "final_greedy": result["final"]["greedy"],
+        "decisions_per_s": result["decisions_per_s"],
+    }
+
+
+def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
+    if run.game != "doudizhu":
+        raise ValueError("bench strength plays doudizhu (UNO: not yet)")
+    if run.learn not in SIDES:
+        raise ValueError(f"learn must be one of {sorted(SIDES)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    print(f"external path: {run.minutes:g} min, learned {run.learn}...", flush=True)
+    report: dict[str, Any] = {
+        "run": asdict(run),
+        "rules_record": RULES_RECORD[run.learn],
+        "external": run_external(run, out_dir / f"strength-external-{stamp}"),
+    }
+    if run.anchor:
+        print(f"anchor (in-process candidate PPO): {run.minutes:g} min...", flush=True)
+        report["anchor"] = run_anchor(run)
+    path = out_dir / f"strength-{run.game}-{run.learn}-{stamp}.json"
+    path.write_text(json.dumps(report, indent=2, default=float))
+    plot(report, path.with_suffix(".png"))
+    return report
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for key, color in (("external", "C1"), ("anchor", "C0")):
+        if key not in report:
+            continue
+        curve = report[key]["curve"]
+        xs = [p["train_s"] / 60 for p in curve]
+        how = " (greedy; final sampled)" if key == "anchor" else " (sampled)"
+        ax.errorbar(xs, [p["win_rate"] for p in curve], yerr=[p["ci95"] for p in curve],
+                    c=color, marker="o", label=report[key]["setting"] + how)  # fmt: skip
+    ax.axhline(report["rules_record"], ls="--", c="gray", label="the rules' own record")
+    ax.set_xlabel("training minutes (evaluations excluded)")
+    ax.set_ylabel(f"learned {report['run']['learn']} win rate vs rules")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    rows = []
+    for key in ("external", "anchor"):
+        if key not in report or report[key]["final"] is None:
+            continue
+        f = report[key]["final"]
+        rows.append(
+            f"{report[key]['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} "
+            f"({f['games']} games; {f['decisions']:,} learned decisions in {f['train_s']:.0f} s)"
+        )
+    rows.append(f"the rules' own record: {report['rules_record']:.3f}")
+    return "\n".join(rows)
