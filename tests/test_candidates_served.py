@@ -55,7 +55,7 @@ async def _play(service: Any, game_id: str, seed: int, batch: bool) -> dict[str,
     payoffs[str(landlord)] = 2.0 if won else -2.0
     if not won:
         payoffs[str((landlord + 1) % 3)] = 2.0
-    service.end_game(game_id, payoffs)
+    await service.end_game(game_id, payoffs)
     return payoffs
 
 
@@ -192,7 +192,7 @@ def test_partners_share_the_payoff_the_engine_gave_one_of_them(tmp_path: Path):
         finally:
             await service.batcher.stop()
         # The engine credits only the peasant who went out (an engine's own convention).
-        service.end_game("t", {landlord: -2.0, peasants[0]: 2.0, peasants[1]: 0.0})
+        await service.end_game("t", {landlord: -2.0, peasants[0]: 2.0, peasants[1]: 0.0})
         return service.outbox.take()
 
     episodes = asyncio.run(play())

@@ -91,7 +91,7 @@ class _InProcessClient:
         return (await self.service.decide(game_id, seat, state)).to_dict()
 
     async def end(self, game_id, payoffs):  # noqa: ANN001, ANN201
-        return self.service.end_game(game_id, payoffs)
+        return await self.service.end_game(game_id, payoffs)
 
     async def abort(self, game_id):  # noqa: ANN001, ANN201
         self.service.abort_game(game_id)

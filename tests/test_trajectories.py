@@ -320,7 +320,7 @@ def test_a_fallback_mid_hand_ends_the_fragment_truncated_and_the_next_starts_cle
         first = await service.decide(gid, "0", s1)
         submit = service.batcher.submit
 
-        def late(obs, mask, version):  # the batcher's answer when the deadline passed first
+        def late(obs, mask, version, greedy=False):  # noqa: ARG001  the batcher's answer when the deadline passed first
             future = asyncio.get_running_loop().create_future()
             future.set_result(None)
             return future
@@ -366,7 +366,7 @@ def test_a_fallback_before_any_learned_step_or_twice_in_a_row_records_no_empty_f
         gid = service.create_game(GAME, seats={"0": "learned", "1": "rules"})["game_id"]
         submit = service.batcher.submit
 
-        def late(obs, mask, version):
+        def late(obs, mask, version, greedy=False):  # noqa: ARG001
             future = asyncio.get_running_loop().create_future()
             future.set_result(None)
             return future
