@@ -94,7 +94,7 @@ class CreateGame(_Body):
 
 class SeatInfo(BaseModel):
     policy: str
-    version: int | None
+    version: Integer | None
 
 
 class GameCreated(BaseModel):
@@ -275,12 +275,14 @@ class EndBatchResponse(BaseModel):
 
 
 class ResumeGame(_Body):
-    game: str = Field(description="The game this server plays, e.g. 'leduc-holdem'.")
+    game: str = Field(
+        min_length=1, max_length=64, description="The game this server plays, e.g. 'leduc-holdem'."
+    )
     seats: dict[str, SeatInfo] = Field(
         description="Every seat, exactly as the game's create (or last resume) answered it: "
         "{seat: {policy, version}}."
     )
-    record: bool | Literal["rules"] = Field(
+    record: StrictBool | Literal["rules"] = Field(
         True, description="As the game's create said: record its learned seats from here on."
     )
 
