@@ -323,6 +323,29 @@ def test_a_backlog_bigger_than_the_cap_waits_for_the_next_updates(runners):
     chan.sock.close()
 
 
+def test_a_backlog_alone_waits_for_fresh_games_and_is_then_trained_beside_them(runners):
+    """With `fresh_lag`, a backlog is never trained on its own (a trainer restarted after
+    the games stopped did so update after update, each on older data, and pushed a worse
+    policy: bench outage): it waits, kept and counted as waiting, and goes into the first
+    update that fresh games make, behind them."""
+    hyper = Hyper(**{**HYPER.__dict__, "max_sample_batches": 2.0, "fresh_lag": 2})
+    runner = build_runner(None, hyper=hyper)  # 2 x 8 = 16 steps per sample
+    runners.append(runner)
+    runner.set_state({"rl_module": runner.module.get_state(), "weights_seq_no": 5})
+    old = [synthetic_episode(0, n=3, seed=50 + i) for i in range(4)]  # 5 versions behind
+    runner.ingest(old)
+    assert not runner.wait_for_steps(1, 0.3)  # 12 steps wait, none fresh: no update
+    assert runner.inbox.take(5) == ([], 0)
+    stats = runner.link_stats()
+    assert stats["waiting_steps"] == 12 and stats["episodes_dropped_stale"] == 0
+    fresh = synthetic_episode(3, n=3, seed=60)  # 2 versions behind: fresh enough
+    runner.ingest([fresh])
+    assert runner.wait_for_steps(15, 5)
+    taken = [e.id_ for e in runner.sample()]
+    assert taken[0] == fresh["id"] and sorted(taken[1:]) == sorted(e["id"] for e in old)
+    assert runner.link_stats()["waiting_steps"] == 0
+
+
 def test_the_backlog_in_memory_is_bounded(runners):
     bounded = Hyper(**{**HYPER.__dict__, "max_sample_batches": 1.0, "backlog_max_steps": 16})
     runner = build_runner(None, hyper=bounded)  # at most 16 steps waiting

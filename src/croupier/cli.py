@@ -255,6 +255,8 @@ def train_options(s: TrainSettings) -> Any:
         hyper.max_sample_batches = s.max_sample_batches or None
     if s.max_sample_lag is not None:
         hyper.max_sample_lag = s.max_sample_lag if s.max_sample_lag >= 0 else None
+    if s.fresh_lag is not None:
+        hyper.fresh_lag = s.fresh_lag if s.fresh_lag >= 0 else None
     return TrainOptions(
         game=s.game,
         algo=algo,

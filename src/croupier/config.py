@@ -309,5 +309,10 @@ class TrainSettings:
         "Drop waiting episodes more versions behind than this when sampled (a backlog's "
         "staleness bound); default: ppo 32, appo none; -1: none",
     )
+    fresh_lag: int | None = setting(
+        None,
+        "An update needs episodes played within this many versions: a backlog alone waits for "
+        "fresh games instead of being trained on its own; default: ppo 2, appo none; -1: none",
+    )
     stop_grace: float = setting(60.0, "Seconds after SIGTERM/SIGINT to checkpoint and exit")
     log_level: str = setting("warning", "debug | info | warning | error")

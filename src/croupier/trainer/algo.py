@@ -44,6 +44,11 @@ class Hyper:
     # Waiting episodes more versions behind than this when sampled are dropped (counted);
     # None: none are. What bounds the staleness of a backlog trained after an outage.
     max_sample_lag: int | None = None
+    # An update needs episodes played within this many versions; None: any will do. Without
+    # it, a trainer restarted after the games stopped trained its backlog alone, update after
+    # update on data ever more versions old, and pushed the result (bench outage: +0.74 per
+    # hand down to +0.16 in 17 such updates).
+    fresh_lag: int | None = None
     # The most env steps waiting in the trainer's memory; past it the oldest are dropped
     # (counted). None: no bound.
     backlog_max_steps: int | None = None
@@ -62,6 +67,9 @@ class Hyper:
                 # learner twice as fast as the games: 32 leaves a margin of two
                 # (docs/trainer-lifecycle.md). ~1 KB per waiting step: 256k steps ~ 250 MB.
                 max_sample_lag=32,
+                # Steady-state lag is 0-1 version (p90 1 in bench train): 2 never holds fresh
+                # games back, and a backlog left alone waits for them.
+                fresh_lag=2,
                 backlog_max_steps=262_144,
             )
         # APPO in ray 2.60 takes one gradient step per train batch: small batches learn faster.
@@ -132,6 +140,7 @@ def build_config(
             if hyper.max_sample_batches
             else None,
             "max_sample_lag": hyper.max_sample_lag,
+            "fresh_lag": hyper.fresh_lag,
             "backlog_max_steps": backlog,
             # PPO's update is synchronous: the next version means the update that used a
             # sample has completed. APPO's learner queues a sample and trains it in the

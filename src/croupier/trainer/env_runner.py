@@ -81,6 +81,9 @@ class LinkOptions:
     # A waiting episode more than this many versions behind the newest when it would be
     # sampled is dropped (counted: episodes_dropped_stale); None: no bound.
     max_sample_lag: int | None = None
+    # A sample is taken only while episodes played within this many versions wait (a backlog
+    # alone waits for fresh games, `EpisodeInbox.take`); None: any will do.
+    fresh_lag: int | None = None
     # The most env steps waiting in memory; past it the oldest are dropped (counted:
     # episodes_dropped_backlog); None: no bound.
     backlog_max_steps: int | None = None
@@ -162,6 +165,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             self.counters,
             sample_max_steps=self.options.sample_max_steps,
             max_sample_lag=self.options.max_sample_lag,
+            fresh_lag=self.options.fresh_lag,
             backlog_max_steps=self.options.backlog_max_steps,
             on_drop=self._dropped_by_inbox,
         )
@@ -240,8 +244,9 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             self.set_state(state)
 
     def wait_for_steps(self, steps: int, timeout_s: float) -> bool:
-        """Block until `steps` env steps are waiting to be sampled, or `timeout_s` passed."""
-        return self.inbox.wait_for_steps(steps, timeout_s)
+        """Block until `steps` env steps are waiting to be sampled (fresh ones among them, see
+        `fresh_lag`), or `timeout_s` passed."""
+        return self.inbox.wait_for_steps(steps, timeout_s, self._weights_seq_no)
 
     def get_metrics(self) -> Any:
         win = self.config.metrics_num_episodes_for_smoothing

@@ -7,11 +7,15 @@ outage's spool) is trained over the next updates with room. What is more than
 `max_sample_lag` versions old by then is dropped, counted; so is what exceeds
 `backlog_max_steps` in memory (see docs/trainer-lifecycle.md). Each drop is reported to
 `on_drop` (episodes, "stale" or "backlog"), outside the lock: the runner logs and acks them
-as settled, so that recorded = trained + counted drops.
+as settled, so that recorded = trained + counted drops. With `fresh_lag`, nothing is taken
+while every waiting episode is more than that many versions old: a backlog is trained beside
+fresh games, never alone (a trainer restarted after the games stopped otherwise trained it
+update after update, each on older data, and pushed the worse policy).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -21,6 +25,9 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from croupier.link.server import LinkCounters
 
+# How many of the newest arrivals `_has_fresh` looks at.
+_FRESH_SCAN = 256
+
 
 class EpisodeInbox:
     def __init__(
@@ -29,6 +36,7 @@ class EpisodeInbox:
         sample_max_steps: int | None = None,
         max_sample_lag: int | None = None,
         backlog_max_steps: int | None = None,
+        fresh_lag: int | None = None,
         on_drop: Callable[[list[SingleAgentEpisode], str], None] | None = None,
     ):
         self.counters = counters
@@ -36,6 +44,7 @@ class EpisodeInbox:
         self.sample_max_steps = sample_max_steps
         self.max_sample_lag = max_sample_lag
         self.backlog_max_steps = backlog_max_steps
+        self.fresh_lag = fresh_lag
         # (episode, the oldest version that played it), oldest arrival first.
         self._items: deque[tuple[SingleAgentEpisode, int]] = deque()
         self.steps = 0  # env steps waiting
@@ -54,11 +63,12 @@ class EpisodeInbox:
         if dropped and self.on_drop is not None:
             self.on_drop(dropped, "backlog")
 
-    def wait_for_steps(self, steps: int, timeout_s: float) -> bool:
-        """Block until `steps` env steps are waiting, or `timeout_s` passed."""
+    def wait_for_steps(self, steps: int, timeout_s: float, version: int | None = None) -> bool:
+        """Block until `steps` env steps are waiting (with `version`: fresh ones among them,
+        see `fresh_lag`), or `timeout_s` passed."""
         deadline = time.monotonic() + timeout_s
         with self._cv:
-            while self.steps < steps:
+            while self.steps < steps or (version is not None and not self._has_fresh(version)):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -94,7 +104,9 @@ class EpisodeInbox:
                     stale.append(episode)
                     stale_steps += len(episode)
             cap = self.sample_max_steps
-            while self._items:
+            # Fresh games waiting: take them and, up to the cap, the backlog behind them.
+            fresh = self._has_fresh(version)
+            while fresh and self._items:
                 if cap is not None and episodes and steps + len(self._items[-1][0]) > cap:
                     break
                 episode, played = self._items.pop()
@@ -111,6 +123,17 @@ class EpisodeInbox:
             if self.on_drop is not None:
                 self.on_drop(stale, "stale")
         return episodes, steps
+
+    def _has_fresh(self, version: int) -> bool:
+        """Whether an episode played within `fresh_lag` versions of `version` waits. Looks at
+        the newest arrivals only (a bounded scan under the lock): fresh games arrive last.
+        Holds `_cv`."""
+        if self.fresh_lag is None:
+            return bool(self._items)
+        return any(
+            version - played <= self.fresh_lag
+            for _, played in itertools.islice(reversed(self._items), _FRESH_SCAN)
+        )
 
     def _bound_backlog(self) -> list[SingleAgentEpisode]:
         """Drop the oldest waiting episodes past `backlog_max_steps` (a memory bound: each
