@@ -194,6 +194,9 @@ def _this_game(schemas: dict[str, Any], adapter: GameAdapter) -> None:
         propertyNames={"enum": seats},
         additionalProperties={"type": "string", "pattern": SEAT_SPEC_PATTERN},
     )
+    resume = schemas["ResumeGame"]["properties"]
+    resume["game"] = create["game"]
+    resume["seats"].update(propertyNames={"enum": seats}, minProperties=len(seats))
     for name in ("DecideRequest", "BatchItem"):
         schemas[name]["properties"]["seat"] = seat
     for name in ("EndRequest", "EndBatchItem"):

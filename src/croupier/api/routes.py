@@ -122,12 +122,24 @@ async def create_game(request: Request) -> Response:
         429: {"model": Problem, "description": "This API key has its share of games in flight"},
         503: {"model": Problem, "description": "Overloaded: retry after `Retry-After` seconds"},
     },
+    openapi_extra=json_body(ResumeGame),
 )
-async def resume_game(game_id: str, body: ResumeGame, request: Request) -> dict[str, Any]:
+async def resume_game(game_id: str, request: Request) -> dict[str, Any]:
     """Failover: take over a game whose server died, with the same id and seats (as its create
     answered them). Its learned seats record afresh from here; docs/scale-out.md. A plain
     create with an existing id stays a 409: only this route re-creates a game."""
+    body = parse_body(ResumeGame, await request.body())  # as every route: 415/422, never 400
     _check_game_id(game_id)
+    adapter = request.app.state.components.adapter
+    misfits = []
+    if body.game != adapter.name:
+        misfits.append(("game", f"this server plays {adapter.name!r}"))
+    if body.seats.keys() != _seats(request):  # a resume names every seat, as create answered
+        misfits.append(("seats", f"seats must be exactly {adapter.seats}"))
+    if misfits:
+        raise RequestValidationError(
+            [{"loc": ("body", f), "msg": m, "type": "value_error"} for f, m in misfits]
+        )
     seats = {seat: (info.policy, info.version) for seat, info in body.seats.items()}
     return service(request).resume_game(body.game, game_id, seats, body.record, _owner(request))
 
