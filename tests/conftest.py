@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import subprocess
 import tempfile
@@ -357,6 +358,15 @@ _INTEGRATION_TESTS = {
 }
 
 
+# Minutes-long tests, kept out of `make test`'s ~10-minute budget on a 2-core machine and run
+# by `make test-long` (CROUPIER_LONG_TESTS=1): marked `long` in their module, or listed here.
+LONG_TESTS_ON = bool(os.environ.get("CROUPIER_LONG_TESTS"))
+_LONG_TESTS = {
+    "test_runbook.py::test_the_runbook_runs_as_written",  # every runbook step: ~2 min
+    "test_strength_anchor.py::test_short_run_learns_the_landlord",  # in-process PPO: ~40 s
+}
+
+
 def _tier(item: pytest.Item) -> str:
     for tier in TIERS:
         if item.get_closest_marker(tier) is not None:
@@ -374,10 +384,15 @@ def _tier(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_long = pytest.mark.skip(reason="long: make test-long (CROUPIER_LONG_TESTS=1) runs it")
     for item in items:
         tier = _tier(item)
         if item.get_closest_marker(tier) is None:
             item.add_marker(getattr(pytest.mark, tier))
+        if f"{item.path.name}::{getattr(item, 'originalname', item.name)}" in _LONG_TESTS:
+            item.add_marker(pytest.mark.long)
+        if item.get_closest_marker("long") is not None and not LONG_TESTS_ON:
+            item.add_marker(skip_long)
 
 
 class _ProcessInUnitTest(AssertionError):

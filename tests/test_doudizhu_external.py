@@ -12,7 +12,6 @@ play and ~0.62 after 150 s; the random landlord's is 0.053 ± 0.014, the untrain
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import time
@@ -25,12 +24,7 @@ from croupier.engine.runner import run_engine
 from croupier.local_server import free_port
 from tests.conftest import running_server_logged
 
-pytestmark = [
-    pytest.mark.long,
-    pytest.mark.skipif(
-        not os.environ.get("CROUPIER_LONG_TESTS"), reason="long: make test-long runs it"
-    ),
-]
+pytestmark = pytest.mark.long  # tests/conftest.py skips it unless CROUPIER_LONG_TESTS=1
 
 SIDES = {"landlord": "learned", "peasant": "rules"}
 RANDOM_LANDLORD = 0.053  # vs rule peasants, 1,000 games (the measurement)

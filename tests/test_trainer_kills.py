@@ -15,9 +15,9 @@ dead trainer's inbox (acked on arrival, never trained).
 
 Each trainer start costs a Ray session and an RLlib build (~20-60 s on 2 loaded cores): with
 two kills the test took 266 s at load average ~20, with three 106 s at load ~8; too long for
-`make test`'s budget, so it runs on request:
-`CROUPIER_TRAINER_KILLS=2 pytest -s tests/test_trainer_kills.py` (3 for three kills;
-CROUPIER_KILL_SEED=<n> repeats a run's moments). `make test` covers one SIGKILL
+`make test`'s budget, so `make test-long` runs it (two kills), or on request:
+`CROUPIER_LONG_TESTS=1 CROUPIER_TRAINER_KILLS=3 pytest -s tests/test_trainer_kills.py`
+(CROUPIER_KILL_SEED=<n> repeats a run's moments). `make test` covers one SIGKILL
 with the same accounting in tests/test_faults.py (phase 5).
 """
 
@@ -43,7 +43,8 @@ from tests.conftest import BackgroundPlay, free_port, running_server_logged, wai
 from tests.helpers.trainer import settled_snapshot
 
 GAME = "leduc-holdem"
-KILLS = int(os.environ.get("CROUPIER_TRAINER_KILLS", "0"))
+# `make test-long` runs two kills; CROUPIER_TRAINER_KILLS sets how many.
+KILLS = int(os.environ.get("CROUPIER_TRAINER_KILLS", "2"))
 BATCH = 200  # env steps per train batch: small, so that updates (and acks) come quickly
 TRAINER_START_S = 150
 SETTLED = ("trained", "stale", "backlog", "lag")
@@ -94,7 +95,8 @@ def trainer_log() -> Iterator[Any]:
 
 
 @pytest.mark.system
-@pytest.mark.skipif(KILLS < 1, reason="long (a Ray start per kill): CROUPIER_TRAINER_KILLS=2")
+@pytest.mark.long  # a Ray start per kill
+@pytest.mark.skipif(KILLS < 1, reason="CROUPIER_TRAINER_KILLS=0")
 @pytest.mark.timeout(600)
 def test_repeated_trainer_sigkills_lose_no_recorded_episode(tmp_path):
     seed = int(os.environ.get("CROUPIER_KILL_SEED", time.time_ns() % 10**6))

@@ -160,9 +160,10 @@ def test_a_restart_goes_on_from_the_newest_published_weights(ray_session, tmp_pa
 TRAINER_START_S = 150
 STOP_BOUND_S = 30.0
 # Each trainer start costs a Ray session and an RLlib build (~20-60 s on 2 loaded cores): the
-# default run restarts twice (a SIGTERM, then a SIGKILL with an outage under load), which
-# covers every behaviour; CROUPIER_TRAINER_RESTARTS=5 runs the full five (~6 minutes).
-RESTARTS = int(os.environ.get("CROUPIER_TRAINER_RESTARTS", "2"))
+# default run restarts once (a SIGTERM, then an outage under load; tests/test_faults.py
+# SIGKILLs one), which keeps `make test` in its budget; CROUPIER_TRAINER_RESTARTS=5 runs the
+# full five, SIGTERM and SIGKILL in turn (~6 minutes).
+RESTARTS = int(os.environ.get("CROUPIER_TRAINER_RESTARTS", "1"))
 # The last outage's length (issue 15 asks about 60 s; the default run keeps it short).
 OUTAGE_S = float(os.environ.get("CROUPIER_TRAINER_OUTAGE_S", "10"))
 SIGNALS = (signal.SIGTERM, signal.SIGKILL)

@@ -669,16 +669,20 @@ def bench_train(
 
 @bench_app.command("strength")
 def bench_strength(
-    game: str = "doudizhu",
+    game: Annotated[
+        str, typer.Option(help="doudizhu (candidate PPO anchor), or any game with a simulator")
+    ] = "doudizhu",
     minutes: float = 5.0,
-    learn: Annotated[str, typer.Option(help="landlord or peasants (vs the rules)")] = "landlord",
+    learn: Annotated[
+        str, typer.Option(help="doudizhu: landlord or peasants (vs the rules)")
+    ] = "landlord",
     eval_every: Annotated[float, typer.Option(help="Seconds of play between evaluations")] = 60.0,
     eval_games: int = 300,
     final_games: int = 2000,
     anchor: Annotated[bool, typer.Option(help="Also train the in-process anchor")] = True,
     out: Path = Path("bench/results"),
 ) -> None:
-    """External path vs the in-process candidate PPO, same wall-clock: win rate vs the rules."""
+    """External path vs an in-process anchor, same wall-clock: strength against the rules."""
     from croupier.bench.strength import StrengthRun, format_report
     from croupier.bench.strength import bench_strength as run
 

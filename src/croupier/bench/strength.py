@@ -16,6 +16,13 @@ Setting, written into the result: learned side vs `doudizhu-rule-v1` on the othe
 not depend on (its 12-minute figure is in the issue and docs/strength.md).
 
 The two runs take turns (not at once): each gets the whole machine for its minutes.
+
+Any other game with a simulator (a built-in one such as UNO, or the studio's own:
+`--game package.module:Simulator` or an adapter that names one) is measured the same way with
+a fixed-size action head: the external path as `make demo` runs it (learned seat vs the rules)
+beside RLlib's in-process PPO on the simulator (`engine/seat_env.py`) for the same minutes;
+both final policies are then scored by one in-process yardstick (`bench/evaluate.py`: payoff
+per hand vs the rules, the same deals for both, sampled and greedy, with a 95% CI).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ class StrengthRun:
     final_games: int = 2000
     tables: int = 32  # engine tables played at once
     anchor: bool = True
+    ray_cpus: int | None = None  # the in-process anchor's Ray session (None: every core)
 
 
 def _side_rate(summary: Any, learn: str) -> dict[str, float]:
@@ -142,7 +150,7 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
 
 def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     if run.game != "doudizhu":
-        raise ValueError("bench strength plays doudizhu (UNO: not yet)")
+        return bench_strength_simulated(run, out_dir)
     if run.learn not in SIDES:
         raise ValueError(f"learn must be one of {sorted(SIDES)}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -160,6 +168,100 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     path.write_text(json.dumps(report, indent=2, default=float))
     plot(report, path.with_suffix(".png"))
     return report
+
+
+def _scored(game: str, spec: Any, weights: Any, hands: int) -> dict[str, Any]:
+    from croupier.bench.evaluate import payoff_vs
+
+    # seed 1 for both sides of the comparison: the same deals and seats
+    return {"sampled": payoff_vs(game, spec, weights, hands, seed=1),
+            "greedy": payoff_vs(game, spec, weights, hands, seed=1, explore=False)}  # fmt: skip
+
+
+def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
+    """Any game with a simulator: the external path vs RLlib in-process on the simulator,
+    both scored in-process against the rules (payoff per hand, sampled and greedy)."""
+    from croupier.bench.train import run_anchor as run_rllib_anchor
+    from croupier.demo import ExternalRun
+    from croupier.demo import run_external as run_demo
+    from croupier.games.registry import load_simulator
+    from croupier.policies.learned import read_weights_dir
+
+    name = load_simulator(run.game).name  # ValueError (a clear CLI error) without one
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = out_dir / f"strength-external-{stamp}"
+    print(f"external path: {run.minutes:g} min, learned seat vs the rules...", flush=True)
+    external = run_demo(
+        ExternalRun(
+            game=run.game,
+            minutes=run.minutes,
+            run_dir=run_dir,
+            tables=run.tables,
+            eval_hands=run.eval_games,
+            quiet=True,
+        )
+    )
+    version, spec, weights = read_weights_dir(run_dir / "weights")
+    report: dict[str, Any] = {
+        "run": asdict(run),
+        "rules_record": 0.0,  # the rules against themselves, per hand: a zero-sum mirror
+        "external": {
+            "setting": f"learned seat vs {name}'s rules (external path, version {version})",
+            "curve": external["curve"],
+            "env_steps": int((external["trainer_last"] or {}).get("env_steps", 0)),
+            "final": _scored(run.game, spec, weights, run.final_games),
+        },
+    }
+    if run.anchor:
+        print(f"anchor (RLlib in-process on the simulator): {run.minutes:g} min...", flush=True)
+        anchor = run_rllib_anchor(run.game, spec.algo, run.minutes, run.ray_cpus)
+        report["anchor"] = {
+            "setting": f"learned seat vs {name}'s rules (RLlib in-process)",
+            "curve": anchor["curve"],
+            "env_steps": anchor["env_steps"],
+            "final": _scored(run.game, anchor["spec"], anchor["weights"], run.final_games),
+        }
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+    path = out_dir / f"strength-{safe}-{stamp}.json"
+    path.write_text(json.dumps(report, indent=2, default=float))
+    plot_simulated(report, path.with_suffix(".png"))
+    return report
+
+
+def plot_simulated(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    minutes = report["run"]["minutes"]
+    for i, (key, color) in enumerate((("external", "C1"), ("anchor", "C0"))):
+        if key not in report:
+            continue
+        r = report[key]
+        # The external curve is the engine's payoff vs the rules; the anchor's, RLlib's return.
+        pts = [p for p in r["curve"] if p.get("payoff", p.get("return")) is not None]
+        ys = [p.get("payoff", p.get("return")) for p in pts]
+        ax.plot([p["seconds"] / 60 for p in pts], ys, c=color, lw=1, label=r["setting"])
+        for j, how in enumerate(("sampled", "greedy")):
+            f = r["final"][how]
+            ax.errorbar(
+                [minutes + 0.02 * (2 * i + j)],
+                [f["mean"]],
+                yerr=[f["ci95"]],
+                c=color,
+                fmt="o" if how == "sampled" else "s",
+                label=f"{key} final, {how}",
+            )
+    ax.axhline(0, c="gray", ls="--", lw=0.8)
+    ax.set_xlabel("training minutes")
+    ax.set_ylabel("payoff per hand vs rules")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -188,6 +290,13 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 
 def format_report(report: dict[str, Any]) -> str:
+    if report["run"]["game"] != "doudizhu":
+        return "\n".join(
+            f"{report[key]['setting']:<62} {how} {f['mean']:+.3f} ± {f['ci95']:.3f} "
+            f"({f['n']} hands; {report[key]['env_steps']:,} env steps trained)"
+            for key in ("external", "anchor") if key in report
+            for how, f in report[key]["final"].items()
+        )  # fmt: skip
     rows = []
     for key in ("external", "anchor"):
         if key not in report or report[key]["final"] is None:

@@ -22,7 +22,7 @@ from croupier.policies.learned import read_weights_dir
 from croupier.policies.module import ModelSpec
 
 
-def run_anchor(game: str, algo: str, minutes: float) -> dict[str, Any]:
+def run_anchor(game: str, algo: str, minutes: float, num_cpus: int | None = None) -> dict[str, Any]:
     import ray
     import torch
 
@@ -32,7 +32,7 @@ def run_anchor(game: str, algo: str, minutes: float) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     spec = ModelSpec(algo=algo)
-    ray.init(include_dashboard=False)
+    ray.init(num_cpus=num_cpus, include_dashboard=False)
     try:
         algo_ = anchor_config(game, spec).build_algo()
         t0 = time.monotonic()

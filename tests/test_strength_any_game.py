@@ -1,0 +1,49 @@
+"""`croupier bench strength` for a game croupier does not ship (Kuhn poker, examples/kuhn),
+through its simulator alone: the external path and RLlib in-process on the simulator, both
+scored against the game's rules, sampled and greedy, with a 95% CI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from croupier.bench.strength import StrengthRun, bench_strength, format_report
+from croupier.cli import app
+
+pytestmark = pytest.mark.system  # a trainer and a server process, then Ray in-process: ~1.5 min
+
+SIMULATOR = "examples.kuhn.game:KuhnSimulator"
+
+
+def test_bench_strength_takes_a_game_through_its_simulator(tmp_path):
+    run = StrengthRun(
+        game=SIMULATOR, minutes=0.2, eval_games=200, final_games=400, tables=16, ray_cpus=2
+    )
+    report = bench_strength(run, tmp_path)
+
+    for key in ("external", "anchor"):
+        side = report[key]
+        assert side["env_steps"] > 0, key  # each side trained on the simulator's game
+        for how in ("sampled", "greedy"):
+            f = side["final"][how]
+            assert f["n"] >= 400 and math.isfinite(f["mean"]) and 0 < f["ci95"] < 1, (key, how)
+    # The external side is the version the servers played, learned from the engine's games.
+    assert "version 0" not in report["external"]["setting"]
+    assert any(p["payoff"] is not None for p in report["external"]["curve"])
+    (written,) = tmp_path.glob("strength-kuhn-poker-*.json")
+    assert json.loads(written.read_text())["run"]["game"] == SIMULATOR
+    assert written.with_suffix(".png").stat().st_size > 0
+    text = format_report(report)
+    assert text.count("sampled") == 2 and text.count("greedy") == 2, text
+
+
+def test_a_game_it_cannot_load_is_a_one_line_error(tmp_path):
+    result = CliRunner().invoke(
+        app, ["bench", "strength", "--game", "examples.kuhn.adapter:NoSuchThing",
+              "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
