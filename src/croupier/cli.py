@@ -736,13 +736,14 @@ def bench_soak(
     games: Annotated[int, typer.Option(help="Concurrent games")] = 1000,
     minutes: float = 10.0,
     url: Annotated[str | None, typer.Option(help="An existing server (default: start one)")] = None,
+    trainer: Annotated[bool, typer.Option(help="Connect a `croupier train` to the server")] = False,
     out: Path = Path("bench/results"),
 ) -> None:
     """Many concurrent games for minutes: decisions, errors, p99 per minute, server RSS."""
     from croupier.bench.soak import bench_soak as run
     from croupier.bench.soak import format_report
 
-    report = run(games, minutes, out, url, game)
+    report = run(games, minutes, out, url, game, trainer)
     typer.echo(format_report(report))
     if report["errors"]:
         raise typer.Exit(1)

@@ -6,8 +6,12 @@ with a turn number, end), timing every request. Reported per minute: decisions, 
 p50/p99 decide latency, fallbacks, and the server's RSS; at the end the totals and the
 server's own counters (spool depth, drops, 503s). Errors must be 0.
 
-The load generator runs in this process, the server in a subprocess (with its own data
-directory, no trainer: the spool fills and stays bounded, which is part of what is soaked).
+The load generator runs in this process, the server in a subprocess with its own data
+directory. Without a trainer the spool fills and stays bounded, which is part of what is
+soaked; with `trainer=True` a `croupier train` process is connected, as in production: the
+server also installs versions and sends episodes all along (its spool depth and the versions
+are sampled each minute). `rss_growth_after_warmup` compares the server's RSS at the end with
+its RSS once warm (minute `WARMUP_MINUTES`, or a third of a shorter run).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -25,9 +30,10 @@ from typing import Any
 from croupier.client import CroupierClient, CroupierError
 from croupier.engine.runner import rotate
 from croupier.games.registry import load_simulator
-from croupier.local_server import free_port, start_serve, stop, wait_until_up
+from croupier.local_server import CROUPIER, free_port, start_serve, stop, wait_until_up
 
 GAME = "leduc-holdem"
+WARMUP_MINUTES = 5
 
 
 @dataclass
@@ -39,6 +45,8 @@ class Minute:
     fallbacks: int = 0
     latencies: list[float] = field(default_factory=list)
     rss_mb: float = 0.0
+    spooled: int | None = None  # the server's episodes waiting for the trainer (last sample)
+    version: int | None = None  # the newest version it holds (last sample)
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies)
@@ -57,6 +65,8 @@ class Minute:
             "p99_ms": q(0.99),
             "max_ms": lat[-1] * 1e3 if lat else 0.0,
             "server_rss_mb": self.rss_mb,
+            "spooled": self.spooled,
+            "version": self.version,
         }
 
 
@@ -128,7 +138,7 @@ class Soak:
         async with CroupierClient(url, max_connections=self.games, timeout_s=60) as client:
             self.t0 = time.monotonic()
             deadline = self.t0 + self.seconds
-            sampler = asyncio.create_task(self.sample_rss(server_pid))
+            sampler = asyncio.create_task(self.sample(client, server_pid))
             try:
                 async with asyncio.TaskGroup() as tg:
                     for i in range(self.games):
@@ -138,23 +148,59 @@ class Soak:
                 with contextlib.suppress(asyncio.CancelledError):
                     await sampler
 
-    async def sample_rss(self, pid: int | None) -> None:
-        while pid is not None:
-            self.bucket().rss_mb = rss_mb(pid)  # the last sample of each minute stays
+    async def sample(self, client: CroupierClient, pid: int | None) -> None:
+        """Every 5 s: the server's RSS, spool depth and version (the last of each minute stays)."""
+        while True:
+            minute = self.bucket()
+            if pid is not None:
+                minute.rss_mb = rss_mb(pid)
+            with contextlib.suppress(CroupierError, OSError, asyncio.TimeoutError, KeyError):
+                health = await client.health()
+                minute.spooled = int(health["episodes"]["pending"])
+                minute.version = health.get("version")
             await asyncio.sleep(5)
 
 
+def _start_trainer(game: str, minutes: float, data_dir: str) -> tuple[subprocess.Popen, str]:
+    """`croupier train` for the soak (its log beside the server's data), and its link."""
+    link = f"127.0.0.1:{free_port()}"
+    log = Path(data_dir, "trainer.log").open("wb")  # noqa: SIM115 - the process holds it
+    proc = subprocess.Popen(
+        [*CROUPIER, "train", "--game", game, "--listen", link, "--minutes", f"{minutes + 10:g}",
+         "--checkpoint-dir", str(Path(data_dir, "trainer"))],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    return proc, link
+
+
+def _rss_growth(per_minute: list[dict[str, Any]]) -> float | None:
+    """The server's RSS at the end against its RSS once warm, as a fraction."""
+    if not per_minute:
+        return None
+    warm = per_minute[min(WARMUP_MINUTES, len(per_minute) // 3)]["server_rss_mb"]
+    return (per_minute[-1]["server_rss_mb"] - warm) / warm if warm else None
+
+
 def bench_soak(
-    games: int, minutes: float, out_dir: Path, url: str | None = None, game: str = GAME
+    games: int,
+    minutes: float,
+    out_dir: Path,
+    url: str | None = None,
+    game: str = GAME,
+    trainer: bool = False,
 ) -> dict[str, Any]:
     import uvloop
 
-    proc = None
+    proc = train = None
     with tempfile.TemporaryDirectory(prefix="croupier-soak-") as data_dir:
         if url is None:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
-            proc = start_serve(["--game", game, "--data-dir", data_dir], port)
+            args = ["--game", game, "--data-dir", data_dir]
+            if trainer:
+                train, link = _start_trainer(game, minutes, data_dir)
+                args += ["--trainer", link]
+            proc = start_serve(args, port)
         try:
             if proc is not None:
                 wait_until_up(url, proc, timeout=120)
@@ -176,12 +222,16 @@ def bench_soak(
 
             server = httpx.get(url + "/healthz", timeout=30).json()
         finally:
-            if proc is not None:
-                stop(proc)
+            for p in (proc, train):
+                if p is not None:
+                    stop(p)
     per_minute = [m.summary() for m in soak.minutes]
+    spooled = [m["spooled"] for m in per_minute if m["spooled"] is not None]
     all_lat = sorted(x for m in soak.minutes for x in m.latencies)
     report = {
-        "command": f"croupier bench soak --game {game} --games {games} --minutes {minutes:g}",
+        "command": f"croupier bench soak --game {game} --games {games} --minutes {minutes:g}"
+        + (" --trainer" if trainer else ""),
+        "trainer": trainer,
         "games": games,
         "minutes": minutes,
         "decisions": sum(m.decisions for m in soak.minutes),
@@ -191,6 +241,9 @@ def bench_soak(
         "p99_ms": all_lat[int(0.99 * (len(all_lat) - 1))] * 1e3 if all_lat else 0.0,
         "server_rss_mb_start": rss_start,
         "server_rss_mb_end": rss_end,
+        "rss_growth_after_warmup": _rss_growth(per_minute),
+        "spooled_max": max(spooled, default=None),
+        "versions_first_last": [per_minute[0]["version"], per_minute[-1]["version"]],
         # Who used the CPU: the server, this load generator, and the machine's load average
         # (a shared machine shows it here).
         "server_cpu_s": server_cpu,
@@ -213,14 +266,21 @@ def format_report(report: dict[str, Any]) -> str:
         f"{report['command']}: {report['decisions']:,} decisions, {report['hands']:,} hands, "
         f"{report['errors']} errors, {report['fallbacks']} fallbacks, p99 "
         f"{report['p99_ms']:.1f} ms; server RSS {report['server_rss_mb_start']} -> "
-        f"{report['server_rss_mb_end']} MB; CPU s server {report['server_cpu_s']}, load "
+        f"{report['server_rss_mb_end']} MB (after warm-up: "
+        f"{_pct(report['rss_growth_after_warmup'])}); spool max {report['spooled_max']}; "
+        f"versions {report['versions_first_last']}; CPU s server {report['server_cpu_s']}, load "
         f"generator {report['loadgen_cpu_s']:.0f}, wall {report['wall_s']:.0f}, load average "
         f"{report['loadavg_1m_start_end']}",
-        "minute  decisions/s  p50 ms  p99 ms  errors  rss MB",
+        "minute  decisions/s  p50 ms  p99 ms  errors  rss MB  spooled  version",
     ]
     for m in report["per_minute"]:
         lines.append(
             f"{m['minute']:6d}  {m['decisions_per_s']:11.0f}  {m['p50_ms']:6.1f}  "
-            f"{m['p99_ms']:6.1f}  {m['errors']:6d}  {m['server_rss_mb']:6.1f}"
+            f"{m['p99_ms']:6.1f}  {m['errors']:6d}  {m['server_rss_mb']:6.1f}  "
+            f"{m['spooled']!s:>7}  {m['version']!s:>7}"
         )
     return "\n".join(lines)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.1%}"
