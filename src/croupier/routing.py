@@ -15,6 +15,10 @@ error; what the dead server had recorded of the game's learned seats is lost, an
 where it moved when its first server comes back; new games route as before. A server that
 answers 404 for a game the client holds (it restarted, or expired the game) gets it resumed in
 place. An overloaded server's 503 is not failed over: it is alive and holds its games.
+
+Why ~450 lines in one module: routing and failover are one state machine over the same
+per-game record (`_Game`: its server, seats, learned seats that acted there); split, each
+half would reach into the other's table.
 """
 
 from __future__ import annotations

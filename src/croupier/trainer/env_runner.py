@@ -23,6 +23,10 @@ The runner listens only once `start_link()` is called (`listen_at_start=False`, 
 does after restoring its checkpoint), so no server is handed weights before they are restored.
 Each version it publishes is noted beside the checkpoint (`trainer.published`): a trainer
 restarted from an older checkpoint can go on from them.
+
+Why ~490 lines in one module: RLlib's `EnvRunner` contract (sample, weights, state, metrics,
+checkpointing) is one class, and every part of it touches the same inbox and ack ledger; the
+protocol, sockets and records already live in `link/` and `trajectories/`.
 """
 
 from __future__ import annotations
