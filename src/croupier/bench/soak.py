@@ -45,7 +45,7 @@ class Minute:
     fallbacks: int = 0
     latencies: list[float] = field(default_factory=list)
     rss_mb: float = 0.0
-    spooled: int | None = None  # the server's episodes waiting for the trainer (last sample)
+    spooled: int | None = None  # the server's episodes on disk, not yet acked (last sample)
     version: int | None = None  # the newest version it holds (last sample)
 
     def summary(self) -> dict[str, Any]:
@@ -156,7 +156,7 @@ class Soak:
                 minute.rss_mb = rss_mb(pid)
             with contextlib.suppress(CroupierError, OSError, asyncio.TimeoutError, KeyError):
                 health = await client.health()
-                minute.spooled = int(health["episodes"]["pending"])
+                minute.spooled = int(health["episodes"]["spooled"])  # on disk until acked
                 minute.version = health.get("version")
             await asyncio.sleep(5)
 
@@ -175,10 +175,11 @@ def _start_trainer(game: str, minutes: float, data_dir: str) -> tuple[subprocess
 
 def _rss_growth(per_minute: list[dict[str, Any]]) -> float | None:
     """The server's RSS at the end against its RSS once warm, as a fraction."""
-    if not per_minute:
+    sampled = [m["server_rss_mb"] for m in per_minute if m["server_rss_mb"]]
+    if not sampled:  # a server of its own only (not with --url)
         return None
-    warm = per_minute[min(WARMUP_MINUTES, len(per_minute) // 3)]["server_rss_mb"]
-    return (per_minute[-1]["server_rss_mb"] - warm) / warm if warm else None
+    warm = sampled[min(WARMUP_MINUTES, len(sampled) // 3)]
+    return (sampled[-1] - warm) / warm
 
 
 def bench_soak(
@@ -226,7 +227,9 @@ def bench_soak(
                 if p is not None:
                     stop(p)
     per_minute = [m.summary() for m in soak.minutes]
+    # (the last minute is a sliver past the deadline, often without a sample)
     spooled = [m["spooled"] for m in per_minute if m["spooled"] is not None]
+    versions = [m["version"] for m in per_minute if m["version"] is not None]
     all_lat = sorted(x for m in soak.minutes for x in m.latencies)
     report = {
         "command": f"croupier bench soak --game {game} --games {games} --minutes {minutes:g}"
@@ -243,7 +246,7 @@ def bench_soak(
         "server_rss_mb_end": rss_end,
         "rss_growth_after_warmup": _rss_growth(per_minute),
         "spooled_max": max(spooled, default=None),
-        "versions_first_last": [per_minute[0]["version"], per_minute[-1]["version"]],
+        "versions_first_last": [versions[0], versions[-1]] if versions else None,
         # Who used the CPU: the server, this load generator, and the machine's load average
         # (a shared machine shows it here).
         "server_cpu_s": server_cpu,
@@ -257,7 +260,8 @@ def bench_soak(
         "time": time.time(),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "soak.json").write_text(json.dumps(report, indent=2, default=float))
+    name = "soak-trainer.json" if trainer else "soak.json"
+    (out_dir / name).write_text(json.dumps(report, indent=2, default=float))
     return report
 
 
