@@ -58,6 +58,9 @@ class TrainOptions:
     num_env_runners: int = 0
     num_learners: int = 0
     num_gpus_per_learner: float = 0
+    # Ray custom resources each env runner / learner needs: what places them on given nodes.
+    env_runner_resources: dict[str, float] = field(default_factory=dict)
+    learner_resources: dict[str, float] = field(default_factory=dict)
     obs_size: int | None = None
     num_actions: int | None = None
     # Prometheus metrics on this port (see trainer/metrics.py); None: none.
@@ -101,6 +104,21 @@ _EPISODE_COUNTS = (
     "episodes_dropped_backlog",
     "episodes_dropped_lag",
 )
+
+
+# Per remote runner in the progress line (`runners`): its Ray node and its own traffic.
+_RUNNER_KEYS = (
+    "worker_index",
+    "node_id",
+    "port",
+    "connected_servers",
+    "weights_seq_no",
+    "episodes_received",
+    "steps_received",
+    "steps_sampled",
+)
+# A runner's own, not summed over runners.
+_RUNNER_OWN = ("worker_index", "node_id", "port")
 
 
 def trained_share(stats: dict[str, Any]) -> float | None:
@@ -212,6 +230,8 @@ class Trainer:
             num_env_runners=opts.num_env_runners,
             num_learners=opts.num_learners,
             num_gpus_per_learner=opts.num_gpus_per_learner,
+            env_runner_resources=opts.env_runner_resources,
+            learner_resources=opts.learner_resources,
         )
         self.algo = config.build_algo()
         from croupier.trainer.published import published_version
@@ -395,9 +415,11 @@ class Trainer:
                         merged[k][lag] = merged[k].get(lag, 0) + n
                 elif k == "idle_s":  # the fleet is idle when every runner is
                     merged[k] = min(merged.get(k, v), v)
-                elif isinstance(v, int | float):
+                elif isinstance(v, int | float) and k not in _RUNNER_OWN:
                     merged[k] = merged.get(k, 0) + v
         merged["weights_seq_no"] = max((s["weights_seq_no"] for s in per_runner), default=0)
+        # Each runner on its own: where Ray placed it and what came through it.
+        merged["runners"] = [{k: s.get(k) for k in _RUNNER_KEYS} for s in per_runner]
         return merged
 
     # --- the loop ------------------------------------------------------------------------
@@ -556,8 +578,16 @@ def format_progress(p: dict[str, Any]) -> str:
         f"lag p50/p90 {p['lag']['p50']:.0f}/{p['lag']['p90']:.0f}  "
         f"return {ret if ret is None else round(ret, 3)}  "
         f"per hand {per_hand if per_hand is None else round(per_hand, 3)}  "
-        f"servers {p['connected_servers']}"
+        f"servers {p['connected_servers']}" + _runners_text(p.get("runners"))
     )
+
+
+def _runners_text(runners: list[dict[str, Any]] | None) -> str:
+    """`  runners 2 on 2 nodes`: where the remote runners are (none: the driver's link)."""
+    if not runners:
+        return ""
+    nodes = {r["node_id"] for r in runners}
+    return f"  runners {len(runners)} on {len(nodes)} node{'s' if len(nodes) != 1 else ''}"
 
 
 def train(options: TrainOptions, quiet: bool = False) -> dict[str, Any]:
