@@ -689,6 +689,23 @@ def bench_train(
     typer.echo(format_report(run(game, algo, minutes, out, eval_hands)))
 
 
+@bench_app.command("cluster")
+def bench_cluster(
+    game: str = "leduc-holdem",
+    algo: str = "ppo",
+    minutes: Annotated[float, typer.Option(help="Training minutes per setup")] = 3.0,
+    eval_hands: int = 10_000,
+    tables: int = 128,
+    out: Path = Path("bench/results"),
+) -> None:
+    """One Ray node vs a two-node cluster (ray start on this machine; 2 learners, a runner
+    per node), two servers each: env steps/s trained and payoff vs rules."""
+    from croupier.bench.cluster import bench_cluster as run
+    from croupier.bench.cluster import format_report
+
+    typer.echo(format_report(run(game, algo, minutes, out, eval_hands, tables)))
+
+
 @bench_app.command("strength")
 def bench_strength(
     game: str = "doudizhu",

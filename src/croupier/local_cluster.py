@@ -153,7 +153,7 @@ class LocalRayCluster:
             except (RuntimeError, subprocess.TimeoutExpired):
                 alive = []
             if len(alive) >= count:
-                self._seen.update(self._processes())
+                self._seen.update(self.processes())
                 return
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"{count} ray nodes not alive after {timeout_s:.0f} s")
@@ -192,12 +192,7 @@ class LocalRayCluster:
             raise RuntimeError(f"{len(found)} alive nodes have {resource!r}")
         return found[0]
 
-    def pids(self) -> set[int]:
-        """Every process of the cluster now: each `ray start` and all its descendants (GCS,
-        raylets, agents, workers and actors)."""
-        return set(self._processes())
-
-    def _processes(self) -> dict[int, int]:
+    def processes(self) -> dict[int, int]:
         """{pid: start time} of each `ray start` and its descendants, from /proc (Linux; the
         start time tells a process from a later one that got its pid)."""
         table = _proc_table()
@@ -219,7 +214,7 @@ class LocalRayCluster:
         """End the nodes, workers first, head last (SIGTERM to each `ray start --block`: Ray
         ends that node's processes), then SIGKILL what is left of the processes they had.
         Returns the pids still alive after the SIGTERMs (empty: Ray cleaned up by itself)."""
-        self._seen.update(self._processes())
+        self._seen.update(self.processes())
         for node in reversed(self.nodes):
             if node.proc.poll() is None:
                 node.proc.terminate()
@@ -229,10 +224,10 @@ class LocalRayCluster:
                     node.proc.kill()
                     node.proc.wait(10)
         deadline = time.monotonic() + timeout_s
-        survivors = _alive(self._seen)
+        survivors = alive(self._seen)
         while survivors and time.monotonic() < deadline:
             time.sleep(0.5)
-            survivors = _alive(survivors)
+            survivors = alive(survivors)
         for pid in survivors:  # only processes this cluster started (same pid, same start)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -258,7 +253,7 @@ def _proc_table() -> dict[int, tuple[int, int]]:
     return table
 
 
-def _alive(processes: dict[int, int]) -> dict[int, int]:
+def alive(processes: dict[int, int]) -> dict[int, int]:
     """Those of `processes` ({pid: start time}) still running (not reused, not zombies)."""
     table = _proc_table()
     return {pid: t for pid, t in processes.items() if pid in table and table[pid][1] == t}

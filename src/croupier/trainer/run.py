@@ -176,6 +176,7 @@ class Trainer:
         self._state_lock = threading.Lock()  # the loop, the idle watcher and signals set it
         self.iteration = 0
         self.last_checkpoint: dict[str, Any] | None = None
+        self.learner_nodes: list[str] = []
         self.restored: dict[str, Any] | None = None
         self.stop_reason: str | None = None
         # Called right after ray.init (which replaces the SIGTERM handler with its own).
@@ -234,6 +235,7 @@ class Trainer:
             learner_resources=opts.learner_resources,
         )
         self.algo = config.build_algo()
+        self.learner_nodes = self._learner_nodes()
         from croupier.trainer.published import published_version
 
         # Read before restoring: what servers have seen, whatever the checkpoint says.
@@ -254,6 +256,17 @@ class Trainer:
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
         self._open_links()
         self._set_state("training", expect=("starting",))
+
+    def _learner_nodes(self) -> list[str]:
+        """The Ray node of each learner (the driver's when it learns itself)."""
+        import ray
+
+        if self.options.num_learners == 0:
+            return [ray.get_runtime_context().get_node_id()]
+        results = self.algo.learner_group.foreach_learner(
+            lambda _learner: ray.get_runtime_context().get_node_id()
+        )
+        return [r.get() for r in results]
 
     def _open_links(self) -> None:
         """Let servers connect: only now, with the restored weights in place."""
@@ -461,6 +474,8 @@ class Trainer:
             # answers signals, deadlines and progress.
             if runner is not None and not runner.wait_for_steps(min_steps, 1.0):
                 continue
+            if runner is None and not self._remote_runners_ready(min_steps):
+                continue
             t_train = time.monotonic()
             try:
                 result = self.algo.train()
@@ -494,6 +509,7 @@ class Trainer:
                 "lag": lag_summary(_histogram_delta(lag_now, lag_before)),
                 "lag_lifetime": lag_summary(lag_now),
                 "trained_share": trained_share(stats),
+                "learner_nodes": self.learner_nodes,
                 **{k: v for k, v in stats.items() if k not in ("lag_histogram",)},
             }
             t_last, steps_last, lag_before, trained_last = now, steps, lag_now, trained
@@ -516,6 +532,20 @@ class Trainer:
             log.info("stopped (%s) at iteration %d, version %d, checkpoint written",
                      self.stop_reason, self.iteration, self.weights_seq_no())  # fmt: skip
         return {**last, "stop_reason": self.stop_reason} if self.stop_reason else last
+
+    def _remote_runners_ready(self, steps: int) -> bool:
+        """Remote runners: enough episodes wait for an update (PPO samples every runner and
+        waits for each: all of them; APPO takes what any has). Asked with a timeout, outside
+        algo.train(): a remote sample() waiting for games that stopped cannot be interrupted
+        (an actor runs one call at a time), and a SIGTERM then found the trainer stuck inside
+        algo.train() past its grace, without a checkpoint (tests/test_multinode.py, before)."""
+        group = self.algo.env_runner_group
+        ready = group.foreach_env_runner(
+            lambda r: r.wait_for_steps(steps, 0.5), local_env_runner=False, timeout_seconds=2.0
+        )
+        if self.options.algo == "ppo":
+            return len(ready) == group.num_remote_env_runners() and all(ready)
+        return any(ready)
 
     def _watch_idle(self, runner: Any) -> None:
         """Report going idle and coming back (log, `state`), and end an idle run after
