@@ -352,6 +352,7 @@ _INTEGRATION_TESTS = {
     "test_settings.py::test_train_defaults_are_the_trainers_own",
     "test_settings.py::test_train_flags_convert",
     "test_settings.py::test_train_placement_flags_reach_rllibs_config",
+    "test_local_cluster.py::test_progress_line_says_where_the_remote_runners_are",
     "test_settings.py::test_train_starts_from_the_games_preset_and_flags_override_it",
     # In-process but long (every route fuzzed: ~30 s of the fast tier's 60): run by `make test`.
     "test_fuzz.py::test_no_route_answers_5xx",
