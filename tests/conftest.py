@@ -338,6 +338,7 @@ _SYSTEM_MODULES = {
     "test_fleet",
     "test_dashboard_browser",
     "test_doudizhu_external",
+    "test_multinode",
 }
 # Tests that start `croupier serve` (or another process) themselves, not through a fixture.
 _INTEGRATION_MODULES = {"test_arena", "test_startup", "test_docs_commands"}
@@ -351,6 +352,8 @@ _INTEGRATION_TESTS = {
     # In-process but slow (RLlib's import, ~10 s; every route fuzzed, ~30 s): `make test` runs them.
     "test_settings.py::test_train_defaults_are_the_trainers_own",
     "test_settings.py::test_train_flags_convert",
+    "test_settings.py::test_train_placement_flags_reach_rllibs_config",
+    "test_local_cluster.py::test_progress_line_says_where_the_remote_runners_are",
     "test_settings.py::test_train_starts_from_the_games_preset_and_flags_override_it",
     # In-process but long (every route fuzzed: ~30 s of the fast tier's 60): run by `make test`.
     "test_fuzz.py::test_no_route_answers_5xx",

@@ -209,6 +209,35 @@ def test_train_flags_convert(monkeypatch):
     assert train_parse("--max-sample-lag", "3").hyper.max_sample_lag == 3
 
 
+def test_train_placement_flags_reach_rllibs_config():
+    """--env-runner-resources / --learner-resources: JSON objects of custom Ray resources,
+    handed to RLlib per env runner and per learner (what places them on nodes)."""
+    from croupier.games.registry import load_adapter
+    from croupier.policies.module import ModelSpec
+    from croupier.trainer.algo import build_config
+    from croupier.trainer.env_runner import LinkOptions
+
+    options = train_parse(
+        "--env-runner-resources", '{"croupier_runner": 1}',
+        "--learner-resources", '{"big": 0.5}', "--num-gpus-per-learner", "0.5",
+    )  # fmt: skip
+    assert options.env_runner_resources == {"croupier_runner": 1.0}
+    assert options.learner_resources == {"big": 0.5}
+    config = build_config(
+        load_adapter("leduc-holdem"), LinkOptions(), ModelSpec(algo="appo"),
+        num_env_runners=2, num_learners=2, num_gpus_per_learner=options.num_gpus_per_learner,
+        env_runner_resources=options.env_runner_resources,
+        learner_resources=options.learner_resources,
+    )  # fmt: skip
+    assert config.custom_resources_per_env_runner == {"croupier_runner": 1.0}
+    assert config.custom_resources_per_learner == {"big": 0.5}
+    assert config.num_gpus_per_learner == 0.5 and config.num_learners == 2
+    assert train_parse().env_runner_resources == {}
+    for bad in ("{nope", "[1]", '{"CPU": 1}', '{"x": -1}', '{"x": "1"}'):
+        with pytest.raises(typer.BadParameter):
+            train_parse("--env-runner-resources", bad)
+
+
 def test_train_starts_from_the_games_preset_and_flags_override_it():
     from croupier.games.presets import preset_for
 

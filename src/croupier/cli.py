@@ -224,6 +224,26 @@ def _duration_s(text: str, flag: str) -> float | None:
     return seconds or None
 
 
+def _resources(text: str | None, flag: str) -> dict[str, float]:
+    """A JSON object of Ray custom resources: {"name": amount}."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not JSON", param_hint=flag) from None
+    ok = isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, int | float) and v >= 0 for k, v in value.items()
+    )
+    if not ok or {"CPU", "GPU"} & set(value):
+        raise typer.BadParameter(
+            'a JSON object of custom resources, e.g. {"croupier_runner": 1} (CPU and GPU have '
+            "flags of their own)",
+            param_hint=flag,
+        )
+    return {k: float(v) for k, v in value.items()}
+
+
 def train_options(s: TrainSettings) -> Any:
     """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
     from croupier.games.presets import preset_for
@@ -275,6 +295,8 @@ def train_options(s: TrainSettings) -> Any:
         num_env_runners=s.num_env_runners,
         num_learners=s.num_learners,
         num_gpus_per_learner=s.num_gpus_per_learner,
+        env_runner_resources=_resources(s.env_runner_resources, "--env-runner-resources"),
+        learner_resources=_resources(s.learner_resources, "--learner-resources"),
         obs_size=s.obs_size,
         num_actions=s.num_actions,
         metrics_port=s.metrics_port,
@@ -665,6 +687,23 @@ def bench_train(
     from croupier.bench.train import format_report
 
     typer.echo(format_report(run(game, algo, minutes, out, eval_hands)))
+
+
+@bench_app.command("cluster")
+def bench_cluster(
+    game: str = "leduc-holdem",
+    algo: str = "ppo",
+    minutes: Annotated[float, typer.Option(help="Training minutes per setup")] = 3.0,
+    eval_hands: int = 10_000,
+    tables: int = 128,
+    out: Path = Path("bench/results"),
+) -> None:
+    """One Ray node vs a two-node cluster (ray start on this machine; 2 learners, a runner
+    per node), two servers each: env steps/s trained and payoff vs rules."""
+    from croupier.bench.cluster import bench_cluster as run
+    from croupier.bench.cluster import format_report
+
+    typer.echo(format_report(run(game, algo, minutes, out, eval_hands, tables)))
 
 
 @bench_app.command("strength")

@@ -292,7 +292,19 @@ class TrainSettings:
     checkpoint_every: int = setting(10, "Checkpoint every this many iterations")
     num_env_runners: int = setting(0, "RLlib env runners besides the local one")
     num_learners: int = setting(0, "RLlib learner actors (0: learn in the main process)")
-    num_gpus_per_learner: float = setting(0, "GPUs per learner")
+    num_gpus_per_learner: float = setting(
+        0, "GPUs per learner (needs GPU nodes and a CUDA torch there; untested here)"
+    )
+    # Where Ray places the actors: a custom resource only some nodes have (`ray start
+    # --resources '{"croupier_runner": 1}'`) pins runners to those nodes, one per unit, which
+    # is how a runner's listen port lands on a node its servers can reach (docs/scale-out.md).
+    env_runner_resources: str | None = setting(
+        None,
+        "Custom Ray resources each env runner needs, as JSON, e.g. '{\"croupier_runner\": 1}'",
+    )
+    learner_resources: str | None = setting(
+        None, "Custom Ray resources each learner needs, as JSON (places learners on nodes)"
+    )
     obs_size: int | None = setting(None, "vector game: observation size")
     num_actions: int | None = setting(None, "vector game: action count")
     metrics_port: int | None = setting(None, "Serve Prometheus /metrics on this port")

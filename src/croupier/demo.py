@@ -108,6 +108,16 @@ class ExternalRun:
     train_args: list[str] = field(default_factory=list)
     server_args: list[str] = field(default_factory=list)
     quiet: bool = False
+    # Policy servers, the engine's games routed over them by id. Server i connects to the
+    # trainer's link port + `link_port_offsets[i]` (remote env runner j listens on port + j);
+    # None: all on the port itself (the driver's link).
+    servers: int = 1
+    link_port_offsets: list[int] | None = None
+    # The trainer's extra environment (e.g. a Ray cluster's token: `LocalRayCluster.env`).
+    trainer_env: dict[str, str] = field(default_factory=dict)
+    # Play only once every server's link is up (a trainer on a cluster takes a minute or more
+    # to build): `minutes` is then training time for every setup compared (bench cluster).
+    wait_for_trainer: bool = False
     # A trainer outage: SIGKILLed `outage_at_s` after the start, started again (same checkpoint
     # dir, the remaining minutes) `outage_s` later, while the games go on (bench outage).
     outage_at_s: float | None = None
@@ -130,7 +140,7 @@ class TrainerProcess:
              "--listen", f"127.0.0.1:{self.link_port}", "--minutes", f"{minutes:.3f}",
              "--checkpoint-dir", str(run.run_dir / "trainer"), *run.train_args],
             stdout=(run.run_dir / "trainer.log").open("a"), stderr=subprocess.STDOUT,
-            env=self.env,
+            env={**self.env, **run.trainer_env},
         )  # fmt: skip
 
     def outage(self, stop: threading.Event) -> None:
@@ -148,13 +158,39 @@ class TrainerProcess:
         self.proc = self._start(max(left_min, 0.5))
 
 
+TRAINER_BUILD_TIMEOUT_S = 600.0
+
+
+def _wait_for_links(urls: list[str], trainer: TrainerProcess, timeout_s: float) -> None:
+    """Until every server's trainer link is connected; RuntimeError if the trainer exits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if trainer.proc.poll() is not None:
+            log_path = trainer.run.run_dir / "trainer.log"
+            raise RuntimeError(
+                f"the trainer exited with {trainer.proc.returncode} before its link opened: "
+                f"see {log_path}"
+            )
+        if all((get_json(u + "/healthz").get("trainer_link") or {}).get("connected") for u in urls):
+            return
+        time.sleep(1.0)
+    raise TimeoutError(f"the servers' trainer links not up after {timeout_s:.0f} s")
+
+
+def _suffix(i: int) -> str:
+    return f"-{i}" if i else ""
+
+
 def run_external(run: ExternalRun) -> dict[str, Any]:
     """Train for `run.minutes` while the engine plays learned vs rules through HTTP, then
     evaluate the final version against the rules (`frozen@<version>`, not recorded)."""
     run_dir = run.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    link_port, http_port = free_port(), free_port()
-    url = f"http://127.0.0.1:{http_port}"
+    link_port = free_port()
+    http_ports = [free_port() for _ in range(run.servers)]
+    urls = [f"http://127.0.0.1:{port}" for port in http_ports]
+    url = urls[0]  # where the final version is evaluated
+    offsets = run.link_port_offsets or [0] * run.servers
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     say = (lambda *a, **k: None) if run.quiet else print
     trainer = TrainerProcess(run, link_port, env)
@@ -162,15 +198,36 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
     outage = threading.Thread(target=trainer.outage, args=(stop_outage,), daemon=True)
     if run.outage_at_s is not None:
         outage.start()
-    server = start_serve(
-        ["--game", run.game, "--seats", "learned,rules",
-         "--trainer", f"127.0.0.1:{link_port}", "--weights-dir", str(run_dir / "weights"),
-         "--data-dir", str(run_dir / "server"),
-         "--arena-results", str(run_dir / "arena.jsonl"), *run.server_args],
-        http_port, stdout=(run_dir / "server.log").open("w"), env=env,
-    )  # fmt: skip
+    # Server 0 keeps the one-server names (weights/, server/, server.log); server i > 0 has
+    # its own, suffixed -i.
+    servers = [
+        start_serve(
+            [
+                "--game",
+                run.game,
+                "--seats",
+                "learned,rules",
+                "--trainer",
+                f"127.0.0.1:{link_port + offsets[i]}",
+                "--weights-dir",
+                str(run_dir / f"weights{_suffix(i)}"),
+                "--data-dir",
+                str(run_dir / f"server{_suffix(i)}"),
+                "--arena-results",
+                str(run_dir / "arena.jsonl"),
+                *run.server_args,
+            ],
+            port,
+            stdout=(run_dir / f"server{_suffix(i)}.log").open("w"),
+            env=env,
+        )  # fmt: skip
+        for i, port in enumerate(http_ports)
+    ]
     try:
-        wait_until_up(url, server)
+        for server_url, server in zip(urls, servers, strict=True):
+            wait_until_up(server_url, server)
+        if run.wait_for_trainer:
+            _wait_for_links(urls, trainer, TRAINER_BUILD_TIMEOUT_S)
         say(f"  dashboard: {url}/dashboard   metrics: {url}/metrics", flush=True)
         started = time.monotonic()
         curve = CurveRecorder()
@@ -193,8 +250,8 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
 
         play_s = max(10.0, run.minutes * 60 - (time.monotonic() - started))
         training = uvloop.run(
-            run_engine(url, run.game, run.tables, ["learned", "rules"], None, play_s,
-                       progress=show, batch=True)
+            run_engine(",".join(urls), run.game, run.tables, ["learned", "rules"], None,
+                       play_s, progress=show, batch=True)
         )  # fmt: skip
         if run.outage_at_s is not None:
             outage.join(run.outage_at_s + run.outage_s + 60)  # the trainer is back
@@ -208,7 +265,9 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
             log_tail = (run_dir / "trainer.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"the trainer exited with {trainer.proc.returncode}:\n{log_tail}")
         time.sleep(2.0)  # the final push reaches the server
-        version = get_json(url + "/v1/policies")["policies"]["learned"]["latest"]
+        server_versions = [get_json(u + "/v1/policies")["policies"]["learned"]["latest"]
+                           for u in urls]  # fmt: skip
+        version = server_versions[0]
         say(f"training done; evaluating version {version} against the rules "
             f"over {run.eval_hands} hands...", flush=True)  # fmt: skip
         final = uvloop.run(
@@ -217,10 +276,10 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
         )  # fmt: skip
     finally:
         stop_outage.set()
-        for proc in (server, trainer.proc):
+        for proc in (*servers, trainer.proc):
             if proc.poll() is None:
                 proc.terminate()
-        for proc in (server, trainer.proc):
+        for proc in (*servers, trainer.proc):
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -247,6 +306,8 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
         "trainer_restarted_at_s": trainer.restarted_at,
         "curve": curve.points,
     }
+    if run.servers > 1:
+        report["server_urls"], report["server_versions"] = urls, server_versions
     (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=float))
     plot_curve(curve.points, result, run_dir / "learning_curve.png", run.game)
     report["eval_table"] = final.format_table()

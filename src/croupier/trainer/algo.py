@@ -119,6 +119,8 @@ def build_config(
     num_env_runners: int = 0,
     num_learners: int = 0,
     num_gpus_per_learner: float = 0,
+    env_runner_resources: dict[str, float] | None = None,
+    learner_resources: dict[str, float] | None = None,
 ) -> AlgorithmConfig:
     hyper = hyper or Hyper.defaults(spec.algo)
     backlog = hyper.backlog_max_steps
@@ -165,8 +167,13 @@ def build_config(
             env_runner_cls=LinkEnvRunner,
             num_env_runners=num_env_runners,
             rollout_fragment_length=hyper.train_batch_size,
+            custom_resources_per_env_runner=dict(env_runner_resources or {}),
         )
-        .learners(num_learners=num_learners, num_gpus_per_learner=num_gpus_per_learner)
+        .learners(
+            num_learners=num_learners,
+            num_gpus_per_learner=num_gpus_per_learner,
+            custom_resources_per_learner=dict(learner_resources or {}),
+        )
     )
 
 

@@ -153,6 +153,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self.metrics = MetricsLogger(stats_cls_lookup=config.stats_cls_lookup, root=False)
 
         self._started_at = time.monotonic()
+        self._node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
         # Every episode settled (trained, dropped for lag, staleness or the memory bound, or
         # refused) is written to the ingest log, then acked: a server deletes it from its
         # spool on the ack, and a resend whose ack was lost is recognised, even after a
@@ -259,7 +260,7 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
             self.metrics.log_value(EPISODE_RETURN_MEAN, eps.get_return(), window=win)
         self._done_for_metrics.clear()
         for key, value in self.link_stats().items():
-            if isinstance(value, int | float):
+            if isinstance(value, int | float) and key not in ("worker_index", "port"):
                 self.metrics.log_value(("croupier", key), value, window=1)
         return self.metrics.reduce()
 
@@ -337,6 +338,10 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
 
     def link_stats(self) -> dict[str, Any]:
         return {
+            "worker_index": self.worker_index,
+            # The Ray node this runner lives on: with remote runners, where its port is.
+            "node_id": self._node_id,
+            "port": self.port,
             "connected_servers": self.server.connected,
             "weights_seq_no": self._weights_seq_no,
             **self.counters.snapshot(),

@@ -58,6 +58,9 @@ class TrainOptions:
     num_env_runners: int = 0
     num_learners: int = 0
     num_gpus_per_learner: float = 0
+    # Ray custom resources each env runner / learner needs: what places them on given nodes.
+    env_runner_resources: dict[str, float] = field(default_factory=dict)
+    learner_resources: dict[str, float] = field(default_factory=dict)
     obs_size: int | None = None
     num_actions: int | None = None
     # Prometheus metrics on this port (see trainer/metrics.py); None: none.
@@ -101,6 +104,21 @@ _EPISODE_COUNTS = (
     "episodes_dropped_backlog",
     "episodes_dropped_lag",
 )
+
+
+# Per remote runner in the progress line (`runners`): its Ray node and its own traffic.
+_RUNNER_KEYS = (
+    "worker_index",
+    "node_id",
+    "port",
+    "connected_servers",
+    "weights_seq_no",
+    "episodes_received",
+    "steps_received",
+    "steps_sampled",
+)
+# A runner's own, not summed over runners.
+_RUNNER_OWN = ("worker_index", "node_id", "port")
 
 
 def trained_share(stats: dict[str, Any]) -> float | None:
@@ -158,6 +176,7 @@ class Trainer:
         self._state_lock = threading.Lock()  # the loop, the idle watcher and signals set it
         self.iteration = 0
         self.last_checkpoint: dict[str, Any] | None = None
+        self.learner_nodes: list[str] = []
         self.restored: dict[str, Any] | None = None
         self.stop_reason: str | None = None
         # Called right after ray.init (which replaces the SIGTERM handler with its own).
@@ -212,8 +231,11 @@ class Trainer:
             num_env_runners=opts.num_env_runners,
             num_learners=opts.num_learners,
             num_gpus_per_learner=opts.num_gpus_per_learner,
+            env_runner_resources=opts.env_runner_resources,
+            learner_resources=opts.learner_resources,
         )
         self.algo = config.build_algo()
+        self.learner_nodes = self._learner_nodes()
         from croupier.trainer.published import published_version
 
         # Read before restoring: what servers have seen, whatever the checkpoint says.
@@ -234,6 +256,17 @@ class Trainer:
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
         self._open_links()
         self._set_state("training", expect=("starting",))
+
+    def _learner_nodes(self) -> list[str]:
+        """The Ray node of each learner (the driver's when it learns itself)."""
+        import ray
+
+        if self.options.num_learners == 0:
+            return [ray.get_runtime_context().get_node_id()]
+        results = self.algo.learner_group.foreach_learner(
+            lambda _learner: ray.get_runtime_context().get_node_id()
+        )
+        return [r.get() for r in results]
 
     def _open_links(self) -> None:
         """Let servers connect: only now, with the restored weights in place."""
@@ -395,9 +428,11 @@ class Trainer:
                         merged[k][lag] = merged[k].get(lag, 0) + n
                 elif k == "idle_s":  # the fleet is idle when every runner is
                     merged[k] = min(merged.get(k, v), v)
-                elif isinstance(v, int | float):
+                elif isinstance(v, int | float) and k not in _RUNNER_OWN:
                     merged[k] = merged.get(k, 0) + v
         merged["weights_seq_no"] = max((s["weights_seq_no"] for s in per_runner), default=0)
+        # Each runner on its own: where Ray placed it and what came through it.
+        merged["runners"] = [{k: s.get(k) for k in _RUNNER_KEYS} for s in per_runner]
         return merged
 
     # --- the loop ------------------------------------------------------------------------
@@ -439,6 +474,8 @@ class Trainer:
             # answers signals, deadlines and progress.
             if runner is not None and not runner.wait_for_steps(min_steps, 1.0):
                 continue
+            if runner is None and not self._remote_runners_ready(min_steps):
+                continue
             t_train = time.monotonic()
             try:
                 result = self.algo.train()
@@ -472,6 +509,7 @@ class Trainer:
                 "lag": lag_summary(_histogram_delta(lag_now, lag_before)),
                 "lag_lifetime": lag_summary(lag_now),
                 "trained_share": trained_share(stats),
+                "learner_nodes": self.learner_nodes,
                 **{k: v for k, v in stats.items() if k not in ("lag_histogram",)},
             }
             t_last, steps_last, lag_before, trained_last = now, steps, lag_now, trained
@@ -494,6 +532,20 @@ class Trainer:
             log.info("stopped (%s) at iteration %d, version %d, checkpoint written",
                      self.stop_reason, self.iteration, self.weights_seq_no())  # fmt: skip
         return {**last, "stop_reason": self.stop_reason} if self.stop_reason else last
+
+    def _remote_runners_ready(self, steps: int) -> bool:
+        """Remote runners: enough episodes wait for an update (PPO samples every runner and
+        waits for each: all of them; APPO takes what any has). Asked with a timeout, outside
+        algo.train(): a remote sample() waiting for games that stopped cannot be interrupted
+        (an actor runs one call at a time), and a SIGTERM then found the trainer stuck inside
+        algo.train() past its grace, without a checkpoint (tests/test_multinode.py, before)."""
+        group = self.algo.env_runner_group
+        ready = group.foreach_env_runner(
+            lambda r: r.wait_for_steps(steps, 0.5), local_env_runner=False, timeout_seconds=2.0
+        )
+        if self.options.algo == "ppo":
+            return len(ready) == group.num_remote_env_runners() and all(ready)
+        return any(ready)
 
     def _watch_idle(self, runner: Any) -> None:
         """Report going idle and coming back (log, `state`), and end an idle run after
@@ -556,8 +608,16 @@ def format_progress(p: dict[str, Any]) -> str:
         f"lag p50/p90 {p['lag']['p50']:.0f}/{p['lag']['p90']:.0f}  "
         f"return {ret if ret is None else round(ret, 3)}  "
         f"per hand {per_hand if per_hand is None else round(per_hand, 3)}  "
-        f"servers {p['connected_servers']}"
+        f"servers {p['connected_servers']}" + _runners_text(p.get("runners"))
     )
+
+
+def _runners_text(runners: list[dict[str, Any]] | None) -> str:
+    """`  runners 2 on 2 nodes`: where the remote runners are (none: the driver's link)."""
+    if not runners:
+        return ""
+    nodes = {r["node_id"] for r in runners}
+    return f"  runners {len(runners)} on {len(nodes)} node{'s' if len(nodes) != 1 else ''}"
 
 
 def train(options: TrainOptions, quiet: bool = False) -> dict[str, Any]:
