@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.bench.evaluate import payoff_vs
+from croupier.bench.plotting import pyplot, save
 from croupier.demo import ExternalRun, run_external
 from croupier.local_cluster import LocalRayCluster, NodeSpec
 from croupier.policies.learned import read_weights_dir
@@ -122,10 +123,7 @@ def bench_cluster(
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.5))
     for key, label, color in (("single_node", "single node", "C0"),
@@ -146,9 +144,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         f"bench cluster: {report['game']} ({report['algo']}), {report['minutes']:g} min each, "
         f"throughput ratio {report['throughput_ratio']:.2f}"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def format_report(report: dict[str, Any]) -> str:

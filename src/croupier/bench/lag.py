@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from croupier.bench.plotting import pyplot, save
 from croupier.demo import ExternalRun, run_external
 
 
@@ -79,10 +80,7 @@ def bench_lag(
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     algos = sorted({r["algo"] for r in result["runs"]})
     fig, axes = plt.subplots(1, len(algos), figsize=(6 * len(algos), 4.5), sharey=True)
@@ -104,6 +102,4 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ax.set_xlabel("env steps trained")
         ax.legend(fontsize=8)
     axes[0].set_ylabel("payoff per hand vs rules (training)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from croupier.bench.plotting import pyplot, save
 from croupier.demo import ExternalRun, run_external
 
 # name -> `croupier train` arguments
@@ -91,10 +92,7 @@ def bench_outage(
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for run in result["runs"]:
@@ -111,6 +109,4 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_title(f"{result['game']}: a {result['outage_s']:g} s trainer outage, the backlog "
                  "trained or dropped")  # fmt: skip
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)

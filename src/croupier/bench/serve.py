@@ -51,6 +51,7 @@ from typing import Any
 
 import httpx
 
+from croupier.bench.plotting import pyplot, save
 from croupier.client import route_game
 from croupier.engine.rlcard_games import RLCardTable
 from croupier.local_server import free_port, start_serve, wait_until_up
@@ -381,10 +382,7 @@ def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
 
 
 def plot(results: list[Result], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     games = sorted({r.games for r in results})
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -402,9 +400,7 @@ def plot(results: list[Result], path: Path) -> None:
     ax.set_ylabel("decisions / s")
     ax.set_title("croupier bench serve (one uvicorn worker, wrk on the same 2 cores)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def medians(results: list[Result]) -> list[Result]:

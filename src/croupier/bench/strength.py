@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from croupier.bench.plotting import pyplot, save
 from croupier.engine.runner import run_engine
 from croupier.local_server import CROUPIER, free_port, get_json, serving, stop
 
@@ -230,10 +231,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
 
 
 def plot_simulated(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     minutes = report["run"]["minutes"]
@@ -259,16 +257,11 @@ def plot_simulated(report: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("training minutes")
     ax.set_ylabel("payoff per hand vs rules")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for key, color in (("external", "C1"), ("anchor", "C0")):
@@ -284,9 +277,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ax.set_ylabel(f"learned {report['run']['learn']} win rate vs rules")
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def format_report(report: dict[str, Any]) -> str:

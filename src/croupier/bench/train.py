@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.bench.evaluate import payoff_vs
+from croupier.bench.plotting import pyplot, save
 from croupier.demo import ExternalRun, run_external
 from croupier.policies.learned import read_weights_dir
 from croupier.policies.module import ModelSpec
@@ -113,10 +114,7 @@ def bench_train(
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     a = [p for p in report["anchor"]["curve"] if p["return"] is not None]
@@ -133,9 +131,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         f"{report['throughput_ratio']:.2f}"
     )
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def format_report(report: dict[str, Any]) -> str:

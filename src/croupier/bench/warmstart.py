@@ -20,6 +20,7 @@ from typing import Any
 
 import uvloop
 
+from croupier.bench.plotting import pyplot, save
 from croupier.demo import ExternalRun, run_external
 from croupier.engine.runner import run_engine
 from croupier.local_server import serving
@@ -119,10 +120,7 @@ def bench_warmstart(
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for name, run in result["runs"].items():
@@ -133,9 +131,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("payoff per hand vs rules (training hands)")
     ax.set_title(f"{result['game']}: warm start from the rules (BC) vs from scratch")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def format_report(result: dict[str, Any]) -> str:
