@@ -43,7 +43,7 @@ async def auto_promote(
     }
     if production is not None and latest == production:
         decision["reason"] = f"version {latest} is already production"
-        return _log(decision, log_path)
+        return log_decision(decision, log_path)
     baseline = "production" if production is not None else ("rules" if has_rules else "random")
     result = await play_arena(
         url, game, f"frozen@{latest}", baseline, hands, tables=tables, seed=seed,
@@ -62,13 +62,7 @@ async def auto_promote(
             f"v{latest} beat {baseline}: {result.mean:+.4f} ± {result.ci95:.4f} per hand"
         )
         if fleet:
-            report = await change_fleet(
-                fleet, "promote", version=latest, admin_key=admin_key, evidence=evidence
-            )
-            decision["fleet"] = report
-            decision["promoted"] = report["ok"]
-            if not report["ok"]:
-                decision["reason"] += "; the fleet did not take it everywhere (see fleet)"
+            await promote_fleet(decision, fleet, latest, admin_key, evidence)
         else:
             async with CroupierClient(url, api_key=admin_key) as client:
                 decision["server"] = await client.promote(latest, evidence)
@@ -78,10 +72,29 @@ async def auto_promote(
             f"v{latest} did not beat {baseline}: {result.mean:+.4f} ± {result.ci95:.4f} per "
             "hand (the CI must lie above zero)"
         )
-    return _log(decision, log_path)
+    return log_decision(decision, log_path)
 
 
-def _log(decision: dict[str, Any], log_path: Path | None) -> dict[str, Any]:
+async def promote_fleet(
+    decision: dict[str, Any],
+    urls: list[str],
+    version: int,
+    admin_key: str | None,
+    evidence: dict[str, Any],
+) -> None:
+    """Promote `version` on every server of the fleet; the decision keeps each one's answer
+    and is `promoted` only if every server took it."""
+    report = await change_fleet(
+        urls, "promote", version=version, admin_key=admin_key, evidence=evidence
+    )
+    decision["fleet"] = report
+    decision["promoted"] = report["ok"]
+    if not report["ok"]:
+        decision["reason"] += "; the fleet did not take it everywhere (see fleet)"
+
+
+def log_decision(decision: dict[str, Any], log_path: Path | None) -> dict[str, Any]:
+    """Append the decision, refusals included, as one JSON line (when a log is given)."""
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("a") as f:

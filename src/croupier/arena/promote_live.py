@@ -21,13 +21,12 @@ the boundary was crossed upward on 1.5% of 2,000 paths; the fixed 1.96 on 25%.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from croupier.arena.fleet import change_fleet
+from croupier.arena.promote import log_decision, promote_fleet
 from croupier.client import CroupierClient
 from croupier.stats import Z95, Mean, mixture_boundary, stratified_difference
 
@@ -135,25 +134,10 @@ async def live_promote(
             f"v{version} ahead of {baseline} on live games: {result['diff']:+.4f} ± "
             f"{result['cs95']:.4f} per game (always-valid 95%)"
         )
-        report = await change_fleet(
-            urls, "promote", version=version, admin_key=admin_key, evidence=evidence
-        )
-        decision["fleet"] = report
-        decision["promoted"] = report["ok"]
-        if not report["ok"]:
-            decision["reason"] += "; the fleet did not take it everywhere (see fleet)"
+        await promote_fleet(decision, urls, version, admin_key, evidence)
     else:
         decision["reason"] = (
             f"v{version} is not ahead of {baseline} on live games: {result['diff']:+.4f} ± "
             f"{result['cs95']:.4f} per game (always-valid 95%: it must lie above zero)"
         )
     return log_decision(decision, log_path)
-
-
-def log_decision(decision: dict[str, Any], log_path: Path | None) -> dict[str, Any]:
-    """Append the decision, refusals included, as one JSON line (when a log is given)."""
-    if log_path is not None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("a") as f:
-            f.write(json.dumps(decision, default=float) + "\n")
-    return decision
