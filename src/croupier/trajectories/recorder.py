@@ -89,49 +89,36 @@ class SeatRecorder:
             return None
         self.add_reward(final_reward)
         final_obs, final_mask = terminal
-        if final_mask.ndim == 2:  # a candidate game: the "masks" are candidate rows
-            return self._close_candidates(final_obs, final_mask, truncated)
+        common = {
+            "episode_id": self.episode_id,
+            "obs": np.stack([*self.obs, final_obs]).astype(np.float32),
+            "actions": np.asarray(self.actions, np.int64),
+            "rewards": np.asarray(self.rewards, np.float32),
+            "logp": np.asarray(self.logp, np.float32),
+            "versions": list(self.versions),
+            "game_id": self.game_id,
+            "seat": self.seat,
+            "policy": self.policy,
+            "terminated": not truncated,
+            "truncated": truncated,
+            "start_time": self.started,
+            "last_step_time": self.last_step,
+        }
+        if final_mask.ndim == 2:
+            # A candidate game (record version 2): the "masks" are candidate rows; candidates
+            # and logits ragged, unpadded.
+            cands = [*self.masks, final_mask]
+            return make_record(
+                **common,
+                mask=np.zeros((len(cands), 0), np.float32),
+                logits=np.concatenate(self.logits).astype(np.float32),
+                candidates=np.concatenate(cands).astype(np.float32),
+                candidate_counts=np.fromiter((len(c) for c in cands), np.int64, len(cands)),
+            )
         return make_record(
-            episode_id=self.episode_id,
-            obs=np.stack([*self.obs, final_obs]).astype(np.float32),
+            **common,
             mask=np.stack([*self.masks, final_mask]).astype(np.float32),
-            actions=np.asarray(self.actions, np.int64),
-            rewards=np.asarray(self.rewards, np.float32),
-            logp=np.asarray(self.logp, np.float32),
             logits=np.stack(self.logits).astype(np.float32),
-            versions=list(self.versions),
-            game_id=self.game_id,
-            seat=self.seat,
-            policy=self.policy,
-            terminated=not truncated,
-            truncated=truncated,
-            start_time=self.started,
-            last_step_time=self.last_step,
-        )
-
-    def _close_candidates(
-        self, final_obs: np.ndarray, final_cands: np.ndarray, truncated: bool
-    ) -> dict[str, Any]:
-        """A candidate record (record version 2): candidates and logits ragged, unpadded."""
-        cands = [*self.masks, final_cands]
-        return make_record(
-            episode_id=self.episode_id,
-            obs=np.stack([*self.obs, final_obs]).astype(np.float32),
-            mask=np.zeros((len(cands), 0), np.float32),
-            actions=np.asarray(self.actions, np.int64),
-            rewards=np.asarray(self.rewards, np.float32),
-            logp=np.asarray(self.logp, np.float32),
-            logits=np.concatenate(self.logits).astype(np.float32),
-            versions=list(self.versions),
-            game_id=self.game_id,
-            seat=self.seat,
-            policy=self.policy,
-            terminated=not truncated,
-            truncated=truncated,
-            start_time=self.started,
-            last_step_time=self.last_step,
-            candidates=np.concatenate(cands).astype(np.float32),
-            candidate_counts=np.fromiter((len(c) for c in cands), np.int64, len(cands)),
         )
 
 
