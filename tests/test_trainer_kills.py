@@ -23,24 +23,20 @@ with the same accounting in tests/test_faults.py (phase 5).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.conftest import BackgroundPlay, free_port, running_server_logged, wait_for
-from tests.helpers.trainer import settled_snapshot
+from tests.helpers.trainer import settled_snapshot, trainer_health, trainer_log
 
 GAME = "leduc-holdem"
 # `make test-long` runs two kills; CROUPIER_TRAINER_KILLS sets how many.
@@ -63,10 +59,7 @@ class Trainer:
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
     def health(self) -> dict[str, Any] | None:
-        try:
-            return httpx.get(f"http://127.0.0.1:{self.metrics_port}/healthz", timeout=2).json()
-        except (httpx.HTTPError, ValueError):
-            return None
+        return trainer_health(self.metrics_port)
 
     def wait_trained(self, updates: int) -> dict[str, Any]:
         """Until it has completed `updates` learner updates since it started."""
@@ -81,17 +74,6 @@ class Trainer:
     def stop(self, sig: signal.Signals) -> None:
         self.proc.send_signal(sig)
         self.proc.wait(90)
-
-
-@contextlib.contextmanager
-def trainer_log() -> Iterator[Any]:
-    with tempfile.NamedTemporaryFile(prefix="croupier-train-", suffix=".log") as log:
-        try:
-            yield log
-        except BaseException:
-            log.seek(0)
-            print("--- trainer log ---\n" + log.read().decode(errors="replace")[-5000:])
-            raise
 
 
 @pytest.mark.system

@@ -16,10 +16,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,14 @@ import pytest
 
 from croupier.trainer.metrics import serve_trainer_metrics
 from tests.conftest import BackgroundPlay, LoggedServer, free_port, running_server_logged, wait_for
-from tests.helpers.trainer import HYPER, RunningTrainer, synthetic_episode, trainer_options
+from tests.helpers.trainer import (
+    HYPER,
+    RunningTrainer,
+    synthetic_episode,
+    trainer_health,
+    trainer_log,
+    trainer_options,
+)
 
 GAME = "leduc-holdem"
 
@@ -193,10 +198,7 @@ class TrainerProcess:
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
     def health(self) -> dict[str, Any] | None:
-        try:
-            return httpx.get(f"http://127.0.0.1:{self.metrics_port}/healthz", timeout=2).json()
-        except (httpx.HTTPError, ValueError):
-            return None
+        return trainer_health(self.metrics_port)
 
     def wait_training(self) -> dict[str, Any]:
         def ready() -> dict[str, Any] | None:
@@ -239,17 +241,6 @@ class VersionWatch:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join(5)
-
-
-@contextlib.contextmanager
-def trainer_log() -> Iterator[Any]:
-    with tempfile.NamedTemporaryFile(prefix="croupier-train-", suffix=".log") as log:
-        try:
-            yield log
-        except BaseException:
-            log.seek(0)
-            print("--- trainer log ---\n" + log.read().decode(errors="replace")[-5000:])
-            raise
 
 
 @pytest.mark.timeout(600)

@@ -3,12 +3,15 @@ link frames (moved from test_trainer_link.py so link and scale-out tests share t
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 from croupier.trainer.algo import Hyper
@@ -184,3 +187,24 @@ def wait_quiet(trainer: RunningTrainer, servers: list[LoggedServer], timeout_s: 
         return after + 1  # truthy even for 0
 
     return wait_for(steady, timeout_s, 0.2, "servers and trainer to go quiet") - 1
+
+
+@contextlib.contextmanager
+def trainer_log() -> Iterator[Any]:
+    """A temporary log file for a `croupier train` process, printed (its tail) when the test
+    using it fails."""
+    with tempfile.NamedTemporaryFile(prefix="croupier-train-", suffix=".log") as log:
+        try:
+            yield log
+        except BaseException:
+            log.seek(0)
+            print("--- trainer log ---\n" + log.read().decode(errors="replace")[-5000:])
+            raise
+
+
+def trainer_health(metrics_port: int) -> dict[str, Any] | None:
+    """A `croupier train` process's /healthz, or None while it does not answer."""
+    try:
+        return httpx.get(f"http://127.0.0.1:{metrics_port}/healthz", timeout=2).json()
+    except (httpx.HTTPError, ValueError):
+        return None
