@@ -1,8 +1,9 @@
 """The `croupier` command line: one function per command, each only parsing and wiring.
 
 Over 400 lines because it lists every command (serve, engine, train, eval, promote, status,
-score, pretrain, openapi, settings-doc, bench …); `serve` and `train` take their options from
-the settings models in config.py, the others' few options stay beside their code."""
+score, pretrain, openapi, settings-doc); `serve` and `train` take their options from the
+settings models in config.py, the others' few options stay beside their code. The `bench`
+commands are `croupier.bench.cli`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from croupier.bench.cli import bench_app
 from croupier.config import ServeProcess, ServerConfig, TrainSettings
 from croupier.settings import build, command, markdown_table
 
@@ -647,170 +649,7 @@ def pretrain(
     typer.echo(json.dumps(report, indent=2, default=float))
 
 
-bench_app = typer.Typer(help="Benchmarks (results under bench/results/).", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
-
-
-@bench_app.command("serve")
-def bench_serve(
-    games: Annotated[str, typer.Option(help="Concurrent games, comma separated")] = "100,1000",
-    seconds: Annotated[float, typer.Option(help="Measured seconds per scenario")] = 10.0,
-    rounds: Annotated[int, typer.Option(help="Interleaved rounds; medians are reported")] = 3,
-    scenarios: Annotated[
-        str | None,
-        typer.Option(help="Scenarios to run, comma separated (a,b,c,c-inline,d,c2,ray); all"),
-    ] = None,
-    out: Path = Path("bench/results"),
-) -> None:
-    """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API,
-    two server processes vs one, and Ray Serve on the same module."""
-    from croupier.bench.serve import Result, format_table
-    from croupier.bench.serve import bench_serve as run
-
-    chosen = [s.strip() for s in scenarios.split(",") if s.strip()] if scenarios else None
-    report = run([int(g) for g in games.split(",")], seconds, out, rounds, chosen)
-    typer.echo(f"medians over {rounds} rounds:")
-    typer.echo(format_table([Result(**r) for r in report["results"]]))
-    typer.echo(json.dumps(report["ratios"], indent=2))
-
-
-@bench_app.command("train")
-def bench_train(
-    game: str = "leduc-holdem",
-    algo: str = "ppo",
-    minutes: float = 3.0,
-    eval_hands: int = 10_000,
-    out: Path = Path("bench/results"),
-) -> None:
-    """External path vs RLlib in-process (the anchor): env steps/s and payoff vs rules."""
-    from croupier.bench.train import bench_train as run
-    from croupier.bench.train import format_report
-
-    typer.echo(format_report(run(game, algo, minutes, out, eval_hands)))
-
-
-@bench_app.command("cluster")
-def bench_cluster(
-    game: str = "leduc-holdem",
-    algo: str = "ppo",
-    minutes: Annotated[float, typer.Option(help="Training minutes per setup")] = 3.0,
-    eval_hands: int = 10_000,
-    tables: int = 128,
-    out: Path = Path("bench/results"),
-) -> None:
-    """One Ray node vs a two-node cluster (ray start on this machine; 2 learners, a runner
-    per node), two servers each: env steps/s trained and payoff vs rules."""
-    from croupier.bench.cluster import bench_cluster as run
-    from croupier.bench.cluster import format_report
-
-    typer.echo(format_report(run(game, algo, minutes, out, eval_hands, tables)))
-
-
-@bench_app.command("strength")
-def bench_strength(
-    game: Annotated[
-        str, typer.Option(help="doudizhu (candidate PPO anchor), or any game with a simulator")
-    ] = "doudizhu",
-    minutes: float = 5.0,
-    learn: Annotated[
-        str, typer.Option(help="doudizhu: landlord or peasants (vs the rules)")
-    ] = "landlord",
-    eval_every: Annotated[float, typer.Option(help="Seconds of play between evaluations")] = 60.0,
-    eval_games: int = 300,
-    final_games: int = 2000,
-    anchor: Annotated[bool, typer.Option(help="Also train the in-process anchor")] = True,
-    out: Path = Path("bench/results"),
-) -> None:
-    """External path vs an in-process anchor, same wall-clock: strength against the rules."""
-    from croupier.bench.strength import StrengthRun, format_report
-    from croupier.bench.strength import bench_strength as run
-
-    settings = StrengthRun(
-        game=game,
-        learn=learn,
-        minutes=minutes,
-        eval_every_s=eval_every,
-        eval_games=eval_games,
-        final_games=final_games,
-        anchor=anchor,
-    )
-    try:
-        report = run(settings, out)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    typer.echo(format_report(report))
-
-
-@bench_app.command("lag")
-def bench_lag(
-    game: str = "leduc-holdem",
-    algos: str = "appo,ppo",
-    lags: str = "0,2,8,32",
-    minutes: float = 2.0,
-    out: Path = Path("bench/results"),
-) -> None:
-    """Learning curves when the behaviour policy lags the learner by N versions."""
-    from croupier.bench.lag import bench_lag as run
-
-    run(game, algos.split(","), [int(x) for x in lags.split(",")], minutes, out)
-
-
-@bench_app.command("outage")
-def bench_outage(
-    game: str = "leduc-holdem",
-    minutes: float = 4.0,
-    outage_at: Annotated[float, typer.Option(help="Seconds in when the trainer is killed")] = 60.0,
-    outage: Annotated[float, typer.Option(help="Seconds the trainer stays down")] = 60.0,
-    out: Path = Path("bench/results"),
-) -> None:
-    """A trainer outage mid-run: the backlog trained (default bound) vs dropped, side by side."""
-    from croupier.bench.outage import bench_outage as run
-
-    run(game, minutes, outage_at, outage, out)
-
-
-@bench_app.command("soak")
-def bench_soak(
-    game: Annotated[str, typer.Option(help="Any game with a simulator")] = "leduc-holdem",
-    games: Annotated[int, typer.Option(help="Concurrent games")] = 1000,
-    minutes: float = 10.0,
-    url: Annotated[str | None, typer.Option(help="An existing server (default: start one)")] = None,
-    trainer: Annotated[bool, typer.Option(help="Connect a `croupier train` to the server")] = False,
-    out: Path = Path("bench/results"),
-) -> None:
-    """Many concurrent games for minutes: decisions, errors, p99 per minute, server RSS."""
-    from croupier.bench.soak import bench_soak as run
-    from croupier.bench.soak import format_report
-
-    report = run(games, minutes, out, url, game, trainer)
-    typer.echo(format_report(report))
-    if report["errors"]:
-        raise typer.Exit(1)
-
-
-@bench_app.command("warmstart")
-def bench_warmstart(
-    game: str = "leduc-holdem",
-    minutes: Annotated[float, typer.Option(help="Training minutes per run (cold, warm)")] = 2.0,
-    from_dir: Annotated[
-        Path | None, typer.Option("--from", help="Recorded rules episodes (else recorded now)")
-    ] = None,
-    record_hands: int = 4000,
-    algo: str = "ppo",
-    pretrain_iterations: int = 5,
-    eval_hands: int = 4000,
-    out: Path = Path("bench/results"),
-) -> None:
-    """Payoff vs rules over the first minutes of training, from scratch and from a BC warm
-    start (record the rules, pretrain, train twice)."""
-    from croupier.bench.warmstart import bench_warmstart as run
-    from croupier.bench.warmstart import format_report
-
-    typer.echo(
-        format_report(
-            run(game, minutes, out, from_dir, record_hands, algo, pretrain_iterations, eval_hands)
-        )
-    )
 
 
 def main() -> None:
