@@ -25,7 +25,13 @@ from typing import Any
 import uvloop
 
 from croupier.engine.runner import EngineSummary, run_engine
-from croupier.local_server import CROUPIER, free_port, get_json, start_serve, wait_until_up
+from croupier.local_server import (
+    free_port,
+    get_json,
+    start_serve,
+    start_train,
+    wait_until_up,
+)
 
 
 def last_progress(path: Path) -> dict[str, Any] | None:
@@ -135,11 +141,11 @@ class TrainerProcess:
 
     def _start(self, minutes: float) -> subprocess.Popen:
         run = self.run
-        return subprocess.Popen(
-            [*CROUPIER, "train", "--game", run.game, "--algo", run.algo,
+        return start_train(
+            ["--game", run.game, "--algo", run.algo,
              "--listen", f"127.0.0.1:{self.link_port}", "--minutes", f"{minutes:.3f}",
              "--checkpoint-dir", str(run.run_dir / "trainer"), *run.train_args],
-            stdout=(run.run_dir / "trainer.log").open("a"), stderr=subprocess.STDOUT,
+            stdout=(run.run_dir / "trainer.log").open("a"),
             env={**self.env, **run.trainer_env},
         )  # fmt: skip
 

@@ -74,6 +74,16 @@ def start_serve(
     return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT, env=env)
 
 
+def start_train(
+    args: Sequence[str],
+    stdout: IO[Any] | int | None = subprocess.DEVNULL,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    """`python -m croupier train *args`, output to `stdout` (not waited)."""
+    cmd = [*CROUPIER, "train", *args]
+    return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT, env=env)
+
+
 @contextlib.contextmanager
 def serving(
     args: Sequence[str],

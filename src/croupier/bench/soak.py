@@ -30,7 +30,7 @@ from typing import Any
 from croupier.client import CroupierClient, CroupierError
 from croupier.engine.runner import rotate
 from croupier.games.registry import load_simulator
-from croupier.local_server import CROUPIER, free_port, start_serve, stop, wait_until_up
+from croupier.local_server import free_port, start_serve, start_train, stop, wait_until_up
 
 GAME = "leduc-holdem"
 WARMUP_MINUTES = 5
@@ -165,10 +165,10 @@ def _start_trainer(game: str, minutes: float, data_dir: str) -> tuple[subprocess
     """`croupier train` for the soak (its log beside the server's data), and its link."""
     link = f"127.0.0.1:{free_port()}"
     log = Path(data_dir, "trainer.log").open("wb")  # noqa: SIM115 - the process holds it
-    proc = subprocess.Popen(
-        [*CROUPIER, "train", "--game", game, "--listen", link, "--minutes", f"{minutes + 10:g}",
+    proc = start_train(
+        ["--game", game, "--listen", link, "--minutes", f"{minutes + 10:g}",
          "--checkpoint-dir", str(Path(data_dir, "trainer"))],
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log,
     )  # fmt: skip
     return proc, link
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any
 
 from croupier.bench.plotting import pyplot, save
 from croupier.engine.runner import run_engine
-from croupier.local_server import CROUPIER, free_port, get_json, serving, stop
+from croupier.local_server import free_port, get_json, serving, start_train, stop
 
 SIDES = {
     "landlord": {"landlord": "learned", "peasant": "rules"},
@@ -78,11 +77,11 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = open(run_dir / "trainer.log", "wb")  # noqa: SIM115 - closed below
-    trainer = subprocess.Popen(
-        [*CROUPIER, "train", "--game", run.game, "--listen", f"127.0.0.1:{port}",
+    trainer = start_train(
+        ["--game", run.game, "--listen", f"127.0.0.1:{port}",
          "--checkpoint-dir", str(run_dir / "trainer"), "--minutes", str(run.minutes * 3 + 5),
          "--log-level", "info"],
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log,
     )  # fmt: skip
     curve: list[dict[str, Any]] = []
     try:
