@@ -168,8 +168,11 @@ def test_sigkill_of_one_of_two_servers_mid_play_fails_no_decision() -> None:
         assert stats["fragments_dropped"] >= 1 and stats["games_resumed_in_place"] == 1
         survivor = get_json(servers[1]["url"] + "/healthz")
         assert survivor["games_resumed"] == stats["games_moved"]
-        assert survivor["resumed_fragments_dropped"] >= stats["fragments_dropped"]
         back = get_json(victim["url"] + "/healthz")
+        # Each server counts every recorded seat of the games it resumed (the idle game's on
+        # the victim, back); the client only seats that had acted: never more than theirs.
+        dropped_there = survivor["resumed_fragments_dropped"] + back["resumed_fragments_dropped"]
+        assert dropped_there >= stats["fragments_dropped"], (survivor, back, stats)
         assert back["games_created"] > 0  # new games route to it again
         assert back["games_resumed"] == 1  # the idle game only: nothing moved back
         print(

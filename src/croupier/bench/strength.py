@@ -200,6 +200,10 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
             tables=run.tables,
             eval_hands=run.eval_games,
             quiet=True,
+            # The clock starts once the trainer is up, as the anchor's starts once its Ray
+            # session is: like for like (a 0.2-minute run on a loaded box once ended before
+            # the trainer's first update).
+            wait_for_trainer=True,
         )
     )
     version, spec, weights = read_weights_dir(run_dir / "weights")
