@@ -34,3 +34,15 @@ def test_serve_ratios_of_two_processes_and_ray_serve_and_scenario_choice():
     assert select(None) == SCENARIOS
     with pytest.raises(ValueError, match="unknown scenarios"):
         select(["c", "nope"])
+
+
+def test_serve_takes_another_game_seat_0_deciding_and_no_ray_for_it():
+    from croupier.bench.serve import SCENARIOS, _sample_states, skip_reason
+
+    states = _sample_states(8, "doudizhu")
+    assert len(states) == 8 and all(s["self"] == 0 for s in states)
+    assert all(s["legal_actions"] for s in states)
+    ray = next(s for s in SCENARIOS if s.name == "ray")
+    assert "serves leduc-holdem only" in (skip_reason(ray, "doudizhu") or "")
+    floor = next(s for s in SCENARIOS if s.name == "a")
+    assert skip_reason(floor, "doudizhu") is None

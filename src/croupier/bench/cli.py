@@ -21,6 +21,9 @@ def bench_serve(
         str | None,
         typer.Option(help="Scenarios to run, comma separated (a,b,c,c-inline,d,c2,ray); all"),
     ] = None,
+    game: Annotated[
+        str, typer.Option(help="A game of the reference engine (leduc-holdem, doudizhu, uno…)")
+    ] = "leduc-holdem",
     out: Path = Path("bench/results"),
 ) -> None:
     """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API,
@@ -29,7 +32,7 @@ def bench_serve(
     from croupier.bench.serve import bench_serve as run
 
     chosen = [s.strip() for s in scenarios.split(",") if s.strip()] if scenarios else None
-    report = run([int(g) for g in games.split(",")], seconds, out, rounds, chosen)
+    report = run([int(g) for g in games.split(",")], seconds, out, rounds, chosen, game)
     typer.echo(f"medians over {rounds} rounds:")
     typer.echo(format_table([Result(**r) for r in report["results"]]))
     typer.echo(json.dumps(report["ratios"], indent=2))

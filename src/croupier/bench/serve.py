@@ -15,7 +15,9 @@ Against the same server build, for each number of concurrent games:
                (`pip install 'croupier[bench]'`)
 
 `--scenarios` runs some of them (by name); ratios `X/a`, `c2/c` and `c/ray` are reported for
-the scenarios run together.
+the scenarios run together. `--game` measures another game of the reference engine (doudizhu:
+three seats, candidate scoring; seat 0 decides, the others are `rules` seats that never get
+a request): every scenario but `ray`, whose app serves leduc only.
 
 The load generator is wrk (one thread, keep-alive connections, one request in flight per
 connection = per game) with a Lua script that only replays prepared bodies, so it costs the
@@ -57,7 +59,7 @@ from croupier.engine.rlcard_games import RLCardTable
 from croupier.local_server import free_port, start_serve, wait_until_up
 
 LUA = Path(__file__).with_name("decide.lua")
-GAME = "leduc-holdem"
+GAME = "leduc-holdem"  # the default; the Ray Serve app serves this one only
 BATCH_ITEMS = 64
 
 
@@ -123,11 +125,13 @@ def _session_cpu_seconds(sid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _sample_states(n: int) -> list[dict[str, Any]]:
-    """Real leduc states for seat 0, so every decide does the full encode."""
-    table, states = RLCardTable(GAME), []
+def _sample_states(n: int, game: str = GAME) -> list[dict[str, Any]]:
+    """Real states of `game` for seat 0, so every decide does the full encode."""
+    table, states = RLCardTable(game), []
     table.reset(7)
-    while len(states) < n:
+    for _ in range(1000 * n):  # bounded: seat 0 decides every few moves in these games
+        if len(states) >= n:
+            break
         if table.is_over():
             table.reset()
             continue
@@ -150,8 +154,10 @@ def _pinning(servers: int = 1) -> tuple[list[list[str]], list[str]]:
     return pins, (["taskset", "-c", ",".join(map(str, rest))] if rest else [])
 
 
-def skip_reason(scenario: Scenario) -> str | None:
+def skip_reason(scenario: Scenario, game: str = GAME) -> str | None:
     """Why `scenario` cannot run here (None: it can)."""
+    if scenario.system == "ray-serve" and game != GAME:
+        return f"the Ray Serve app serves {GAME} only"
     if scenario.servers > len(os.sched_getaffinity(0)):
         return f"{scenario.servers} server processes need as many CPUs"
     if scenario.system == "ray-serve":
@@ -163,8 +169,10 @@ def skip_reason(scenario: Scenario) -> str | None:
     return None
 
 
-def _start_server(port: int, args: list[str], prefix: list[str] | None = None) -> subprocess.Popen:
-    proc = start_serve(["--game", GAME, "--data-dir", "none", *args], port, prefix=prefix or [])
+def _start_server(
+    port: int, args: list[str], prefix: list[str] | None = None, game: str = GAME
+) -> subprocess.Popen:
+    proc = start_serve(["--game", game, "--data-dir", "none", *args], port, prefix=prefix or [])
     try:
         wait_until_up(f"http://127.0.0.1:{port}", proc, timeout=60)
     except BaseException:
@@ -177,18 +185,22 @@ def _decide_line(path: str, body: dict[str, Any]) -> str:
     return f"{path}\t" + json.dumps(body, separators=(",", ":"))
 
 
-def _bodies(urls: list[str], scenario: Scenario, games: int) -> dict[str, list[str]]:
+def _bodies(
+    urls: list[str], scenario: Scenario, games: int, game: str = GAME
+) -> dict[str, list[str]]:
     """Open `games` unrecorded games, each on the server its id routes to, and prepare one
     request line per game (or batch), by server."""
-    states = _sample_states(64)
-    seats = {"0": scenario.seat, "1": "rules"}
+    from croupier.games.registry import load_adapter
+
+    states = _sample_states(64, game)
+    seats = {seat: "rules" for seat in load_adapter(game).seats} | {"0": scenario.seat}
     ids: dict[str, list[str]] = {url: [] for url in urls}
     clients = {url: httpx.Client(base_url=url, timeout=30) for url in urls}
     try:
         for _ in range(games):
             game_id = uuid.uuid4().hex
             url = route_game(game_id, urls)
-            body = {"game": GAME, "game_id": game_id, "seats": seats, "record": False}
+            body = {"game": game, "game_id": game_id, "seats": seats, "record": False}
             clients[url].post("/v1/games", json=body).raise_for_status()
             ids[url].append(game_id)
     finally:
@@ -261,7 +273,7 @@ def _stop_session(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-def run_scenario(scenario: Scenario, games: int, seconds: float) -> Result:
+def run_scenario(scenario: Scenario, games: int, seconds: float, game: str = GAME) -> Result:
     server_cpus, load_cpu = _pinning(scenario.servers)
     procs: list[subprocess.Popen] = []
     try:
@@ -281,9 +293,9 @@ def run_scenario(scenario: Scenario, games: int, seconds: float) -> Result:
             urls = []
             for prefix in server_cpus:
                 port = free_port()
-                procs.append(_start_server(port, scenario.server_args, prefix))
+                procs.append(_start_server(port, scenario.server_args, prefix, game))
                 urls.append(f"http://127.0.0.1:{port}")
-            lines = _bodies(urls, scenario, games)
+            lines = _bodies(urls, scenario, games, game)
             cpu_of = _cpu_seconds
         w, cpu = _load(lines, scenario, games, seconds, load_cpu, procs, cpu_of)
     finally:
@@ -444,12 +456,13 @@ def bench_serve(
     out_dir: Path,
     rounds: int = 3,
     scenarios: list[str] | None = None,
+    game: str = GAME,
 ) -> dict[str, Any]:
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed: apt-get install wrk (Debian's package)")
     chosen, skipped = [], {}
     for scenario in select(scenarios):
-        reason = skip_reason(scenario)
+        reason = skip_reason(scenario, game)
         if reason is None:
             chosen.append(scenario)
         else:
@@ -461,7 +474,7 @@ def bench_serve(
         for i in range(rounds):
             this_round = []
             for scenario in chosen:
-                this_round.append(run_scenario(scenario, games, seconds))
+                this_round.append(run_scenario(scenario, games, seconds, game))
                 print(f"round {i + 1}: " + format_table(this_round[-1:]).splitlines()[-1],
                       flush=True)  # fmt: skip
             runs += this_round
@@ -470,6 +483,7 @@ def bench_serve(
                 round_ratios.setdefault(str(games), []).append(these)
     results = medians(runs)
     report = {
+        "game": game,
         "load_generator": "wrk -t1 + Lua replaying prepared bodies (keep-alive, 1 in flight "
         "per connection); c2: one wrk thread per server process",
         "pinned": bool(_pinning()[1]),
