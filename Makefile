@@ -23,8 +23,9 @@ tools:
 
 # Modules run on parallel workers (one worker per core, up to 4), each module whole on one
 # worker (its Ray session and servers are module-scoped): the suite waits on processes
-# starting and trainers updating about as much as it computes, so two workers on 2 cores
-# took 513 s where one took ~770 s.
+# starting and trainers updating about as much as it computes: on 2 cores, two workers ran it
+# in 415 s where one worker took 1,009 s (that serial run still held the two fault runs now
+# in `make test-long`, ~240 s of it).
 test: setup
 	$(PY) -m ruff check src tests examples
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile

@@ -140,6 +140,8 @@ def _sample_states(n: int, game: str = GAME) -> list[dict[str, Any]]:
         if player == 0:
             states.append(state)
         table.step(state["legal_actions"][0])
+    if len(states) < n:
+        raise RuntimeError(f"{game}: seat 0 decided {len(states)} times in {1000 * n} moves")
     return states
 
 
