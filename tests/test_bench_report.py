@@ -46,3 +46,20 @@ def test_serve_takes_another_game_seat_0_deciding_and_no_ray_for_it():
     assert "serves leduc-holdem only" in (skip_reason(ray, "doudizhu") or "")
     floor = next(s for s in SCENARIOS if s.name == "a")
     assert skip_reason(floor, "doudizhu") is None
+
+
+def test_serve_load_points_stay_apart_and_only_saturated_ones_make_ratios():
+    def paced(scenario: str, per_s: float, p99: float, think: float) -> Result:
+        return Result(scenario, scenario, 100, per_s, per_s, 1.0, p99, 100.0, 0, think)
+
+    runs = [
+        _result("a", 100, 4000, 50), _result("c", 100, 3000, 60),
+        paced("a", 900, 4, 100.0), paced("c", 880, 6, 100.0),
+        paced("a", 910, 5, 100.0), paced("c", 890, 7, 100.0),
+    ]  # fmt: skip
+    merged = {(r.scenario, r.think_ms): r for r in medians(runs)}
+    assert len(merged) == 4
+    assert merged[("c", 100.0)].p99_ms == 6.5 and merged[("c", 0.0)].p99_ms == 60
+    # Below saturation decisions/s is the load offered (here 880 vs 900): not a ratio.
+    assert ratios(runs) == {"100": {"c/a": 0.75}}
+    assert ratios([r for r in runs if r.think_ms]) == {}

@@ -160,3 +160,23 @@ def test_rlcard_key_for_legal_moves_is_read_too(sample):
     del state["legal_actions"]  # RLCard's raw state names them "actions"
     obs, cands = ADAPTER.encode_candidates(state)
     assert len(cands) == len(state["actions"])
+
+
+def test_any_trace_form_encodes_alike_and_odd_cards_are_refused(sample):
+    """JSON lists, RLCard's tuples and numpy seats take different checks (a fast path for
+    what the engine sends, entry by entry for the rest): the features must not differ."""
+    for state in [s for s in sample if s["trace"]][:30]:
+        obs = ADAPTER.encode_candidates(state)[0]
+        as_tuples = {**state, "trace": [tuple(t) for t in state["trace"]]}
+        numpy_seats = {**state, "trace": [[np.int64(s), m] for s, m in state["trace"]]}
+        for other in (as_tuples, numpy_seats):
+            np.testing.assert_array_equal(ADAPTER.encode_candidates(other)[0], obs)
+    state = sample[10]
+    for bad in ({"current_hand": state["current_hand"] + "é"},
+                {"others_hand": state["others_hand"] + "1"},
+                {"played_cards": ["", "3", 5]},
+                {"trace": [[True, "pass"]]},
+                {"trace": [[0, ["33"]]]},
+                {"legal_actions": [["33"]]}):  # fmt: skip
+        with pytest.raises(InvalidState):
+            ADAPTER.encode_candidates({**state, **bad})

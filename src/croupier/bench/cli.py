@@ -24,6 +24,13 @@ def bench_serve(
     game: Annotated[
         str, typer.Option(help="A game of the reference engine (leduc-holdem, doudizhu, uno…)")
     ] = "leduc-holdem",
+    think_ms: Annotated[
+        str,
+        typer.Option(
+            help="Load points: each game's mean think time between decisions, comma separated "
+            "(0: none, the server saturated)"
+        ),
+    ] = "0",
     out: Path = Path("bench/results"),
 ) -> None:
     """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API,
@@ -32,7 +39,10 @@ def bench_serve(
     from croupier.bench.serve import bench_serve as run
 
     chosen = [s.strip() for s in scenarios.split(",") if s.strip()] if scenarios else None
-    report = run([int(g) for g in games.split(",")], seconds, out, rounds, chosen, game)
+    thinks = [float(t) for t in think_ms.split(",") if t.strip()]
+    if not thinks or any(not 0 <= t <= 60_000 for t in thinks):
+        raise typer.BadParameter("milliseconds in 0..60000", param_hint="--think-ms")
+    report = run([int(g) for g in games.split(",")], seconds, out, rounds, chosen, game, thinks)
     typer.echo(f"medians over {rounds} rounds:")
     typer.echo(format_table([Result(**r) for r in report["results"]]))
     typer.echo(json.dumps(report["ratios"], indent=2))
@@ -83,6 +93,10 @@ def bench_strength(
     eval_games: int = 300,
     final_games: int = 2000,
     anchor: Annotated[bool, typer.Option(help="Also train the in-process anchor")] = True,
+    dmc: Annotated[
+        bool,
+        typer.Option(help="doudizhu: also RLCard's DMC trainer, same minutes (needs gitpython)"),
+    ] = False,
     out: Path = Path("bench/results"),
 ) -> None:
     """External path vs an in-process anchor, same wall-clock: strength against the rules."""
@@ -97,6 +111,7 @@ def bench_strength(
         eval_games=eval_games,
         final_games=final_games,
         anchor=anchor,
+        dmc=dmc,
     )
     try:
         report = run(settings, out)

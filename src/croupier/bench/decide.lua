@@ -3,6 +3,9 @@
 -- a tab, then the JSON body), so the load generator does no work per request.
 -- With BENCH_SERVERS ("host:port,host:port", one wrk thread each), thread k sends to the
 -- k-th server the bodies in BENCH_BODIES.k: the games routed to that server by id.
+-- With BENCH_THINK_MS > 0 each connection (a game) waits before each request for a think
+-- time drawn from an exponential with that mean (games that think independently, as players
+-- and engines do, not in lockstep); latency is still timed from the request's write.
 
 local requests = {}
 local n = 0
@@ -34,6 +37,14 @@ function init(args)
     requests[n] = wrk.format("POST", path, {["Content-Type"] = "application/json"}, body)
   end
   file:close()
+end
+
+local think_ms = tonumber(os.getenv("BENCH_THINK_MS") or "0")
+if think_ms > 0 then
+  math.randomseed(os.time())
+  function delay()
+    return math.floor(-think_ms * math.log(1 - math.random()))
+  end
 end
 
 local i = 0

@@ -15,9 +15,18 @@ Against the same server build, for each number of concurrent games:
                (`pip install 'croupier[bench]'`)
 
 `--scenarios` runs some of them (by name); ratios `X/a`, `c2/c` and `c/ray` are reported for
-the scenarios run together. `--game` measures another game of the reference engine (doudizhu:
-three seats, candidate scoring; seat 0 decides, the others are `rules` seats that never get
-a request): every scenario but `ray`, whose app serves leduc only.
+the scenarios run together, at full load.
+
+`--think-ms` adds load points below saturation: each game waits a think time (exponential,
+that mean) before each decision, so the latency is the service time plus the queueing that
+load causes. With no think time (0, the default) every game asks again as soon as it is
+answered: the server is saturated and, by Little's law, the mean latency is games / (decisions
+per second) whatever the server does: 100 games at 2,000/s wait 50 ms. A latency target is a
+statement at a load; these points say which.
+
+`--game` measures another game of the reference engine (doudizhu: three seats, candidate
+scoring; seat 0 decides, the others are `rules` seats that never get a request): every
+scenario but `ray`, whose app serves leduc only.
 
 The load generator is wrk (one thread, keep-alive connections, one request in flight per
 connection = per game) with a Lua script that only replays prepared bodies, so it costs the
@@ -98,6 +107,7 @@ class Result:
     p99_ms: float
     server_cpu_us_per_decision: float
     errors: int
+    think_ms: float = 0.0  # mean think time per game between decisions (0: saturated)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -275,7 +285,9 @@ def _stop_session(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-def run_scenario(scenario: Scenario, games: int, seconds: float, game: str = GAME) -> Result:
+def run_scenario(
+    scenario: Scenario, games: int, seconds: float, game: str = GAME, think_ms: float = 0.0
+) -> Result:
     server_cpus, load_cpu = _pinning(scenario.servers)
     procs: list[subprocess.Popen] = []
     try:
@@ -299,7 +311,7 @@ def run_scenario(scenario: Scenario, games: int, seconds: float, game: str = GAM
                 urls.append(f"http://127.0.0.1:{port}")
             lines = _bodies(urls, scenario, games, game)
             cpu_of = _cpu_seconds
-        w, cpu = _load(lines, scenario, games, seconds, load_cpu, procs, cpu_of)
+        w, cpu = _load(lines, scenario, games, seconds, load_cpu, procs, cpu_of, think_ms)
     finally:
         for proc in procs:
             if scenario.system == "ray-serve":
@@ -320,6 +332,7 @@ def run_scenario(scenario: Scenario, games: int, seconds: float, game: str = GAM
         p99_ms=w["p99_us"] / 1000,
         server_cpu_us_per_decision=cpu / max(decisions, 1) * 1e6,
         errors=errors,
+        think_ms=think_ms,
     )
 
 
@@ -331,13 +344,15 @@ def _load(
     load_cpu: list[str],
     procs: list[subprocess.Popen],
     cpu_of: Any,
+    think_ms: float = 0.0,
 ) -> tuple[dict[str, Any], float]:
     """wrk against the server(s) (one thread each): its numbers, and the servers' CPU
     seconds while it measured."""
     urls = list(lines)
     with tempfile.TemporaryDirectory() as tmp:
         bodies, out = Path(tmp) / "bodies.tsv", Path(tmp) / "out.json"
-        env = {**os.environ, "BENCH_BODIES": str(bodies), "BENCH_OUT": str(out)}
+        env = {**os.environ, "BENCH_BODIES": str(bodies), "BENCH_OUT": str(out),
+               "BENCH_THINK_MS": f"{think_ms:g}"}  # fmt: skip
         if len(urls) == 1:
             bodies.write_text("\n".join(lines[urls[0]]) + "\n")
         else:  # thread k -> server k (decide.lua)
@@ -366,12 +381,14 @@ def _load(
 
 def format_table(results: list[Result]) -> str:
     lines = [
-        f"{'games':>6} {'scenario':<24} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'cpu us/dec':>10} {'errors':>6}"
+        f"{'games':>6} {'think':>6} {'scenario':<24} {'decisions/s':>12} {'p50 ms':>8} "
+        f"{'p99 ms':>8} {'cpu us/dec':>10} {'errors':>6}"
     ]
     for r in results:
+        think = f"{r.think_ms:g}ms" if r.think_ms else "-"
         lines.append(
-            f"{r.games:>6} {r.scenario + ' ' + r.label:<24} {r.decisions_per_s:>12,.0f} "
+            f"{r.games:>6} {think:>6} {r.scenario + ' ' + r.label:<24} "
+            f"{r.decisions_per_s:>12,.0f} "
             f"{r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.server_cpu_us_per_decision:>10.1f} "
             f"{r.errors:>6}"
         )
@@ -379,11 +396,13 @@ def format_table(results: list[Result]) -> str:
 
 
 def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
-    """Per number of games: each scenario against the floor (`X/a`), and the pairs `PAIRS`
-    (two processes against one, croupier against Ray Serve), where both were run."""
+    """Per number of games, at full load (no think time: below it, decisions/s is the load
+    offered, not what the server can do): each scenario against the floor (`X/a`), and the
+    pairs `PAIRS` (two processes against one, croupier against Ray Serve), where both ran."""
     out: dict[str, dict[str, float]] = {}
-    for games in sorted({r.games for r in results}):
-        by = {r.scenario: r.decisions_per_s for r in results if r.games == games}
+    saturated = [r for r in results if not r.think_ms]
+    for games in sorted({r.games for r in saturated}):
+        by = {r.scenario: r.decisions_per_s for r in saturated if r.games == games}
         these: dict[str, float] = {}
         if by.get("a"):
             these = {f"{k}/a": v / by["a"] for k, v in by.items() if k != "a"}
@@ -398,12 +417,17 @@ def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
 def plot(results: list[Result], path: Path) -> None:
     plt = pyplot()
 
-    games = sorted({r.games for r in results})
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    saturated = [r for r in results if not r.think_ms]
+    paced = sorted({(r.games, r.think_ms) for r in results if r.think_ms})
+    games = sorted({r.games for r in saturated})
+    fig, axes = plt.subplots(1, 2 if paced else 1, figsize=(14 if paced else 8, 4.5))
+    ax = axes[0] if paced else axes
     width = 0.8 / len(SCENARIOS)
     for i, sc in enumerate(SCENARIOS):
         ys = [
-            next((r.decisions_per_s for r in results if r.games == g and r.scenario == sc.name), 0)
+            next(
+                (r.decisions_per_s for r in saturated if r.games == g and r.scenario == sc.name), 0
+            )  # fmt: skip
             for g in games
         ]
         ax.bar(
@@ -411,18 +435,42 @@ def plot(results: list[Result], path: Path) -> None:
         )
     ax.set_xticks([j + width * (len(SCENARIOS) - 1) / 2 for j in range(len(games))])
     ax.set_xticklabels([f"{g} games" for g in games])
-    ax.set_ylabel("decisions / s")
+    ax.set_ylabel("decisions / s (saturated)")
     ax.set_title("croupier bench serve (one uvicorn worker, wrk on the same 2 cores)")
     ax.legend(fontsize=8)
+    if paced:  # p99 at each load point, saturated first
+        ax = axes[1]
+        points = [(g, 0.0) for g in games] + paced
+        for sc in SCENARIOS:
+            ys = [
+                next(
+                    (
+                        r.p99_ms
+                        for r in results
+                        if (r.games, r.think_ms) == pt and r.scenario == sc.name
+                    ),
+                    None,
+                )  # fmt: skip
+                for pt in points
+            ]
+            if any(y is not None for y in ys):
+                ax.plot(range(len(points)), ys, marker="o", label=f"({sc.name}) {sc.label}")
+        ax.set_xticks(range(len(points)))
+        ax.set_xticklabels([f"{g} games\nthink {t:g} ms" if t else f"{g} games\nsaturated"
+                            for g, t in points], fontsize=8)  # fmt: skip
+        ax.set_yscale("log")
+        ax.set_ylabel("p99 latency, ms")
+        ax.set_title("p99 by load (think: mean wait of each game between decisions)")
+        ax.legend(fontsize=8)
     save(fig, path)
 
 
 def medians(results: list[Result]) -> list[Result]:
-    """One result per (games, scenario): the median of each number over the rounds."""
+    """One result per (games, think time, scenario): each number's median over the rounds."""
     out = []
-    keys = dict.fromkeys((r.games, r.scenario) for r in results)
-    for games, name in keys:
-        runs = [r for r in results if r.games == games and r.scenario == name]
+    keys = dict.fromkeys((r.games, r.think_ms, r.scenario) for r in results)
+    for games, think_ms, name in keys:
+        runs = [r for r in results if (r.games, r.think_ms, r.scenario) == (games, think_ms, name)]
         out.append(
             Result(
                 scenario=name,
@@ -436,6 +484,7 @@ def medians(results: list[Result]) -> list[Result]:
                     r.server_cpu_us_per_decision for r in runs
                 ),
                 errors=sum(r.errors for r in runs),
+                think_ms=think_ms,
             )
         )
     return out
@@ -459,7 +508,10 @@ def bench_serve(
     rounds: int = 3,
     scenarios: list[str] | None = None,
     game: str = GAME,
+    think_ms: list[float] | None = None,
 ) -> dict[str, Any]:
+    """Every load point (games x think time) in `rounds` interleaved rounds of the scenarios;
+    writes serve.json/.png (serve-<game>.* for a game other than leduc)."""
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed: apt-get install wrk (Debian's package)")
     chosen, skipped = [], {}
@@ -473,16 +525,17 @@ def bench_serve(
     runs: list[Result] = []
     round_ratios: dict[str, list[dict[str, float]]] = {}
     for games in games_list:
-        for i in range(rounds):
-            this_round = []
-            for scenario in chosen:
-                this_round.append(run_scenario(scenario, games, seconds, game))
-                print(f"round {i + 1}: " + format_table(this_round[-1:]).splitlines()[-1],
-                      flush=True)  # fmt: skip
-            runs += this_round
-            these = ratios(this_round).get(str(games))
-            if these:
-                round_ratios.setdefault(str(games), []).append(these)
+        for think in think_ms or [0.0]:
+            for i in range(rounds):
+                this_round = []
+                for scenario in chosen:
+                    this_round.append(run_scenario(scenario, games, seconds, game, think))
+                    print(f"round {i + 1}: " + format_table(this_round[-1:]).splitlines()[-1],
+                          flush=True)  # fmt: skip
+                runs += this_round
+                these = ratios(this_round).get(str(games))
+                if these:
+                    round_ratios.setdefault(str(games), []).append(these)
     results = medians(runs)
     report = {
         "game": game,
@@ -491,6 +544,7 @@ def bench_serve(
         "pinned": bool(_pinning()[1]),
         "seconds": seconds,
         "rounds": rounds,
+        "think_ms": list(think_ms or [0.0]),
         "scenarios": [sc.name for sc in chosen],
         "skipped": skipped,
         "results": [asdict(r) for r in results],
@@ -502,6 +556,7 @@ def bench_serve(
         "runs": [asdict(r) for r in runs],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "serve.json").write_text(json.dumps(report, indent=2))
-    plot(results, out_dir / "serve.png")
+    name = "serve" if game == GAME else f"serve-{game}"
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=2))
+    plot(results, out_dir / f"{name}.png")
     return report

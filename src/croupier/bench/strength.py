@@ -12,10 +12,12 @@ sampling from the policy (the server samples), so the comparison is like for lik
 anchor's greedy rate is reported beside it.
 
 Setting, written into the result: learned side vs `doudizhu-rule-v1` on the other side
-(not self-play). RLCard's DMC anchor is not run here: it needs `gitpython`, which croupier does
-not depend on (its 12-minute figure is in the issue and docs/strength.md).
+(not self-play). With `dmc`, RLCard's own DMC trainer (`bench/strength_dmc.py`: self-play of
+all three seats, the setting it was built for) is trained for the same minutes too and its
+side of the table evaluated against the rules over `final_games` (greedy); it needs
+`gitpython` (`pip install 'croupier[bench]'`).
 
-The two runs take turns (not at once): each gets the whole machine for its minutes.
+The runs take turns (not at once): each gets the whole machine for its minutes.
 
 Any other game with a simulator (a built-in one such as UNO, or the studio's own:
 `--game package.module:Simulator` or an adapter that names one) is measured the same way with
@@ -55,6 +57,7 @@ class StrengthRun:
     final_games: int = 2000
     tables: int = 32  # engine tables played at once
     anchor: bool = True
+    dmc: bool = False  # doudizhu: also RLCard's DMC trainer for the same minutes
     ray_cpus: int | None = None  # the in-process anchor's Ray session (None: every core)
 
 
@@ -164,6 +167,11 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     if run.anchor:
         print(f"anchor (in-process candidate PPO): {run.minutes:g} min...", flush=True)
         report["anchor"] = run_anchor(run)
+    if run.dmc:
+        from croupier.bench.strength_dmc import run_dmc
+
+        print(f"anchor (RLCard's DMC, self-play): {run.minutes:g} min...", flush=True)
+        report["dmc"] = run_dmc(run.minutes, run.final_games)
     path = out_dir / f"strength-{run.game}-{run.learn}-{stamp}.json"
     path.write_text(json.dumps(report, indent=2, default=float))
     plot(report, path.with_suffix(".png"))
@@ -275,6 +283,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
         how = " (greedy; final sampled)" if key == "anchor" else " (sampled)"
         ax.errorbar(xs, [p["win_rate"] for p in curve], yerr=[p["ci95"] for p in curve],
                     c=color, marker="o", label=report[key]["setting"] + how)  # fmt: skip
+    if "dmc" in report:  # its final evaluation only: one point at its minutes
+        dmc = report["dmc"]
+        f = dmc["final"][report["run"]["learn"]]
+        ax.errorbar([dmc["train_s"] / 60], [f["win_rate"]], yerr=[f["ci95"]], c="C2", marker="s",
+                    label=dmc["setting"] + " (greedy)")  # fmt: skip
     ax.axhline(report["rules_record"], ls="--", c="gray", label="the rules' own record")
     ax.set_xlabel("training minutes (evaluations excluded)")
     ax.set_ylabel(f"learned {report['run']['learn']} win rate vs rules")
@@ -299,6 +312,13 @@ def format_report(report: dict[str, Any]) -> str:
         rows.append(
             f"{report[key]['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} "
             f"({f['games']} games; {f['decisions']:,} learned decisions in {f['train_s']:.0f} s)"
+        )
+    if "dmc" in report:
+        dmc = report["dmc"]
+        f = dmc["final"][report["run"]["learn"]]
+        rows.append(
+            f"{dmc['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} "
+            f"({f['games']} games, greedy; {dmc['frames']:,} frames in {dmc['train_s']:.0f} s)"
         )
     rows.append(f"the rules' own record: {report['rules_record']:.3f}")
     return "\n".join(rows)
