@@ -422,8 +422,9 @@ def plot(results: list[Result], path: Path) -> None:
     games = sorted({r.games for r in saturated})
     fig, axes = plt.subplots(1, 2 if paced else 1, figsize=(14 if paced else 8, 4.5))
     ax = axes[0] if paced else axes
-    width = 0.8 / len(SCENARIOS)
-    for i, sc in enumerate(SCENARIOS):
+    ran = [sc for sc in SCENARIOS if any(r.scenario == sc.name for r in results)]
+    width = 0.8 / max(len(ran), 1)
+    for i, sc in enumerate(ran):
         ys = [
             next(
                 (r.decisions_per_s for r in saturated if r.games == g and r.scenario == sc.name), 0
@@ -433,7 +434,7 @@ def plot(results: list[Result], path: Path) -> None:
         ax.bar(
             [j + i * width for j in range(len(games))], ys, width, label=f"({sc.name}) {sc.label}"
         )
-    ax.set_xticks([j + width * (len(SCENARIOS) - 1) / 2 for j in range(len(games))])
+    ax.set_xticks([j + width * (len(ran) - 1) / 2 for j in range(len(games))])
     ax.set_xticklabels([f"{g} games" for g in games])
     ax.set_ylabel("decisions / s (saturated)")
     ax.set_title("croupier bench serve (one uvicorn worker, wrk on the same 2 cores)")

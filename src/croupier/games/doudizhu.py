@@ -94,9 +94,7 @@ def _action_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if a != "pass":
             counts[i] = _counts(a)
     c = counts.astype(np.int64)
-    feats = np.zeros((len(ID_2_ACTION), CARD_SIZE), np.float32)
-    feats[:, :52] = (np.arange(4)[None, None, :] < c[:, :13, None]).reshape(len(c), 52)
-    feats[:, 52:] = c[:, 13:] > 0
+    feats = _multi_hot_many(c)
     # A bomb: four of a rank and nothing else; the rocket: both jokers.
     four = ((c == 4).sum(1) == 1) & (c.sum(1) == 4)
     rocket = (c[:, 13] == 1) & (c[:, 14] == 1) & (c.sum(1) == 2)
