@@ -98,9 +98,10 @@ def test_flags_convert_to_the_configs_units_and_meanings():
         "--spool-max-episodes", "7", "--spool-max-mb", "2", "--max-body-kb", "8",
         "--decide-deadline-ms", "0", "--max-games-per-key", "0", "--idle-game-timeout-s", "0",
         "--api-keys", "a, b,", "--admin-keys", "c", "--no-forward-thread", "--rllib-compat",
-        "--keep-alive-s", "5", "--log-level", "info",
+        "--keep-alive-s", "5", "--log-level", "info", "--event-loop", "asyncio",
     )  # fmt: skip
     assert process.port == 8123 and process.keep_alive_s == 5.0 and process.log_level == "info"
+    assert process.event_loop == "asyncio" and parse()[0].event_loop == "uvloop"
     assert config.data_dir == Path("/tmp/d-8123")
     assert config.seat_mix == ["rules", "random"]
     assert config.outbox_max_episodes == 7
@@ -259,3 +260,12 @@ def test_train_starts_from_the_games_preset_and_flags_override_it():
     # Another algorithm than the preset's: its own defaults (the preset was measured for one).
     appo = train_parse("--game", "doudizhu", "--algo", "appo")
     assert appo.algo == "appo" and appo.hyper.train_batch_size == 128
+
+
+def test_serve_refuses_an_event_loop_it_does_not_know_before_starting():
+    from typer.testing import CliRunner
+
+    from croupier.cli import app
+
+    result = CliRunner().invoke(app, ["serve", "--event-loop", "tokio", "--port", "1"])
+    assert result.exit_code == 2 and "uvloop or asyncio" in result.output

@@ -47,6 +47,8 @@ def serve(values: dict[str, Any]) -> None:
         raise typer.BadParameter("--ssl-certfile and --ssl-keyfile go together")
     if process.ssl_ca_certs is not None and process.ssl_certfile is None:
         raise typer.BadParameter("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile")
+    if process.event_loop not in ("uvloop", "asyncio"):
+        raise typer.BadParameter("--event-loop is uvloop or asyncio")
     import uvicorn
 
     from croupier.api.early import EarlyHealth
@@ -88,7 +90,7 @@ def serve(values: dict[str, Any]) -> None:
             create_app(config),
             host=process.host,
             port=process.port,
-            loop="uvloop",
+            loop=process.event_loop,
             http="httptools",
             log_level=process.log_level,
             access_log=False,

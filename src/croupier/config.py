@@ -239,6 +239,11 @@ class ServeProcess:
         "busy clients reusing a connection: resets)",
     )
     log_level: str = setting("warning", "debug | info | warning | error")
+    event_loop: str = setting(
+        "uvloop",
+        "uvloop (~2x the decisions/s) | asyncio (saturated by no-model seats, no ~1 s p99 "
+        "tail, at about half the throughput; docs/performance.md)",
+    )
 
 
 @dataclass
