@@ -31,7 +31,13 @@ import numpy as np
 import torch
 from rlcard.games.doudizhu.game import DoudizhuGame
 
-from croupier.games.doudizhu import CARD_SIZE, DoudizhuAdapter, FeatureSpec, rule_move_unchecked
+from croupier.games.doudizhu import (
+    CARD_SIZE,
+    DoudizhuAdapter,
+    FeatureSpec,
+    rule_move_unchecked,
+    rules_seeded,
+)
 from croupier.policies.candidates import CandidateNet
 from croupier.stats import win_rate_ci
 
@@ -262,14 +268,8 @@ def evaluate(
 ) -> dict[str, float]:
     """Win rate of the learned side over `games` fixed deals (seeds seed..seed+games-1);
     `pol=None` plays the rule agent in the learned seats (the baseline on the same deals)."""
-    # doudizhu-rule-v1 draws from numpy's global generator: seed it for these deals, and
-    # give training its own stream back afterwards.
-    outer = np.random.get_state()
-    np.random.seed(seed)
-    try:
+    with rules_seeded(seed):  # the rule agent's draws, fixed for these deals
         return _evaluate(pol, learn, adapter, games, greedy, seed, parallel)
-    finally:
-        np.random.set_state(outer)
 
 
 def _evaluate(

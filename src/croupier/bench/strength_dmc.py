@@ -33,8 +33,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from croupier.stats import win_rate_ci
 
 SAVE_EVERY_S = 30.0  # the weights evaluated are at most this old when the time is up
@@ -99,7 +97,8 @@ def train(minutes: float, savedir: Path, actors: int = ACTORS) -> dict[str, Any]
             _prune(savedir / "dmc")
             time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
     finally:
-        with_group(proc, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # the trainer and the actors it started
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         log.close()
     _prune(savedir / "dmc")
@@ -111,37 +110,27 @@ def train(minutes: float, savedir: Path, actors: int = ACTORS) -> dict[str, Any]
             "train_s": time.monotonic() - start}  # fmt: skip
 
 
-def with_group(proc: subprocess.Popen, sig: int) -> None:
-    """Signal the process and the actors it started (its own session's group)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
-
-
 def evaluate(weights: list[str], side: str, games: int, seed: int = 10_000) -> dict[str, Any]:
     """Win rate of DMC's `side` ("landlord" | "peasants") against the rules on the other side,
     over `games` deals seeded `seed`; greedy (DMC's `eval_step`)."""
     import rlcard
     import torch
 
-    from croupier.games.doudizhu import _rule_agent
+    from croupier.games.doudizhu import rule_agent, rules_seeded
 
     torch.set_num_threads(1)
     # RLCard's agent objects, saved by our own child process (see the module's note).
     dmc = [torch.load(w, map_location="cpu", weights_only=False) for w in weights]
-    rule = _rule_agent()
+    rule = rule_agent()
     agents = [dmc[0], rule, rule] if side == "landlord" else [rule, dmc[1], dmc[2]]
     env = rlcard.make("doudizhu", config={"seed": seed})
     env.set_agents(agents)
-    outer = np.random.get_state()  # the rule agent draws from numpy's global generator
-    np.random.seed(seed)
-    try:
-        wins = 0
+    wins = 0
+    with rules_seeded(seed):
         for _ in range(games):
             _, payoffs = env.run(is_training=False)
             # RLCard's payoffs: 1 to the winning side, 0 to the other; player 0 is the landlord.
             wins += int(payoffs[0] == 1) if side == "landlord" else int(payoffs[1] == 1)
-    finally:
-        np.random.set_state(outer)
     p, ci = win_rate_ci(wins, games)
     return {"win_rate": p, "ci95": ci, "games": games, "greedy": True}
 

@@ -23,8 +23,10 @@ jokers): the same vector is each candidate's feature (`candidate_features`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +48,7 @@ MAX_CANDIDATES = 512
 _SLOT = CARD_SIZE + 1 + NUM_SEATS  # one history slot: move, pass flag, relative seat
 _PAIR_TYPES = {list, tuple}  # a trace entry: JSON gives lists, RLCard's own states tuples
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+_SEATS = set(range(NUM_SEATS))
 
 
 # Card strings -> counts per rank in one `bincount`, no Python loop per card: string k's cards
@@ -213,7 +216,7 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
             if set(map(type, trace)) <= _PAIR_TYPES and set(map(len, trace)) <= {2}:
                 seats = list(map(_FIRST, trace))
                 moves = list(map(ACTION_2_ID.get, map(_SECOND, trace)))
-                seats_ok = set(map(type, seats)) <= {int} and set(seats) <= {0, 1, 2}
+                seats_ok = set(map(type, seats)) <= {int} and set(seats) <= _SEATS
                 if seats_ok and None not in moves:
                     return seats, moves
         except TypeError:  # an unhashable move
@@ -324,7 +327,7 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
     # --- rules -------------------------------------------------------------------------------
 
     def warm_up(self) -> None:
-        _rule_agent()
+        rule_agent()
 
     def rules(self) -> RulesFn:
         def rule_action(state: dict[str, Any]) -> str:
@@ -332,7 +335,7 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
             raw = dict(state)
             raw["actions"] = list(p["legal"])  # what doudizhu-rule-v1 reads
             # The rule agent tests `trace[-1][1]`; JSON gives lists, RLCard tuples: both index.
-            action = str(_rule_agent().step({"raw_obs": raw, "raw_legal_actions": raw["actions"]}))
+            action = str(rule_agent().step({"raw_obs": raw, "raw_legal_actions": raw["actions"]}))
             return action if action in p["legal"] else p["legal"][0]
 
         return rule_action
@@ -342,11 +345,24 @@ def rule_move_unchecked(state: dict[str, Any]) -> str:
     """doudizhu-rule-v1's move for an RLCard state this process made itself (in-process
     training: the engine's own states need no validation, which would cost more than the
     rule agent). Anything from outside goes through `DoudizhuAdapter.rules()`."""
-    return str(_rule_agent().step({"raw_obs": state, "raw_legal_actions": state["actions"]}))
+    return str(rule_agent().step({"raw_obs": state, "raw_legal_actions": state["actions"]}))
+
+
+@contextlib.contextmanager
+def rules_seeded(seed: int) -> Iterator[None]:
+    """doudizhu-rule-v1 draws from numpy's global generator: seed it for a fixed set of deals
+    (an evaluation), and give the caller its own stream back afterwards."""
+    outer = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(outer)
 
 
 @functools.cache
-def _rule_agent() -> Any:
+def rule_agent() -> Any:
+    """RLCard's `doudizhu-rule-v1` agent (loaded once)."""
     import rlcard.models  # registers the model ids `rlcard.models.load` needs
 
     return rlcard.models.load("doudizhu-rule-v1").agents[0]
