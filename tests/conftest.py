@@ -358,6 +358,7 @@ _INTEGRATION_TESTS = {
     # In-process but long (every route fuzzed: ~30 s of the fast tier's 60): run by `make test`.
     "test_fuzz.py::test_no_route_answers_5xx",
     "test_strength_anchor.py::test_short_run_learns_the_landlord",  # trains in-process: ~40 s
+    "test_uno_reference.py::test_the_heuristic_beats_random_play_on_the_same_deals",  # ~10 s
 }
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from croupier.arena.arena import _Score
 from croupier.engine.runner import rotate
+from croupier.games.candidates import is_candidate_game
 from croupier.games.registry import load_adapter, load_simulator
 from croupier.games.simulator import Simulator
 from croupier.policies.learned import PolicyVersions
@@ -56,8 +57,10 @@ def test_simulator_contract(game: str) -> None:
             obs, mask = adapter.encode(state)
             assert obs.shape == (adapter.obs_size,) and np.isfinite(obs).all()
             legal = state["legal_actions"]
-            # (a candidate game's `mask` is the legal moves' features: one row each)
-            assert len(adapter.legal_indices(mask)) == len(set(legal))
+            # (a candidate game's `mask` is the legal moves' features: one row per listed
+            # move, a copy listed twice (UNO) included)
+            listed = len(legal) if is_candidate_game(adapter) else len(set(legal))
+            assert len(adapter.legal_indices(mask)) == listed
             assert all(adapter.is_legal(mask, adapter.action_index(a, state)) for a in legal)
         # The same seed and the same actions replay the same hand (duplicate deals need it).
         again = load_simulator(game)

@@ -168,10 +168,11 @@ def test_malformed_states_are_refused(bad):
         ADAPTER.encode(bad)
 
 
-def test_built_in_uno_is_the_richer_observation_end_to_end():
-    adapter = load_adapter("uno")
+def test_the_masked_head_keeps_the_richer_observation_end_to_end():
+    game = "croupier.games.uno:UnoAdapter"
+    adapter = load_adapter(game)
     assert type(adapter) is UnoAdapter and adapter.describe()["obs_size"] == 353
-    env = SeatEnv({"game": "uno", "opponent": "rules", "seed": 0})
+    env = SeatEnv({"game": game, "opponent": "rules", "seed": 0})
     assert env.observation_space["observations"].shape == (353,)
     obs, _ = env.reset()
     seen_history = seen_opp_draw = False
@@ -190,23 +191,89 @@ def test_built_in_uno_is_the_richer_observation_end_to_end():
 
 
 def test_training_preset_names_real_settings():
+    """`croupier train --game uno` and the in-process anchor start from the preset."""
     from croupier.games.presets import preset_for
-    from croupier.policies.module import ModelSpec
-    from croupier.trainer.algo import Hyper, base_config
+    from croupier.trainer.algo import anchor_config, base_config, training_defaults
 
     p = preset_for("uno")
-    assert p is not None and p.policy == "masked"
-    spec = ModelSpec(algo=p.algo, hiddens=p.hiddens)
-    hyper = Hyper(
-        lr=p.lr,
-        gamma=p.gamma,
-        train_batch_size=p.train_batch_size,
-        minibatch_size=p.minibatch_size,
-        num_epochs=p.num_epochs,
-        entropy_coeff=p.entropy_coeff,
-        extra={"lambda_": p.lambda_},
+    assert p is not None
+    spec, hyper = training_defaults("uno")
+    assert (spec.algo, spec.hiddens, spec.score_hidden) == (p.algo, p.hiddens, p.score_hidden)
+    adapter = load_adapter("uno")
+    for config in (
+        base_config(spec, hyper, adapter.observation_space, adapter.action_space),
+        anchor_config("uno", spec, hyper),
+    ):
+        assert (config.lr, config.gamma, config.lambda_) == (p.lr, p.gamma, p.lambda_)
+        assert config.train_batch_size_per_learner == p.train_batch_size
+        assert (config.minibatch_size, config.num_epochs) == (p.minibatch_size, p.num_epochs)
+        assert config.entropy_coeff == p.entropy_coeff
+    # Another algorithm keeps the preset's network, not its (PPO-measured) settings.
+    appo_spec, appo_hyper = training_defaults("uno", "appo")
+    assert appo_spec.hiddens == p.hiddens and appo_hyper.train_batch_size == 128
+
+
+# --- scored candidates ----------------------------------------------------------------------
+
+
+def test_candidates_describe_each_legal_action_with_the_hand_and_the_opponent():
+    from croupier.games.uno import CANDIDATE_SIZE, UnoCandidatesAdapter
+
+    adapter = UnoCandidatesAdapter()
+    state = changed(
+        hand=["r-1", "r-1", "r-skip", "b-wild"],
+        target="r-5",
+        color="r",
+        legal_actions=["r-1", "r-1", "r-skip", "r-wild", "b-wild", "g-wild", "y-wild"],
+        # the opponent drew facing blue, two of its moves ago
+        moves=[[1, "draw", "b"], [1, "g-3", "g"], [1, "g-4", "g"], [0, "g-4", "g"]],
     )
-    config = base_config(spec, hyper)  # what the trainer would build from it
-    assert (config.lr, config.gamma, config.lambda_) == (p.lr, p.gamma, p.lambda_)
-    assert config.train_batch_size_per_learner == p.train_batch_size
-    assert (config.minibatch_size, config.num_epochs) == (p.minibatch_size, p.num_epochs)
+    obs, cands = adapter.encode_candidates(state)
+    np.testing.assert_array_equal(obs, UnoAdapter().encode(state)[0])
+    assert cands.shape == (7, CANDIDATE_SIZE) and cands.dtype == np.float32
+    red_one, red_one_again, skip, red_wild, blue_wild = cands[:5]
+    np.testing.assert_array_equal(red_one, red_one_again)  # copies: the same candidate
+    assert red_one[1] == 1 and red_one[5 + 1] == 1  # red, trait "1"
+    assert skip[5 + 10] == 1  # trait "skip"
+    # coloured cards of its colour left after it: two reds after a red; 3 reds kept by a wild
+    assert red_one[20] == pytest.approx(0.2) and red_wild[20] == pytest.approx(0.3)
+    assert red_one[21] == pytest.approx(0.25) and skip[21] == 0  # the other "1"; no other skip
+    assert blue_wild[22] == pytest.approx(1 / 3) and red_wild[22] == 0  # drew on blue
+    assert adapter.candidate_value(2, state) == "r-skip"
+    with pytest.raises(InvalidState):
+        adapter.candidate_value(7, state)
+    draw = changed(legal_actions=["draw"])
+    assert adapter.encode_candidates(draw)[1][0, 0] == 1.0  # the draw flag, nothing else
+    assert adapter.encode_candidates(draw)[1][0, 1:].sum() == 0
+
+
+def test_built_in_uno_scores_candidates_through_seat_env():
+    """`--game uno` is the candidate adapter: in SeatEnv its padded candidate space, and
+    `payoff_vs` plays it."""
+    from croupier.bench.evaluate import payoff_vs
+    from croupier.games.uno import UnoCandidatesAdapter
+    from croupier.policies.learned import PolicyVersions
+    from croupier.policies.module import ModelSpec
+
+    game = "uno"
+    assert type(load_adapter(game).inner) is UnoCandidatesAdapter
+    env = SeatEnv({"game": game, "seed": 0})
+    obs, _ = env.reset()
+    assert set(obs) == {"observations", "candidates", "candidate_mask"}
+    for _ in range(200):
+        state = env.table.state_json(env._seat)
+        want_obs, want_cands = env.adapter.encode(state)
+        k = len(state["legal_actions"])
+        assert obs["candidate_mask"].sum() == k == len(want_cands)
+        np.testing.assert_array_equal(obs["candidates"][:k], want_cands)
+        np.testing.assert_array_equal(obs["observations"], want_obs)
+        obs, _, done, _, _ = env.step(k - 1)
+        if done:
+            obs, _ = env.reset()
+    spec = ModelSpec(algo="ppo", hiddens=[16], score_hidden=8)
+    weights = PolicyVersions(env.adapter, spec).weights(0)
+    result = payoff_vs(game, spec, weights, hands=20, seed=3)
+    assert result["n"] == 20 and -1.0 <= result["mean"] <= 1.0
+    # an adapter named by path is that adapter, not the table's default (`uno`)
+    basic = SeatEnv({"game": "croupier.games.uno:UnoBasicAdapter", "seed": 0})
+    assert basic.reset()[0]["observations"].shape == (240,)

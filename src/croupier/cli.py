@@ -250,27 +250,11 @@ def _resources(text: str | None, flag: str) -> dict[str, float]:
 
 def train_options(s: TrainSettings) -> Any:
     """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
-    from croupier.games.presets import preset_for
-    from croupier.trainer.algo import Hyper
+    from croupier.trainer.algo import training_defaults
     from croupier.trainer.run import TrainOptions
 
-    preset = preset_for(s.game)
-    algo = s.algo or (preset.algo if preset else "appo")
-    hyper = Hyper.defaults(algo)
-    hiddens = [128, 128]
-    score_hidden = 64
-    if preset is not None:
-        hiddens, score_hidden = list(preset.hiddens), preset.score_hidden
-        if preset.algo == algo:  # measured for that algorithm only
-            hyper.lr, hyper.entropy_coeff, hyper.gamma = (
-                preset.lr,
-                preset.entropy_coeff,
-                preset.gamma,
-            )
-            hyper.train_batch_size = preset.train_batch_size
-            hyper.minibatch_size, hyper.num_epochs = preset.minibatch_size, preset.num_epochs
-            if algo == "ppo":
-                hyper.extra = {**hyper.extra, "lambda_": preset.lambda_}
+    spec, hyper = training_defaults(s.game, s.algo)  # the game's preset, if it has one
+    algo, hiddens, score_hidden = spec.algo, spec.hiddens, spec.score_hidden
     names = ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff", "gamma")
     for name in names:  # a flag given overrides the preset
         if (value := getattr(s, name)) is not None:

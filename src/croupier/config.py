@@ -56,7 +56,7 @@ _MB = 1024 * 1024
 @dataclass
 class ServerConfig:
     game: str = setting(
-        "leduc-holdem", "leduc-holdem, uno, vector, or your adapter as pkg.module:Adapter"
+        "leduc-holdem", "leduc-holdem, uno, doudizhu, vector, or your adapter as pkg.module:Adapter"
     )
     obs_size: int | None = setting(None, "vector game: observation size")
     num_actions: int | None = setting(None, "vector game: action count")

@@ -35,12 +35,11 @@ def payoff_vs(
     _, module = versions.resolve(None)
     payoffs = []
     for _ in range(hands):
-        obs, _ = env.reset()
+        env.reset()
         for _ in range(MAX_STEPS_PER_HAND):
-            act = versions.act(
-                module, obs["observations"][None], obs["action_mask"][None], explore=explore
-            )
-            obs, reward, terminated, _, _ = env.step(int(act.actions[0]))
+            obs, legal = env.encoded
+            act = versions.act_rows(module, [obs], [legal], explore=explore)
+            _, reward, terminated, _, _ = env.step(int(act.actions[0]))
             if terminated:
                 payoffs.append(reward)
                 break

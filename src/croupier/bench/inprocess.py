@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +74,14 @@ def train(
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from croupier.trainer.algo import Hyper
+    from croupier.trainer.algo import training_defaults
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--game", default="uno")
     p.add_argument("--algo", default="ppo", choices=["ppo", "appo"])
-    p.add_argument("--hiddens", default="256,256")
+    # Every setting not given is the game's preset (`croupier train`'s), else the algorithm's.
+    p.add_argument("--hiddens", default=None, help="e.g. 256,256")
+    p.add_argument("--score-hidden", type=int, default=None, help="candidate scorer width")
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--batch", type=int, default=None)
     p.add_argument("--minibatch", type=int, default=None)
@@ -94,7 +97,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args(argv)
 
-    hyper = Hyper.defaults(a.algo)
+    spec, hyper = training_defaults(a.game, a.algo)
     for name, value in (
         ("lr", a.lr),
         ("train_batch_size", a.batch),
@@ -107,7 +110,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             setattr(hyper, name, value)
     if a.lambda_ is not None:
         hyper.extra["lambda_"] = a.lambda_
-    spec = ModelSpec(algo=a.algo, hiddens=[int(h) for h in a.hiddens.split(",")])
+    if a.hiddens:
+        spec = replace(spec, hiddens=[int(h) for h in a.hiddens.split(",")])
+    if a.score_hidden:
+        spec = replace(spec, score_hidden=a.score_hidden)
     run = train(a.game, spec, hyper, a.minutes, a.seed, a.num_envs, a.max_steps)
     weights = run.pop("weights")
     a.out.parent.mkdir(parents=True, exist_ok=True)

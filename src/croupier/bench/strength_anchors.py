@@ -31,12 +31,12 @@ import numpy as np
 import torch
 from rlcard.games.doudizhu.game import DoudizhuGame
 
+from croupier.games.base import rules_seeded
 from croupier.games.doudizhu import (
     CARD_SIZE,
     DoudizhuAdapter,
     FeatureSpec,
     rule_move_unchecked,
-    rules_seeded,
 )
 from croupier.policies.candidates import CandidateNet
 from croupier.stats import win_rate_ci

@@ -116,7 +116,8 @@ def evaluate(weights: list[str], side: str, games: int, seed: int = 10_000) -> d
     import rlcard
     import torch
 
-    from croupier.games.doudizhu import rule_agent, rules_seeded
+    from croupier.games.base import rules_seeded
+    from croupier.games.doudizhu import rule_agent
 
     torch.set_num_threads(1)
     # RLCard's agent objects, saved by our own child process (see the module's note).

@@ -20,7 +20,6 @@ from croupier.bench.evaluate import payoff_vs
 from croupier.bench.plotting import pyplot, save
 from croupier.demo import ExternalRun, run_external
 from croupier.policies.learned import read_weights_dir
-from croupier.policies.module import ModelSpec
 
 
 def run_anchor(game: str, algo: str, minutes: float, num_cpus: int | None = None) -> dict[str, Any]:
@@ -29,13 +28,13 @@ def run_anchor(game: str, algo: str, minutes: float, num_cpus: int | None = None
 
     from croupier.games.registry import load_adapter
     from croupier.policies.learned import PolicyVersions, module_weights
-    from croupier.trainer.algo import anchor_config
+    from croupier.trainer.algo import anchor_config, training_defaults
 
     torch.set_num_threads(1)
-    spec = ModelSpec(algo=algo)
+    spec, hyper = training_defaults(game, algo)  # what `croupier train` uses: like for like
     ray.init(num_cpus=num_cpus, include_dashboard=False)
     try:
-        algo_ = anchor_config(game, spec).build_algo()
+        algo_ = anchor_config(game, spec, hyper).build_algo()
         t0 = time.monotonic()
         steps = 0
         curve = []

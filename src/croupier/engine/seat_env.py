@@ -17,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from croupier.games.candidates import is_candidate_game
 from croupier.games.registry import load_adapter, load_simulator
 
 MAX_DEALS_PER_RESET = 1000
@@ -26,7 +27,9 @@ class SeatEnv(gym.Env):
     def __init__(self, config: dict[str, Any] | None = None):
         config = dict(config or {})
         self.table = load_simulator(config.get("game", "leduc-holdem"))
-        self.adapter = load_adapter(self.table.adapter)
+        # The game's own adapter: `pkg:Adapter` may observe the table its own way (a
+        # UnoBasicAdapter on the uno table), so not the one the table names by default.
+        self.adapter = load_adapter(config.get("game", "leduc-holdem"))
         opponent = config.get("opponent", "rules")
         rules = self.adapter.rules()
         if opponent == "rules" and rules is None:
@@ -37,6 +40,10 @@ class SeatEnv(gym.Env):
         self._rng = np.random.default_rng(config.get("seed"))
         self._seat = 0
         self._state: dict[str, Any] = {}
+        # A candidate game's observation is its padded candidate space (what the candidate
+        # module trains on); `encoded` keeps the unpadded rows, for evaluating a policy.
+        self._candidates = is_candidate_game(self.adapter)
+        self.encoded: tuple[np.ndarray, np.ndarray] | None = None
         self.skipped_payoffs: list[float] = []
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
@@ -55,9 +62,8 @@ class SeatEnv(gym.Env):
         self.table.step(self.adapter.action_value(int(action), self._state))
         self._play_opponents()
         if self.table.is_over():
-            obs, mask = self.adapter.terminal_observation()
             reward = float(self.table.payoffs()[self._seat])
-            return {"observations": obs, "action_mask": mask}, reward, True, False, {}
+            return self._observation(*self.adapter.terminal_observation()), reward, True, False, {}
         return self._observe(), 0.0, False, False, {}
 
     def _play_opponents(self) -> None:
@@ -67,8 +73,13 @@ class SeatEnv(gym.Env):
 
     def _observe(self) -> dict[str, np.ndarray]:
         self._state = self.table.state(self._seat)
-        obs, mask = self.adapter.encode(self._state)
-        return {"observations": obs, "action_mask": mask}
+        self.encoded = self.adapter.encode(self._state)
+        return self._observation(*self.encoded)
+
+    def _observation(self, obs: np.ndarray, legal: np.ndarray) -> dict[str, np.ndarray]:
+        if self._candidates:
+            return self.adapter.inner.pad_candidates(obs, legal)
+        return {"observations": obs, "action_mask": legal}
 
     def _random_action(self, state: dict[str, Any]) -> Any:
         legal = state["legal_actions"]

@@ -8,8 +8,9 @@ maps an action index back to whatever the engine calls that action.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -273,3 +274,16 @@ class CandidateAdapter(ABC):
         return self.pad_candidates(
             np.zeros(obs_size, np.float32), np.zeros((1, self.candidate_size), np.float32)
         )
+
+
+@contextlib.contextmanager
+def rules_seeded(seed: int) -> Iterator[None]:
+    """RLCard's rule agents (`doudizhu-rule-v1`, `uno-rule-v1`) draw from numpy's global
+    generator: seed it for a fixed set of deals (an evaluation), and give the caller its own
+    stream back afterwards."""
+    outer = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(outer)

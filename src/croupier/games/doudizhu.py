@@ -23,10 +23,8 @@ jokers): the same vector is each candidate's feature (`candidate_features`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import operator
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -346,18 +344,6 @@ def rule_move_unchecked(state: dict[str, Any]) -> str:
     training: the engine's own states need no validation, which would cost more than the
     rule agent). Anything from outside goes through `DoudizhuAdapter.rules()`."""
     return str(rule_agent().step({"raw_obs": state, "raw_legal_actions": state["actions"]}))
-
-
-@contextlib.contextmanager
-def rules_seeded(seed: int) -> Iterator[None]:
-    """doudizhu-rule-v1 draws from numpy's global generator: seed it for a fixed set of deals
-    (an evaluation), and give the caller its own stream back afterwards."""
-    outer = np.random.get_state()
-    np.random.seed(seed)
-    try:
-        yield
-    finally:
-        np.random.set_state(outer)
 
 
 @functools.cache

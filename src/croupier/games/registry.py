@@ -42,9 +42,11 @@ def _load(
 
         return LeducAdapter()
     if name == "uno":
-        from croupier.games.uno import UnoAdapter
+        # Scored candidates (docs/strength.md#uno: they learned where the 61-way masked head
+        # did not); the masked head stays as `croupier.games.uno:UnoAdapter`.
+        from croupier.games.uno import UnoCandidatesAdapter
 
-        return UnoAdapter()
+        return UnoCandidatesAdapter()
     if name == "doudizhu":
         from croupier.games.doudizhu import DoudizhuAdapter, FeatureSpec
         from croupier.games.presets import preset_for

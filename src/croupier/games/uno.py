@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from rlcard.games.uno.utils import ACTION_LIST, TRAIT_MAP, encode_hand, encode_target
 
-from croupier.games.base import InvalidState, NamedActionsAdapter, RulesFn
+from croupier.games.base import CandidateAdapter, InvalidState, NamedActionsAdapter, RulesFn
 from croupier.games.leduc import rlcard_view
 
 _CARDS = frozenset(a for a in ACTION_LIST if a != "draw")
@@ -256,6 +256,59 @@ class UnoAdapter(UnoBasicAdapter):
                 i = wild + _COLOR_IDS[action[0]]
                 obs[i] = max(obs[i], weight)
             opp_moves_since += 1
+
+
+# --- scored candidates ----------------------------------------------------------------------
+
+# One row per legal action, what it is and how it sits with the hand and the opponent:
+#   [0] draw; [1:5] the colour it plays or calls (a wild's chosen colour); [5:20] its trait;
+#   [20] my coloured cards of that colour left after it / 10; [21] my other coloured cards of
+#   the same trait / 4 (0 for wilds); [22], [23] the state's opp_drew_on and opp_wild_color
+#   for that colour (the opponent had none of it / asked for it).
+CANDIDATE_SIZE = 24
+# The most legal actions a state can list: every coloured card of the deck (copies listed
+# once each, as RLCard does) and the four colours of a wild.
+MAX_CANDIDATES = 4 * (2 * _COLORED_TRAITS - 1) + 4
+
+
+class UnoCandidatesAdapter(UnoAdapter, CandidateAdapter):
+    """`UnoAdapter`'s state, and each legal action scored as a candidate (its colour and
+    trait, and what the hand and the opponent's moves say of that colour), so what is learned
+    of one card carries to the others: a skip is a skip in any colour."""
+
+    candidate_size = CANDIDATE_SIZE
+    max_candidates = MAX_CANDIDATES
+
+    def encode_candidates(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        obs, _ = self.encode(state)  # validates the state and its legal actions
+        legal = state["legal_actions"]
+        held = Counter(c for c in state["hand"] if c[2:] not in _WILD_TRAITS)
+        per_color = Counter(c[0] for c in held.elements())
+        per_trait = Counter(c[2:] for c in held.elements())
+        drew, wild = _LAYOUT["opp_drew_on"][0], _LAYOUT["opp_wild_color"][0]
+        cands = np.zeros((len(legal), CANDIDATE_SIZE), np.float32)
+        for k, action in enumerate(legal):
+            row = cands[k]
+            if action == "draw":
+                row[0] = 1.0
+                continue
+            color, trait = _COLOR_IDS[action[0]], action[2:]
+            row[1 + color] = 1.0
+            row[5 + _TRAIT_IDS[trait]] = 1.0
+            if trait in _WILD_TRAITS:
+                row[20] = per_color[action[0]] / 10.0
+            else:
+                row[20] = (per_color[action[0]] - 1) / 10.0
+                row[21] = (per_trait[trait] - 1) / 4.0
+            row[22] = obs[drew + color]
+            row[23] = obs[wild + color]
+        return obs, cands
+
+    def candidate_value(self, k: int, state: dict[str, Any]) -> str:
+        legal = state["legal_actions"]
+        if not 0 <= k < len(legal):
+            raise InvalidState(f"candidate {k!r} out of range of the state's legal actions")
+        return str(legal[k])
 
 
 @functools.cache

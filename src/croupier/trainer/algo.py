@@ -76,6 +76,28 @@ class Hyper:
         return cls(lr=1e-3, train_batch_size=128)
 
 
+def training_defaults(game: str, algo: str | None = None) -> tuple[ModelSpec, Hyper]:
+    """The network and hyperparameters a run of `game` starts from: its preset
+    (`games/presets.py`), else the algorithm's own defaults. `algo` other than the preset's
+    keeps the preset's network but that algorithm's defaults (a preset is measured for one
+    algorithm). What `croupier train` and the in-process anchors both use: like for like."""
+    from croupier.games.presets import preset_for
+
+    preset = preset_for(game)
+    algo = algo or (preset.algo if preset else "appo")
+    hyper = Hyper.defaults(algo)
+    if preset is None:
+        return ModelSpec(algo=algo), hyper
+    if preset.algo == algo:
+        hyper.lr, hyper.entropy_coeff, hyper.gamma = preset.lr, preset.entropy_coeff, preset.gamma
+        hyper.train_batch_size = preset.train_batch_size
+        hyper.minibatch_size, hyper.num_epochs = preset.minibatch_size, preset.num_epochs
+        if algo == "ppo":
+            hyper.extra = {**hyper.extra, "lambda_": preset.lambda_}
+    spec = ModelSpec(algo=algo, hiddens=list(preset.hiddens), score_hidden=preset.score_hidden)
+    return spec, hyper
+
+
 def base_config(
     spec: ModelSpec,
     hyper: Hyper,
@@ -182,10 +204,12 @@ def anchor_config(
 ) -> AlgorithmConfig:
     """The same algorithm and module stepping the game in-process (learner vs the rules)."""
     from croupier.engine.seat_env import SeatEnv
+    from croupier.games.registry import load_adapter
 
     hyper = hyper or Hyper.defaults(spec.algo)
+    adapter = load_adapter(game)  # its spaces choose the module (candidates or masked)
     return (
-        base_config(spec, hyper)
+        base_config(spec, hyper, adapter.observation_space, adapter.action_space)
         .environment(SeatEnv, env_config={"game": game, "opponent": "rules"})
         .env_runners(num_env_runners=0, num_envs_per_env_runner=num_envs)
     )

@@ -111,7 +111,7 @@ def rules_agreement(
     from croupier.policies.learned import PolicyVersions
 
     table = load_simulator(game)  # any game with a simulator
-    adapter = load_adapter(table.adapter)
+    adapter = load_adapter(game)  # the given adapter, not only the table's default
     rules = adapter.rules()
     versions = PolicyVersions(adapter, spec)
     versions.install(1, weights)
