@@ -26,10 +26,11 @@ MAX_DEALS_PER_RESET = 1000
 class SeatEnv(gym.Env):
     def __init__(self, config: dict[str, Any] | None = None):
         config = dict(config or {})
-        self.table = load_simulator(config.get("game", "leduc-holdem"))
+        game = config.get("game", "leduc-holdem")
+        self.table = load_simulator(game)
         # The game's own adapter: `pkg:Adapter` may observe the table its own way (a
         # UnoBasicAdapter on the uno table), so not the one the table names by default.
-        self.adapter = load_adapter(config.get("game", "leduc-holdem"))
+        self.adapter = load_adapter(game)
         opponent = config.get("opponent", "rules")
         rules = self.adapter.rules()
         if opponent == "rules" and rules is None:

@@ -282,9 +282,9 @@ class UnoCandidatesAdapter(UnoAdapter, CandidateAdapter):
     def encode_candidates(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         obs, _ = self.encode(state)  # validates the state and its legal actions
         legal = state["legal_actions"]
-        held = Counter(c for c in state["hand"] if c[2:] not in _WILD_TRAITS)
-        per_color = Counter(c[0] for c in held.elements())
-        per_trait = Counter(c[2:] for c in held.elements())
+        colored = [c for c in state["hand"] if c[2:] not in _WILD_TRAITS]
+        per_color = Counter(c[0] for c in colored)
+        per_trait = Counter(c[2:] for c in colored)
         drew, wild = _LAYOUT["opp_drew_on"][0], _LAYOUT["opp_wild_color"][0]
         cands = np.zeros((len(legal), CANDIDATE_SIZE), np.float32)
         for k, action in enumerate(legal):
