@@ -128,7 +128,9 @@ def test_learner_recomputes_the_served_logits_exactly(played):
             record, adapter.obs_size, adapter.num_actions, adapter.candidate_size
         )
         obs = episode.get_observations(slice(0, len(episode)))  # the acting steps
-        assert obs["candidates"].shape[1:] == (adapter.max_candidates, adapter.candidate_size)
+        # Padded to the episode's own largest count (an update pads its episodes alike).
+        width = int(record["candidate_counts"].max())
+        assert obs["candidates"].shape[1:] == (width, adapter.candidate_size)
         with torch.no_grad():
             out = learner.forward_train({"obs": {k: torch.from_numpy(v) for k, v in obs.items()}})
         logits = out["action_dist_inputs"].numpy()

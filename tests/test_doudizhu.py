@@ -12,7 +12,14 @@ from rlcard.games.doudizhu.game import DoudizhuGame
 
 from croupier.engine.rlcard_games import to_json
 from croupier.games.base import CandidateAdapter, GameAdapter, InvalidState
-from croupier.games.doudizhu import MAX_CANDIDATES, DoudizhuAdapter, FeatureSpec
+from croupier.games.doudizhu import (
+    ACTION_2_ID,
+    ACTION_KINDS,
+    MAX_CANDIDATES,
+    MOVE_KINDS,
+    DoudizhuAdapter,
+    FeatureSpec,
+)
 
 ADAPTER = DoudizhuAdapter()
 
@@ -78,6 +85,56 @@ def test_state_features_follow_the_trace(sample):
         left = obs[163 + 162 : 163 + 162 + 63].reshape(3, 21)
         for r in range(3):
             assert left[r].argmax() == state["num_cards_left"][(state["self"] + r) % 3]
+
+
+CONTEXT = DoudizhuAdapter(FeatureSpec(history=0, move_context=True))
+
+
+def _count(cards: str) -> dict[str, int]:
+    return {c: cards.count(c) for c in set(cards)}
+
+
+def test_move_context_says_what_each_move_is_and_leaves(sample):
+
+    assert CONTEXT.obs_size == 396 + 3 and CONTEXT.candidate_size == 54 + 32 + 54 + 21
+    kinds = {"3": "solo", "33": "pair", "3334": "trio_solo", "34567": "solo_chain",
+             "33334455": "four_two_pair", "3333": "bomb", "BR": "rocket",
+             "pass": "pass"}  # fmt: skip
+
+    for move, kind in kinds.items():  # the table itself, moves random play rarely reaches
+        assert MOVE_KINDS[int(ACTION_KINDS[ACTION_2_ID[move]][:15].argmax())] == kind
+    checked = set()
+    for state in sample:
+        obs, cands = CONTEXT.encode_candidates(state)
+        plain_obs, plain = ADAPTER.encode_candidates(state)
+        np.testing.assert_array_equal(obs[:396], plain_obs[:396])  # the same state, then more
+        hand = state["current_hand"]
+        for k, move in enumerate(state["legal_actions"]):
+            row = cands[k]
+            np.testing.assert_array_equal(row[:54], plain[k])
+            kind = MOVE_KINDS[int(row[54:69].argmax())]
+            assert row[54:69].sum() == 1 and kind == kinds.get(move, kind)
+            checked |= {move} & kinds.keys()
+            after = dict(_count(hand))
+            for c in "" if move == "pass" else move:
+                after[c] -= 1
+            left = "".join(c * n for c, n in after.items())
+            np.testing.assert_array_equal(row[86:140], _cards2array(left))
+            assert row[140:161].argmax() == len(left) and row[140:161].sum() == 1
+            if move != "pass":  # the main rank: its lowest rank held most often in the move
+                counts = _count(move)
+                top = max(counts.values())
+                main = min((c for c in counts if counts[c] == top), key="3456789TJQKA2BR".index)
+                assert row[69:84].argmax() == "3456789TJQKA2BR".index(main)
+                assert row[85] == pytest.approx(len(move) / 20)
+        # Who played the move to beat, by relative seat (nothing when leading).
+        trace = state["trace"]
+        real = [(s, m) for s, m in trace[-2:] if m != "pass"]
+        if real:
+            assert obs[396 + (real[-1][0] - state["self"]) % 3] == 1.0 and obs[396:].sum() == 1
+        else:
+            assert not obs[396:].any()
+    assert {"pass", "3"} <= checked
 
 
 def test_mask_path_matches_the_candidates(sample):

@@ -161,3 +161,29 @@ def test_forward_logits_is_the_modules_own_masked_forward():
         want = module.forward_inference({"obs": {"observations": obs, "action_mask": mask}})
     assert torch.equal(got, want["action_dist_inputs"])
     assert (got[:, 0] < -1e30).all()  # masked: the illegal action is far below the rest
+
+
+def test_candidate_arrays_are_the_episodes_own_and_replace_changes_their_width():
+    """`InfiniteLookbackBuffer.data` is where a finalized episode keeps its arrays: replaced
+    with wider ones, the episode's public getters and RLlib's one-step extension see them."""
+    from ray.rllib.utils.postprocessing.episodes import add_one_ts_to_episodes_and_truncate
+
+    n, k, wider = 2, 3, 5
+    obs = {"observations": np.zeros((n + 1, 4), np.float32),
+           "candidates": np.ones((n + 1, k, 2), np.float32),
+           "candidate_mask": np.ones((n + 1, k), np.float32)}  # fmt: skip
+    episode = rllib_private.episode_from_arrays(
+        episode_id="c1", observations=obs, action_masks=None,
+        actions=np.zeros(n, np.int64), rewards=np.zeros(n, np.float32),
+        logp=np.zeros(n, np.float32), logits=np.zeros((n, k), np.float32),
+        custom_data={}, terminated=True, truncated=False,
+    )  # fmt: skip
+    got, logits = rllib_private.candidate_arrays(episode)
+    assert got["candidates"] is obs["candidates"] and logits.shape == (n, k)
+    padded = {**obs, "candidates": np.ones((n + 1, wider, 2), np.float32),
+              "candidate_mask": np.ones((n + 1, wider), np.float32)}  # fmt: skip
+    rllib_private.replace_candidate_arrays(episode, padded, np.zeros((n, wider), np.float32))
+    assert episode.get_observations(0)["candidates"].shape == (wider, 2)
+    assert episode.get_extra_model_outputs("action_dist_inputs", 1).shape == (wider,)
+    add_one_ts_to_episodes_and_truncate([episode])
+    assert episode.get_observations(-1)["candidate_mask"].shape == (wider,)

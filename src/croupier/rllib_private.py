@@ -100,6 +100,26 @@ def episode_from_arrays(
     )
 
 
+def candidate_arrays(episode: SingleAgentEpisode) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """A finalized candidate episode's whole observation dict and action-distribution inputs,
+    lookback included (`InfiniteLookbackBuffer.data`: not public; its `set()` cannot change
+    a shape, and padding the candidate slots does)."""
+    return episode.observations.data, episode.extra_model_outputs["action_dist_inputs"].data
+
+
+def replace_candidate_arrays(
+    episode: SingleAgentEpisode, observations: dict[str, np.ndarray], logits: np.ndarray
+) -> None:
+    """Put arrays of the same length in place of `candidate_arrays(episode)`."""
+    old_obs, old_logits = candidate_arrays(episode)
+    if len(logits) != len(old_logits) or any(
+        len(observations[k]) != len(v) for k, v in old_obs.items()
+    ):
+        raise ValueError("replacement arrays must keep the episode's length")
+    episode.observations.data = observations
+    episode.extra_model_outputs["action_dist_inputs"].data = logits
+
+
 def _buffer(data: Any) -> dict[str, Any]:
     return {"data": data, "lookback": 0, "finalized": True, "space": None}
 

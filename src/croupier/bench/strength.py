@@ -6,10 +6,10 @@ External: `croupier train --game doudizhu` (its preset) + `croupier serve --trai
 reference engine (`--batch`, the learned side seated after each deal, `--sides`). Every
 `eval_every_s` of play the engine stops for an evaluation (`record: false`, not counted as
 training time): the learned side's win rate over `eval_games` games with a 95% CI. The last
-one is over `final_games`. The anchor is then trained as long (its evaluations are likewise
-outside its training time) and evaluated over the same number of games. Both are evaluated
-sampling from the policy (the server samples), so the comparison is like for like; the
-anchor's greedy rate is reported beside it.
+one is over `final_games`, then as many again with the learned side greedy (`learned:greedy`
+seats: the version's most likely move, what `production:greedy` serves). The anchor is then
+trained as long (its evaluations are likewise outside its training time) and evaluated over
+the same number of games, sampled and greedy, so each comparison is like for like.
 
 Setting, written into the result: learned side vs `doudizhu-rule-v1` on the other side
 (not self-play). With `dmc`, RLCard's own DMC trainer (`bench/strength_dmc.py`: self-play of
@@ -37,14 +37,19 @@ from pathlib import Path
 from typing import Any
 
 from croupier.bench.plotting import pyplot, save
+from croupier.demo import last_progress
 from croupier.engine.runner import run_engine
 from croupier.local_server import free_port, get_json, serving, start_train, stop
+from croupier.trainer.run import PROGRESS
 
 SIDES = {
     "landlord": {"landlord": "learned", "peasant": "rules"},
     "peasants": {"landlord": "rules", "peasant": "learned"},
 }
 RULES_RECORD = {"landlord": 0.503, "peasants": 0.497}  # the rules' own, 1,000 games each
+GREEDY_SEAT = "learned:greedy"  # the learned version's most likely move, never recorded
+TRAINER_KEYS = ("env_steps", "env_steps_per_s", "trained_share", "steps_received",
+                "steps_dropped_backlog", "steps_dropped_stale")  # fmt: skip
 
 
 @dataclass
@@ -61,15 +66,29 @@ class StrengthRun:
     ray_cpus: int | None = None  # the in-process anchor's Ray session (None: every core)
 
 
-def _side_rate(summary: Any, learn: str) -> dict[str, float]:
-    side = summary.sides["learned as landlord" if learn == "landlord" else "learned as peasant"]
+def new_run_dir(out_dir: Path, label: str) -> Path:
+    """A directory of its own for one run's trainer, server and logs: two runs started in
+    the same second (both sides at once) once shared one, spool and checkpoints included."""
+    for n in range(1, 100):
+        path = out_dir / f"strength-external-{label}{'' if n == 1 else f'-{n}'}"
+        try:
+            path.mkdir(parents=True)  # atomic: the first run to make it owns it
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"no free run directory for {label} under {out_dir}")
+
+
+def _side_rate(summary: Any, learn: str, policy: str = "learned") -> dict[str, float]:
+    side = summary.sides[f"{policy} as {'landlord' if learn == 'landlord' else 'peasant'}"]
     return {"win_rate": side.mean, "ci95": side.ci95, "games": side.n}
 
 
 async def _play(url: str, run: StrengthRun, seconds: float | None, hands: int | None,
-                record: bool) -> Any:  # fmt: skip
+                record: bool, learned: str = "learned") -> Any:  # fmt: skip
+    sides = {side: learned if who == "learned" else who for side, who in SIDES[run.learn].items()}
     return await run_engine(url, run.game, run.tables, None, hands, seconds, batch=True,
-                            record=record, sides=SIDES[run.learn])  # fmt: skip
+                            record=record, sides=sides)  # fmt: skip
 
 
 def _learned_decisions(url: str) -> int:
@@ -77,7 +96,6 @@ def _learned_decisions(url: str) -> int:
 
 
 def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
-    run_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = open(run_dir / "trainer.log", "wb")  # noqa: SIM115 - closed below
     trainer = start_train(
@@ -107,26 +125,39 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
                          "version": version, **_side_rate(ev, run.learn)}  # fmt: skip
                 curve.append(point)
                 print(json.dumps(point), flush=True)
+            # What production would serve (`production:greedy` seats): the same version's
+            # most likely move, over as many games again.
+            ev = asyncio.run(_play(url, run, None, run.final_games, False, GREEDY_SEAT))
+            greedy = {"version": get_json(f"{url}/healthz")["version"],
+                      **_side_rate(ev, run.learn, GREEDY_SEAT)}  # fmt: skip
+            print(json.dumps({"greedy": greedy}), flush=True)
     finally:
         stop(trainer)
         log.close()
     final = curve[-1] if curve else None
+    trainer_last = last_progress(run_dir / "trainer" / PROGRESS) or {}
     return {
         "setting": f"learned {run.learn} vs doudizhu-rule-v1 (external path)",
+        # What the learner got of what was played: steps trained and their rate, and the
+        # share of the steps received that were trained (the rest: dropped, counted).
+        "trainer": {k: trainer_last.get(k) for k in TRAINER_KEYS},
         "curve": curve,
         "final": final,
+        "final_greedy": greedy,
         "decisions_per_s": final["decisions"] / final["train_s"] if final else None,
     }
 
 
 def run_anchor(run: StrengthRun) -> dict[str, Any]:
     from croupier.bench.strength_anchors import PPOConfig, train
+    from croupier.games.doudizhu import SERVED_FEATURES
     from croupier.games.presets import preset_for
 
     preset = preset_for(run.game)
     assert preset is not None
     cfg = PPOConfig(
-        learn=run.learn, history=preset.history, hiddens=list(preset.hiddens),
+        learn=run.learn, history=SERVED_FEATURES.history,
+        move_context=int(SERVED_FEATURES.move_context), hiddens=list(preset.hiddens),
         score_hidden=preset.score_hidden, lr=preset.lr, ent_coef=preset.entropy_coeff,
         epochs=preset.num_epochs, minibatch=preset.minibatch_size,
         decisions_per_update=preset.train_batch_size, minutes=run.minutes,
@@ -162,7 +193,7 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     report: dict[str, Any] = {
         "run": asdict(run),
         "rules_record": RULES_RECORD[run.learn],
-        "external": run_external(run, out_dir / f"strength-external-{stamp}"),
+        "external": run_external(run, new_run_dir(out_dir, f"{run.learn}-{stamp}")),
     }
     if run.anchor:
         print(f"anchor (in-process candidate PPO): {run.minutes:g} min...", flush=True)
@@ -198,7 +229,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     name = load_simulator(run.game).name  # ValueError (a clear CLI error) without one
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = out_dir / f"strength-external-{stamp}"
+    run_dir = new_run_dir(out_dir, stamp)
     print(f"external path: {run.minutes:g} min, learned seat vs the rules...", flush=True)
     external = run_demo(
         ExternalRun(
@@ -216,7 +247,8 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     )
     version, spec, weights = read_weights_dir(run_dir / "weights")
     report: dict[str, Any] = {
-        "run": asdict(run),
+        # `learn` names a doudizhu side: not a setting of these games' runs
+        "run": {k: v for k, v in asdict(run).items() if k != "learn"},
         "rules_record": 0.0,  # the rules against themselves, per hand: a zero-sum mirror
         "external": {
             "setting": f"learned seat vs {name}'s rules (external path, version {version})",
@@ -283,6 +315,12 @@ def plot(report: dict[str, Any], path: Path) -> None:
         how = " (greedy; final sampled)" if key == "anchor" else " (sampled)"
         ax.errorbar(xs, [p["win_rate"] for p in curve], yerr=[p["ci95"] for p in curve],
                     c=color, marker="o", label=report[key]["setting"] + how)  # fmt: skip
+    for key, color in (("external", "C1"), ("anchor", "C0")):  # the final greedy rates
+        g = report.get(key, {}).get("final_greedy")
+        if g and report[key]["curve"]:
+            x = report[key]["curve"][-1]["train_s"] / 60 + 0.01 * report["run"]["minutes"]
+            ax.errorbar([x], [g["win_rate"]], yerr=[g["ci95"]], c=color, marker="s",
+                        label=f"{key} final, greedy")  # fmt: skip
     if "dmc" in report:  # its final evaluation only: one point at its minutes
         dmc = report["dmc"]
         f = dmc["final"][report["run"]["learn"]]
@@ -309,10 +347,18 @@ def format_report(report: dict[str, Any]) -> str:
         if key not in report or report[key]["final"] is None:
             continue
         f = report[key]["final"]
+        g = report[key].get("final_greedy")
         rows.append(
-            f"{report[key]['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} "
-            f"({f['games']} games; {f['decisions']:,} learned decisions in {f['train_s']:.0f} s)"
+            f"{report[key]['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} sampled"
+            + (f", {g['win_rate']:.3f} ± {g['ci95']:.3f} greedy" if g else "")
+            + f" ({f['games']} games; {f['decisions']:,} learned decisions in {f['train_s']:.0f} s)"
         )
+        t = report[key].get("trainer") or {}
+        if None not in (t.get("env_steps"), t.get("env_steps_per_s"), t.get("trained_share")):
+            rows.append(
+                f"  trainer: {t['env_steps']:,} steps trained ({t['env_steps_per_s']:.0f}/s), "
+                f"{t['trained_share']:.0%} of the steps received"
+            )
     if "dmc" in report:
         dmc = report["dmc"]
         f = dmc["final"][report["run"]["learn"]]

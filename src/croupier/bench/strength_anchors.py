@@ -33,7 +33,7 @@ from rlcard.games.doudizhu.game import DoudizhuGame
 
 from croupier.games.base import rules_seeded
 from croupier.games.doudizhu import (
-    CARD_SIZE,
+    SERVED_FEATURES,
     DoudizhuAdapter,
     FeatureSpec,
     rule_move_unchecked,
@@ -46,7 +46,9 @@ from croupier.stats import win_rate_ci
 class PPOConfig:
     learn: str = "landlord"  # "landlord" | "peasants"
     peasant_policies: str = "shared"  # "shared" (role-conditioned) | "separate"
-    history: int = 15  # last moves in the state features (0 = none)
+    # The state and candidate features (`FeatureSpec`); the served ones unless overridden.
+    history: int = SERVED_FEATURES.history  # last moves in the state features (0 = none)
+    move_context: int = int(SERVED_FEATURES.move_context)  # 1: moves say what they leave
     hiddens: list[int] = field(default_factory=lambda: [256, 256])
     score_hidden: int = 128
     lr: float = 3e-4
@@ -81,7 +83,7 @@ class Policies:
     def __init__(self, cfg: PPOConfig, adapter: DoudizhuAdapter):
         n = 2 if cfg.learn == "peasants" and cfg.peasant_policies == "separate" else 1
         self.nets = [
-            CandidateNet(adapter.obs_size, CARD_SIZE, cfg.hiddens, cfg.score_hidden)
+            CandidateNet(adapter.obs_size, adapter.candidate_size, cfg.hiddens, cfg.score_hidden)
             for _ in range(n)
         ]
 
@@ -93,7 +95,7 @@ class Policies:
 def pad(cands: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     """Candidate lists of different lengths as [B, Kmax, F] plus a [B, Kmax] mask."""
     kmax = max(len(c) for c in cands)
-    out = np.zeros((len(cands), kmax, CARD_SIZE), np.float32)
+    out = np.zeros((len(cands), kmax, cands[0].shape[1]), np.float32)
     mask = np.zeros((len(cands), kmax), np.float32)
     for i, c in enumerate(cands):
         out[i, : len(c)] = c
@@ -320,7 +322,7 @@ def train(cfg: PPOConfig, log: Any = print, out: str = "") -> dict[str, Any]:
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    adapter = DoudizhuAdapter(FeatureSpec(history=cfg.history))
+    adapter = DoudizhuAdapter(FeatureSpec(cfg.history, bool(cfg.move_context)))
     pol = Policies(cfg, adapter)
     opts = [torch.optim.Adam(n.parameters(), lr=cfg.lr, eps=1e-5) for n in pol.nets]
     tables = Tables(cfg.parallel_games, cfg.learn, adapter, cfg.seed)

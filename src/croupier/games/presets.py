@@ -17,7 +17,6 @@ class TrainingPreset:
     policy: str  # "masked" (fixed action head) | "candidates" (scored candidate actions)
     hiddens: list[int] = field(default_factory=lambda: [128, 128])
     score_hidden: int = 64  # candidate scorer width (candidates only)
-    history: int = 0  # last moves in the state features (games with a move history)
     lr: float = 1e-3
     entropy_coeff: float = 0.01
     train_batch_size: int = 1024  # decisions per update
@@ -33,9 +32,9 @@ class TrainingPreset:
 PRESETS: dict[str, TrainingPreset] = {
     # In-process doudizhu vs the rules (docs/strength.md): with these the learned landlord
     # reached ~0.74 (the 20-minute plateau) in ~36k decisions, the plain PPO
-    # (Adam 3e-4, ~4.1k-decision batches, RLCard's observation) in ~450k. History (15 moves)
-    # did not help within 70k decisions; one shared policy for both peasants beat one per
-    # seat past ~60k decisions (one seed each).
+    # (Adam 3e-4, ~4.1k-decision batches, RLCard's observation) in ~450k. One shared policy
+    # for both peasants beat one per seat past ~60k decisions (one seed each). The features
+    # (no history, move context) are the game's: `games/doudizhu.py` `SERVED_FEATURES`.
     "doudizhu": TrainingPreset(
         algo="ppo",
         policy="candidates",

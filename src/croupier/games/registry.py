@@ -48,13 +48,9 @@ def _load(
 
         return UnoCandidatesAdapter()
     if name == "doudizhu":
-        from croupier.games.doudizhu import DoudizhuAdapter, FeatureSpec
-        from croupier.games.presets import preset_for
+        from croupier.games.doudizhu import SERVED_FEATURES, DoudizhuAdapter
 
-        # The preset's features (measured: the last 15 moves did not help), so that every
-        # server and trainer of `doudizhu` agrees on them.
-        preset = preset_for("doudizhu")
-        return DoudizhuAdapter(FeatureSpec(history=preset.history if preset else 0))
+        return DoudizhuAdapter(SERVED_FEATURES)
     if name == "vector":
         if obs_size is None or num_actions is None:
             raise ValueError("the vector game needs --obs-size and --num-actions")

@@ -18,6 +18,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from croupier.games.base import GameAdapter
 from croupier.games.candidates import is_candidate_game
 from croupier.policies.module import ModelSpec
+from croupier.trainer.candidate_slots import candidate_slots
 from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
 
 # The most train batches of a candidate game's steps waiting in the trainer's memory.
@@ -147,8 +148,9 @@ def build_config(
     hyper = hyper or Hyper.defaults(spec.algo)
     backlog = hyper.backlog_max_steps
     if is_candidate_game(adapter):
-        # A waiting step holds its candidates padded to the game's bound (doudizhu: 512 x 54
-        # floats, 110 KB; a fixed-size game's step is ~1 KB): a few train batches at most.
+        # A waiting step holds its candidates padded to its episode's largest count (a
+        # doudizhu step up to 512 x 161 floats, 330 KB; a fixed-size game's step is ~1 KB):
+        # a few train batches at most.
         cap = CANDIDATE_BACKLOG_BATCHES * hyper.train_batch_size
         backlog = cap if backlog is None else min(backlog, cap)
     # IMPALA/APPO counts every `sample()` result as `rollout_fragment_length` steps when it
@@ -195,6 +197,8 @@ def build_config(
             num_learners=num_learners,
             num_gpus_per_learner=num_gpus_per_learner,
             custom_resources_per_learner=dict(learner_resources or {}),
+            # Episodes come padded to their own largest candidate count: one per update.
+            learner_connector=candidate_slots if is_candidate_game(adapter) else None,
         )
     )
 

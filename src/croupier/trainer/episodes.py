@@ -49,7 +49,8 @@ def validate_episode(
     """A clean, finished `SingleAgentEpisode` from an untrusted episode record (croupier's
     own, `croupier.trajectories.record`; a server of the version before it sends the old
     layout, migrated first). With `candidate_size`, the game scores candidates: the record
-    must be a candidate record, padded here to `num_actions` (= max candidates) slots."""
+    must be a candidate record, at most `num_actions` (= max candidates) a step, padded here
+    to its own largest count (`trainer/candidate_slots.py` pads a whole update alike)."""
     try:
         record = read_record(value)
     except RecordError as e:
@@ -83,8 +84,9 @@ def validate_episode(
 def _candidates(
     record: dict[str, Any], o: np.ndarray, n: int, slots: int, size: int
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """A candidate record's observation padded to `slots` candidates, its actions and its
-    logits (padded slots at the most negative float, as the module gives them)."""
+    """A candidate record's observation padded to its largest count of candidates (at most
+    `slots`), its actions and its logits (padded slots at the most negative float, as the
+    module gives them)."""
     counts = _array(record.get("candidate_counts"), np.int64, (n + 1,), "candidate_counts")
     if counts.min() < 1 or counts.max() > slots:
         raise EpisodeRejected(f"candidate counts must be 1..{slots}")
@@ -95,10 +97,11 @@ def _candidates(
         raise EpisodeRejected("an action is not one of its step's candidates")
     acting = int(counts[:n].sum())
     flat_logits = _array(record.get("logits"), np.float32, (acting,), "logits")
-    real = np.arange(slots)[None, :] < counts[:, None]  # [n+1, slots]
-    padded = np.zeros((n + 1, slots, size), np.float32)
+    width = int(counts.max())
+    real = np.arange(width)[None, :] < counts[:, None]  # [n+1, width]
+    padded = np.zeros((n + 1, width, size), np.float32)
     padded[real] = cands
-    logits = np.full((n, slots), FLOAT_MIN, np.float32)
+    logits = np.full((n, width), FLOAT_MIN, np.float32)
     logits[real[:n]] = flat_logits
     obs = {"observations": o, "candidates": padded, "candidate_mask": real.astype(np.float32)}
     return obs, a, logits
