@@ -40,7 +40,6 @@ from croupier.bench.plotting import pyplot, save
 from croupier.demo import last_progress
 from croupier.engine.runner import run_engine
 from croupier.local_server import free_port, get_json, serving, start_train, stop
-from croupier.trainer.run import PROGRESS
 
 SIDES = {
     "landlord": {"landlord": "learned", "peasant": "rules"},
@@ -96,6 +95,9 @@ def _learned_decisions(url: str) -> int:
 
 
 def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
+    # Here, not at the top: the trainer's module imports RLlib, and only this reads its file.
+    from croupier.trainer.run import PROGRESS
+
     port = free_port()
     log = open(run_dir / "trainer.log", "wb")  # noqa: SIM115 - closed below
     trainer = start_train(

@@ -5,8 +5,8 @@ Padding every step to the game's bound (`max_candidates`: doudizhu 512) made a d
 512 x 161 floats (330 KB) where its median K is 2 and its 99th percentile 66: the trainer's
 memory held ~1 GB of zeros per 4k waiting steps, and RLlib's minibatch iterator, which copies
 the whole batch at every epoch (`SampleBatch.shuffle`, `concat_samples`), spent 75% of the
-trainer's time on them (py-spy, two 60-minute runs sharing 2 cores: 110-150 trained steps/s,
-42% of the steps played were trained).
+trainer's time on them (py-spy 10 minutes into two runs sharing 2 cores: 110-150 trained
+steps/s; the peasants' run trained 54% of the steps it played over its 60 minutes).
 
 So an episode is padded only to its own largest K (`trainer/episodes.py`), and this learner
 connector pads every episode of one update to the update's largest K before RLlib batches
