@@ -140,3 +140,21 @@ def test_refuses_a_space_without_candidates():
         candidate_module_spec("ppo", bad, gym.spaces.Discrete(3)).build()
     with pytest.raises(ValueError):
         candidate_module_spec("ppo", space(), gym.spaces.Discrete(K + 1)).build()
+
+
+@pytest.mark.parametrize("width_in,width_out", [(399, 128), (161, 64), (353, 256), (12, 16)])
+def test_a_rows_result_does_not_depend_on_its_batch(width_in, width_out):
+    """`RowLinear`: every row gives bit for bit the same result alone (1-3 rows: the sizes
+    whose unpadded matmul differed), in batches of any size and in any order."""
+    from croupier.policies.candidates import RowLinear
+
+    torch.manual_seed(width_in)
+    layer = RowLinear(width_in, width_out)
+    x = torch.randn(300, width_in)
+    with torch.no_grad():
+        full = layer(x)
+        for n in (1, 2, 3, 5, 9, 17, 64, 65, 300):
+            assert torch.equal(layer(x[:n]), full[:n]), n
+            assert torch.equal(layer(x[:n].flip(0)), full[:n].flip(0)), n
+        alone = torch.cat([layer(x[i : i + 1]) for i in range(0, 300, 7)])
+        assert torch.equal(alone, full[::7])

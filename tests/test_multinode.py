@@ -30,6 +30,7 @@ import pytest
 from croupier.engine.runner import run_engine
 from croupier.local_cluster import LocalRayCluster, NodeSpec, alive
 from croupier.local_server import free_port
+from croupier.trainer.progress import PROGRESS, last_progress
 from tests.conftest import running_server_logged, wait_for
 
 pytestmark = [
@@ -52,11 +53,6 @@ def _versions(url: str) -> int:
 def _link_up(url: str) -> bool:
     link = httpx.get(url + "/healthz", timeout=10).json().get("trainer_link") or {}
     return bool(link.get("connected"))
-
-
-def _last_progress(path: Path) -> dict:
-    lines = path.read_text().strip().splitlines() if path.exists() else []
-    return json.loads(lines[-1]) if lines else {}
 
 
 def _refused(address: str) -> bool:
@@ -89,7 +85,7 @@ def test_two_nodes_two_learners_a_runner_per_node(tmp_path: Path):
             stdout=log, stderr=subprocess.STDOUT, env=cluster.env(),
         )  # fmt: skip
         log.close()
-        progress = tmp_path / "trainer" / "progress.jsonl"
+        progress = tmp_path / "trainer" / PROGRESS
         with contextlib.ExitStack() as stack:
             servers = [
                 stack.enter_context(
@@ -133,7 +129,7 @@ def test_two_nodes_two_learners_a_runner_per_node(tmp_path: Path):
                 assert s[-1] > 0 and s[-1] - s[0] >= VERSIONS, seen
                 assert s == sorted(s), f"a server's version went down: {seen}"
 
-            last = _last_progress(progress)
+            last = last_progress(progress) or {}
             runners = last["runners"]
             print("runners:", runners, "learners on:", last["learner_nodes"])
             assert {r["node_id"] for r in runners} == {head, worker}, (runners, head, worker)

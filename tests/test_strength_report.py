@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from croupier.bench import strength
 from croupier.bench.strength import GREEDY_SEAT, StrengthRun, format_report, plot
 
@@ -69,3 +71,69 @@ def test_report_text_and_plot_carry_the_greedy_finals(tmp_path):
 def test_runs_started_together_get_a_directory_each(tmp_path):
     dirs = {strength.new_run_dir(tmp_path, "landlord-20261201-140351") for _ in range(3)}
     assert len(dirs) == 3 and all(d.is_dir() for d in dirs)
+
+
+def test_no_external_runs_the_anchor_alone(monkeypatch, tmp_path):
+    """`--no-external`: the report holds the anchor only (its text and plot too); the external
+    path is never started; a run with nothing to run, or of a game without anchors of its
+    own, is a clear error."""
+    point = {"train_s": 60.0, "decisions": 5000, "win_rate": 0.6, "ci95": 0.02, "games": 100}
+
+    def no_external(*args, **kwargs):
+        raise AssertionError("the external path ran")
+
+    monkeypatch.setattr(strength, "run_external", no_external)
+    monkeypatch.setattr(strength, "run_anchor", lambda run: {
+        "setting": f"learned {run.learn} (in-process)", "curve": [point], "final": point,
+        "final_greedy": {**point, "win_rate": 0.65}})  # fmt: skip
+    report = strength.bench_strength(StrengthRun(learn="peasants", external=False), tmp_path)
+    assert set(report) == {"run", "rules_record", "anchor"}
+    assert "0.650 ± 0.020 greedy" in format_report(report)
+    assert len(list(tmp_path.glob("strength-doudizhu-peasants-*.png"))) == 1
+    nothing = StrengthRun(external=False, anchor=False)
+    with pytest.raises(ValueError, match="nothing to run"):
+        strength.bench_strength(nothing, tmp_path)
+    with pytest.raises(ValueError, match="doudizhu only"):
+        strength.bench_strength(StrengthRun(game="uno", external=False), tmp_path)
+
+
+def test_training_settings_reach_the_trainer_and_the_anchor_alike(monkeypatch):
+    """`bench strength --hiddens ... --lr ...`: `croupier train` gets them as its own flags
+    (each one a setting of `croupier train` that lands where the preset's value would), and
+    the in-process anchor gets the same values in its config."""
+    import dataclasses
+
+    from croupier.bench import strength_anchors
+    from croupier.cli import train_options
+    from croupier.config import TrainSettings
+
+    train = {"hiddens": [256, 256], "score_hidden": 128, "lr": 5e-4, "train_batch_size": 4096,
+             "minibatch_size": 512, "num_epochs": 2, "entropy_coeff": 0.003}  # fmt: skip
+    flags = strength.train_flags(train)
+    assert flags[:4] == ["--hiddens", "256,256", "--score-hidden", "128"]
+    # Each flag is one of `croupier train`'s settings; given, it overrides the preset.
+    given = {flags[i][2:].replace("-", "_"): flags[i + 1] for i in range(0, len(flags), 2)}
+    fields = {f.name: f for f in dataclasses.fields(TrainSettings)}
+    assert set(given) <= set(fields)
+    kwargs = {k: v if k == "hiddens" else type(train[k])(v) for k, v in given.items()}
+    opts = train_options(TrainSettings(game="doudizhu", **kwargs))
+    assert (opts.hiddens, opts.score_hidden) == ([256, 256], 128)
+    h = opts.hyper
+    assert (h.lr, h.train_batch_size, h.minibatch_size, h.num_epochs, h.entropy_coeff) == (
+        5e-4, 4096, 512, 2, 0.003)  # fmt: skip
+
+    seen = []
+
+    def fake_train(cfg, log=None):
+        seen.append(cfg)
+        point = {"win_rate": 0.5, "ci95": 0.1, "games": 10}
+        return {"policies": None, "curve": [], "train_s": 1.0, "decisions": 1,
+                "decisions_per_s": 1.0, "final": {"sampled": point, "greedy": point}}  # fmt: skip
+
+    monkeypatch.setattr(strength_anchors, "train", fake_train)
+    strength.run_anchor(StrengthRun(learn="peasants", train=train))
+    cfg = seen[0]
+    assert (cfg.hiddens, cfg.score_hidden, cfg.lr, cfg.decisions_per_update, cfg.minibatch,
+            cfg.epochs, cfg.ent_coef) == ([256, 256], 128, 5e-4, 4096, 512, 2, 0.003)  # fmt: skip
+    with pytest.raises(ValueError, match="unknown training settings"):
+        strength.train_flags({"gamma": 0.9})

@@ -32,14 +32,7 @@ from croupier.local_server import (
     start_train,
     wait_until_up,
 )
-
-
-def last_progress(path: Path) -> dict[str, Any] | None:
-    try:
-        lines = path.read_text().strip().splitlines()
-    except OSError:
-        return None
-    return json.loads(lines[-1]) if lines else None
+from croupier.trainer.progress import PROGRESS, last_progress
 
 
 class CurveRecorder:
@@ -237,7 +230,7 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
         say(f"  dashboard: {url}/dashboard   metrics: {url}/metrics", flush=True)
         started = time.monotonic()
         curve = CurveRecorder()
-        progress_file = run_dir / "trainer" / "progress.jsonl"
+        progress_file = run_dir / "trainer" / PROGRESS
 
         def show(summary: EngineSummary) -> None:
             p = last_progress(progress_file)

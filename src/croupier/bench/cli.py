@@ -92,17 +92,39 @@ def bench_strength(
     eval_every: Annotated[float, typer.Option(help="Seconds of play between evaluations")] = 60.0,
     eval_games: int = 300,
     final_games: int = 2000,
+    external: Annotated[
+        bool, typer.Option(help="doudizhu: the external path (--no-external: the anchors only)")
+    ] = True,
     anchor: Annotated[bool, typer.Option(help="Also train the in-process anchor")] = True,
     dmc: Annotated[
         bool,
         typer.Option(help="doudizhu: also RLCard's DMC trainer, same minutes (needs gitpython)"),
     ] = False,
+    hiddens: Annotated[
+        str | None, typer.Option(help="Over the preset, both sides: hidden sizes, e.g. 256,256")
+    ] = None,
+    score_hidden: Annotated[int | None, typer.Option(help="Over the preset: scorer width")] = None,
+    lr: Annotated[float | None, typer.Option(help="Over the preset: learning rate")] = None,
+    train_batch_size: Annotated[int | None, typer.Option(help="Over the preset")] = None,
+    minibatch_size: Annotated[int | None, typer.Option(help="Over the preset")] = None,
+    num_epochs: Annotated[int | None, typer.Option(help="Over the preset")] = None,
+    entropy_coeff: Annotated[float | None, typer.Option(help="Over the preset")] = None,
     out: Path = Path("bench/results"),
 ) -> None:
-    """External path vs an in-process anchor, same wall-clock: strength against the rules."""
+    """External path vs an in-process anchor, same wall-clock: strength against the rules.
+    Training settings given override the game's preset for the external trainer and the
+    anchor alike."""
     from croupier.bench.strength import StrengthRun, format_report
     from croupier.bench.strength import bench_strength as run
 
+    try:
+        sizes = [int(h) for h in hiddens.split(",")] if hiddens else None
+    except ValueError:
+        hint = "sizes separated by commas, e.g. 256,256"
+        raise typer.BadParameter(hint, param_hint="--hiddens") from None
+    given = {"hiddens": sizes, "score_hidden": score_hidden, "lr": lr,
+             "train_batch_size": train_batch_size, "minibatch_size": minibatch_size,
+             "num_epochs": num_epochs, "entropy_coeff": entropy_coeff}  # fmt: skip
     settings = StrengthRun(
         game=game,
         learn=learn,
@@ -110,8 +132,10 @@ def bench_strength(
         eval_every_s=eval_every,
         eval_games=eval_games,
         final_games=final_games,
+        external=external,
         anchor=anchor,
         dmc=dmc,
+        train={k: v for k, v in given.items() if v is not None},
     )
     try:
         report = run(settings, out)

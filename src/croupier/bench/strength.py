@@ -18,6 +18,8 @@ side of the table evaluated against the rules over `final_games` (greedy); it ne
 `gitpython` (`pip install 'croupier[bench]'`).
 
 The runs take turns (not at once): each gets the whole machine for its minutes.
+`external=False` (`--no-external`) runs the anchors alone, to set beside an external run of
+another time.
 
 Any other game with a simulator (a built-in one such as UNO, or the studio's own:
 `--game package.module:Simulator` or an adapter that names one) is measured the same way with
@@ -32,14 +34,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from croupier.bench.plotting import pyplot, save
-from croupier.demo import last_progress
 from croupier.engine.runner import run_engine
 from croupier.local_server import free_port, get_json, serving, start_train, stop
+from croupier.trainer.progress import PROGRESS, last_progress
 
 SIDES = {
     "landlord": {"landlord": "learned", "peasant": "rules"},
@@ -47,6 +49,9 @@ SIDES = {
 }
 RULES_RECORD = {"landlord": 0.503, "peasants": 0.497}  # the rules' own, 1,000 games each
 GREEDY_SEAT = "learned:greedy"  # the learned version's most likely move, never recorded
+# The preset's settings `bench strength` can override (`croupier train`'s flags of the same names).
+TRAIN_OVERRIDES = ("hiddens", "score_hidden", "lr", "train_batch_size", "minibatch_size",
+                   "num_epochs", "entropy_coeff")  # fmt: skip
 TRAINER_KEYS = ("env_steps", "env_steps_per_s", "trained_share", "steps_received",
                 "steps_dropped_backlog", "steps_dropped_stale")  # fmt: skip
 
@@ -60,6 +65,10 @@ class StrengthRun:
     eval_games: int = 300
     final_games: int = 2000
     tables: int = 32  # engine tables played at once
+    external: bool = True  # doudizhu: False runs only the anchors (a run each, at other times)
+    # Training settings over the game's preset, for the external trainer and the anchor alike
+    # (keys: TRAIN_OVERRIDES): a comparison stays like for like.
+    train: dict[str, Any] = field(default_factory=dict)
     anchor: bool = True
     dmc: bool = False  # doudizhu: also RLCard's DMC trainer for the same minutes
     ray_cpus: int | None = None  # the in-process anchor's Ray session (None: every core)
@@ -76,6 +85,18 @@ def new_run_dir(out_dir: Path, label: str) -> Path:
         except FileExistsError:
             continue
     raise RuntimeError(f"no free run directory for {label} under {out_dir}")
+
+
+def train_flags(train: dict[str, Any]) -> list[str]:
+    """`croupier train` flags for the overridden settings; ValueError on an unknown one."""
+    unknown = sorted(set(train) - set(TRAIN_OVERRIDES))
+    if unknown:
+        raise ValueError(f"unknown training settings {unknown}; one of {list(TRAIN_OVERRIDES)}")
+    flags = []
+    for name, value in train.items():
+        text = ",".join(str(int(h)) for h in value) if name == "hiddens" else str(value)
+        flags += ["--" + name.replace("_", "-"), text]
+    return flags
 
 
 def _side_rate(summary: Any, learn: str, policy: str = "learned") -> dict[str, float]:
@@ -95,15 +116,12 @@ def _learned_decisions(url: str) -> int:
 
 
 def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
-    # Here, not at the top: the trainer's module imports RLlib, and only this reads its file.
-    from croupier.trainer.run import PROGRESS
-
     port = free_port()
     log = open(run_dir / "trainer.log", "wb")  # noqa: SIM115 - closed below
     trainer = start_train(
         ["--game", run.game, "--listen", f"127.0.0.1:{port}",
          "--checkpoint-dir", str(run_dir / "trainer"), "--minutes", str(run.minutes * 3 + 5),
-         "--log-level", "info"],
+         "--log-level", "info", *train_flags(run.train)],
         stdout=log,
     )  # fmt: skip
     curve: list[dict[str, Any]] = []
@@ -157,6 +175,7 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
 
     preset = preset_for(run.game)
     assert preset is not None
+    preset = replace(preset, **run.train)  # what the external trainer gets as flags
     cfg = PPOConfig(
         learn=run.learn, history=SERVED_FEATURES.history,
         move_context=int(SERVED_FEATURES.move_context), hiddens=list(preset.hiddens),
@@ -189,14 +208,15 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         return bench_strength_simulated(run, out_dir)
     if run.learn not in SIDES:
         raise ValueError(f"learn must be one of {sorted(SIDES)}")
+    if not (run.external or run.anchor or run.dmc):
+        raise ValueError("nothing to run: --no-external with --no-anchor and no --dmc")
+    train_flags(run.train)  # an unknown setting fails here, before any run
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    print(f"external path: {run.minutes:g} min, learned {run.learn}...", flush=True)
-    report: dict[str, Any] = {
-        "run": asdict(run),
-        "rules_record": RULES_RECORD[run.learn],
-        "external": run_external(run, new_run_dir(out_dir, f"{run.learn}-{stamp}")),
-    }
+    report: dict[str, Any] = {"run": asdict(run), "rules_record": RULES_RECORD[run.learn]}
+    if run.external:
+        print(f"external path: {run.minutes:g} min, learned {run.learn}...", flush=True)
+        report["external"] = run_external(run, new_run_dir(out_dir, f"{run.learn}-{stamp}"))
     if run.anchor:
         print(f"anchor (in-process candidate PPO): {run.minutes:g} min...", flush=True)
         report["anchor"] = run_anchor(run)
@@ -229,9 +249,12 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     from croupier.policies.learned import read_weights_dir
 
     name = load_simulator(run.game).name  # ValueError (a clear CLI error) without one
+    if not run.external:  # its anchor trains the algorithm the external run's version names
+        raise ValueError("--no-external: doudizhu only")
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = new_run_dir(out_dir, stamp)
+    train_args = train_flags(run.train)
     print(f"external path: {run.minutes:g} min, learned seat vs the rules...", flush=True)
     external = run_demo(
         ExternalRun(
@@ -240,6 +263,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
             run_dir=run_dir,
             tables=run.tables,
             eval_hands=run.eval_games,
+            train_args=train_args,
             quiet=True,
             # The clock starts once the trainer is up, as the anchor's starts once its Ray
             # session is: like for like (a 0.2-minute run on a loaded box once ended before
@@ -261,7 +285,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     }
     if run.anchor:
         print(f"anchor (RLlib in-process on the simulator): {run.minutes:g} min...", flush=True)
-        anchor = run_rllib_anchor(run.game, spec.algo, run.minutes, run.ray_cpus)
+        anchor = run_rllib_anchor(run.game, spec.algo, run.minutes, run.ray_cpus, run.train)
         report["anchor"] = {
             "setting": f"learned seat vs {name}'s rules (RLlib in-process)",
             "curve": anchor["curve"],

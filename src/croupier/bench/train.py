@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,15 @@ from croupier.demo import ExternalRun, run_external
 from croupier.policies.learned import read_weights_dir
 
 
-def run_anchor(game: str, algo: str, minutes: float, num_cpus: int | None = None) -> dict[str, Any]:
+def run_anchor(
+    game: str,
+    algo: str,
+    minutes: float,
+    num_cpus: int | None = None,
+    train: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """RLlib in-process on the game's simulator for `minutes`, with `croupier train`'s
+    settings (the preset, `train` over it: `bench strength`'s TRAIN_OVERRIDES)."""
     import ray
     import torch
 
@@ -32,6 +41,11 @@ def run_anchor(game: str, algo: str, minutes: float, num_cpus: int | None = None
 
     torch.set_num_threads(1)
     spec, hyper = training_defaults(game, algo)  # what `croupier train` uses: like for like
+    train = dict(train or {})
+    spec = replace(spec, hiddens=list(train.pop("hiddens", spec.hiddens)),
+                   score_hidden=int(train.pop("score_hidden", spec.score_hidden)))  # fmt: skip
+    for name, value in train.items():
+        setattr(hyper, name, value)
     ray.init(num_cpus=num_cpus, include_dashboard=False)
     try:
         algo_ = anchor_config(game, spec, hyper).build_algo()

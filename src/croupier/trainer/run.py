@@ -30,11 +30,11 @@ from typing import Any
 
 from croupier.trainer.algo import Hyper
 from croupier.trainer.metrics import learner_trained_lifetime, serve_trainer_metrics
+from croupier.trainer.progress import PROGRESS
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint"
-PROGRESS = "progress.jsonl"
 
 
 @dataclass
