@@ -137,3 +137,11 @@ def test_training_settings_reach_the_trainer_and_the_anchor_alike(monkeypatch):
             cfg.epochs, cfg.ent_coef) == ([256, 256], 128, 5e-4, 4096, 512, 2, 0.003)  # fmt: skip
     with pytest.raises(ValueError, match="unknown training settings"):
         strength.train_flags({"gamma": 0.9})
+    # The overrides land through the one place that applies them, which refuses a name it
+    # does not know (neither the network's nor a `Hyper` field).
+    from croupier.trainer.algo import training_defaults
+
+    spec, hyper = training_defaults("doudizhu", None, {"hiddens": (64,), "gamma": 0.9})
+    assert (spec.hiddens, spec.score_hidden, hyper.gamma) == ([64], 64, 0.9)
+    with pytest.raises(ValueError, match="unknown training settings"):
+        training_defaults("doudizhu", None, {"nope": 1})

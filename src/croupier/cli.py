@@ -253,12 +253,14 @@ def train_options(s: TrainSettings) -> Any:
     from croupier.trainer.algo import training_defaults
     from croupier.trainer.run import TrainOptions
 
-    spec, hyper = training_defaults(s.game, s.algo)  # the game's preset, if it has one
-    algo, hiddens, score_hidden = spec.algo, spec.hiddens, spec.score_hidden
     names = ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff", "gamma")
-    for name in names:  # a flag given overrides the preset
-        if (value := getattr(s, name)) is not None:
-            setattr(hyper, name, value)
+    given = {name: getattr(s, name) for name in names if getattr(s, name) is not None}
+    if s.hiddens:
+        given["hiddens"] = [int(h) for h in s.hiddens.split(",")]
+    if s.score_hidden:
+        given["score_hidden"] = s.score_hidden
+    # The game's preset, if it has one; a flag given overrides it.
+    spec, hyper = training_defaults(s.game, s.algo, given)
     if s.max_sample_batches is not None:
         hyper.max_sample_batches = s.max_sample_batches or None
     if s.max_sample_lag is not None:
@@ -267,7 +269,7 @@ def train_options(s: TrainSettings) -> Any:
         hyper.fresh_lag = s.fresh_lag if s.fresh_lag >= 0 else None
     return TrainOptions(
         game=s.game,
-        algo=algo,
+        algo=spec.algo,
         listen=s.listen,
         checkpoint_dir=s.checkpoint_dir,
         minutes=s.minutes,
@@ -277,8 +279,8 @@ def train_options(s: TrainSettings) -> Any:
         token=s.link_token,
         insecure=s.insecure,
         checkpoint_every=s.checkpoint_every,
-        hiddens=[int(h) for h in s.hiddens.split(",")] if s.hiddens else hiddens,
-        score_hidden=s.score_hidden or score_hidden,
+        hiddens=spec.hiddens,
+        score_hidden=spec.score_hidden,
         hyper=hyper,
         num_env_runners=s.num_env_runners,
         num_learners=s.num_learners,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -97,23 +96,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args(argv)
 
-    spec, hyper = training_defaults(a.game, a.algo)
-    for name, value in (
-        ("lr", a.lr),
-        ("train_batch_size", a.batch),
-        ("minibatch_size", a.minibatch),
-        ("num_epochs", a.epochs),
-        ("entropy_coeff", a.entropy),
-        ("gamma", a.gamma),
-    ):
-        if value is not None:
-            setattr(hyper, name, value)
+    given = {"lr": a.lr, "train_batch_size": a.batch, "minibatch_size": a.minibatch,
+             "num_epochs": a.epochs, "entropy_coeff": a.entropy, "gamma": a.gamma,
+             "hiddens": [int(h) for h in a.hiddens.split(",")] if a.hiddens else None,
+             "score_hidden": a.score_hidden or None}  # fmt: skip
+    overrides = {k: v for k, v in given.items() if v is not None}
+    spec, hyper = training_defaults(a.game, a.algo, overrides)
     if a.lambda_ is not None:
         hyper.extra["lambda_"] = a.lambda_
-    if a.hiddens:
-        spec = replace(spec, hiddens=[int(h) for h in a.hiddens.split(",")])
-    if a.score_hidden:
-        spec = replace(spec, score_hidden=a.score_hidden)
     run = train(a.game, spec, hyper, a.minutes, a.seed, a.num_envs, a.max_steps)
     weights = run.pop("weights")
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +39,7 @@ def run_anchor(
     from croupier.trainer.algo import anchor_config, training_defaults
 
     torch.set_num_threads(1)
-    spec, hyper = training_defaults(game, algo)  # what `croupier train` uses: like for like
-    train = dict(train or {})
-    spec = replace(spec, hiddens=list(train.pop("hiddens", spec.hiddens)),
-                   score_hidden=int(train.pop("score_hidden", spec.score_hidden)))  # fmt: skip
-    for name, value in train.items():
-        setattr(hyper, name, value)
+    spec, hyper = training_defaults(game, algo, train)  # as `croupier train`: like for like
     ray.init(num_cpus=num_cpus, include_dashboard=False)
     try:
         algo_ = anchor_config(game, spec, hyper).build_algo()

@@ -8,7 +8,7 @@ the same algorithm on the same module stepping the game in-process: the benchmar
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -77,26 +77,43 @@ class Hyper:
         return cls(lr=1e-3, train_batch_size=128)
 
 
-def training_defaults(game: str, algo: str | None = None) -> tuple[ModelSpec, Hyper]:
+# The network's settings a run may override; every other override is a `Hyper` field.
+MODEL_SETTINGS = ("hiddens", "score_hidden")
+
+
+def training_defaults(
+    game: str, algo: str | None = None, overrides: dict[str, Any] | None = None
+) -> tuple[ModelSpec, Hyper]:
     """The network and hyperparameters a run of `game` starts from: its preset
-    (`games/presets.py`), else the algorithm's own defaults. `algo` other than the preset's
-    keeps the preset's network but that algorithm's defaults (a preset is measured for one
-    algorithm). What `croupier train` and the in-process anchors both use: like for like."""
+    (`games/presets.py`), else the algorithm's own defaults, then `overrides` over them
+    (`MODEL_SETTINGS` for the network, else `Hyper` field names; ValueError on any other).
+    `algo` other than the preset's keeps the preset's network but that algorithm's defaults
+    (a preset is measured for one algorithm). What `croupier train` and the in-process
+    anchors all use: like for like."""
     from croupier.games.presets import preset_for
 
     preset = preset_for(game)
     algo = algo or (preset.algo if preset else "appo")
     hyper = Hyper.defaults(algo)
-    if preset is None:
-        return ModelSpec(algo=algo), hyper
-    if preset.algo == algo:
-        hyper.lr, hyper.entropy_coeff, hyper.gamma = preset.lr, preset.entropy_coeff, preset.gamma
-        hyper.train_batch_size = preset.train_batch_size
-        hyper.minibatch_size, hyper.num_epochs = preset.minibatch_size, preset.num_epochs
-        if algo == "ppo":
-            hyper.extra = {**hyper.extra, "lambda_": preset.lambda_}
-    spec = ModelSpec(algo=algo, hiddens=list(preset.hiddens), score_hidden=preset.score_hidden)
-    return spec, hyper
+    spec = ModelSpec(algo=algo)
+    if preset is not None:
+        if preset.algo == algo:
+            hyper.lr, hyper.entropy_coeff = preset.lr, preset.entropy_coeff
+            hyper.gamma, hyper.train_batch_size = preset.gamma, preset.train_batch_size
+            hyper.minibatch_size, hyper.num_epochs = preset.minibatch_size, preset.num_epochs
+            if algo == "ppo":
+                hyper.extra = {**hyper.extra, "lambda_": preset.lambda_}
+        spec = ModelSpec(algo=algo, hiddens=list(preset.hiddens), score_hidden=preset.score_hidden)
+    overrides = dict(overrides or {})
+    model = {k: overrides.pop(k) for k in MODEL_SETTINGS if k in overrides}
+    unknown = sorted(k for k in overrides if k not in {f.name for f in fields(Hyper)})
+    if unknown:
+        raise ValueError(f"unknown training settings {unknown}")
+    for name, value in overrides.items():
+        setattr(hyper, name, value)
+    if "hiddens" in model:
+        model["hiddens"] = list(model["hiddens"])
+    return replace(spec, **model), hyper
 
 
 def base_config(
