@@ -206,3 +206,31 @@ def test_team_payoffs_average_partners_only():
     assert team_payoffs({"0": 2.0, "1": 2.0, "2": 0.0}, [["0"], ["1", "2"]]) == {
         "0": 2.0, "1": 1.0, "2": 1.0}  # fmt: skip
     assert team_payoffs({"0": 1.0, "1": -1.0}, []) == {"0": 1.0, "1": -1.0}
+
+
+def test_rules_seats_are_answered_without_features_unless_observed(tmp_path: Path, monkeypatch):
+    """A rules seat needs the state checked and its legal moves, not the features (doudizhu:
+    ~60% of an encode); a seat the rollout observes (shadow, `record: rules`) gets them."""
+    service = build_components(ServerConfig(game="doudizhu", data_dir=tmp_path)).service
+    inner = service.adapter.inner
+    built: list[int] = []
+    features = inner.state_features
+    monkeypatch.setattr(inner, "state_features", lambda p: built.append(1) or features(p))
+    rollout = service.decider.rollout
+    for observed in (False, True):
+        monkeypatch.setattr(rollout, "observes", lambda game_id, seat, seen=observed: seen)
+        game_id = f"observed-{observed}"
+        service.create_game("doudizhu", game_id, dict.fromkeys(("0", "1", "2"), "rules"))
+        game = DoudizhuGame()
+        game.np_random = np.random.RandomState(5)
+        _, player = game.init_game()
+        built.clear()
+        for _ in range(9):
+            state = _state(game, player)
+            decision = asyncio.run(service.decide(game_id, str(player), state))
+            assert decision.policy == "rules" and not decision.fallback
+            assert decision.action == state["legal_actions"][decision.action_index]
+            _, player = game.step(decision.action)
+        assert len(built) == (9 if observed else 0)
+        with pytest.raises(Unprocessable):  # checked all the same: a move not in the hand
+            asyncio.run(service.decide(game_id, str(player), {**state, "legal_actions": ["BR"]}))

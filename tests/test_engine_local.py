@@ -77,6 +77,41 @@ def test_doudizhu_hands_play_to_completion_with_states_the_adapter_reads():
     assert (table.roles(), table.state_json(table.current_player())) == first
 
 
+@pytest.mark.parametrize("game", ["leduc-holdem", "uno", "doudizhu"])
+def test_the_tables_states_are_rlcards_own_env_states(game):
+    """The table steps RLCard's game, not its env, and doudizhu's reuses the state the game
+    kept from its last step: hand for hand, the same states, legal moves and payoffs as
+    RLCard's env gives (a stale cached state would differ here)."""
+    import rlcard
+
+    from croupier.engine.rlcard_games import to_json
+
+    table, env = RLCardTable(game), rlcard.make(game)
+    rng = random.Random(3)
+    for hand in range(10):
+        table.reset(seed=hand)
+        env.seed(hand)
+        env.reset()
+        while not env.is_over():
+            player = env.get_player_id()
+            assert table.current_player() == player and not table.is_over()
+            raw = to_json(env.get_state(player)["raw_obs"])
+            mine = table.state_json(player)
+            if game == "doudizhu":
+                raw["legal_actions"] = raw.pop("actions")
+            assert {k: mine[k] for k in raw} == raw
+            for other in range(table.num_players):  # every seat's view, built afresh
+                fresh = to_json(env.game.get_state(other))
+                assert {k: table.state_json(other).get(k) for k in fresh if k != "actions"} == {
+                    k: v for k, v in fresh.items() if k != "actions"}  # fmt: skip
+            legal = [str(a) for a in env.get_state(player)["raw_legal_actions"]]
+            assert table.legal_actions() == legal
+            action = rng.choice(legal)
+            table.step(action)
+            env.step(action, raw_action=True)
+        assert table.is_over() and table.payoffs() == [float(p) for p in env.get_payoffs()]
+
+
 class _InProcessClient:
     """The engine's client calls answered by a `DecisionService` in this process."""
 

@@ -263,3 +263,17 @@ def test_bad_rollout_requests_change_nothing(inprocess):
     assert codes == [422, 422, 422, 422, 422, 409, 422], codes
     assert channels["production"] is None and channels["events"] == []
     assert created == 0
+
+
+def test_the_rollout_observes_only_recorded_and_shadow_seats(tmp_path):
+    """What decides whether a rules seat's observation is built (`Decider._prepare`)."""
+    from croupier.api.components import build_components
+    from croupier.config import ServerConfig
+
+    config = ServerConfig(game="leduc-holdem", data_dir=tmp_path, offline_dir=tmp_path / "off")
+    service = build_components(config).service
+    rollout = service.decider.rollout
+    service.create_game("leduc-holdem", "plain", {"0": "rules", "1": "random"})
+    service.create_game("leduc-holdem", "rec", {"0": "rules", "1": "random"}, record="rules")
+    assert not rollout.observes("plain", "0") and not rollout.observes("nowhere", "0")
+    assert rollout.observes("rec", "0") and not rollout.observes("rec", "1")

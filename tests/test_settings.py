@@ -269,3 +269,17 @@ def test_serve_refuses_an_event_loop_it_does_not_know_before_starting():
 
     result = CliRunner().invoke(app, ["serve", "--event-loop", "tokio", "--port", "1"])
     assert result.exit_code == 2 and "uvloop or asyncio" in result.output
+
+
+def test_bad_hidden_sizes_are_a_usage_error_not_a_traceback():
+    from typer.testing import CliRunner
+
+    from croupier.cli import app
+
+    for args in (["train", "--game", "doudizhu", "--minutes", "0.01"],
+                 ["bench", "strength", "--game", "doudizhu", "--minutes", "0.01"]):  # fmt: skip
+        for bad in ("256,x", "256,0", ",", "-1"):
+            result = CliRunner().invoke(app, [*args, "--hiddens", bad])
+            assert result.exit_code == 2, (args, bad, result.output)
+            assert "positive sizes separated by commas" in result.output
+    assert train_parse("--hiddens", "64,32").hiddens == [64, 32]

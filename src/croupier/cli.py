@@ -17,7 +17,7 @@ import typer
 
 from croupier.bench.cli import bench_app
 from croupier.config import ServeProcess, ServerConfig, TrainSettings
-from croupier.settings import build, command, markdown_table
+from croupier.settings import build, command, layer_sizes, markdown_table
 
 app = typer.Typer(
     help="Serve, record and train RLlib policies behind a card game's decision API.",
@@ -256,7 +256,7 @@ def train_options(s: TrainSettings) -> Any:
     names = ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff", "gamma")
     given = {name: getattr(s, name) for name in names if getattr(s, name) is not None}
     if s.hiddens:
-        given["hiddens"] = [int(h) for h in s.hiddens.split(",")]
+        given["hiddens"] = layer_sizes(s.hiddens)
     if s.score_hidden:
         given["score_hidden"] = s.score_hidden
     # The game's preset, if it has one; a flag given overrides it.
@@ -632,7 +632,7 @@ def pretrain(
     from croupier.trainer.pretrain import pretrain as run
 
     _setup_logging(log_level)
-    spec = ModelSpec(algo=algo, hiddens=[int(h) for h in hiddens.split(",")])
+    spec = ModelSpec(algo=algo, hiddens=layer_sizes(hiddens))
     report = run(game, from_dir, out, spec, iterations=iterations, lr=lr, batch_size=batch_size)
     typer.echo(json.dumps(report, indent=2, default=float))
 

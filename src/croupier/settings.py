@@ -146,3 +146,18 @@ def markdown_table(*classes: type) -> str:
         env = f"`{o.env}`" if o.env else ""
         rows.append(f"| {flag} | {env} | {default_text} | {o.help.replace('|', '/')} |")
     return "\n".join(rows) + "\n"
+
+
+def layer_sizes(text: str, flag: str = "--hiddens") -> list[int]:
+    """Hidden layer sizes from "256,256"; a usage error (not a traceback) for anything else."""
+    import typer
+
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise typer.BadParameter(
+            f"{text!r}: positive sizes separated by commas, e.g. 256,256", param_hint=flag
+        )
+    return sizes

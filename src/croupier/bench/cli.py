@@ -109,6 +109,9 @@ def bench_strength(
     minibatch_size: Annotated[int | None, typer.Option(help="Over the preset")] = None,
     num_epochs: Annotated[int | None, typer.Option(help="Over the preset")] = None,
     entropy_coeff: Annotated[float | None, typer.Option(help="Over the preset")] = None,
+    tables: Annotated[
+        int, typer.Option(min=1, max=1024, help="External path: engine tables played at once")
+    ] = 32,
     out: Path = Path("bench/results"),
 ) -> None:
     """External path vs an in-process anchor, same wall-clock: strength against the rules.
@@ -116,12 +119,9 @@ def bench_strength(
     anchor alike."""
     from croupier.bench.strength import StrengthRun, format_report
     from croupier.bench.strength import bench_strength as run
+    from croupier.settings import layer_sizes
 
-    try:
-        sizes = [int(h) for h in hiddens.split(",")] if hiddens else None
-    except ValueError:
-        hint = "sizes separated by commas, e.g. 256,256"
-        raise typer.BadParameter(hint, param_hint="--hiddens") from None
+    sizes = layer_sizes(hiddens) if hiddens else None
     given = {"hiddens": sizes, "score_hidden": score_hidden, "lr": lr,
              "train_batch_size": train_batch_size, "minibatch_size": minibatch_size,
              "num_epochs": num_epochs, "entropy_coeff": entropy_coeff}  # fmt: skip
@@ -135,6 +135,7 @@ def bench_strength(
         external=external,
         anchor=anchor,
         dmc=dmc,
+        tables=tables,
         train={k: v for k, v in given.items() if v is not None},
     )
     try:

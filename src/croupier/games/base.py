@@ -39,6 +39,12 @@ class GameAdapter(ABC):
         Raises InvalidState when the state is malformed or has no legal action.
         """
 
+    def check(self, state: dict[str, Any]) -> np.ndarray:
+        """`state` validated as `encode` validates it, and its legal mask, without the
+        observation: what a rules or random seat needs. By default the whole `encode`; a game
+        whose features cost more than its checks overrides it."""
+        return self.encode(state)[1]
+
     @abstractmethod
     def action_value(self, index: int, state: dict[str, Any]) -> Any:
         """The engine's own value for action `index` (what the engine applies)."""
@@ -232,6 +238,11 @@ class CandidateAdapter(ABC):
     @abstractmethod
     def candidate_value(self, k: int, state: dict[str, Any]) -> Any:
         """The engine's own value of candidate k (what the engine applies)."""
+
+    def candidate_count(self, state: dict[str, Any]) -> int:
+        """K, the number of legal actions, with `state` validated as `encode_candidates`
+        validates it (raises InvalidState). By default the whole encode."""
+        return len(self.encode_candidates(state)[1])
 
     def candidate_features(self, state: dict[str, Any]) -> np.ndarray:
         """float32[K, candidate_size]: one row per legal action, in the engine's order."""

@@ -49,6 +49,14 @@ class CandidateGame(GameAdapter):
             raise InvalidState(f"{k} legal actions; this game allows 1..{self.max_candidates}")
         return obs, np.ascontiguousarray(cands, np.float32)
 
+    def check(self, state: dict[str, Any]) -> np.ndarray:
+        """The candidates without their features: K rows of nothing, all that `legal_indices`
+        and `is_legal` read (a rules seat's decision needs no features)."""
+        k = self.inner.candidate_count(state)
+        if not 0 < k <= self.max_candidates:
+            raise InvalidState(f"{k} legal actions; this game allows 1..{self.max_candidates}")
+        return np.empty((k, 0), np.float32)
+
     def action_value(self, index: int, state: dict[str, Any]) -> Any:
         return self.inner.candidate_value(int(index), state)
 

@@ -164,6 +164,14 @@ class Rollout:
 
     # --- decisions -----------------------------------------------------------------------
 
+    def observes(self, game_id: str, seat: str) -> bool:
+        """Whether this seat's rules decisions need their observation here: a `record:
+        rules` game's recorded seat, or a shadow seat (its model runs beside the rules)."""
+        state = self._games.get(game_id)
+        if state is None:
+            return False
+        return seat in state.shadow or (state.recorded is not None and seat in state.recorded)
+
     def on_rules_decision(
         self,
         game_id: str,
