@@ -13,7 +13,7 @@ from croupier.engine.rlcard_games import UNO_MOVES_SENT, RLCardTable
 from croupier.engine.seat_env import SeatEnv
 from croupier.games.base import InvalidState
 from croupier.games.registry import load_adapter
-from croupier.games.uno import _LAYOUT, MAX_MOVES, UnoAdapter
+from croupier.games.uno import _LAYOUT, MAX_MOVES, UnoAdapter, UnoCandidatesAdapter
 
 ADAPTER = UnoAdapter()
 
@@ -102,6 +102,7 @@ def test_real_states_encode_with_counts_colour_and_hand():
         assert sorted(np.flatnonzero(mask)) == sorted(
             {ADAPTER.action_index(a, state) for a in state["legal_actions"]}
         )
+        np.testing.assert_array_equal(ADAPTER.check(state), mask)  # a rules seat's check
         n += 1
     assert n > 300
 
@@ -164,8 +165,15 @@ def test_colour_and_moves_are_optional():
     ],
 )
 def test_malformed_states_are_refused(bad):
-    with pytest.raises(InvalidState):
+    with pytest.raises(InvalidState) as encoded:
         ADAPTER.encode(bad)
+    # A rules seat's check (no features) refuses the same, with the same words.
+    with pytest.raises(InvalidState) as checked:
+        ADAPTER.check(bad)
+    assert str(checked.value) == str(encoded.value)
+    candidates = UnoCandidatesAdapter()
+    with pytest.raises(InvalidState):
+        candidates.candidate_count(bad)
 
 
 def test_the_masked_head_keeps_the_richer_observation_end_to_end():

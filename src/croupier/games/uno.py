@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,7 @@ class UnoBasicAdapter(NamedActionsAdapter):
     def rules(self) -> RulesFn:
         # describe() calls rules() just to ask whether there is one: don't load RLCard here.
         def rule_action(state: dict[str, Any]) -> str:
-            self.encode(state)
+            self.check(state)
             legal = state["legal_actions"]
             try:
                 action = str(_rule_agent().step(rlcard_view(state)))
@@ -169,12 +170,35 @@ def _is_int(x: Any) -> bool:
     return type(x) is int or isinstance(x, np.integer)
 
 
+@dataclass(slots=True)
+class _Parsed:
+    """The validated parts of a state (`UnoAdapter.parse`)."""
+
+    hand: list[str]
+    target: str
+    mask: np.ndarray
+    me: int
+    counts: list[int]
+    played: list[int]  # card slots
+    color: str
+    moves: list[tuple[int, str, str]]  # oldest first: (seat, action, colour faced)
+
+
 class UnoAdapter(UnoBasicAdapter):
     """Own hand, cards played, both seats' card counts and the opponent's recent moves."""
 
     obs_size = RICH_OBS_SIZE
 
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        p = self.parse(state)
+        return self.features(p), p.mask
+
+    def check(self, state: dict[str, Any]) -> np.ndarray:
+        # The checks without the features: what a rules seat's decision needs.
+        return self.parse(state).mask
+
+    def parse(self, state: dict[str, Any]) -> _Parsed:
+        """The validated parts of a state (raises InvalidState on anything malformed)."""
         hand, target, mask = self._checked(state, _RICH_REQUIRED)
         me = state["current_player"]
         if not _is_int(me) or not 0 <= me < self.num_players:
@@ -189,55 +213,63 @@ class UnoAdapter(UnoBasicAdapter):
         played = state["played_cards"]
         if not isinstance(played, list) or len(played) > MAX_PLAYED:
             raise InvalidState(f"'played_cards' must be a list of at most {MAX_PLAYED} cards")
+        slots = [_CARD_SLOT.get(c) if isinstance(c, str) else None for c in played]
+        if None in slots:
+            bad = next(c for c, i in zip(played, slots, strict=True) if i is None)
+            raise InvalidState(f"unknown card in 'played_cards': {bad!r}")
         color = state.get("color", target[0])
         if not isinstance(color, str) or color not in _COLOR_IDS:
             raise InvalidState(f"'color' must be one of {_COLORS}, got {color!r}")
         moves = state.get("moves", [])
         if not isinstance(moves, list) or len(moves) > MAX_MOVES:
             raise InvalidState(f"'moves' must be a list of at most {MAX_MOVES} moves")
+        return _Parsed(hand, target, mask, int(me), [int(n) for n in counts], slots, color,
+                       [self._move(m) for m in moves])  # fmt: skip
 
+    def _move(self, move: Any) -> tuple[int, str, str]:
+        if not (isinstance(move, list) and len(move) == 3):
+            raise InvalidState(f"a move must be [seat, action, colour], got {move!r}")
+        seat, action, faced = move
+        if not _is_int(seat) or not 0 <= seat < self.num_players:
+            raise InvalidState(f"a move's seat must be 0..{self.num_players - 1}")
+        if not isinstance(action, str) or action not in self._action_ids:
+            raise InvalidState(f"unknown action in 'moves': {action!r}")
+        if not isinstance(faced, str) or faced not in _COLOR_IDS:
+            raise InvalidState(f"a move's colour must be one of {_COLORS}, got {faced!r}")
+        return int(seat), action, faced
+
+    def features(self, p: _Parsed) -> np.ndarray:
+        """The observation of a parsed state (cannot fail: `parse` checked everything)."""
         obs = np.zeros(RICH_OBS_SIZE, np.float32)
         slot = _CARD_SLOT
         o = _LAYOUT["hand"][0]
-        for c in hand:  # every card known: `_checked` refused the rest
+        for c in p.hand:
             obs[o + slot[c]] += 0.25 if c[2:] in _WILD_TRAITS else 0.5
         o = _LAYOUT["played"][0]
         played_counts = np.zeros(_CARD_SLOTS, np.float32)
-        for c in played:
-            i = slot.get(c) if isinstance(c, str) else None
-            if i is None:
-                raise InvalidState(f"unknown card in 'played_cards': {c!r}")
+        for i in p.played:
             played_counts[i] += 1.0
         obs[o : o + _CARD_SLOTS] = np.minimum(played_counts / _DECK_COPIES, 1.0)
-        obs[_LAYOUT["color"][0] + _COLOR_IDS[color]] = 1.0
-        obs[_LAYOUT["trait"][0] + _TRAIT_IDS[target[2:]]] = 1.0
-        mine, theirs = counts[me], counts[1 - me]  # two seats
+        obs[_LAYOUT["color"][0] + _COLOR_IDS[p.color]] = 1.0
+        obs[_LAYOUT["trait"][0] + _TRAIT_IDS[p.target[2:]]] = 1.0
+        mine, theirs = p.counts[p.me], p.counts[1 - p.me]  # two seats
         obs[_LAYOUT["my_count"][0] + min(mine, _MAX_COUNT)] = 1.0
         obs[_LAYOUT["opp_count"][0] + min(theirs, _MAX_COUNT)] = 1.0
         o = _LAYOUT["counts"][0]
         obs[o], obs[o + 1] = mine / 20.0, theirs / 20.0
         o = _LAYOUT["hand_colors"][0]
-        for c in hand:
+        for c in p.hand:
             if c[2:] not in _WILD_TRAITS:
                 obs[o + _COLOR_IDS[c[0]]] += 0.1
-        self._encode_moves(obs, moves, me)
-        return obs, mask
+        self._encode_moves(obs, p.moves, p.me)
+        return obs
 
-    def _encode_moves(self, obs: np.ndarray, moves: list[Any], me: int) -> None:
+    def _encode_moves(self, obs: np.ndarray, moves: list[tuple[int, str, str]], me: int) -> None:
         drew = _LAYOUT["opp_drew_on"][0]
         wild = _LAYOUT["opp_wild_color"][0]
         recent = _LAYOUT["recent"][0]
         opp_moves_since = 0  # newest first: how many opponent moves came after this one
-        for k, move in enumerate(reversed(moves)):
-            if not (isinstance(move, list) and len(move) == 3):
-                raise InvalidState(f"a move must be [seat, action, colour], got {move!r}")
-            seat, action, faced = move
-            if not _is_int(seat) or not 0 <= seat < self.num_players:
-                raise InvalidState(f"a move's seat must be 0..{self.num_players - 1}")
-            if not isinstance(action, str) or action not in self._action_ids:
-                raise InvalidState(f"unknown action in 'moves': {action!r}")
-            if not isinstance(faced, str) or faced not in _COLOR_IDS:
-                raise InvalidState(f"a move's colour must be one of {_COLORS}, got {faced!r}")
+        for k, (seat, action, faced) in enumerate(reversed(moves)):
             if k < _RECENT:
                 o = recent + k * _MOVE_SIZE
                 obs[o + (0 if seat == me else 1)] = 1.0
@@ -303,6 +335,10 @@ class UnoCandidatesAdapter(UnoAdapter, CandidateAdapter):
             row[22] = obs[drew + color]
             row[23] = obs[wild + color]
         return obs, cands
+
+    def candidate_count(self, state: dict[str, Any]) -> int:
+        self.parse(state)  # the checks alone: a rules seat needs no features
+        return len(state["legal_actions"])
 
     def candidate_value(self, k: int, state: dict[str, Any]) -> str:
         legal = state["legal_actions"]
