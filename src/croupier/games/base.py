@@ -266,12 +266,16 @@ class CandidateAdapter(ABC):
     def candidate_action_space(self) -> gym.spaces.Discrete:
         return gym.spaces.Discrete(self.max_candidates)
 
+    def checked_count(self, k: int) -> int:
+        """`k` legal actions, refused (InvalidState) outside 1..`max_candidates`."""
+        if not 0 < k <= self.max_candidates:
+            raise InvalidState(f"{k} legal actions; this game allows 1..{self.max_candidates}")
+        return k
+
     def pad_candidates(self, obs: np.ndarray, cands: np.ndarray) -> dict[str, np.ndarray]:
         """One observation of `candidate_observation_space`: candidates padded with zero rows
         that the mask marks illegal."""
-        k = len(cands)
-        if not 0 < k <= self.max_candidates:
-            raise InvalidState(f"{k} legal actions; this game allows 1..{self.max_candidates}")
+        k = self.checked_count(len(cands))
         padded = np.zeros((self.max_candidates, self.candidate_size), np.float32)
         padded[:k] = cands
         mask = np.zeros(self.max_candidates, np.float32)

@@ -44,17 +44,13 @@ class CandidateGame(GameAdapter):
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         """(state features float32[obs_size], candidates float32[K, candidate_size])."""
         obs, cands = self.inner.encode_candidates(state)
-        k = len(cands)
-        if not 0 < k <= self.max_candidates:
-            raise InvalidState(f"{k} legal actions; this game allows 1..{self.max_candidates}")
+        self.inner.checked_count(len(cands))
         return obs, np.ascontiguousarray(cands, np.float32)
 
     def check(self, state: dict[str, Any]) -> np.ndarray:
         """The candidates without their features: K rows of nothing, all that `legal_indices`
         and `is_legal` read (a rules seat's decision needs no features)."""
-        k = self.inner.candidate_count(state)
-        if not 0 < k <= self.max_candidates:
-            raise InvalidState(f"{k} legal actions; this game allows 1..{self.max_candidates}")
+        k = self.inner.checked_count(self.inner.candidate_count(state))
         return np.empty((k, 0), np.float32)
 
     def action_value(self, index: int, state: dict[str, Any]) -> Any:
