@@ -13,8 +13,9 @@ import rlcard
 
 from croupier.client import route_game
 from croupier.engine.rlcard_games import to_json
-from croupier.games.base import InvalidState
+from croupier.games.base import InvalidState, rules_seeded
 from croupier.games.leduc import LeducAdapter
+from croupier.games.registry import load_adapter
 from croupier.games.uno import UnoAdapter, UnoBasicAdapter
 from croupier.games.vector import VectorAdapter
 
@@ -103,6 +104,19 @@ def test_rules_pick_legal_actions(game):
     for _, raw in rlcard_states(game, hands=10, seed=3):
         action = rules(raw)
         assert isinstance(action, str) and action in raw["legal_actions"]
+
+
+@pytest.mark.parametrize("game", [*ADAPTERS, "doudizhu"])
+def test_checked_rules_play_as_the_checking_rules(game):
+    """The server's rules seats act through `checked_rules` (the state already checked): the
+    same moves as `rules()`, which validates first, under the same random stream."""
+    adapter = load_adapter(game)
+    for _, raw in rlcard_states(game, hands=6, seed=5):
+        adapter.check(raw)
+        with rules_seeded(1):
+            checking = adapter.rules()(raw)
+        with rules_seeded(1):
+            assert adapter.checked_rules()(raw) == checking
 
 
 def test_describe_reports_rules():

@@ -24,7 +24,9 @@ def _episode(i: int, counts: list[int], rng: np.random.Generator, width: int):
     """A finished candidate episode whose steps list `counts` candidates, padded to `width`."""
     n = len(counts) - 1
     mask = (np.arange(width)[None, :] < np.asarray(counts)[:, None]).astype(np.float32)
-    cands = rng.normal(size=(n + 1, width, FEAT)).astype(np.float32) * mask[..., None]
+    # Sixteenths: exact in float16 too, as the trainer may keep them (`trainer/episodes.py`).
+    cands = (np.round(rng.normal(size=(n + 1, width, FEAT)) * 16) / 16).astype(np.float32)
+    cands *= mask[..., None]
     logits = np.where(mask[:n] > 0, rng.normal(size=(n, width)), FLOAT_MIN).astype(np.float32)
     actions = np.asarray([rng.integers(c) for c in counts[:n]], np.int64)
     logp = torch.log_softmax(torch.from_numpy(logits), -1).numpy()[np.arange(n), actions]
@@ -46,14 +48,18 @@ def _episode(i: int, counts: list[int], rng: np.random.Generator, width: int):
     )
 
 
-def _episodes(width: int | None) -> list:
-    """The same three episodes (K up to 2, 5 and 9), at their own width or at `width`."""
+def _episodes(width: int | None, half: bool = False) -> list:
+    """The same three episodes (K up to 2, 5 and 9), at their own width or at `width`, their
+    candidates float32 or (`half`) float16."""
     out = []
     for i, counts in enumerate(([2, 1, 2, 1], [5, 3, 4, 1], [9, 2, 1])):
         own = _episode(i, counts, np.random.default_rng(i), max(counts))
+        obs, logits = rllib_private.candidate_arrays(own)
+        if half:
+            obs = {**obs, "candidates": obs["candidates"].astype(np.float16)}
         if width is not None:  # the same arrays padded to the bound
-            obs, logits = rllib_private.candidate_arrays(own)
-            rllib_private.replace_candidate_arrays(own, *pad_slots(obs, logits, width))
+            obs, logits = pad_slots(obs, logits, width)
+        rllib_private.replace_candidate_arrays(own, obs, logits)
         out.append(own)
     return out
 
@@ -101,15 +107,17 @@ def _learner(connector: bool):
 def test_the_learner_update_is_the_same_as_at_the_games_bound():
     torch.set_num_threads(1)
     weights = []
-    for connector, width in ((False, BOUND), (True, None)):
+    # At the bound; padded by the update; padded by the update with float16 candidates.
+    for connector, width, half in ((False, BOUND, False), (True, None, False), (True, None, True)):
         learner = _learner(connector)
         np.random.seed(0)
-        learner.update(episodes=_episodes(width), num_epochs=1, minibatch_size=12)
+        learner.update(episodes=_episodes(width, half), num_epochs=1, minibatch_size=12)
         weights.append({k: v.detach().clone() for k, v in learner.module["default_policy"]
                         .state_dict().items()})  # fmt: skip
-    before, after = weights
-    assert before.keys() == after.keys()
+    before, after, after_half = weights
+    assert before.keys() == after.keys() == after_half.keys()
     for k in before:
         torch.testing.assert_close(after[k], before[k], rtol=1e-5, atol=1e-6)
+        assert torch.equal(after_half[k], after[k])  # the same values, half the bytes
     start = _learner(False).module["default_policy"].state_dict()
     assert any(not torch.equal(start[k], before[k]) for k in before)  # it did train

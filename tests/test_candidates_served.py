@@ -131,6 +131,8 @@ def test_learner_recomputes_the_served_logits_exactly(played):
         # Padded to the episode's own largest count (an update pads its episodes alike).
         width = int(record["candidate_counts"].max())
         assert obs["candidates"].shape[1:] == (width, adapter.candidate_size)
+        # Doudizhu's features are exact in float16: the learner keeps them so (half the bytes).
+        assert obs["candidates"].dtype == np.float16
         with torch.no_grad():
             out = learner.forward_train({"obs": {k: torch.from_numpy(v) for k, v in obs.items()}})
         logits = out["action_dist_inputs"].numpy()
@@ -143,6 +145,22 @@ def test_learner_recomputes_the_served_logits_exactly(played):
             episode.get_extra_model_outputs("action_dist_inputs", slice(0, len(episode)))[real],
             record["logits"],
         )
+
+
+def test_candidates_float16_cannot_hold_stay_float32(played):
+    """The learner's float16 candidates are an exact copy or not used: one feature float16
+    would round (0.1) keeps the episode's candidates float32, every value as sent."""
+    adapter = played["parts"].adapter
+    record = dict(played["episodes"][0])
+    record["candidates"] = record["candidates"].copy()
+    record["candidates"][0, -1] = 0.1
+    episode = validate_episode(
+        record, adapter.obs_size, adapter.num_actions, adapter.candidate_size
+    )
+    obs = episode.get_observations(slice(0, len(episode) + 1))
+    assert obs["candidates"].dtype == np.float32
+    real = obs["candidate_mask"] > 0
+    np.testing.assert_array_equal(obs["candidates"][real], record["candidates"])
 
 
 def test_a_bad_candidate_record_is_refused(played):
@@ -216,6 +234,9 @@ def test_rules_seats_are_answered_without_features_unless_observed(tmp_path: Pat
     built: list[int] = []
     features = inner.state_features
     monkeypatch.setattr(inner, "state_features", lambda p: built.append(1) or features(p))
+    parsed: list[int] = []  # once a decision: the rules bot acts on the state the decider checked
+    parse = inner.parse
+    monkeypatch.setattr(inner, "parse", lambda state: parsed.append(1) or parse(state))
     rollout = service.decider.rollout
     for observed in (False, True):
         monkeypatch.setattr(rollout, "observes", lambda game_id, seat, seen=observed: seen)
@@ -225,6 +246,7 @@ def test_rules_seats_are_answered_without_features_unless_observed(tmp_path: Pat
         game.np_random = np.random.RandomState(5)
         _, player = game.init_game()
         built.clear()
+        parsed.clear()
         for _ in range(9):
             state = _state(game, player)
             decision = asyncio.run(service.decide(game_id, str(player), state))
@@ -232,5 +254,6 @@ def test_rules_seats_are_answered_without_features_unless_observed(tmp_path: Pat
             assert decision.action == state["legal_actions"][decision.action_index]
             _, player = game.step(decision.action)
         assert len(built) == (9 if observed else 0)
+        assert len(parsed) == 9
         with pytest.raises(Unprocessable):  # checked all the same: a move not in the hand
             asyncio.run(service.decide(game_id, str(player), {**state, "legal_actions": ["BR"]}))

@@ -271,7 +271,7 @@ def test_serve_refuses_an_event_loop_it_does_not_know_before_starting():
     assert result.exit_code == 2 and "uvloop or asyncio" in result.output
 
 
-def test_bad_hidden_sizes_are_a_usage_error_not_a_traceback():
+def test_bad_hidden_sizes_are_a_usage_error_not_a_traceback(capsys):
     from typer.testing import CliRunner
 
     from croupier.cli import app
@@ -283,3 +283,10 @@ def test_bad_hidden_sizes_are_a_usage_error_not_a_traceback():
             assert result.exit_code == 2, (args, bad, result.output)
             assert "positive sizes separated by commas" in result.output
     assert train_parse("--hiddens", "64,32").hiddens == [64, 32]
+    from croupier.bench import inprocess  # the in-process trainer's own (argparse) flags
+
+    for bad in ("256,x", "0"):
+        with pytest.raises(SystemExit) as exit_:
+            inprocess.main(["--hiddens", bad, "--out", "unused.json"])
+        assert exit_.value.code == 2
+    assert "positive sizes separated by commas" in capsys.readouterr().err

@@ -107,20 +107,21 @@ def test_training_settings_reach_the_trainer_and_the_anchor_alike(monkeypatch):
     from croupier.cli import train_options
     from croupier.config import TrainSettings
 
-    train = {"hiddens": [256, 256], "score_hidden": 128, "lr": 5e-4, "train_batch_size": 4096,
-             "minibatch_size": 512, "num_epochs": 2, "entropy_coeff": 0.003}  # fmt: skip
+    # None of them the preset's: each must land as given.
+    train = {"hiddens": [96, 48], "score_hidden": 40, "lr": 2e-4, "train_batch_size": 2048,
+             "minibatch_size": 128, "num_epochs": 2, "entropy_coeff": 0.003}  # fmt: skip
     flags = strength.train_flags(train)
-    assert flags[:4] == ["--hiddens", "256,256", "--score-hidden", "128"]
+    assert flags[:4] == ["--hiddens", "96,48", "--score-hidden", "40"]
     # Each flag is one of `croupier train`'s settings; given, it overrides the preset.
     given = {flags[i][2:].replace("-", "_"): flags[i + 1] for i in range(0, len(flags), 2)}
     fields = {f.name: f for f in dataclasses.fields(TrainSettings)}
     assert set(given) <= set(fields)
     kwargs = {k: v if k == "hiddens" else type(train[k])(v) for k, v in given.items()}
     opts = train_options(TrainSettings(game="doudizhu", **kwargs))
-    assert (opts.hiddens, opts.score_hidden) == ([256, 256], 128)
+    assert (opts.hiddens, opts.score_hidden) == ([96, 48], 40)
     h = opts.hyper
     assert (h.lr, h.train_batch_size, h.minibatch_size, h.num_epochs, h.entropy_coeff) == (
-        5e-4, 4096, 512, 2, 0.003)  # fmt: skip
+        2e-4, 2048, 128, 2, 0.003)  # fmt: skip
 
     seen = []
 
@@ -134,14 +135,16 @@ def test_training_settings_reach_the_trainer_and_the_anchor_alike(monkeypatch):
     strength.run_anchor(StrengthRun(learn="peasants", train=train))
     cfg = seen[0]
     assert (cfg.hiddens, cfg.score_hidden, cfg.lr, cfg.decisions_per_update, cfg.minibatch,
-            cfg.epochs, cfg.ent_coef) == ([256, 256], 128, 5e-4, 4096, 512, 2, 0.003)  # fmt: skip
+            cfg.epochs, cfg.ent_coef) == ([96, 48], 40, 2e-4, 2048, 128, 2, 0.003)  # fmt: skip
     with pytest.raises(ValueError, match="unknown training settings"):
         strength.train_flags({"gamma": 0.9})
     # The overrides land through the one place that applies them, which refuses a name it
     # does not know (neither the network's nor a `Hyper` field).
+    from croupier.games.presets import preset_for
     from croupier.trainer.algo import training_defaults
 
     spec, hyper = training_defaults("doudizhu", None, {"hiddens": (64,), "gamma": 0.9})
-    assert (spec.hiddens, spec.score_hidden, hyper.gamma) == ([64], 64, 0.9)
+    kept = preset_for("doudizhu").score_hidden  # not given: the preset's
+    assert (spec.hiddens, spec.score_hidden, hyper.gamma) == ([64], kept, 0.9)
     with pytest.raises(ValueError, match="unknown training settings"):
         training_defaults("doudizhu", None, {"nope": 1})

@@ -148,16 +148,22 @@ def markdown_table(*classes: type) -> str:
     return "\n".join(rows) + "\n"
 
 
-def layer_sizes(text: str, flag: str = "--hiddens") -> list[int]:
-    """Hidden layer sizes from "256,256"; a usage error (not a traceback) for anything else."""
-    import typer
-
+def parse_layer_sizes(text: str) -> list[int]:
+    """Hidden layer sizes from "256,256"; ValueError, saying what is expected, otherwise."""
     try:
         sizes = [int(part) for part in text.split(",")]
     except ValueError:
         sizes = []
     if not sizes or min(sizes) < 1:
-        raise typer.BadParameter(
-            f"{text!r}: positive sizes separated by commas, e.g. 256,256", param_hint=flag
-        )
+        raise ValueError(f"{text!r}: positive sizes separated by commas, e.g. 256,256")
     return sizes
+
+
+def layer_sizes(text: str, flag: str = "--hiddens") -> list[int]:
+    """`parse_layer_sizes` for a typer command: a usage error, not a traceback."""
+    import typer
+
+    try:
+        return parse_layer_sizes(text)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint=flag) from None

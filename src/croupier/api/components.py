@@ -114,7 +114,9 @@ def build_components(config: ServerConfig) -> Components:
         offline,
         config.seed,
     )
-    rules = load_rules(config.rules) if config.rules else adapter.rules()
+    # The decider checks every state before a rules seat acts (`checked_rules`); a user's own
+    # rules file is given the checked state too.
+    rules = load_rules(config.rules) if config.rules else adapter.checked_rules()
     service = DecisionService(config, adapter, versions, batcher, outbox, rollout, rules)
     versions.in_use = service.games.versions_in_use  # retention keeps what live games pin
     return Components(config, adapter, versions, batcher, outbox, offline, rollout, service)

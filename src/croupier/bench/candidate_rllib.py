@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from croupier.games.doudizhu import DoudizhuAdapter, FeatureSpec, rule_move_unchecked
+from croupier.games.doudizhu import DoudizhuAdapter, FeatureSpec, rule_move
 
 
 class LandlordVsRulesEnv(gym.Env):
@@ -37,7 +37,7 @@ class LandlordVsRulesEnv(gym.Env):
     def _advance(self) -> None:
         g = self.game
         while not g.is_over() and g.round.current_player != g.round.landlord_id:
-            self._state, _ = g.step(rule_move_unchecked(self._state))
+            self._state, _ = g.step(rule_move(self._state))
 
     def _obs(self) -> dict[str, np.ndarray]:
         return self.adapter.pad_candidates(*self.adapter.encode_candidates(self._state))

@@ -72,6 +72,15 @@ def train(
     }
 
 
+def _layer_sizes(text: str) -> list[int]:
+    from croupier.settings import parse_layer_sizes
+
+    try:
+        return parse_layer_sizes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from croupier.trainer.algo import training_defaults
 
@@ -79,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--game", default="uno")
     p.add_argument("--algo", default="ppo", choices=["ppo", "appo"])
     # Every setting not given is the game's preset (`croupier train`'s), else the algorithm's.
-    p.add_argument("--hiddens", default=None, help="e.g. 256,256")
+    p.add_argument("--hiddens", type=_layer_sizes, default=None, help="e.g. 256,256")
     p.add_argument("--score-hidden", type=int, default=None, help="candidate scorer width")
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--batch", type=int, default=None)
@@ -98,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     given = {"lr": a.lr, "train_batch_size": a.batch, "minibatch_size": a.minibatch,
              "num_epochs": a.epochs, "entropy_coeff": a.entropy, "gamma": a.gamma,
-             "hiddens": [int(h) for h in a.hiddens.split(",")] if a.hiddens else None,
+             "hiddens": a.hiddens,
              "score_hidden": a.score_hidden or None}  # fmt: skip
     overrides = {k: v for k, v in given.items() if v is not None}
     spec, hyper = training_defaults(a.game, a.algo, overrides)

@@ -36,7 +36,7 @@ from croupier.games.doudizhu import (
     SERVED_FEATURES,
     DoudizhuAdapter,
     FeatureSpec,
-    rule_move_unchecked,
+    rule_move,
 )
 from croupier.policies.candidates import CandidateNet
 from croupier.stats import win_rate_ci
@@ -120,7 +120,7 @@ class Tables:
 
     def __init__(self, n: int, learn: str, adapter: DoudizhuAdapter, seed: int):
         self.learn, self.adapter = learn, adapter
-        self.rules = rule_move_unchecked
+        self.rules = rule_move
         self.games = [DoudizhuGame() for _ in range(n)]
         self.rng = np.random.default_rng(seed)
         for g in self.games:
@@ -284,7 +284,7 @@ def _evaluate(
     parallel: int,
 ) -> dict[str, float]:
     tables = Tables(min(parallel, games), learn, adapter, seed)
-    rules = rule_move_unchecked
+    rules = rule_move
     next_deal, wins, done = 0, 0, 0
     for i in range(len(tables.games)):
         tables.deal(i, seed + next_deal)

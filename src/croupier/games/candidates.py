@@ -80,6 +80,9 @@ class CandidateGame(GameAdapter):
     def rules(self) -> RulesFn | None:
         return self.inner.rules()
 
+    def checked_rules(self) -> RulesFn | None:
+        return self.inner.checked_rules()
+
     def warm_up(self) -> None:
         self.inner.warm_up()
 

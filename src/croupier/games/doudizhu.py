@@ -120,8 +120,8 @@ PASS_ID = ACTION_2_ID["pass"]
 MOVE_KINDS = ("pass", "solo", "pair", "trio", "trio_solo", "trio_pair", "solo_chain",
               "pair_chain", "trio_chain", "trio_solo_chain", "trio_pair_chain", "four_two_solo",
               "four_two_pair", "bomb", "rocket")  # fmt: skip
-# kind one-hot | main rank one-hot (the lowest rank of its largest group) | chain length / 12 |
-# cards in it / 20
+# kind one-hot | main rank one-hot (the lowest rank of its largest group) | chain length / 16 |
+# cards in it / 32
 _KIND_SIZE = len(MOVE_KINDS) + len(_RANKS) + 2
 
 
@@ -140,7 +140,9 @@ def _kind_table() -> np.ndarray:
         main = int(np.flatnonzero(c == c.max())[0])
         out[i, kinds[kind]] = 1.0
         out[i, len(MOVE_KINDS) + main] = 1.0
-        out[i, -2:] = length / 12, c.sum() / MAX_HAND
+        # Powers of two (lengths to 12, cards to 20): exact in float16, in which the trainer
+        # keeps candidates (`trainer/episodes.py`), so the learner scores the served values.
+        out[i, -2:] = length / 16, c.sum() / 32
     return out
 
 
@@ -404,22 +406,28 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
         rule_agent()
 
     def rules(self) -> RulesFn:
+        act = self.checked_rules()
+
         def rule_action(state: dict[str, Any]) -> str:
-            p = self.parse(state)
-            raw = dict(state)
-            raw["actions"] = list(p["legal"])  # what doudizhu-rule-v1 reads
-            # The rule agent tests `trace[-1][1]`; JSON gives lists, RLCard tuples: both index.
-            action = str(rule_agent().step({"raw_obs": raw, "raw_legal_actions": raw["actions"]}))
-            return action if action in p["legal"] else p["legal"][0]
+            self.parse(state)  # the checks alone (this adapter's `check` is the 27,472 mask's)
+            return act(state)
 
         return rule_action
 
+    def checked_rules(self) -> RulesFn:
+        return rule_move
 
-def rule_move_unchecked(state: dict[str, Any]) -> str:
-    """doudizhu-rule-v1's move for an RLCard state this process made itself (in-process
-    training: the engine's own states need no validation, which would cost more than the
-    rule agent). Anything from outside goes through `DoudizhuAdapter.rules()`."""
-    return str(rule_agent().step({"raw_obs": state, "raw_legal_actions": state["actions"]}))
+
+def rule_move(state: dict[str, Any]) -> str:
+    """doudizhu-rule-v1's move for a state already checked: by the server (`parse`), or made
+    by this process's own RLCard game (in-process training, where validating would cost more
+    than the rule agent). Anything from outside goes through `DoudizhuAdapter.rules()`."""
+    legal = state.get("legal_actions", state.get("actions"))  # checked: a list of moves
+    raw = dict(state)
+    raw["actions"] = list(legal)  # what doudizhu-rule-v1 reads
+    # The rule agent tests `trace[-1][1]`; JSON gives lists, RLCard tuples: both index.
+    action = str(rule_agent().step({"raw_obs": raw, "raw_legal_actions": raw["actions"]}))
+    return action if action in legal else legal[0]
 
 
 @functools.cache

@@ -95,9 +95,11 @@ class LeducAdapter(NamedActionsAdapter):
         _rule_agent()
 
     def rules(self) -> RulesFn:
+        return self.checking(self.checked_rules())
+
+    def checked_rules(self) -> RulesFn:
         # describe() calls rules() just to ask whether there is one: don't load RLCard here.
         def rule_action(state: dict[str, Any]) -> str:
-            self.encode(state)  # the same validation a policy's input gets
             return str(_rule_agent().step(rlcard_view(state)))
 
         return rule_action

@@ -89,9 +89,11 @@ class UnoBasicAdapter(NamedActionsAdapter):
         _rule_agent()
 
     def rules(self) -> RulesFn:
+        return self.checking(self.checked_rules())
+
+    def checked_rules(self) -> RulesFn:
         # describe() calls rules() just to ask whether there is one: don't load RLCard here.
         def rule_action(state: dict[str, Any]) -> str:
-            self.check(state)
             legal = state["legal_actions"]
             try:
                 action = str(_rule_agent().step(rlcard_view(state)))

@@ -97,7 +97,9 @@ class CandidateNet(nn.Module):
         real (state, candidate) pairs go through the scorer: a batch padded to its longest
         list (doudizhu: ~6 legal moves on average, a few hundred at most) would cost ~30x."""
         rows, cols = torch.nonzero(mask > 0, as_tuple=True)
-        z = self.state_in(h)[rows] + self.cand_in(cands[rows, cols])  # [C, H]
+        # The learner's candidates may be float16 (exact values, half the bytes to move):
+        # the real ones are scored in float32, as served.
+        z = self.state_in(h)[rows] + self.cand_in(cands[rows, cols].float())  # [C, H]
         scores = self.score(z)  # [C]
         out = torch.full(mask.shape, FLOAT_MIN, dtype=scores.dtype, device=scores.device)
         return out.index_put((rows, cols), scores)
