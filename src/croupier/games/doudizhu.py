@@ -409,7 +409,10 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
         act = self.checked_rules()
 
         def rule_action(state: dict[str, Any]) -> str:
-            self.parse(state)  # the checks alone (this adapter's `check` is the 27,472 mask's)
+            # The checks alone, not `checking`: this adapter's `check` is the masked path's
+            # (features and the 27,472-move mask); even the checks plus the mask made a rules
+            # call ~20% dearer (95 -> 111 us median, 2,400 random-play states).
+            self.parse(state)
             return act(state)
 
         return rule_action
