@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import typer
 
 from croupier.cli import app, settings_markdown, train_options
@@ -260,6 +261,26 @@ def test_train_starts_from_the_games_preset_and_flags_override_it():
     # Another algorithm than the preset's: its own defaults (the preset was measured for one).
     appo = train_parse("--game", "doudizhu", "--algo", "appo")
     assert appo.algo == "appo" and appo.hyper.train_batch_size == 128
+
+
+def test_a_server_alone_builds_its_games_preset_network_as_a_placeholder():
+    """Before any trainer, a server of a game with a preset serves the preset's network (what
+    its trainer will send, what `bench serve` should measure); still not the trainer's."""
+    from croupier.games.presets import preset_for
+    from croupier.games.registry import load_adapter
+    from croupier.policies.learned import PolicyVersions
+    from croupier.policies.module import ModelSpec
+
+    preset = preset_for("doudizhu")
+    versions = PolicyVersions(load_adapter("doudizhu"))
+    assert versions.spec == ModelSpec.for_game("doudizhu") and not versions.spec_known
+    assert (versions.spec.hiddens, versions.spec.score_hidden) == (
+        preset.hiddens, preset.score_hidden)  # fmt: skip
+    net = versions.resolve(None)[1].net
+    assert [m.out_features for m in net.state if isinstance(m, torch.nn.Linear)] == preset.hiddens
+    assert net.state_in.out_features == preset.score_hidden
+    leduc = PolicyVersions(load_adapter("leduc-holdem"))  # no preset: the defaults
+    assert leduc.spec == ModelSpec() and not leduc.spec_known
 
 
 def test_serve_refuses_an_event_loop_it_does_not_know_before_starting():

@@ -120,17 +120,3 @@ def served(adapter: GameAdapter) -> GameAdapter:
 
 def is_candidate_game(adapter: Any) -> bool:
     return getattr(adapter, "candidates", False) is True
-
-
-def pad_candidate_rows(
-    cands: list[np.ndarray], width: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Ragged candidate lists → (float32[B, W, F] zero-padded, float32[B, W] 1 = real), W the
-    longest list (or `width`): one forward for every candidate of every row."""
-    counts = np.fromiter((len(c) for c in cands), np.int64, len(cands))
-    w = int(counts.max()) if width is None else int(width)
-    f = cands[0].shape[1]
-    padded = np.zeros((len(cands), w, f), np.float32)
-    mask = (np.arange(w)[None, :] < counts[:, None]).astype(np.float32)
-    padded[mask > 0] = np.concatenate(cands)
-    return padded, mask

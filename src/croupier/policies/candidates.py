@@ -30,31 +30,27 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 from torch import nn
+from torch.nn import functional as F
 
 _KEYS = {"observations", "candidates", "candidate_mask"}
 
 
-class RowLinear(nn.Linear):
-    """nn.Linear whose every row's result is independent of the batch it came in.
+# Why rows are padded: the learner must recompute the acting logits exactly, but the batch it
+# sees differs from the one the env runner or server acted on, and torch's CPU matmul picks
+# kernels by row count: 1-3 rows, or 5 rows against 64, gave results ~1e-7..1e-6 apart. With
+# the row count padded to a multiple of `ROWS`, one matmul gave every row bit for bit what it
+# gave that row alone or in any other batch (1,764 cases: layers 7..1266 wide, 1..7,001 rows,
+# each row alone and the batch reversed); a multiple of 1 or 2 failed ~91% of them, 4 none.
+# 8 for margin. A sub-network pads once, not per layer: what a padded row holds never
+# reaches a real row, and each pad is an op (a served forward of a few rows is mostly ops:
+# padding per layer and scattering into a padded [B, K] cost ~35% of one, measured).
+ROWS = 8
 
-    Why: the learner must recompute the acting logits exactly, but the batch it sees differs
-    from the one the env runner or server acted on, and torch's CPU matmul picks kernels by
-    row count: 1-3 rows, or 5 rows against 64, gave results ~1e-7..1e-6 apart. With the row
-    count padded (zeros) to a multiple of `ROWS`, one matmul gave every row bit for bit what
-    it gave that row alone or in any other batch (1,764 cases: layers 7..1266 wide, 1..7,001
-    rows, each row alone and the batch reversed); a multiple of 1 or 2 failed ~91% of them,
-    4 none. 8 for margin. A serving batch of a few rows then costs an 8-row matmul (~55 us
-    for 399 -> 128), not the 64-row one that fixed 64-row chunks cost (~200 us).
-    """
 
-    ROWS = 8
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n = x.shape[0]
-        pad = -n % self.ROWS
-        if not pad:
-            return super().forward(x)
-        return super().forward(torch.cat([x, x.new_zeros(pad, *x.shape[1:])]))[:n]
+def padded_rows(x: torch.Tensor) -> torch.Tensor:
+    """x with zero rows appended up to a multiple of `ROWS` (itself when it is one)."""
+    pad = -x.shape[0] % ROWS
+    return torch.cat([x, x.new_zeros(pad, *x.shape[1:])]) if pad else x
 
 
 class Dot(nn.Module):
@@ -73,24 +69,40 @@ class Dot(nn.Module):
 class CandidateNet(nn.Module):
     """State MLP, candidate scorer, value head. Inputs padded: state [B, S], candidates
     [B, K, F], mask [B, K] (1 = a real candidate). Every row's output is independent of the
-    batch it came in (see `RowLinear`): acting and learning compute the same logits."""
+    batch it came in (see `ROWS`): acting and learning compute the same logits."""
 
     def __init__(self, obs_size: int, cand_size: int, hiddens: list[int], score_hidden: int):
         super().__init__()
         layers: list[nn.Module] = []
         last = obs_size
         for h in hiddens:
-            layers += [RowLinear(last, h), nn.ReLU()]
+            layers += [nn.Linear(last, h), nn.ReLU()]
             last = h
+        # The layers are called by `forward`s below (rows padded once per sub-network); the
+        # containers keep the parameter names of saved weights.
         self.state = nn.Sequential(*layers)
-        self.state_in = RowLinear(last, score_hidden)
-        self.cand_in = RowLinear(cand_size, score_hidden, bias=False)
-        self.score = nn.Sequential(nn.ReLU(), RowLinear(score_hidden, score_hidden), nn.ReLU(),
+        self.state_in = nn.Linear(last, score_hidden)
+        self.cand_in = nn.Linear(cand_size, score_hidden, bias=False)
+        self.score = nn.Sequential(nn.ReLU(), nn.Linear(score_hidden, score_hidden), nn.ReLU(),
                                    Dot(score_hidden))  # fmt: skip
         self.value = Dot(last)
+        self._state_layers = [m for m in self.state if isinstance(m, nn.Linear)]
 
     def embed(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.state(obs)
+        """[B, S] -> h [B, hiddens[-1]]."""
+        x = padded_rows(obs)
+        for layer in self._state_layers:
+            x = F.relu(F.linear(x, layer.weight, layer.bias))
+        return x[: obs.shape[0]]
+
+    def score_pairs(self, h: torch.Tensor, cands: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """[C]: the score of candidate i (cands [C, F], float32) in the state h[rows[i]]."""
+        n = cands.shape[0]
+        s = F.linear(padded_rows(h), self.state_in.weight, self.state_in.bias)
+        z = F.relu(s[rows] + F.linear(padded_rows(cands), self.cand_in.weight)[:n])  # [C, H]
+        hidden = self.score[1]
+        z = F.relu(F.linear(padded_rows(z), hidden.weight, hidden.bias))[:n]
+        return self.score[3](z)
 
     def logits(self, h: torch.Tensor, cands: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """[B, K]: real candidates scored, padded slots the most negative float. Only the
@@ -99,8 +111,7 @@ class CandidateNet(nn.Module):
         rows, cols = torch.nonzero(mask > 0, as_tuple=True)
         # The learner's candidates may be float16 (exact values, half the bytes to move):
         # the real ones are scored in float32, as served.
-        z = self.state_in(h)[rows] + self.cand_in(cands[rows, cols].float())  # [C, H]
-        scores = self.score(z)  # [C]
+        scores = self.score_pairs(h, cands[rows, cols].float(), rows)
         out = torch.full(mask.shape, FLOAT_MIN, dtype=scores.dtype, device=scores.device)
         return out.index_put((rows, cols), scores)
 

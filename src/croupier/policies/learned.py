@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from croupier.games.base import GameAdapter
-from croupier.games.candidates import is_candidate_game, pad_candidate_rows
+from croupier.games.candidates import is_candidate_game
 from croupier.policies.module import ModelSpec, PolicyNetwork, build_inference_module
 from croupier.policies.retention import Retention
 from croupier.policies.weights_file import (
@@ -95,7 +96,9 @@ class PolicyVersions:
         if keep < 1 or behaviour_lag < 0:
             raise ValueError("keep must be at least 1 and behaviour_lag at least 0")
         self.adapter = adapter
-        self.spec = spec or ModelSpec()
+        # Without one, the game's preset network (`ModelSpec.for_game`): what its trainer will
+        # most likely send, and what benchmarks of a server alone should measure.
+        self.spec = spec or ModelSpec.for_game(adapter.name)
         # Whether `spec` is the trainer's (given, read with the weights on disk, or adopted
         # from the link), not the placeholder a server without a trainer builds: until then
         # the algorithm is not known (`/v1/policies` says null rather than the default's).
@@ -243,9 +246,9 @@ class PolicyVersions:
         greedy: np.ndarray | None = None,
     ) -> ActResult:
         """One forward for a batch of rows (what the batcher holds). A candidate game's rows
-        carry K_i candidates each: padded to the batch's longest list, not to the game's
-        bound, and only the real (state, candidate) pairs are scored (`CandidateNet.logits`);
-        each row's logits come back trimmed to its own K_i."""
+        carry K_i candidates each: only the real (state, candidate) pairs are scored
+        (`CandidateNet.score_pairs`), sampled over the batch's longest list, not the game's
+        bound; each row's logits come back trimmed to its own K_i."""
         if self.candidates:
             return self._act_candidates(module, obs, masks, explore, greedy)
         # np.array over a list of equal-shape rows: ~5x faster than np.stack at these sizes.
@@ -259,14 +262,21 @@ class PolicyVersions:
         explore: bool,
         greedy: np.ndarray | None,
     ) -> ActResult:
-        padded, mask = pad_candidate_rows(cands)
+        # The candidates go in as one flat [C, F] list (each row's own ones, no padding) and
+        # come back as C scores: no padded [B, K, F] block to build and gather from.
+        counts = np.fromiter((len(c) for c in cands), np.int64, len(cands))
+        rows = np.repeat(np.arange(len(cands)), counts)
         with torch.inference_mode():
             net = module.net
             h = net.embed(torch.from_numpy(np.array(obs)))
-            logits = net.logits(h, torch.from_numpy(padded), torch.from_numpy(mask)).numpy()
+            scores = net.score_pairs(
+                h, torch.from_numpy(np.concatenate(cands)), torch.from_numpy(rows)
+            ).numpy()
+        mask = np.arange(counts.max())[None, :] < counts[:, None]
+        logits = np.full(mask.shape, FLOAT_MIN, np.float32)
+        logits[mask] = scores  # row-major: row i's K_i scores in order
         res = self._sample(logits, mask, explore, greedy)
-        counts = mask.sum(axis=1).astype(np.int64).tolist()
-        trimmed = [row[:k] for row, k in zip(res.logits, counts, strict=True)]
+        trimmed = [row[:k] for row, k in zip(res.logits, counts.tolist(), strict=True)]
         return ActResult(res.actions, res.logp, trimmed, res.valid)  # type: ignore[arg-type]
 
     def act(

@@ -159,6 +159,19 @@ class ModelSpec:
             inference_only=inference_only,
         )
 
+    @classmethod
+    def for_game(cls, game: str, algo: str | None = None) -> ModelSpec:
+        """The network of `game`'s training preset (`games/presets.py`), else the defaults:
+        what a trainer of the game starts with, and so what a server of it builds before
+        any trainer has sent weights."""
+        from croupier.games.presets import preset_for
+
+        preset = preset_for(game)
+        if preset is None:
+            return cls() if algo is None else cls(algo=algo)
+        return cls(algo=algo or preset.algo, hiddens=list(preset.hiddens),
+                   score_hidden=preset.score_hidden)  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "algo": self.algo,

@@ -95,15 +95,13 @@ def training_defaults(
     preset = preset_for(game)
     algo = algo or (preset.algo if preset else "appo")
     hyper = Hyper.defaults(algo)
-    spec = ModelSpec(algo=algo)
-    if preset is not None:
-        if preset.algo == algo:
-            hyper.lr, hyper.entropy_coeff = preset.lr, preset.entropy_coeff
-            hyper.gamma, hyper.train_batch_size = preset.gamma, preset.train_batch_size
-            hyper.minibatch_size, hyper.num_epochs = preset.minibatch_size, preset.num_epochs
-            if algo == "ppo":
-                hyper.extra = {**hyper.extra, "lambda_": preset.lambda_}
-        spec = ModelSpec(algo=algo, hiddens=list(preset.hiddens), score_hidden=preset.score_hidden)
+    spec = ModelSpec.for_game(game, algo)
+    if preset is not None and preset.algo == algo:
+        hyper.lr, hyper.entropy_coeff = preset.lr, preset.entropy_coeff
+        hyper.gamma, hyper.train_batch_size = preset.gamma, preset.train_batch_size
+        hyper.minibatch_size, hyper.num_epochs = preset.minibatch_size, preset.num_epochs
+        if algo == "ppo":
+            hyper.extra = {**hyper.extra, "lambda_": preset.lambda_}
     overrides = dict(overrides or {})
     model = {k: overrides.pop(k) for k in MODEL_SETTINGS if k in overrides}
     unknown = sorted(k for k in overrides if k not in {f.name for f in fields(Hyper)})
