@@ -289,3 +289,20 @@ def test_a_resumed_seat_is_the_seat_its_create_answered() -> None:
                            ("shadow:greedy", 2)):  # fmt: skip
         with pytest.raises(BadPolicySpec):
             resume(label, version)
+
+
+def test_a_server_gone_mid_answer_is_unavailable_an_overloaded_one_is_not() -> None:
+    import aiohttp
+
+    from croupier.client import CroupierError
+    from croupier.routing import unavailable
+
+    assert unavailable(aiohttp.ServerDisconnectedError())
+    assert unavailable(aiohttp.ClientConnectorError(None, OSError(111, "refused")))  # type: ignore[arg-type]
+    # Killed after the headers: the body is cut short.
+    assert unavailable(aiohttp.ClientPayloadError("Not enough data to satisfy content length"))
+    assert unavailable(CroupierError(502, "bad gateway"))
+    assert unavailable(CroupierError(503, {"status": "starting"}))
+    assert not unavailable(CroupierError(503, {"status": "overloaded"}))
+    assert not unavailable(CroupierError(404, "unknown game"))
+    assert not unavailable(ValueError("not a transport error"))

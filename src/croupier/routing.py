@@ -60,7 +60,9 @@ def unavailable(exc: BaseException) -> bool:
     """The server is not there to hold its games: refused, reset or gone mid-answer, a
     gateway's 502/504, or restarting (503 "starting", `api/early.py`). An overloaded
     server's 503 is not this (alive, holding its games: retry after `Retry-After`)."""
-    if isinstance(exc, aiohttp.ClientConnectionError):
+    # A payload cut short is a server gone mid-answer too: killed after its headers were
+    # sent, the body never came (seen under SIGKILL: "received 0 of 131 bytes").
+    if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError):
         return True
     if not isinstance(exc, CroupierError):
         return False
