@@ -7,9 +7,9 @@ its id, so every engine process (and a proxy hashing the same way) agrees withou
 
 Failover (docs/scale-out.md): the client remembers, for every game it created, the server
 holding it and the seats its create answered. When that server is unavailable (connection
-refused or reset, a gateway's 502/504, a restarting server's 503 "starting"), the call goes to
-the next server in the game's rendezvous order: the game is re-created there with the same id
-and seats (`POST /v1/games/{id}/resume`), then the call is sent again. The player sees no
+refused, reset or cut off mid-answer, a gateway's 502/504, a restarting server's 503
+"starting"), the call goes to the next server in the game's rendezvous order: the game is
+re-created there with the same id and seats (`POST /v1/games/{id}/resume`), then the call is sent again. The player sees no
 error; what the dead server had recorded of the game's learned seats is lost, and counted
 (`failover.fragments_dropped`, and the new server's `resumed_fragments_dropped`). A game stays
 where it moved when its first server comes back; new games route as before. A server that
