@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 import typer
 
 from croupier.cli import app, settings_markdown, train_options
@@ -266,6 +265,8 @@ def test_train_starts_from_the_games_preset_and_flags_override_it():
 def test_a_server_alone_builds_its_games_preset_network_as_a_placeholder():
     """Before any trainer, a server of a game with a preset serves the preset's network (what
     its trainer will send, what `bench serve` should measure); still not the trainer's."""
+    import torch
+
     from croupier.games.presets import preset_for
     from croupier.games.registry import load_adapter
     from croupier.policies.learned import PolicyVersions
