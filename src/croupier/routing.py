@@ -9,12 +9,13 @@ Failover (docs/scale-out.md): the client remembers, for every game it created, t
 holding it and the seats its create answered. When that server is unavailable (connection
 refused, reset or cut off mid-answer, a gateway's 502/504, a restarting server's 503
 "starting"), the call goes to the next server in the game's rendezvous order: the game is
-re-created there with the same id and seats (`POST /v1/games/{id}/resume`), then the call is sent again. The player sees no
-error; what the dead server had recorded of the game's learned seats is lost, and counted
-(`failover.fragments_dropped`, and the new server's `resumed_fragments_dropped`). A game stays
-where it moved when its first server comes back; new games route as before. A server that
-answers 404 for a game the client holds (it restarted, or expired the game) gets it resumed in
-place. An overloaded server's 503 is not failed over: it is alive and holds its games.
+re-created there with the same id and seats (`POST /v1/games/{id}/resume`), then the call is
+sent again. The player sees no error; what the dead server had recorded of the game's learned
+seats is lost, and counted (`failover.fragments_dropped`, and the new server's
+`resumed_fragments_dropped`). A game stays where it moved when its first server comes back; new
+games route as before. A server that answers 404 for a game the client holds (it restarted, or
+expired the game) gets it resumed in place. An overloaded server's 503 is not failed over: it
+is alive and holds its games.
 
 Why ~450 lines in one module: routing and failover are one state machine over the same
 per-game record (`_Game`: its server, seats, learned seats that acted there); split, each
