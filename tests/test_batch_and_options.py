@@ -88,7 +88,27 @@ def test_decide_batch_rejects_a_malformed_envelope(inprocess):
 
 # Per field: values on both sides of each constraint of `BatchItem` ("extra": not a field).
 _EDGES: dict[str, list[object]] = {
-    "game_id": ["g", "", "x" * 128, "x" * 129, 1, None, True, ["g"], "a\tb", "g\n", "a b"],
+    "game_id": [
+        "g",
+        "",
+        "x" * 128,
+        "x" * 129,
+        1,
+        None,
+        True,
+        ["g"],
+        "a\tb",
+        "g\n",
+        "a b",
+        ".",
+        "..",
+        "...",
+        "a/b",
+        "/",
+        "g/",
+        ".a",
+        "é",
+    ],
     "seat": ["0", "", "x" * 64, "x" * 65, 0, None, False],
     "state": [{}, {"a": [1, None]}, {"n": 10**30}, [], "s", None, 1],
     "reward": [None, 0, 0.5, -3, 10**30, True, False, "1", [1], {}],

@@ -35,6 +35,7 @@ from croupier.api.schemas import (
 )
 from croupier.games.base import GameAdapter
 from croupier.policies.seats import well_formed_spec
+from croupier.sessions.deciding import Decision
 from croupier.sessions.service import DecisionService
 
 # Engine routes; /healthz and the docs stay open for load balancers and people.
@@ -183,14 +184,7 @@ async def decide_batch(request: Request) -> Response:
     )
     outcomes = await service(request).decide_many(list(requests))
     retry = _retry_after_s(request)
-    return json_response(
-        {
-            "results": [
-                _item_result(o if isinstance(o, Exception) else o.to_dict(), retry)
-                for o in outcomes
-            ]
-        }
-    )
+    return json_response({"results": [_item_result(o, retry) for o in outcomes]})
 
 
 def _seats(request: Request) -> frozenset[str]:
@@ -225,9 +219,15 @@ def _retry_after_s(request: Request) -> int:
     return int(request.app.state.components.config.retry_after_s)
 
 
-def _item_result(outcome: dict[str, Any] | Exception, retry_after_s: int) -> dict[str, Any]:
-    """One item of a batch answer: its result (a fresh dict, extended in place) or its error,
-    told apart by `outcome` (a discriminated union in the OpenAPI document)."""
+def _item_result(
+    outcome: Decision | dict[str, Any] | Exception, retry_after_s: int
+) -> dict[str, Any]:
+    """One item of a batch answer: its result (a decision, or a fresh dict extended in place)
+    or its error, told apart by `outcome` (a discriminated union in the OpenAPI document)."""
+    if type(outcome) is Decision:  # one literal: `to_dict()` and two stores cost ~0.35 us more
+        return {"action": outcome.action, "action_index": outcome.action_index,
+                "policy": outcome.policy, "version": outcome.version,
+                "fallback": outcome.fallback, "outcome": "ok", "error": None}  # fmt: skip
     if isinstance(outcome, Exception):
         return {"outcome": "error", "error": problem_of(outcome, retry_after_s)}
     outcome["outcome"] = "ok"

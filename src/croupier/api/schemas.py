@@ -309,6 +309,9 @@ class GameResumed(GameCreated):
 # A decide's arguments: game_id, seat, state, reward, turn.
 DecideArgs = tuple[str, str, dict[str, Any], float | None, int | None]
 _BATCH_ITEM_FIELDS = frozenset(BatchItem.model_fields)
+# SAFE_GAME_ID's characters, and "/" to join ids with: an id of three or more of its
+# characters matches SAFE_GAME_ID (the pattern refuses only "", "." and ".." beyond them).
+_GAME_ID_CHARS = re.compile(r"[A-Za-z0-9._~:/-]*")
 
 
 def well_formed_batch(raw: bytes) -> list[DecideArgs] | None:
@@ -336,9 +339,12 @@ def well_formed_batch(raw: bytes) -> list[DecideArgs] | None:
         game_id, seat, state = item.get("game_id"), item.get("seat"), item.get("state")
         if type(game_id) is not str or type(seat) is not str or type(state) is not dict:
             return None
-        if len(game_id) > GAME_ID_MAX or len(seat) > SEAT_MAX:
+        if len(seat) > SEAT_MAX:
             return None
-        if not SAFE_GAME_ID.fullmatch(game_id):
+        # Too long, or short enough to be "", "." or "..": the rest is checked after the loop.
+        if not 3 <= len(game_id) <= GAME_ID_MAX and (
+            len(game_id) > GAME_ID_MAX or not SAFE_GAME_ID.fullmatch(game_id)
+        ):
             return None
         reward, turn = item.get("reward"), item.get("turn")
         if type(reward) is int:  # a strict float field takes JSON integers (never booleans)
@@ -350,4 +356,9 @@ def well_formed_batch(raw: bytes) -> list[DecideArgs] | None:
         if turn is not None and (type(turn) is not int or not 0 <= turn <= TURN_MAX):
             return None
         out.append((game_id, seat, state, reward, turn))
+    # Every id's characters at once: one regex call for the batch, not one an item (~0.5 us
+    # of a ~32 us item on a slow core). A "/" inside an id would read as a separator: counted.
+    ids = "/".join([args[0] for args in out])
+    if out and (not _GAME_ID_CHARS.fullmatch(ids) or ids.count("/") != len(out) - 1):
+        return None
     return out

@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -108,6 +109,10 @@ class Result:
     server_cpu_us_per_decision: float
     errors: int
     think_ms: float = 0.0  # mean think time per game between decisions (0: saturated)
+    # CPU the servers and the load generator (wrk) used, in cores (CPU seconds a second): on
+    # 2 cores, c2's servers get what wrk leaves, and that bounds c2/c here (docs/performance.md).
+    server_cores: float = 0.0
+    load_cores: float = 0.0
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -311,7 +316,9 @@ def run_scenario(
                 urls.append(f"http://127.0.0.1:{port}")
             lines = _bodies(urls, scenario, games, game)
             cpu_of = _cpu_seconds
-        w, cpu = _load(lines, scenario, games, seconds, load_cpu, procs, cpu_of, think_ms)
+        w, cpu, load_cpu_s = _load(
+            lines, scenario, games, seconds, load_cpu, procs, cpu_of, think_ms
+        )
     finally:
         for proc in procs:
             if scenario.system == "ray-serve":
@@ -333,6 +340,8 @@ def run_scenario(
         server_cpu_us_per_decision=cpu / max(decisions, 1) * 1e6,
         errors=errors,
         think_ms=think_ms,
+        server_cores=cpu / secs,
+        load_cores=load_cpu_s / secs,
     )
 
 
@@ -345,9 +354,9 @@ def _load(
     procs: list[subprocess.Popen],
     cpu_of: Any,
     think_ms: float = 0.0,
-) -> tuple[dict[str, Any], float]:
-    """wrk against the server(s) (one thread each): its numbers, and the servers' CPU
-    seconds while it measured."""
+) -> tuple[dict[str, Any], float, float]:
+    """wrk against the server(s) (one thread each): its numbers, and the servers' and wrk's
+    own CPU seconds while it measured."""
     urls = list(lines)
     with tempfile.TemporaryDirectory() as tmp:
         bodies, out = Path(tmp) / "bodies.tsv", Path(tmp) / "out.json"
@@ -373,10 +382,16 @@ def _load(
             check=True,
             capture_output=True,
         )
-        cpu0 = sum(cpu_of(p.pid) for p in procs)
+        cpu0, reaped0 = sum(cpu_of(p.pid) for p in procs), _children_cpu_seconds()
         subprocess.run([*cmd, "-s", str(LUA), urls[0]], env=env, check=True, capture_output=True)
         cpu = sum(cpu_of(p.pid) for p in procs) - cpu0
-        return json.loads(out.read_text()), cpu
+        # wrk is the only child reaped in between (taskset execs it: one process).
+        return json.loads(out.read_text()), cpu, _children_cpu_seconds() - reaped0
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def format_table(results: list[Result]) -> str:
@@ -486,6 +501,8 @@ def medians(results: list[Result]) -> list[Result]:
                 ),
                 errors=sum(r.errors for r in runs),
                 think_ms=think_ms,
+                server_cores=statistics.median(r.server_cores for r in runs),
+                load_cores=statistics.median(r.load_cores for r in runs),
             )
         )
     return out

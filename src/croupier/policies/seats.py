@@ -74,12 +74,17 @@ class SeatPolicy:
     # The model's most likely legal action, not a sample (never recorded: see the module doc).
     greedy: bool = False
 
+    def __post_init__(self) -> None:
+        # Asked at every decision (the decisions-by-policy counter): built once.
+        text = f"{self._label()}:{GREEDY}" if self.greedy else self._label()
+        object.__setattr__(self, "_label_text", text)
+
     @property
     def uses_model(self) -> bool:
         return self.kind in ("learned", "frozen")
 
     def label(self) -> str:
-        return f"{self._label()}:{GREEDY}" if self.greedy else self._label()
+        return self._label_text  # type: ignore[attr-defined]
 
     def _label(self) -> str:
         if self.channel is not None:

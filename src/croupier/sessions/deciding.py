@@ -25,7 +25,7 @@ from croupier.games.base import GameAdapter, InvalidState
 from croupier.policies.rollout import Rollout
 from croupier.policies.seats import SeatPolicy
 from croupier.sessions.batcher import InferenceBatcher, ModelDecision
-from croupier.sessions.errors import Unprocessable, each
+from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
 from croupier.sessions.games import GameSession, GameStore
 from croupier.sessions.guards import Overloaded
 from croupier.sessions.turns import TurnLedger
@@ -158,7 +158,16 @@ class Decider:
         forward where versions agree) without a task or a future per item; a failing item
         fails alone."""
         queued = self.batcher.queued  # batch items are not queued: it stays this long
-        steps = each(requests, lambda request: self._prepare(*request, queued=queued))
+        # `each`'s loop written out: its lambda cost ~0.4 us of a ~35 us batch item.
+        steps: list[_Step | Exception] = []
+        for request in requests:
+            if isinstance(request, Exception):
+                steps.append(request)
+                continue
+            try:
+                steps.append(self._prepare(*request, queued=queued))
+            except CLIENT_ERRORS as e:
+                steps.append(e)
         forwarded = [s for s in steps if isinstance(s, _Step) and s.path is _FORWARDED]
         replays = [s.turn_result for s in steps if isinstance(s, _Step) and s.path is _REPLAY]
         try:
@@ -173,8 +182,8 @@ class Decider:
                 await asyncio.wait(waiting)
             return [self._replayed(o) if type(o) is _Step else o for o in out]
         finally:
-            for s in steps:
-                if isinstance(s, _Step):
+            for s in steps:  # most items carry no turn: no call for them (~0.2 us an item)
+                if type(s) is _Step and s.turn_result is not None:
                     self._forget_unfinished_turn(s)
 
     def _forward_now(self, steps: list[_Step]) -> None:
