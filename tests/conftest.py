@@ -359,6 +359,10 @@ _INTEGRATION_TESTS = {
     "test_fuzz.py::test_no_route_answers_5xx",
     "test_strength_anchor.py::test_short_run_learns_the_landlord",  # trains in-process: ~40 s
     "test_uno_reference.py::test_the_heuristic_beats_random_play_on_the_same_deals",  # ~10 s
+    # Real link sockets and the trainer's ingest thread, waited on: 3-4 s each of the fast
+    # tier's 60 (it read 58-61 s on a 2-core box with them).
+    "test_link_acks.py::test_acks_wait_for_training_and_dedup_survives_a_restart",
+    "test_link_acks.py::test_token_handshake_closes_before_anything_is_processed",
 }
 
 

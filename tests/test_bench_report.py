@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from croupier.bench.serve import Result, medians, ratios
 
 
@@ -23,8 +25,6 @@ def test_serve_medians_over_rounds_and_ratios_within_a_round():
 
 
 def test_serve_ratios_of_two_processes_and_ray_serve_and_scenario_choice():
-    import pytest
-
     from croupier.bench.serve import SCENARIOS, select
 
     rnd = [_result("c", 100, 4000, 20), _result("c2", 100, 7000, 20), _result("ray", 100, 1000, 9)]
@@ -63,3 +63,27 @@ def test_serve_load_points_stay_apart_and_only_saturated_ones_make_ratios():
     # Below saturation decisions/s is the load offered (here 880 vs 900): not a ratio.
     assert ratios(runs) == {"100": {"c/a": 0.75}}
     assert ratios([r for r in runs if r.think_ms]) == {}
+
+
+def test_serve_medians_carry_the_cores_servers_and_load_generator_used():
+    runs = [
+        Result("c2", "c2", 100, 6000, 6000, 1.0, 20, 260.0, 0, server_cores=1.70, load_cores=0.25),
+        Result("c2", "c2", 100, 6500, 6500, 1.0, 20, 255.0, 0, server_cores=1.73, load_cores=0.26),
+        Result("c2", "c2", 100, 6300, 6300, 1.0, 20, 250.0, 0, server_cores=1.71, load_cores=0.24),
+    ]
+    (merged,) = medians(runs)
+    assert (merged.server_cores, merged.load_cores) == (1.71, 0.25)
+
+
+@pytest.mark.integration  # starts a process
+def test_serve_counts_the_load_generators_cpu_once_it_exits():
+    """wrk's CPU is read from the children reaped around its run (`RUSAGE_CHILDREN`)."""
+    import subprocess
+    import sys
+
+    from croupier.bench.serve import _children_cpu_seconds
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    before = _children_cpu_seconds()
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    assert 0.25 <= _children_cpu_seconds() - before < 5.0

@@ -30,7 +30,9 @@ scenario but `ray`, whose app serves leduc only.
 
 The load generator is wrk (one thread, keep-alive connections, one request in flight per
 connection = per game) with a Lua script that only replays prepared bodies, so it costs the
-server's core nothing. Server CPU per decision comes from /proc/<pid>/stat.
+server's core nothing. Server CPU per decision comes from /proc/<pid>/stat; each result also
+says how many cores the servers and wrk used (`server_cores`, `load_cores`): on 2 cores c2's
+two servers get what wrk leaves them.
 
 On a machine with two or more CPUs the server is pinned to one and wrk to another (`taskset`),
 as if the engine ran on its own machine: otherwise the scheduler sometimes puts both on one
@@ -38,7 +40,7 @@ core and a run measures that. The scenarios run in `rounds` interleaved rounds (
 a, b, c, …) and each number is the median over rounds, ratios taken within each round: this
 box's speed drifts by ±20% over minutes, and interleaving spreads the drift over all scenarios.
 
-Why ~560 lines in one module: every scenario is measured by the same load, pinning and CPU
+Why ~590 lines in one module: every scenario is measured by the same load, pinning and CPU
 accounting in one run (the ratios are only worth what is shared); Ray Serve's app is
 `bench/ray_serve_app.py`.
 """
