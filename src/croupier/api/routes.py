@@ -224,10 +224,8 @@ def _item_result(
 ) -> dict[str, Any]:
     """One item of a batch answer: its result (a decision, or a fresh dict extended in place)
     or its error, told apart by `outcome` (a discriminated union in the OpenAPI document)."""
-    if type(outcome) is Decision:  # one literal: `to_dict()` and two stores cost ~0.35 us more
-        return {"action": outcome.action, "action_index": outcome.action_index,
-                "policy": outcome.policy, "version": outcome.version,
-                "fallback": outcome.fallback, "outcome": "ok", "error": None}  # fmt: skip
+    if type(outcome) is Decision:
+        return outcome.to_batch_item()
     if isinstance(outcome, Exception):
         return {"outcome": "error", "error": problem_of(outcome, retry_after_s)}
     outcome["outcome"] = "ok"

@@ -339,12 +339,10 @@ def well_formed_batch(raw: bytes) -> list[DecideArgs] | None:
         game_id, seat, state = item.get("game_id"), item.get("seat"), item.get("state")
         if type(game_id) is not str or type(seat) is not str or type(state) is not dict:
             return None
-        if len(seat) > SEAT_MAX:
+        if len(game_id) > GAME_ID_MAX or len(seat) > SEAT_MAX:
             return None
-        # Too long, or short enough to be "", "." or "..": the rest is checked after the loop.
-        if not 3 <= len(game_id) <= GAME_ID_MAX and (
-            len(game_id) > GAME_ID_MAX or not SAFE_GAME_ID.fullmatch(game_id)
-        ):
+        # "", "." and "..": the pattern's refusals beyond its characters (checked after the loop)
+        if len(game_id) < 3 and not SAFE_GAME_ID.fullmatch(game_id):
             return None
         reward, turn = item.get("reward"), item.get("turn")
         if type(reward) is int:  # a strict float field takes JSON integers (never booleans)

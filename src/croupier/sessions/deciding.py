@@ -53,6 +53,19 @@ class Decision:
             "fallback": self.fallback,
         }
 
+    def to_batch_item(self) -> dict[str, Any]:
+        """`to_dict()` as a `decide:batch` answer's item (`outcome` tells it from an error).
+        One literal: extending `to_dict()`'s cost ~0.35 us more an item."""
+        return {
+            "action": self.action,
+            "action_index": self.action_index,
+            "policy": self.policy,
+            "version": self.version,
+            "fallback": self.fallback,
+            "outcome": "ok",
+            "error": None,
+        }
+
 
 class StepPath(enum.Enum):
     ANSWERED = "answered"
