@@ -55,7 +55,8 @@ class Decision:
 
     def to_batch_item(self) -> dict[str, Any]:
         """`to_dict()` as a `decide:batch` answer's item (`outcome` tells it from an error).
-        One literal: extending `to_dict()`'s cost ~0.35 us more an item."""
+        Spelt out, not `to_dict()` extended (~0.14 us more of a ~35 us item, in-process);
+        `tests/test_fast_lane.py` holds both answers to their documented models."""
         return {
             "action": self.action,
             "action_index": self.action_index,
