@@ -3,7 +3,7 @@ PY := .venv/bin/python
 VENV_STAMP := .venv/.croupier-installed
 DEMO_MINUTES ?= 4
 
-.PHONY: setup tools test test-fast test-long lint format demo bench clean
+.PHONY: setup tools test test-dispatch test-fast test-long lint format demo bench clean
 
 setup: $(VENV_STAMP)
 
@@ -29,6 +29,18 @@ tools:
 test: setup
 	$(PY) -m ruff check src tests examples
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
+	$(MAKE) --no-print-directory test-dispatch
+
+# The tests whose floats depend on which matmul kernels torch picks (served against learned
+# logits, batches against rows alone), again under each instruction-set cap: what another
+# CPU's dispatch would compute, so a claim that holds only on this machine's kernels fails
+# here (~20 s a setting).
+DISPATCH_TESTS := tests/test_candidates.py tests/test_candidates_served.py \
+	tests/test_masking.py tests/test_candidate_slots.py
+test-dispatch: setup
+	for cap in MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2; do \
+		echo "$$cap:"; env $$cap $(PY) -m pytest -q -p no:cacheprovider $(DISPATCH_TESTS) || exit 1; \
+	done
 
 # The unit tier (tests/conftest.py: no Ray, no subprocess, guarded): under a minute.
 test-fast: setup

@@ -450,7 +450,9 @@ def _unit_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch) ->
     def refuse(self: subprocess.Popen, args: Any, *rest: Any, **kwargs: Any) -> Any:
         # RLCard runs `pip freeze` when its package is first imported: a library's import,
         # not a process under test.
-        if list(args)[1:] == ["-m", "pip", "freeze"]:
+        # matplotlib asks fontconfig (`fc-list`) for fonts when it first builds its font
+        # cache (a fresh machine, or a fresh HOME): a library's set-up, not a process under test.
+        if list(args)[1:] == ["-m", "pip", "freeze"] or list(args)[:1] == ["fc-list"]:
             return execute_child(self, args, *rest, **kwargs)
         raise _ProcessInUnitTest(f"{request.node.nodeid}: a unit test started {args!r}")
 

@@ -14,6 +14,7 @@ from croupier.policies.candidates import (
     CandidatePPOModule,
     candidate_module_spec,
 )
+from croupier.policies.module import logits_agree
 
 OBS, K, F = 12, 9, 54
 
@@ -56,7 +57,7 @@ def batch(rows: list[dict[str, np.ndarray]]) -> dict:
 
 
 @pytest.mark.parametrize("algo", ["ppo", "appo"])
-def test_learner_recomputes_the_acting_logits_exactly(algo):
+def test_learner_recomputes_the_acting_logits(algo):
     module = build(algo)
     rows = decisions(64, seed=1)
     # Act as env runners do: small batches of decisions with different candidate counts.
@@ -81,9 +82,10 @@ def test_learner_recomputes_the_acting_logits_exactly(algo):
     out = module.forward_train(batch([rows[i] for i in perm]))
     train_logits = out[Columns.ACTION_DIST_INPUTS]
     assert train_logits.requires_grad
-    assert torch.equal(train_logits.detach(), acted[perm])
+    # To float32 rounding (`LOGITS_RTOL`): the learner's batch is not the acting one.
+    assert logits_agree(train_logits.detach().numpy(), acted[perm].numpy())
     train_logp = torch.distributions.Categorical(logits=train_logits).log_prob(action[perm])
-    assert torch.equal(train_logp.detach(), logp[perm])
+    assert logits_agree(train_logp.detach().numpy(), logp[perm].numpy())
     values = module.compute_values(batch(rows))
     assert values.shape == (len(rows),)
 
@@ -143,26 +145,23 @@ def test_refuses_a_space_without_candidates():
 
 
 @pytest.mark.parametrize("width_in,width_out", [(399, 128), (161, 64), (353, 256), (12, 16)])
-def test_a_rows_result_does_not_depend_on_its_batch(width_in, width_out):
-    """Rows padded to a multiple of `ROWS`: every row gives bit for bit the same result alone
-    (1-3 rows: the sizes whose unpadded matmul differed), in batches of any size and in any
-    order, whatever the padded rows hold."""
-    from croupier.policies.candidates import ROWS, padded_rows
-
+def test_a_rows_result_agrees_in_any_batch_to_float32_rounding(width_in, width_out):
+    """A row's result alone, in batches of any size and in any order agrees to
+    `LOGITS_RTOL` (not bit for bit: kernels depend on shape and CPU). And the tolerance is
+    tight enough to catch a real mistake: another input row, or weights off by one step of
+    training, are far outside it."""
     torch.manual_seed(width_in)
     layer = torch.nn.Linear(width_in, width_out)
     x = torch.randn(300, width_in)
-
-    def apply(rows: torch.Tensor) -> torch.Tensor:
-        return layer(padded_rows(rows))[: len(rows)]
-
     with torch.no_grad():
-        full = apply(x)
+        full = layer(x).numpy()
         for n in (1, 2, 3, 5, 9, 17, 64, 65, 300):
-            assert len(padded_rows(x[:n])) % ROWS == 0
-            assert torch.equal(apply(x[:n]), full[:n]), n
-            assert torch.equal(apply(x[:n].flip(0)), full[:n].flip(0)), n
-            junk = torch.cat([x[:n], torch.full((-n % ROWS, width_in), 7.0)])
-            assert torch.equal(layer(junk)[:n], full[:n]), n
-        alone = torch.cat([apply(x[i : i + 1]) for i in range(0, 300, 7)])
-        assert torch.equal(alone, full[::7])
+            assert logits_agree(layer(x[:n]).numpy(), full[:n]), n
+            assert logits_agree(layer(x[:n].flip(0)).numpy(), full[:n][::-1]), n
+        alone = np.concatenate([layer(x[i : i + 1]).numpy() for i in range(0, 300, 7)])
+        assert logits_agree(alone, full[::7])
+        assert not logits_agree(layer(x[1:2]).numpy(), full[:1])
+        nudged = torch.nn.Linear(width_in, width_out)
+        nudged.load_state_dict(layer.state_dict())
+        nudged.weight.add_(1e-3 * torch.randn_like(nudged.weight))  # a small learning step
+        assert not logits_agree(nudged(x[:9]).numpy(), full[:9])

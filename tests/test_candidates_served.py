@@ -16,6 +16,7 @@ from croupier.api.components import build_components
 from croupier.config import ServerConfig
 from croupier.engine.rlcard_games import to_json
 from croupier.games.candidates import CandidateGame
+from croupier.policies.module import logits_agree
 from croupier.sessions.errors import Unprocessable
 from croupier.sessions.games import team_payoffs
 from croupier.trainer.episodes import EpisodeRejected, validate_episode
@@ -49,14 +50,14 @@ async def _play(service: Any, game_id: str, seed: int, batch: bool) -> dict[str,
         assert decision.action in state["legal_actions"]
         _, player = game.step(decision.action)
     won = game.winner_id == landlord
-    # The engine credits the landlord +2/-2 and only one peasant with the win: partners must
-    # still end with the same (team) payoff.
+    # The engine credits only one peasant with the peasants' win (within doudizhu's payoff
+    # range, 0..1): partners must still end with the same (team) payoff.
     payoffs = {str(s): 0.0 for s in range(3)}
-    payoffs[str(landlord)] = 2.0 if won else -2.0
+    payoffs[str(landlord)] = 1.0 if won else 0.0
     if not won:
-        payoffs[str((landlord + 1) % 3)] = 2.0
+        payoffs[str((landlord + 1) % 3)] = 1.0
     await service.end_game(game_id, payoffs)
-    return payoffs
+    return {**payoffs, "landlord": str(landlord)}
 
 
 @pytest.fixture(scope="module")
@@ -100,12 +101,14 @@ def test_two_learned_partners_each_record_an_episode_with_the_team_payoff(played
         by_game.setdefault(e["game_id"], []).append(e)
     for game_id, pair in by_game.items():
         payoffs = played["payoffs"][game_id]
-        landlord = next(s for s, p in payoffs.items() if abs(p) == 2.0)
-        assert sorted(e["seat"] for e in pair) == sorted(s for s in payoffs if s != landlord)
-        team = 1.0 if payoffs[landlord] < 0 else 0.0  # the peasants' mean of (2, 0) or (0, 0)
+        landlord = payoffs["landlord"]
+        assert sorted(e["seat"] for e in pair) == sorted(
+            s for s in payoffs if s not in (landlord, "landlord")
+        )
+        team = 0.5 if payoffs[landlord] == 0 else 0.0  # the peasants' mean of (1, 0) or (0, 0)
         for e in pair:
             assert e["record"] == 2 and e["policy"] in ("learned", "learned@latest")
-            assert e["rewards"][-1] == team  # not 2.0 / 0.0 as the engine reported
+            assert e["rewards"][-1] == team  # not 1.0 / 0.0 as the engine reported
             assert (e["rewards"][:-1] == 0).all()
             counts = e["candidate_counts"]
             assert len(counts) == len(e["actions"]) + 1 and counts[-1] == 1
@@ -117,7 +120,7 @@ def adapter_size(played: dict[str, Any]) -> int:
     return played["parts"].adapter.candidate_size
 
 
-def test_learner_recomputes_the_served_logits_exactly(played):
+def test_learner_recomputes_the_served_logits(played):
     parts = played["parts"]
     adapter, versions = parts.adapter, parts.versions
     spec = versions.spec.rl_module_spec(adapter.observation_space, adapter.action_space)
@@ -137,7 +140,8 @@ def test_learner_recomputes_the_served_logits_exactly(played):
             out = learner.forward_train({"obs": {k: torch.from_numpy(v) for k, v in obs.items()}})
         logits = out["action_dist_inputs"].numpy()
         real = obs["candidate_mask"] > 0
-        np.testing.assert_array_equal(logits[real], record["logits"])  # bit for bit
+        # To float32 rounding (`LOGITS_RTOL`): the learner's batch is not the served one.
+        assert logits_agree(logits[real], record["logits"])
         logp = torch.log_softmax(torch.from_numpy(logits), -1).numpy()
         chosen = logp[np.arange(len(record["actions"])), record["actions"]]
         np.testing.assert_allclose(chosen, record["logp"], atol=1e-5)
@@ -212,12 +216,12 @@ def test_partners_share_the_payoff_the_engine_gave_one_of_them(tmp_path: Path):
         finally:
             await service.batcher.stop()
         # The engine credits only the peasant who went out (an engine's own convention).
-        await service.end_game("t", {landlord: -2.0, peasants[0]: 2.0, peasants[1]: 0.0})
+        await service.end_game("t", {landlord: 0.0, peasants[0]: 1.0, peasants[1]: 0.0})
         return service.outbox.take()
 
     episodes = asyncio.run(play())
     assert sorted(e["seat"] for e in episodes) == sorted(peasants)
-    assert [float(e["rewards"][-1]) for e in episodes] == [1.0, 1.0]  # the team's mean
+    assert [float(e["rewards"][-1]) for e in episodes] == [0.5, 0.5]  # the team's mean
 
 
 def test_team_payoffs_average_partners_only():

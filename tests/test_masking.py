@@ -306,3 +306,27 @@ def test_a_trainer_pushing_nan_weights_leaves_the_server_serving_legal_actions()
     assert all(a.status_code == 200 and a.json()["action"] in ("raise", "fold") for a in answers)
     assert all(a.json()["version"] == 1 for a in answers)
     assert "croupier_weights_refused_total 1.0" in metrics
+
+
+def test_the_plain_network_is_used_where_it_agrees_to_rounding_and_never_beyond(monkeypatch):
+    """On a CPU whose kernels round the plain network's logits differently from the module's
+    (last bits), it still serves; where they differ by more than float32 rounding, the
+    module's own `_forward` serves (slower, never other logits)."""
+    from croupier.policies.module import LOGITS_RTOL
+
+    adapter = LeducAdapter()
+    versions = PolicyVersions(adapter, seed=1)
+    _, module = versions.resolve(None)
+    plain = PolicyNetwork.__call__
+
+    def off_by(relative: float):  # noqa: ANN202
+        def call(self, obs, mask):  # noqa: ANN001, ANN202
+            logits = plain(self, obs, mask)
+            return logits + relative * np.abs(logits) + relative
+
+        return call
+
+    monkeypatch.setattr(PolicyNetwork, "__call__", off_by(LOGITS_RTOL / 10))
+    assert PolicyNetwork.of(module) is not None
+    monkeypatch.setattr(PolicyNetwork, "__call__", off_by(LOGITS_RTOL * 100))
+    assert PolicyNetwork.of(module) is None

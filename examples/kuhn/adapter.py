@@ -15,6 +15,7 @@ MAX_HISTORY = 3  # check, bet, call/fold: a hand never has more actions
 
 class KuhnAdapter(NamedActionsAdapter):
     name = "kuhn-poker"
+    payoff_range = (-2.0, 2.0)  # ante 1 and one bet of 1: a hand wins or loses at most 2
     simulator = "examples.kuhn.game:KuhnSimulator"  # what croupier's arena and league deal
     action_names = ("check", "bet", "call", "fold")
     # one-hot own card, then one-hot of each action so far

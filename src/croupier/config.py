@@ -26,6 +26,16 @@ def _seat_mix(text: str, _values: dict[str, Any]) -> list[str]:
     return parse_seat_mix(text)
 
 
+def _payoff_range(text: str | None, _values: dict[str, Any]) -> tuple[float, float] | None:
+    if not text:
+        return None
+    try:
+        low, high = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--payoff-range must be LOW,HIGH (two numbers), got {text!r}") from None
+    return low, high
+
+
 def _keys(text: str | None, _values: dict[str, Any]) -> list[str]:
     from croupier.api.auth import parse_keys
 
@@ -61,6 +71,15 @@ class ServerConfig:
     obs_size: int | None = setting(None, "vector game: observation size")
     num_actions: int | None = setting(None, "vector game: action count")
     num_players: int = setting(2, "Players per game")
+    payoff_range: tuple[float, float] | None = setting(
+        None,
+        "LOW,HIGH: every payoff your engine can end a game with, replacing the game's declared "
+        "range (a built-in game scored your engine's way); `end` refuses payoffs outside it and "
+        "`decide` larger rewards (422)",
+        cli_type=str | None,
+        cli_default=None,
+        from_cli=_payoff_range,
+    )
     rules: str | None = setting(
         None,
         "Your rules policy: pkg.module:function(state) -> action (overrides the adapter's own; "

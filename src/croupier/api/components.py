@@ -79,6 +79,7 @@ def build_components(config: ServerConfig) -> Components:
         obs_size=config.obs_size,
         num_actions=config.num_actions,
         num_players=config.num_players,
+        payoff_range=config.payoff_range,
     )
     if config.offline_dir and is_candidate_game(adapter):
         # Offline (Parquet) episodes hold fixed-size masks; candidate lists are ragged.

@@ -88,4 +88,4 @@ class LiveArenaCollector(Collector):
 
 def install_live_arena(app: FastAPI, live: LiveArena, metrics: ServerMetrics) -> None:
     app.include_router(live_router)
-    metrics.registry.register(LiveArenaCollector(live))
+    metrics.register("live_arena", LiveArenaCollector(live))

@@ -12,6 +12,7 @@ neither exported nor listed in `NOT_EXPORTED`, and when the exported names chang
 
 from __future__ import annotations
 
+import logging
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
@@ -34,6 +35,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 PREFIX = "croupier"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ EXPORTED: tuple[Exported, ...] = (
     _c("refused_quota"),
     _c("refused_too_large"),
     _c("expired_games"),
+    _c("refused_payoffs"),
     _c("games_resumed"),
     _c("resumed_fragments_dropped"),
     _c("episodes_cut"),
@@ -180,21 +183,55 @@ def _number(value: Any) -> float | None:
     return None
 
 
-class ServiceCollector(Collector):
-    """Reads the server's own counters when Prometheus scrapes."""
+class Isolated(Collector):
+    """One collector whose failure costs only its own metrics: its families are built whole
+    before any is yielded, and an exception is logged and counted
+    (`croupier_metrics_collector_errors_total{collector=…}`), never a failed scrape. A scrape
+    is how an operator sees a sick server: one bad number must not blind it."""
 
-    def __init__(
-        self,
-        snapshot: Callable[[], dict[str, Any]],
-        batch_sizes: Callable[[], Any],
-        requests: RequestStats,
-    ):
-        self._snapshot = snapshot
-        self._batch_sizes = batch_sizes
+    def __init__(self, name: str, inner: Collector, errors: dict[str, int]):
+        self.name, self.inner, self.errors = name, inner, errors
+
+    def collect(self) -> Iterable[Any]:
+        try:
+            families = list(self.inner.collect())
+        except Exception:  # noqa: BLE001 — any bug in a collector, by design
+            self.errors[self.name] = self.errors.get(self.name, 0) + 1
+            log.exception("metrics collector %r failed; its metrics are left out", self.name)
+            return
+        yield from families
+
+
+class ErrorsCollector(Collector):
+    def __init__(self, errors: dict[str, int]):
+        self.errors = errors
+
+    def collect(self) -> Iterable[Any]:
+        family = CounterMetricFamily(
+            f"{PREFIX}_metrics_collector_errors",
+            "Scrapes in which a collector failed and its metrics were left out",
+            labels=["collector"],
+        )
+        for name, n in list(self.errors.items()):
+            family.add_metric([name], n)
+        yield family
+
+
+class RequestsCollector(Collector):
+    def __init__(self, requests: RequestStats):
         self._requests = requests
 
     def collect(self) -> Iterable[Any]:
         yield from self._requests.families()
+
+
+class ServiceCollector(Collector):
+    """Reads the server's own counters when Prometheus scrapes."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]]):
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterable[Any]:
         snapshot = self._snapshot()
         for m in EXPORTED:
             value = _lookup(snapshot, m.path)
@@ -217,10 +254,15 @@ class ServiceCollector(Collector):
                 yield metric
             elif (number := _number(value)) is not None:
                 yield family(name, what, value=number)
-        yield self._batch_histogram()
 
-    def _batch_histogram(self) -> HistogramMetricFamily:
-        """Forward-pass batch sizes, from the batcher's per-size counts, in powers of two."""
+
+class BatchSizeCollector(Collector):
+    """Forward-pass batch sizes, from the batcher's per-size counts, in powers of two."""
+
+    def __init__(self, batch_sizes: Callable[[], Any]):
+        self._batch_sizes = batch_sizes
+
+    def collect(self) -> Iterable[Any]:
         counts = list(self._batch_sizes())  # index = batch size
         buckets: list[tuple[str, float]] = []
         edge = 1
@@ -231,7 +273,7 @@ class ServiceCollector(Collector):
             edge *= 2
         buckets.append(("+Inf", float(sum(counts))))
         total_sum = sum(size * n for size, n in enumerate(counts))
-        return HistogramMetricFamily(
+        yield HistogramMetricFamily(
             f"{PREFIX}_batch_size",
             "Decisions per batcher forward round",
             buckets=buckets,
@@ -321,13 +363,28 @@ class RequestMetrics:
 
 
 class ServerMetrics:
-    """One registry per app (tests build many apps in one process)."""
+    """One registry per app (tests build many apps in one process); every collector
+    `Isolated` from the others."""
 
     def __init__(self, snapshot: Callable[[], dict[str, Any]], batch_sizes: Callable[[], Any]):
         self.registry = CollectorRegistry()
         self.requests = RequestStats()
-        self.registry.register(ServiceCollector(snapshot, batch_sizes, self.requests))
-        ProcessCollector(registry=self.registry)
+        self.collector_errors: dict[str, int] = {}
+        self._errors = ErrorsCollector(self.collector_errors)
+        self._errors_registered = False
+        self.register("requests", RequestsCollector(self.requests))
+        self.register("service", ServiceCollector(snapshot))
+        self.register("batch_size", BatchSizeCollector(batch_sizes))
+        self.register("process", ProcessCollector(registry=None))
+
+    def register(self, name: str, collector: Collector) -> None:
+        """Add `collector`, isolated; the errors count stays last, so a scrape counts its own
+        failures."""
+        if self._errors_registered:
+            self.registry.unregister(self._errors)
+        self.registry.register(Isolated(name, collector, self.collector_errors))
+        self.registry.register(self._errors)
+        self._errors_registered = True
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -9,6 +9,7 @@ maps an action index back to whatever the engine calls that action.
 from __future__ import annotations
 
 import contextlib
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,6 +25,12 @@ class InvalidState(ValueError):
     """The engine sent a state this adapter cannot turn into an observation (answered 422)."""
 
 
+# A custom game's payoff range until its adapter declares one: wide enough for any scoring a
+# card game uses (points, chips, cents of a stake), narrow enough that statistics over millions
+# of games stay exact in float64 and no engine bug (a garbage field, 1e200) becomes evidence.
+DEFAULT_PAYOFF_RANGE = (-1e6, 1e6)
+
+
 class GameAdapter(ABC):
     """Turns one game's engine states into observations and legal-action masks."""
 
@@ -31,6 +38,10 @@ class GameAdapter(ABC):
     obs_size: int
     num_actions: int
     num_players: int = 2
+    # Every payoff a seat can end a game with, inclusive, in the engine's units: `end` refuses
+    # payoffs outside it and `decide` a per-step reward larger in magnitude (422, counted,
+    # nothing recorded). Built-in games declare theirs from their rules.
+    payoff_range: tuple[float, float] = DEFAULT_PAYOFF_RANGE
 
     @abstractmethod
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -79,6 +90,35 @@ class GameAdapter(ABC):
         return None
 
     # --- derived, shared by every adapter -------------------------------------------------
+
+    @property
+    def reward_bound(self) -> float:
+        """The largest magnitude a per-step `reward` may have: a reward is part of what a seat
+        wins over the game, so never more than the largest payoff."""
+        low, high = self.payoff_range
+        return max(abs(low), abs(high))
+
+    def payoff_problem(self, payoffs: dict[str, float]) -> str | None:
+        """Why these final payoffs cannot be this game's (None when they can)."""
+        low, high = self.payoff_range
+        for seat, value in payoffs.items():
+            if not math.isfinite(value):
+                return f"payoff of seat {seat!r} must be a finite number"
+            if not low <= value <= high:
+                return (
+                    f"payoff {value!r} of seat {seat!r} is outside {self.name}'s payoff range "
+                    f"[{low:g}, {high:g}]"
+                )
+        return None
+
+    def reward_problem(self, reward: float) -> str | None:
+        """Why this per-step reward cannot be this game's (None when it can)."""
+        if not math.isfinite(reward):
+            return "reward must be a finite number"
+        bound = self.reward_bound
+        if abs(reward) > bound:
+            return f"reward {reward!r} is beyond {self.name}'s payoffs (|reward| <= {bound:g})"
+        return None
 
     @property
     def seats(self) -> list[str]:
@@ -130,6 +170,7 @@ class GameAdapter(ABC):
             "num_actions": self.num_actions,
             "num_players": self.num_players,
             "has_rules": self.rules() is not None,
+            "payoff_range": list(self.payoff_range),
         }
 
 

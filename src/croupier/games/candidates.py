@@ -34,6 +34,7 @@ class CandidateGame(GameAdapter):
         self.name = inner.name
         self.obs_size = inner.obs_size
         self.num_players = inner.num_players
+        self.payoff_range = inner.payoff_range
         self.candidate_size = int(inner.candidate_size)
         self.max_candidates = int(inner.max_candidates)
         self.num_actions = self.max_candidates

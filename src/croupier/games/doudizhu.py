@@ -212,6 +212,7 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
     simulator = "croupier.engine.rlcard_games:DoudizhuTable"
     action_names = tuple(ID_2_ACTION)
     num_players = NUM_SEATS
+    payoff_range = (0.0, 1.0)  # RLCard's: 1 to each seat of the winning side, 0 to the others
     max_candidates = MAX_CANDIDATES
     # A doudizhu mask is 27,472 floats (110 KB): cache few (states rarely repeat a legal set).
     MASKS_CACHED = 64

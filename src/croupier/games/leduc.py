@@ -59,6 +59,9 @@ class LeducAdapter(NamedActionsAdapter):
     obs_size = OBS_SIZE
     action_names = ACTIONS
     num_players = 2
+    # RLCard's units (chips / big blind): at most 2 + 2 raises of 2 before the flop and 2 of 4
+    # after it, 14 chips a player, so a hand wins or loses at most 14 / 2 = 7.
+    payoff_range = (-7.0, 7.0)
 
     def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         if not isinstance(state, dict):

@@ -12,6 +12,9 @@ from croupier.games.simulator import Simulator
 from croupier.games.vector import VectorAdapter
 
 BUILT_IN = ("leduc-holdem", "uno", "doudizhu", "vector")
+# The widest payoff range a game may declare: a variance over 2e12-wide payoffs stays ~1e25 a
+# game, far from float64's limit after any number of games.
+MAX_PAYOFF = 1e12
 
 
 def load_adapter(
@@ -20,14 +23,38 @@ def load_adapter(
     obs_size: int | None = None,
     num_actions: int | None = None,
     num_players: int = 2,
+    payoff_range: tuple[float, float] | None = None,
 ) -> GameAdapter:
     """`leduc-holdem`, `uno`, `doudizhu`, `vector` (sizes required),
     `package.module:AdapterClass`, or `package.module:Simulator` (the adapter it names); a game
     of scored candidate actions comes wrapped as it is served and trained
-    (`games.candidates.served`)."""
+    (`games.candidates.served`). `payoff_range` replaces the game's declared one (an engine
+    that scores a built-in game its own way)."""
     from croupier.games.candidates import served
 
-    return served(_load(name, obs_size=obs_size, num_actions=num_actions, num_players=num_players))
+    adapter = _load(name, obs_size=obs_size, num_actions=num_actions, num_players=num_players)
+    if payoff_range is not None:
+        adapter.payoff_range = payoff_range
+    check_payoff_range(adapter)
+    return served(adapter)
+
+
+def check_payoff_range(adapter: GameAdapter) -> None:
+    """Refuse a declared payoff range that is not a finite interval within `MAX_PAYOFF`: the
+    server's statistics (means and variances over millions of games) stay finite and exact
+    only for payoffs that size; no card game's scoring comes near it."""
+    try:
+        low, high = (float(x) for x in adapter.payoff_range)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{adapter.name}: payoff_range must be two numbers (low, high), "
+            f"got {adapter.payoff_range!r}"
+        ) from None
+    if not -MAX_PAYOFF <= low <= high <= MAX_PAYOFF:
+        raise ValueError(
+            f"{adapter.name}: payoff_range {adapter.payoff_range!r} must be finite, low <= high, "
+            f"within +/-{MAX_PAYOFF:g}"
+        )
 
 
 def _load(

@@ -52,6 +52,7 @@ class UnoBasicAdapter(NamedActionsAdapter):
     obs_size = OBS_SIZE
     action_names = tuple(ACTION_LIST)  # RLCard's ids: ACTION_SPACE[name] == position here
     num_players = 2
+    payoff_range = (-1.0, 1.0)  # RLCard's: +1 the winner, -1 the loser (0 each on a draw)
     # RLCard lists a playable card once per copy held (["r-7", "r-7", "b-0"]).
     REPEATED_LEGAL_ACTIONS = True
 

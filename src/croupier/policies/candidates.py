@@ -13,7 +13,8 @@ fixed-size masked module does: probability zero, never sampled.
 `CandidatePPOModule` / `CandidateAPPOModule` wrap it as RLlib new-API-stack RLModules over the
 padded space of `CandidateAdapter.candidate_observation_space` (the action is the candidate
 index); the learner recomputes logits from the same padded observation, so the behaviour
-log-probability and the learner's agree exactly (tested).
+log-probability and the learner's agree to float32 rounding (`policies.module.LOGITS_RTOL`,
+tested).
 """
 
 from __future__ import annotations
@@ -35,27 +36,9 @@ from torch.nn import functional as F
 _KEYS = {"observations", "candidates", "candidate_mask"}
 
 
-# Why rows are padded: the learner must recompute the acting logits exactly, but the batch it
-# sees differs from the one the env runner or server acted on, and torch's CPU matmul picks
-# kernels by row count: 1-3 rows, or 5 rows against 64, gave results ~1e-7..1e-6 apart. With
-# the row count padded to a multiple of `ROWS`, one matmul gave every row bit for bit what it
-# gave that row alone or in any other batch (1,764 cases: layers 7..1266 wide, 1..7,001 rows,
-# each row alone and the batch reversed); a multiple of 1 or 2 failed ~91% of them, 4 none.
-# 8 for margin. A sub-network pads once, not per layer: what a padded row holds never
-# reaches a real row, and each pad is an op (a served forward of a few rows is mostly ops:
-# padding per layer and scattering into a padded [B, K] cost ~35% of one, measured).
-ROWS = 8
-
-
-def padded_rows(x: torch.Tensor) -> torch.Tensor:
-    """x with zero rows appended up to a multiple of `ROWS` (itself when it is one)."""
-    pad = -x.shape[0] % ROWS
-    return torch.cat([x, x.new_zeros(pad, *x.shape[1:])]) if pad else x
-
-
 class Dot(nn.Module):
-    """A linear layer to one output as a row-wise dot product: a one-output matmul's result
-    depended on the row count (~1e-6 off); the row-wise sum does not, and needs no chunks."""
+    """A linear layer to one output as a row-wise dot product (the parameter layout of every
+    saved candidate network: `weight` [size], `bias` [])."""
 
     def __init__(self, size: int):
         super().__init__()
@@ -68,8 +51,9 @@ class Dot(nn.Module):
 
 class CandidateNet(nn.Module):
     """State MLP, candidate scorer, value head. Inputs padded: state [B, S], candidates
-    [B, K, F], mask [B, K] (1 = a real candidate). Every row's output is independent of the
-    batch it came in (see `ROWS`): acting and learning compute the same logits."""
+    [B, K, F], mask [B, K] (1 = a real candidate). A row's logits in any batch agree with
+    what it gets alone to float32 rounding, not bit for bit: torch picks matmul kernels by
+    shape and CPU (see `policies.module.LOGITS_RTOL` for why that is enough for PPO/APPO)."""
 
     def __init__(self, obs_size: int, cand_size: int, hiddens: list[int], score_hidden: int):
         super().__init__()
@@ -78,8 +62,8 @@ class CandidateNet(nn.Module):
         for h in hiddens:
             layers += [nn.Linear(last, h), nn.ReLU()]
             last = h
-        # The layers are called by `forward`s below (rows padded once per sub-network); the
-        # containers keep the parameter names of saved weights.
+        # The layers are called by the `forward`s below; the containers keep the parameter
+        # names of saved weights.
         self.state = nn.Sequential(*layers)
         self.state_in = nn.Linear(last, score_hidden)
         self.cand_in = nn.Linear(cand_size, score_hidden, bias=False)
@@ -90,18 +74,17 @@ class CandidateNet(nn.Module):
 
     def embed(self, obs: torch.Tensor) -> torch.Tensor:
         """[B, S] -> h [B, hiddens[-1]]."""
-        x = padded_rows(obs)
+        x = obs
         for layer in self._state_layers:
             x = F.relu(F.linear(x, layer.weight, layer.bias))
-        return x[: obs.shape[0]]
+        return x
 
     def score_pairs(self, h: torch.Tensor, cands: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """[C]: the score of candidate i (cands [C, F], float32) in the state h[rows[i]]."""
-        n = cands.shape[0]
-        s = F.linear(padded_rows(h), self.state_in.weight, self.state_in.bias)
-        z = F.relu(s[rows] + F.linear(padded_rows(cands), self.cand_in.weight)[:n])  # [C, H]
+        s = F.linear(h, self.state_in.weight, self.state_in.bias)
+        z = F.relu(s[rows] + F.linear(cands, self.cand_in.weight))  # [C, H]
         hidden = self.score[1]
-        z = F.relu(F.linear(padded_rows(z), hidden.weight, hidden.bias))[:n]
+        z = F.relu(F.linear(z, hidden.weight, hidden.bias))
         return self.score[3](z)
 
     def logits(self, h: torch.Tensor, cands: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -31,6 +31,23 @@ from croupier.rllib_private import forward_logits
 
 log = logging.getLogger(__name__)
 
+# How close a served logit and the learner's recomputation of it are held: float32 rounding,
+# not bit for bit. torch picks matmul kernels by shape and CPU (AVX2, AVX-512, AMX, a GPU), so
+# the same row in a batch of 1 and of 300 can differ in the last bits (~1e-8..1e-6 measured;
+# which shapes agree moves with MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA and
+# ATEN_CPU_CAPABILITY). That is enough for both algorithms: an error d in a log-prob scales
+# PPO's ratio exp(logp - logp_behaviour) by e^d ~ 1 + d, 1e-5 where the clip sits at 1 +/- 0.2,
+# and V-trace's truncated ratios (at 1) the same; the rounding is not systematic, so it adds
+# no bias to an update. Anything a real error makes (other weights, other inputs) is orders
+# of magnitude larger.
+LOGITS_RTOL = 1e-5
+LOGITS_ATOL = 1e-5
+
+
+def logits_agree(a: np.ndarray, b: np.ndarray) -> bool:
+    """Two computations of the same logits agree to float32 rounding (`LOGITS_RTOL`)."""
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=LOGITS_RTOL, atol=LOGITS_ATOL))
+
 
 def apply_mask(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Illegal actions (mask 0) get the most negative float added: probability zero."""
@@ -215,7 +232,9 @@ class PolicyNetwork:
     checks, and the mask costs three torch dispatches (log, clamp, add): at serving batch sizes
     those cost more than the layers do. The layers are the module's (shared parameters: weights
     loaded into the module are the ones used here); `of` uses this only after it gave the
-    module's own logits, bit for bit, and None (the module's `_forward`, then) otherwise.
+    module's own logits (to float32 rounding: `logits_agree`; on a CPU whose kernels make the
+    two disagree beyond that, the module's `_forward` serves: slower, never wrong), and None
+    otherwise.
     """
 
     def __init__(self, layers: torch.nn.Module):
@@ -236,7 +255,7 @@ class PolicyNetwork:
         return net if net.matches(module) else None
 
     def matches(self, module: Any, rows: int = 16) -> bool:
-        """The module's own masked logits and this network's, on random inputs, are equal."""
+        """The module's own masked logits and this network's, on random inputs, agree."""
         space = module.observation_space
         obs = (
             np.random.default_rng(0)
@@ -251,7 +270,7 @@ class PolicyNetwork:
                 batch = {"obs": {"observations": torch.from_numpy(obs),
                                  "action_mask": torch.from_numpy(mask)}}  # fmt: skip
                 want = forward_logits(module, batch).numpy()
-            return bool(np.array_equal(self(obs, mask), want))
+            return logits_agree(self(obs, mask), want)
         except (RuntimeError, ValueError, TypeError) as e:  # not the layout this expects
             log.debug("no plain policy network for %s: %s", type(module).__name__, e)
             return False

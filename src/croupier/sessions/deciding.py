@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,6 +128,7 @@ class Decider:
         self.decisions_by_policy: dict[str, int] = {}
         self.fallbacks = 0
         self.refused_overload = 0  # decisions refused: too many wait for the model
+        self.refused_rewards = 0  # decisions refused: a reward beyond the game's payoffs
         # Learned seats' episodes cut at the trainer's length limit (shipped truncated).
         self.max_episode_steps = MAX_EPISODE_STEPS
         self.episodes_cut = 0
@@ -251,8 +251,9 @@ class Decider:
             if earlier is not None:
                 return _Step(session, seat, policy, state, reward, _NO_OBS, _NO_OBS, _REPLAY,
                              turn_result=earlier)  # fmt: skip
-        if reward is not None and not math.isfinite(reward):
-            raise Unprocessable("reward must be a finite number")
+        if reward is not None and (problem := self.adapter.reward_problem(reward)) is not None:
+            self.refused_rewards += 1
+            raise Unprocessable(problem)
         try:
             if policy.kind in _ANSWERED_HERE and not self.rollout.observes(game_id, seat):
                 # Rules and random act on the state and its legal moves; the observation is

@@ -4,7 +4,6 @@ recorded, one code path for both)."""
 
 from __future__ import annotations
 
-import math
 import uuid
 from typing import Any
 
@@ -46,6 +45,7 @@ class GameKeeper:
         self.refused_overload = 0  # games refused: the server's limit of games in flight
         self.refused_quota = 0
         self.expired_games = 0
+        self.refused_payoffs = 0  # `end`s refused: a payoff outside the game's range
         # Hands in which a learned seat never acted (no episode), and their payoffs, carried
         # by the next episode recorded (`hands`, `silent_payoff`): the trainer's payoff per
         # hand counts them. Event loop only, like every caller here.
@@ -220,8 +220,10 @@ class GameKeeper:
                 f"payoffs must name every seat exactly: missing {sorted(missing)}, "
                 f"unknown {sorted(extra)}"
             )
-        if not all(math.isfinite(v) for v in payoffs.values()):
-            raise Unprocessable("payoffs must be finite numbers")
+        problem = self.adapter.payoff_problem(payoffs)
+        if problem is not None:  # nothing recorded: the game stays open for a correct `end`
+            self.refused_payoffs += 1
+            raise Unprocessable(problem)
         self.games.finish(game_id)
         self.rollout.on_end(game_id, payoffs)
         self.rollout.live.add_game(session.seats, payoffs)

@@ -122,6 +122,8 @@ class DecisionService:
             "refused_quota": keeper.refused_quota,  # 429s: a key's games-in-flight cap
             "refused_too_large": self.refused_too_large,  # 413s
             "expired_games": keeper.expired_games,
+            # 422s: payoffs or a reward outside the game's declared payoff range
+            "refused_payoffs": keeper.refused_payoffs + decider.refused_rewards,
             "games_resumed": keeper.games_resumed,  # taken over from a dead server
             "resumed_fragments_dropped": keeper.fragments_dropped,  # left behind with it
             "episodes_cut": decider.episodes_cut,  # truncated at the trainer's length limit

@@ -102,7 +102,9 @@ def _candidates(
     # Float16 where it holds every feature exactly (doudizhu's: 0/1, sixteenths, 32nds): RLlib
     # copies the whole [N, K_max, F] batch at every epoch's shuffle and every minibatch (~45%
     # of a doudizhu trainer's time, py-spy), and the module scores the real candidates in
-    # float32, so the logits are the served ones.
+    # float32, so the logits are the served ones. The check is a cast and a comparison, exact
+    # IEEE arithmetic on every CPU (no kernel choice in it): a game whose features float16
+    # cannot hold keeps float32 (tests/test_candidates_served.py).
     half = cands.astype(np.float16)
     exact = bool(np.array_equal(half, cands))
     padded = np.zeros((n + 1, width, size), np.float16 if exact else np.float32)

@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 LIVE_FILE = "live_arena.json"
 MAX_ROWS = 4096  # a row is ~100 bytes; players x opponent sets seen, least recent dropped
 SAVE_EVERY_S = 10.0
+# Rows saved as (count, mean, sum of squared deviations): `stats.Mean`'s own numbers. A file
+# without it holds (count, sum, sum of squares), read and converted.
+ROW_FORMAT = 2
 
 
 def player_of(policy: SeatPolicy) -> str:
@@ -132,7 +135,8 @@ class LiveArena:
             return
         data = {
             "games": self.games,
-            "rows": [[p, o, c.n, c.total, c.squares] for (p, o), c in self._rows.items()],
+            "format": ROW_FORMAT,
+            "rows": [[p, o, c.n, c.mean, c.m2] for (p, o), c in self._rows.items()],
         }
         self._dirty = False
         if self._writer is None:
@@ -155,9 +159,10 @@ class LiveArena:
             return
         try:
             data = json.loads(self.path.read_text())
+            read = _mean if data.get("format") == ROW_FORMAT else _mean_from_sums
             rows = [
-                ((str(p), tuple(str(x) for x in o)), _mean(int(n), float(t), float(s)))
-                for p, o, n, t, s in data["rows"]
+                ((str(p), tuple(str(x) for x in o)), read(int(n), float(a), float(b)))
+                for p, o, n, a, b in data["rows"]
             ]
             games = int(data["games"])
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -168,7 +173,13 @@ class LiveArena:
         log.info("live arena: %d games, %d rows from %s", games, len(rows), self.path)
 
 
-def _mean(n: int, total: float, squares: float) -> Mean:
+def _mean(n: int, mean: float, m2: float) -> Mean:
     m = Mean()
-    m.n, m.total, m.squares = n, total, squares
+    m.n, m.mean, m.m2 = n, mean, m2
     return m
+
+
+def _mean_from_sums(n: int, total: float, squares: float) -> Mean:
+    """A row saved before `ROW_FORMAT` (count, sum, sum of squares)."""
+    mean = total / n if n else 0.0
+    return _mean(n, mean, max(0.0, squares - n * mean * mean))
