@@ -6,7 +6,7 @@ learned policy as landlord against the rule peasants (`--sides`).
 Long (~2 minutes: a trainer and a server start, ~60-100 s of play, a 12 s evaluation), so
 it is kept out of `make test`; run it with `make test-long` (CROUPIER_LONG_TESTS=1). Measured
 on the shared 2-core box: the learned landlord's win rate (sampling) was ~0.28 after 60 s of
-play and ~0.62 after 150 s (stop 29, the larger preset network and float16 candidates in the
+play and ~0.62 after 150 s (2026-12-02, the larger preset network and float16 candidates in the
 trainer: 0.479 ± 0.043 after 67 s, version 17); the random landlord's is 0.053 ± 0.014, the
 untrained model's ~0.03. The default run keeps the in-process checks of the same path
 (tests/test_candidates_served.py: serving, recording, team payoffs, exact recomputation)."""
