@@ -295,6 +295,7 @@ def train_options(s: TrainSettings) -> Any:
         max_idle_s=_duration_s(s.max_idle, "--max-idle"),
         idle_after_s=s.idle_after,
         stop_grace_s=s.stop_grace,
+        update_sleep_s=s.update_sleep,
     )
 
 

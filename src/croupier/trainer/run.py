@@ -77,6 +77,9 @@ class TrainOptions:
     # After SIGTERM/SIGINT, the most seconds `croupier train` takes to checkpoint and exit
     # before it exits anyway (without the checkpoint).
     stop_grace_s: float = 60.0
+    # Benchmarks only (`croupier bench overload`): a pause after each update, so the games
+    # outpace the learner by a chosen factor without a bigger machine.
+    update_sleep_s: float = 0.0
 
 
 def lag_summary(histogram: dict[int, int]) -> dict[str, float]:
@@ -536,6 +539,8 @@ class Trainer:
                 on_progress(last)
             if self.iteration % opts.checkpoint_every == 0:
                 self.checkpoint()
+            if opts.update_sleep_s > 0:
+                self.stop_requested.wait(opts.update_sleep_s)
         if timer is not None:
             timer.cancel()
         self._set_state("stopping", expect=("training", "idle"))
