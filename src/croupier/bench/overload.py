@@ -102,10 +102,12 @@ class LocalPrometheus:
     def alerts(self, since: float, until: float) -> dict[str, dict[str, Any]]:
         """Every alert pending or firing between `since` and `until` (Unix times): when each
         state was first seen (seconds after `since`) and its labels. Pending: its condition
-        held, its `for:` had not yet passed by `until`."""
+        held, its `for:` had not yet passed by `until`. Read from two scrape intervals after
+        `since` on: what was pending at `since` (a trainer that had just become healthy,
+        before its next scrape) belongs to the start-up."""
         params = {
             "query": "ALERTS",
-            "start": since,
+            "start": since + 2 * SCRAPE_S,
             "end": until,
             "step": f"{SCRAPE_S:g}s",
         }
@@ -173,7 +175,7 @@ def _one_run(
             run_dir, [f"127.0.0.1:{server_port}"], f"127.0.0.1:{metrics_port}", rules
         )
     alerts: Any = "not evaluated: install prometheus (`make tools`) to see them"
-    spool_max = None
+    spool_max = spool_dropped = None
     timeline: list[dict[str, Any]] = []
     if prometheus is not None:
         with prometheus:
@@ -185,6 +187,7 @@ def _one_run(
             if timeline:
                 alerts = prometheus.alerts(timeline[0]["time"], timeline[-1]["time"])
             spool_max = prometheus.query("max_over_time(croupier_episodes_spooled[1h])")
+            spool_dropped = prometheus.query("max_over_time(croupier_episodes_dropped_total[1h])")
     else:
         report = run_external(run)
         timeline = _timeline(run_dir / "trainer" / PROGRESS)
@@ -203,6 +206,9 @@ def _one_run(
         "waiting_steps_max": max((p["waiting_steps"] or 0 for p in timeline), default=None),
         "lag": last.get("lag_lifetime"),
         "server_spooled_max": spool_max,
+        # Deleted from a full spool (`--spool-max-episodes`): the trainer may still hold and
+        # train some of them (acknowledged means trained, not the reverse).
+        "server_spool_dropped": spool_dropped,
         "alerts": alerts,
         "final_vs_rules": report["final_vs_rules"],
         "hands_played": report["training_engine"].get("hands"),
@@ -259,7 +265,8 @@ def format_run(run: dict[str, Any]) -> str:
         f"{run['trained_steps_per_s'] or 0:.0f}/s (games at {ratio or 0:.1f}x the learner); "
         f"trained share {run['trained_share']}; dropped stale {run['steps_dropped_stale']} "
         f"steps, past the memory bound {run['steps_dropped_backlog']}; waiting at most "
-        f"{run['waiting_steps_max']} steps; server spool at most {run['server_spooled_max']}; "
+        f"{run['waiting_steps_max']} steps; server spool at most {run['server_spooled_max']} "
+        f"episodes ({run['server_spool_dropped']} deleted past its bound); "
         f"version {run['versions']}, {f['mean']:+.3f} ± {f['ci95']:.3f} per hand vs rules\n"
         f"  alerts: {alerts}"
     )
