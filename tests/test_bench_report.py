@@ -87,3 +87,16 @@ def test_serve_counts_the_load_generators_cpu_once_it_exits():
     before = _children_cpu_seconds()
     subprocess.run([sys.executable, "-c", burn], check=True)
     assert 0.25 <= _children_cpu_seconds() - before < 5.0
+
+
+def test_overload_rates_are_offered_and_trained_steps_between_the_first_and_last_update():
+    from croupier.bench.overload import _rates
+
+    timeline = [
+        {"time": 100.0, "steps_received": 1_000, "steps_sampled": 500},
+        {"time": 110.0, "steps_received": 4_000, "steps_sampled": 1_000},
+        {"time": 120.0, "steps_received": 7_000, "steps_sampled": 2_500},
+    ]
+    rates = _rates(timeline)
+    assert rates == {"offered_steps_per_s": 300.0, "trained_steps_per_s": 100.0, "ratio": 3.0}
+    assert _rates(timeline[:1])["ratio"] is None  # one update: no rate yet

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -205,3 +206,51 @@ def test_a_server_failing_after_the_check_is_reported_and_the_fleet_called_split
         assert a.service.rollout.channels.production == 0
         assert b.service.rollout.channels.production is None
         assert "NOT ok: the fleet is split" in format_report(report)
+
+
+def _status(urls: str, key: str | None, *args: str) -> subprocess.CompletedProcess:
+    """`croupier status` as the fleet check runs it: the key from CROUPIER_READ_KEY."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CROUPIER_")}
+    if key is not None:
+        env["CROUPIER_READ_KEY"] = key
+    return subprocess.run(
+        [sys.executable, "-m", "croupier", "status", "--url", urls, *args],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+
+
+def test_status_with_a_read_key_exits_1_on_any_split_and_says_forbidden():
+    """`croupier status` needs only a read key; a fleet split on production, on the canary
+    share or far apart on the newest version exits 1 and says how; a refused key is
+    "forbidden" (or "unauthorized" without one), not "unreachable"."""
+    from tests.helpers.servers import ThreadServer
+
+    keys = {"api_keys": [ENGINE_KEY], "admin_keys": [ADMIN], "read_keys": ["rd"]}
+    with ThreadServer(**keys) as a, ThreadServer(**keys) as b:
+        fleet = f"{a.url},{b.url}"
+        healthy = _status(fleet, "rd")
+        assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+        assert healthy.stdout.splitlines()[-1].startswith("ok")
+
+        a.service.rollout.channels.promote(0, {"by": "test"})  # one server promoted by hand
+        split = _status(fleet, "rd")
+        assert split.returncode == 1 and "production differs" in split.stdout, split.stdout
+        b.service.rollout.channels.promote(0, {"by": "test"})
+        assert _status(fleet, "rd").returncode == 0
+
+        a.service.rollout.channels.set_canary_share(0.05, {"by": "test"})
+        split = _status(fleet, "rd")
+        assert split.returncode == 1 and "canary_share differs" in split.stdout, split.stdout
+        b.service.rollout.channels.set_canary_share(0.05, {"by": "test"})
+
+        weights = a.service.versions.weights()
+        a.service.versions.install(51, weights)  # b holds 0: 51 apart
+        report = json.loads(_status(fleet, "rd", "--json").stdout)
+        assert not report["ok"] and "latest versions 51 apart" in report["splits"][0], report
+        assert _status(fleet, "rd", "--max-version-spread", "51").returncode == 0
+
+        wrong = _status(fleet, "not-a-key", "--max-version-spread", "51")
+        assert wrong.returncode == 1 and wrong.stdout.count("forbidden (HTTP 403") == 2
+        assert "unreachable" not in wrong.stdout
+        none = _status(fleet, None, "--max-version-spread", "51")
+        assert none.returncode == 1 and none.stdout.count("unauthorized (HTTP 401") == 2

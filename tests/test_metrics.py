@@ -152,6 +152,7 @@ EXPORTED_NAMES = [
     "croupier_trainer_link_last_error_timestamp_seconds",
     "croupier_versions_loaded",
     "croupier_production",
+    "croupier_canary_share",
     "croupier_ingest_oldest_waiting_lag_versions",
 ]
 
@@ -206,6 +207,7 @@ def test_endpoint_labels_are_bounded() -> None:
     assert endpoint_of("/v1/games/abc123/decide") == "decide"
     assert endpoint_of("/v1/games/abc/end") == "end_game"
     assert endpoint_of("/v1/games/abc") == "abort_game"
+    assert endpoint_of("/v1/games/abc/resume") == "resume_game"  # not counted as an abort
     assert endpoint_of("/v1/decide:batch") == "decide_batch"
     assert endpoint_of("/v1/arena/results") == "arena_results"
     assert endpoint_of("/anything/else/" + "x" * 50) == "other"

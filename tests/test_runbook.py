@@ -4,9 +4,14 @@ Every `bash` block of the runbook's sections (Start … Stop) runs in order. A `
 runs the unit from examples/systemd/ as systemd would: `ExecStart` expanded from the
 `EnvironmentFile` (`%i`, `${VAR}` one word, `$VAR` split on spaces), started means its
 `ExecStartPost` health check passed within `TimeoutStartSec`, stop is `KillSignal` and an exit
-within `TimeoutStopSec`. Any other line runs in bash with the environment file loaded and must
-exit 0. Between steps the test checks what the runbook promises. Only the units' `User=` is not
-applied (the test runs as whoever runs it), and the fleet's ports 8001/8002 become free ports.
+within `TimeoutStopSec`; `UnsetEnvironment=` is applied; `enable --now` of a timer runs its
+service once (its first firing). Any other line runs in bash after the environment file was
+loaded exactly as the runbook says (`set -a; . croupier.env; set +a`) and must exit 0. The
+environment file is the shipped one with the operator's edits (keys, ports, sizes) appended,
+as an operator edits it; bash must load it without a word on stderr, and systemd's reading of
+it must give the same values. Between steps the test checks what the runbook promises. Only
+the units' `User=` is not applied (the test runs as whoever runs it), and the fleet's ports
+8001/8002 become free ports.
 """
 
 from __future__ import annotations
@@ -45,14 +50,42 @@ DOC_PORTS = ("8001", "8002")
 COMMAND_TIMEOUT_S = 120
 
 
+SOURCE = "set -a; . {file}; set +a"  # the runbook's words for loading the file
+
+
 def read_env_file(path: Path) -> dict[str, str]:
+    """The file as systemd's `EnvironmentFile=` reads it: `KEY=value` lines, `#` comments, a
+    value in double or single quotes taken without them."""
     env = {}
     for line in path.read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
-            env[key.strip()] = value.strip()
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            env[key.strip()] = value
     return env
+
+
+def source_env_file(path: Path, env: dict[str, str]) -> dict[str, str]:
+    """The environment after the runbook's `set -a; . croupier.env; set +a`, in bash."""
+    done = subprocess.run(
+        ["bash", "-c", SOURCE.format(file=shlex.quote(str(path))) + "; env -0"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0 and not done.stderr, f"sourcing {path}: {done.stderr}"
+    return dict(item.split("=", 1) for item in done.stdout.split("\0") if "=" in item)
+
+
+def edited_env_file(path: Path, edits: dict[str, str]) -> Path:
+    """The shipped environment file with an operator's edits, each appended as a quoted line
+    (a later line wins, in bash as in systemd)."""
+    lines = [f'{key}="{value}"' for key, value in edits.items()]
+    assert not any('"' in v or "$" in v or "\\" in v for v in edits.values())
+    path.write_text((UNITS / "croupier.env").read_text() + "\n# edited\n" + "\n".join(lines) + "\n")
+    path.chmod(0o600)
+    return path
 
 
 def read_unit(path: Path) -> dict[str, list[str]]:
@@ -92,13 +125,18 @@ class Systemd:
             words[0] = shutil.which("curl") or "curl"
         return words
 
+    def unit_env(self, unit: dict[str, list[str]]) -> dict[str, str]:
+        unset = {name for line in unit.get("UnsetEnvironment", []) for name in line.split()}
+        return {k: v for k, v in self.env.items() if k not in unset}
+
     def start(self, name: str) -> None:
         unit, instance = self._unit(name)
         if unit.get("Type") == ["oneshot"]:  # each ExecStart in turn; all must succeed
             for line in unit["ExecStart"]:
                 done = subprocess.run(
-                    self.expand(line, instance), env=self.env, capture_output=True, timeout=60
-                )
+                    self.expand(line, instance), env=self.unit_env(unit), capture_output=True,
+                    timeout=60,
+                )  # fmt: skip
                 assert done.returncode == 0, f"{name}: {line}: {done.stdout!r} {done.stderr!r}"
             return
         assert name not in self.procs or self.procs[name].poll() is not None, f"{name} runs"
@@ -108,7 +146,7 @@ class Systemd:
         Path(cwd).mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(
             self.expand(unit["ExecStart"][0], instance),
-            cwd=cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=cwd, env=self.unit_env(unit), stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         self.procs[name] = proc
         timeout = float(unit["TimeoutStartSec"][0])
@@ -134,6 +172,12 @@ class Systemd:
 
     def systemctl(self, line: str) -> None:
         verb, *names = shlex.split(line)[1:]
+        if verb == "enable" and names[:1] == ["--now"]:
+            # A timer enabled and started: its service runs now (OnBootSec has passed).
+            assert all(n.endswith(".timer") for n in names[1:]), line
+            for name in names[1:]:
+                self.start(name.removesuffix(".timer"))
+            return
         for name in names:
             if verb in ("stop", "restart"):
                 self.stop(name)
@@ -159,30 +203,42 @@ def test_the_runbook_runs_as_written(tmp_path):
     doc = (ROOT / "docs/operations.md").read_text()
     ports = [str(free_port()) for _ in DOC_PORTS]
     fleet = [f"http://127.0.0.1:{p}" for p in ports]
-    engine_key, admin_key = secrets.token_hex(8), secrets.token_hex(8)
+    engine_key, admin_key, read_key = (secrets.token_hex(8) for _ in range(3))
     bin_dir = tmp_path / "bin"  # `croupier` as the venv installs it, for this interpreter
     bin_dir.mkdir()
     (bin_dir / "croupier").write_text(f'#!/bin/sh\nexec {sys.executable} -m croupier "$@"\n')
     (bin_dir / "croupier").chmod(0o755)
-    env = {
-        **os.environ,
-        **read_env_file(UNITS / "croupier.env"),
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "CROUPIER_HOME": str(tmp_path / "home"),
-        "CROUPIER_LINK_TOKEN": secrets.token_hex(8),
-        "CROUPIER_API_KEYS": engine_key,
-        "CROUPIER_API_KEY": engine_key,
-        "CROUPIER_ADMIN_KEYS": admin_key,
-        "CROUPIER_ADMIN_KEY": admin_key,
-        "CROUPIER_TRAINER": f"127.0.0.1:{free_port()}",
-        "CROUPIER_TRAINER_METRICS_PORT": str(free_port()),
-        "CROUPIER_FLEET": ",".join(fleet),
-        # Small and quick: versions within seconds on a 2-core machine.
-        "CROUPIER_TRAIN_OPTS": "--algo ppo --train-batch-size 200 --minibatch-size 100 "
-        "--num-epochs 1 --hiddens 32,32 --checkpoint-every 1 --max-version-lag 1000",
-        "CROUPIER_SMOKE_HANDS": "300",
-        "CROUPIER_ARENA_HANDS": "200",
-    }
+    # The operator's edits of the shipped file: keys, token, the fleet (free ports here).
+    env_file = edited_env_file(
+        tmp_path / "croupier.env",
+        {
+            "CROUPIER_HOME": str(tmp_path / "home"),
+            "CROUPIER_LINK_TOKEN": secrets.token_hex(8),
+            "CROUPIER_API_KEYS": engine_key,
+            "CROUPIER_API_KEY": engine_key,
+            "CROUPIER_ADMIN_KEYS": admin_key,
+            "CROUPIER_ADMIN_KEY": admin_key,
+            "CROUPIER_READ_KEYS": read_key,
+            "CROUPIER_READ_KEY": read_key,
+            "CROUPIER_TRAINER": f"127.0.0.1:{free_port()}",
+            "CROUPIER_TRAINER_METRICS_PORT": str(free_port()),
+            "CROUPIER_FLEET": ",".join(fleet),
+            # Small and quick: versions within seconds on a 2-core machine.
+            "CROUPIER_TRAIN_OPTS": "--algo ppo --train-batch-size 200 --minibatch-size 100 "
+            "--num-epochs 1 --hiddens 32,32 --checkpoint-every 1 --max-version-lag 1000",
+            "CROUPIER_SMOKE_HANDS": "300",
+            "CROUPIER_ARENA_HANDS": "200",
+        },
+    )
+    # The operator's shell before loading the file: nothing of croupier's set yet.
+    shell_env = {k: v for k, v in os.environ.items() if not k.startswith("CROUPIER_")}
+    shell_env["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
+    units_file = read_env_file(env_file)  # what the units get from EnvironmentFile=
+    sourced = source_env_file(env_file, shell_env)  # what the runbook's shell gets
+    for key in ("CROUPIER_TRAIN_OPTS", "CROUPIER_SERVE_OPTS", "CROUPIER_READ_KEY"):
+        assert key in (UNITS / "croupier.env").read_text(), f"{key} not in croupier.env"
+    assert {k: sourced.get(k) for k in units_file} == units_file, "bash and systemd disagree"
+    env = {**shell_env, **units_file}
     logs = tmp_path / "logs"
     logs.mkdir()
     systemd = Systemd(env, logs)
@@ -204,8 +260,8 @@ def test_the_runbook_runs_as_written(tmp_path):
             systemd.systemctl(line)
             return ""
         done = subprocess.run(
-            ["bash", "-c", line], env=env, capture_output=True, text=True,
-            timeout=COMMAND_TIMEOUT_S,
+            ["bash", "-c", SOURCE.format(file=shlex.quote(str(env_file))) + "\n" + line],
+            env=shell_env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
         )  # fmt: skip
         assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
         return done.stdout
@@ -222,10 +278,10 @@ def test_the_runbook_runs_as_written(tmp_path):
 
     try:
         # --- Start ------------------------------------------------------------------------
-        out = section(SECTIONS[0])
-        assert "ok" in out[2].splitlines()[-1]  # croupier status
+        out = section(SECTIONS[0])  # its last line ran the fleet check once (the timer)
+        assert out[2].splitlines()[-1].startswith("ok")  # croupier status
         wait_for(connected, 60, 0.5, "every server connected to the trainer")
-        systemd.start("croupier-fleet-check")  # the timer's check passes on a healthy fleet
+        systemd.start("croupier-fleet-check")  # passes on a healthy fleet, with a read key
         for _ in range(3):  # the smoke test's episodes train versions; more if not yet
             if (
                 min(on_all("/v1/policies", lambda p: len(p["policies"]["learned"]["versions"])))
@@ -240,7 +296,7 @@ def test_the_runbook_runs_as_written(tmp_path):
 
         # --- Promote twice (two releases), canary share ------------------------------------
         for version in (first, second):
-            env["VERSION"] = str(version)
+            shell_env["VERSION"] = str(version)
             out = section(SECTIONS[1])
             assert "ok: all 2 servers hold the target" in out[1]
             assert on_all("/v1/policies/channels", lambda c: c["production"]) == [version] * 2

@@ -201,10 +201,11 @@ def test_train_flags_convert(monkeypatch):
     monkeypatch.setenv("CROUPIER_LINK_TOKEN", "tok")
     options = train_parse(
         "--algo", "ppo", "--lr", "0.25", "--max-sample-batches", "0", "--max-sample-lag", "-1",
-        "--max-idle", "15m", "--hiddens", "8,4", "--stop-grace", "5",
+        "--max-idle", "15m", "--hiddens", "8,4", "--stop-grace", "5", "--update-sleep", "1.5",
     )  # fmt: skip
     assert options.token == "tok" and options.hiddens == [8, 4]
     assert options.max_idle_s == 900.0 and options.stop_grace_s == 5.0
+    assert options.update_sleep_s == 1.5
     assert options.hyper.lr == 0.25
     assert options.hyper.max_sample_batches is None and options.hyper.max_sample_lag is None
     assert train_parse("--max-sample-lag", "3").hyper.max_sample_lag == 3

@@ -87,6 +87,10 @@ def test_an_idle_trainer_waits_reports_idle_and_resumes(ray_session, tmp_path, m
         assert rt.alive() and status == 200, health
         assert health["state"] == "idle" and health["idle_s"] >= 4.0, health
         assert health["iteration"] == rt.trainer.iteration
+        # Gone idle with a version newer than any checkpoint (every 1000 iterations here): it
+        # checkpointed that version, so a restart after a long idle goes on from there.
+        assert (tmp_path / "checkpoint").is_dir(), health
+        assert health["last_checkpoint"]["version"] == health["version"] >= 1, health
         # Games return: it learns again.
         before = rt.trainer.iteration
         feed(rt, seed=1000)

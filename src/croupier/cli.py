@@ -295,6 +295,7 @@ def train_options(s: TrainSettings) -> Any:
         max_idle_s=_duration_s(s.max_idle, "--max-idle"),
         idle_after_s=s.idle_after,
         stop_grace_s=s.stop_grace,
+        update_sleep_s=s.update_sleep,
     )
 
 
@@ -590,10 +591,21 @@ def status(
         str, typer.Option(help="A server URL, or the whole fleet comma separated")
     ] = "http://127.0.0.1:8000",
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
-    api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar=["CROUPIER_READ_KEY", "CROUPIER_API_KEY"],
+            help="A read key is enough (CROUPIER_READ_KEY, else CROUPIER_API_KEY)",
+        ),
+    ] = None,
+    max_version_spread: Annotated[
+        int | None,
+        typer.Option(min=0, help="Servers' newest versions further apart: split (default 50)"),
+    ] = None,
 ) -> None:
     """Each server's health, versions, production channel, trainer link and spool; exit 1
-    unless every server answers ok (a fleet check for runbooks and cron)."""
+    unless every server answers ok and the fleet is not split (production, canary share or
+    newest version differing): a fleet check for runbooks and timers."""
     import uvloop
 
     from croupier.arena.fleet import fleet_status, format_status
@@ -603,7 +615,8 @@ def status(
         urls = parse_urls(url)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    report = uvloop.run(fleet_status(urls, api_key))
+    spread = {} if max_version_spread is None else {"max_version_spread": max_version_spread}
+    report = uvloop.run(fleet_status(urls, api_key, **spread))
     typer.echo(json.dumps(report, indent=2) if json_out else format_status(report))
     if not report["ok"]:
         raise typer.Exit(1)

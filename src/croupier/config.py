@@ -351,4 +351,9 @@ class TrainSettings:
         "fresh games instead of being trained on its own; default: ppo 2, appo none; -1: none",
     )
     stop_grace: float = setting(60.0, "Seconds after SIGTERM/SIGINT to checkpoint and exit")
+    update_sleep: float = setting(
+        0.0,
+        "Benchmarks only: seconds the learner sleeps after each update, a learner slower than "
+        "the games on purpose (`croupier bench overload`); 0 in any real run",
+    )
     log_level: str = setting("warning", "debug | info | warning | error")

@@ -121,6 +121,9 @@ class ExternalRun:
     # dir, the remaining minutes) `outage_s` later, while the games go on (bench outage).
     outage_at_s: float | None = None
     outage_s: float = 60.0
+    # The servers' HTTP ports (one per server), e.g. for a scraper that must know its targets
+    # before the run; None: free ports.
+    http_ports: list[int] | None = None
 
 
 class TrainerProcess:
@@ -186,7 +189,7 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
     run_dir = run.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     link_port = free_port()
-    http_ports = [free_port() for _ in range(run.servers)]
+    http_ports = run.http_ports or [free_port() for _ in range(run.servers)]
     urls = [f"http://127.0.0.1:{port}" for port in http_ports]
     url = urls[0]  # where the final version is evaluated
     offsets = run.link_port_offsets or [0] * run.servers

@@ -113,6 +113,7 @@ EXPORTED: tuple[Exported, ...] = (
     _g("trainer_link_last_error_timestamp_seconds", "trainer_link", "last_error_at"),
     _g("versions_loaded"),
     _g("production"),
+    _g("canary_share"),
     _g("ingest_oldest_waiting_lag_versions", "ingest", "oldest_waiting_lag_versions"),
 )
 # Numbers in the snapshot deliberately not exported: configuration echoed in health(), or
@@ -144,6 +145,8 @@ def endpoint_of(path: str) -> str:
         return "end_batch"
     if path.endswith("/end"):
         return "end_game"
+    if path.endswith("/resume"):  # failover: a game taken over from a dead server
+        return "resume_game"
     if path.startswith("/v1/games/"):
         return "abort_game"
     if path in ("/healthz", "/metrics", "/v1/policies"):

@@ -22,6 +22,8 @@ def server_snapshot(app: FastAPI) -> dict[str, Any]:
     # The production channel's version (None until a promotion): the dashboard's second line.
     rollout = getattr(service, "rollout", None)
     health["production"] = rollout.channels.production if rollout is not None else None
+    # Beside production: the two numbers a fleet must agree on (alerts compare servers).
+    health["canary_share"] = rollout.channels.canary_share if rollout is not None else None
     oldest = service.outbox.oldest()
     versions = episode_versions(oldest) if oldest is not None else []
     health["ingest"] = {

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from croupier.api.auth import require_admin_key, require_engine_key
+from croupier.api.auth import require_admin_key, require_engine_key, require_read_key
 from croupier.api.fast_lane import json_body, read_json
 from croupier.api.schemas import Problem, integer
 from croupier.policies.rollout import ChannelError, Rollout
@@ -53,7 +53,9 @@ class CanaryRequest(_Evidence):
     )  # fmt: skip
 
 
-@rollout_router.get("/v1/policies/channels", dependencies=[Depends(require_engine_key)])
+# A read key's route: `croupier status` and a fleet check read it without the power to play
+# games (an engine key feeds the learner).
+@rollout_router.get("/v1/policies/channels", dependencies=[Depends(require_read_key)])
 async def channels(request: Request) -> dict[str, Any]:
     """`latest`, `production`, the rollback history and the last promotions/rollbacks."""
     return rollout(request).channels.state()

@@ -177,10 +177,25 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-async def fleet_status(urls: list[str], api_key: str | None = None) -> dict[str, Any]:
-    """What every server serves and holds: its `/healthz` essentials and its channel.
-    `ok` when every server answered and says ok; `consistent` when all hold the same
-    production version and canary share."""
+# `croupier status`: how many versions apart the servers' newest may be before the fleet is
+# called split. Servers read at one moment on one trainer differ by a version or two (each
+# installs every push as it arrives; ingest lag p90 ~1 version); a server reconnecting after a
+# restart catches up within its backoff (at most 5 s). At the 30-minute soak's ~2.2 versions
+# a second that is ~11 versions: 50 (~20 s of pushes missed) is a server not getting them.
+# A slow learner takes longer to reach 50; the Prometheus rule (CroupierServerNotInstalling)
+# looks at whether a server's version moves instead.
+MAX_VERSION_SPREAD = 50
+# What a server that refused the key is reported as (the key, not the server, is the problem).
+KEY_REFUSED = {401: "unauthorized", 403: "forbidden"}
+
+
+async def fleet_status(
+    urls: list[str], api_key: str | None = None, max_version_spread: int = MAX_VERSION_SPREAD
+) -> dict[str, Any]:
+    """What every server serves and holds: its `/healthz` essentials and its channel (a read
+    key is enough). `ok` when every server answered ok and the fleet is not split; `splits`
+    says how it is split: production or canary share differing between servers, or their
+    newest versions more than `max_version_spread` apart."""
     urls = list(dict.fromkeys(u.rstrip("/") for u in urls))  # each server once
 
     async def one(client: CroupierClient) -> dict[str, Any]:
@@ -200,17 +215,33 @@ async def fleet_status(urls: list[str], api_key: str | None = None) -> dict[str,
             "games_in_flight": health.get("games_in_flight"),
         }
 
+    def failed(e: BaseException) -> dict[str, Any]:
+        status = isinstance(e, CroupierError) and KEY_REFUSED.get(e.status)
+        return {"status": status or "unreachable", "error": _error(e)}
+
     results = await _each(urls, api_key, one)
-    servers = {
-        url: {"status": "unreachable", "error": _error(r)} if isinstance(r, BaseException) else r
-        for url, r in results.items()
-    }
-    held = {(s.get("production"), s.get("canary_share")) for s in servers.values()}
+    servers = {url: failed(r) if isinstance(r, BaseException) else r for url, r in results.items()}
+    answered = {u: s for u, s in servers.items() if s["status"] == "ok"}
+    splits = []
+    for key in ("production", "canary_share"):
+        if len({s[key] for s in answered.values()}) > 1:
+            splits.append(f"{key} differs: " + _by_server(answered, key))
+    latest = [s["latest"] for s in answered.values() if isinstance(s["latest"], int)]
+    if latest and max(latest) - min(latest) > max_version_spread:
+        splits.append(
+            f"latest versions {max(latest) - min(latest)} apart (more than "
+            f"{max_version_spread}): " + _by_server(answered, "latest")
+        )
     return {
-        "ok": all(s["status"] == "ok" for s in servers.values()),
-        "consistent": len(held) == 1 and all(s["status"] == "ok" for s in servers.values()),
+        "ok": len(answered) == len(servers) and not splits,
+        "consistent": len(answered) == len(servers) and not splits,
+        "splits": splits,
         "servers": servers,
     }
+
+
+def _by_server(servers: dict[str, dict[str, Any]], key: str) -> str:
+    return ", ".join(f"{url} {s[key]}" for url, s in servers.items())
 
 
 def format_status(report: dict[str, Any]) -> str:
@@ -220,12 +251,17 @@ def format_status(report: dict[str, Any]) -> str:
     )  # fmt: skip
     lines = ["server  " + "  ".join(cols)]
     for url, s in report["servers"].items():
-        if s["status"] == "unreachable":
-            lines.append(f"{url}  unreachable ({s['error']})")
+        if "error" in s:
+            lines.append(f"{url}  {s['status']} ({s['error']})")
         else:
             lines.append(f"{url}  " + "  ".join(str(s.get(c)) for c in cols))
-    lines.append(
-        ("ok" if report["ok"] else "NOT ok: a server is down or unhealthy")
-        + ("; one production version and canary share" if report["consistent"] else "")
-    )
+    down = [s["status"] for s in report["servers"].values() if s["status"] != "ok"]
+    if down:
+        lines.append(
+            f"NOT ok: {len(down)} of {len(report['servers'])} servers not ok "
+            f"({', '.join(sorted(set(down)))})"
+        )
+    lines.extend(f"NOT ok: the fleet is split: {split}" for split in report["splits"])
+    if report["ok"]:
+        lines.append("ok; one production version and canary share")
     return "\n".join(lines)

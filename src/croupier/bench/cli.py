@@ -173,6 +173,33 @@ def bench_outage(
     run(game, minutes, outage_at, outage, out)
 
 
+@bench_app.command("overload")
+def bench_overload(
+    game: str = "leduc-holdem",
+    minutes: Annotated[float, typer.Option(help="Minutes per run (slowed, then full speed)")] = 3.0,
+    tables: Annotated[int, typer.Option(min=1, max=1024, help="Engine tables at once")] = 64,
+    update_sleep: Annotated[
+        float,
+        typer.Option(min=0.0, help="Seconds the slowed learner pauses after each update"),
+    ] = 1.5,
+    eval_hands: int = 5000,
+    baseline: Annotated[
+        bool, typer.Option(help="Also run the same learner at full speed, for comparison")
+    ] = True,
+    rules: Annotated[Path, typer.Option(help="The alerting rules Prometheus evaluates")] = Path(
+        "examples/prometheus/alerts.yml"
+    ),
+    out: Path = Path("bench/results"),
+) -> None:
+    """Games outpacing the learner (a learner slowed on purpose): what is trained, what is
+    dropped and why, the alerts that fire, and the strength that results."""
+    from croupier.bench.overload import bench_overload as run
+
+    report = run(game, minutes, tables, update_sleep, out, eval_hands, baseline, rules)
+    if not report["runs"]:
+        raise typer.Exit(1)
+
+
 @bench_app.command("soak")
 def bench_soak(
     game: Annotated[str, typer.Option(help="Any game with a simulator")] = "leduc-holdem",

@@ -24,6 +24,8 @@ from prometheus_client.registry import Collector
 from croupier.link.server import LINK_COUNTERS
 
 PREFIX = "croupier_trainer"
+# The states in which `/healthz` answers 200 (and `croupier_trainer_healthy` is 1).
+HEALTHY_STATES = ("training", "idle")
 # Version-lag histogram buckets (versions behind the learner when an episode arrived).
 LAG_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -60,6 +62,13 @@ class TrainerCollector(Collector):
         stats = self._live_stats() or progress
         yield CounterMetricFamily(
             f"{PREFIX}_iterations", "Training iterations done", value=progress.get("iteration", 0)
+        )
+        # /healthz's verdict as a number, so that Prometheus alone (no HTTP probe) can alert
+        # on a trainer that is up but not training (starting for too long, stopping).
+        yield GaugeMetricFamily(
+            f"{PREFIX}_healthy",
+            "1 while /healthz answers 200 (training or idle), else 0",
+            value=float(getattr(self.trainer, "state", None) in HEALTHY_STATES),
         )
         gauges = {
             "weights_version": ("Newest weights version", stats.get("weights_seq_no", 0)),
@@ -129,7 +138,7 @@ def health_app(trainer: Any, metrics: Callable[..., Any]) -> Callable[..., Any]:
             body = trainer.health()
         except Exception as e:  # a health check must answer, even mid-build
             body = {"alive": True, "state": "unknown", "error": f"{type(e).__name__}: {e}"}
-        ok = body.get("state") in ("training", "idle")
+        ok = body.get("state") in HEALTHY_STATES
         payload = json.dumps(body, default=str).encode()
         start_response(
             "200 OK" if ok else "503 Service Unavailable",

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from croupier.trainer import ray_processes
 from croupier.trainer.algo import Hyper
 from croupier.trainer.metrics import learner_trained_lifetime, serve_trainer_metrics
 from croupier.trainer.progress import PROGRESS
@@ -76,6 +77,9 @@ class TrainOptions:
     # After SIGTERM/SIGINT, the most seconds `croupier train` takes to checkpoint and exit
     # before it exits anyway (without the checkpoint).
     stop_grace_s: float = 60.0
+    # Benchmarks only (`croupier bench overload`): a pause after each update, so the games
+    # outpace the learner by a chosen factor without a bigger machine.
+    update_sleep_s: float = 0.0
 
 
 def lag_summary(histogram: dict[int, int]) -> dict[str, float]:
@@ -176,11 +180,16 @@ class Trainer:
         self._state_lock = threading.Lock()  # the loop, the idle watcher and signals set it
         self.iteration = 0
         self.last_checkpoint: dict[str, Any] | None = None
+        # The version the newest checkpoint holds (restored or written); None: none yet.
+        self.checkpointed_version: int | None = None
         self.learner_nodes: list[str] = []
         self.restored: dict[str, Any] | None = None
         self.stop_reason: str | None = None
         # Called right after ray.init (which replaces the SIGTERM handler with its own).
         self.after_ray_init: Any = None
+        # Whether this trainer started Ray itself (a local session, not `--ray-address`):
+        # then its Ray processes are recorded, and stopped by the next start if left behind.
+        self.own_ray = False
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -202,7 +211,11 @@ class Trainer:
             if opts.ray_address:
                 ray.init(address=opts.ray_address)
             else:
+                # Ray's processes of a trainer SIGKILLed on this dir, if any, go first.
+                ray_processes.kill_leftovers(Path(opts.checkpoint_dir))
                 ray.init(num_cpus=opts.num_cpus, include_dashboard=False)
+                self.own_ray = True
+                ray_processes.record(Path(opts.checkpoint_dir))
         if self.after_ray_init is not None:
             self.after_ray_init()
         if opts.max_idle_s is not None and opts.num_env_runners > 0:
@@ -235,6 +248,8 @@ class Trainer:
             learner_resources=opts.learner_resources,
         )
         self.algo = config.build_algo()
+        if self.own_ray:  # the workers and agents started meanwhile
+            ray_processes.record(Path(opts.checkpoint_dir))
         self.learner_nodes = self._learner_nodes()
         from croupier.trainer.published import published_version
 
@@ -253,6 +268,7 @@ class Trainer:
                 from_worker_or_learner_group=self.algo.learner_group, inference_only=True
             )
         if checkpoint is not None:
+            self.checkpointed_version = self.restored["checkpoint_version"]
             log.info("resumed from %s at version %d", checkpoint, self.weights_seq_no())
         self._open_links()
         self._set_state("training", expect=("starting",))
@@ -473,8 +489,10 @@ class Trainer:
             # Wait here (interruptibly) rather than inside algo.train(): an idle trainer still
             # answers signals, deadlines and progress.
             if runner is not None and not runner.wait_for_steps(min_steps, 1.0):
+                self._checkpoint_if_idle()
                 continue
             if runner is None and not self._remote_runners_ready(min_steps):
+                self._checkpoint_if_idle()
                 continue
             t_train = time.monotonic()
             try:
@@ -521,6 +539,8 @@ class Trainer:
                 on_progress(last)
             if self.iteration % opts.checkpoint_every == 0:
                 self.checkpoint()
+            if opts.update_sleep_s > 0:
+                self.stop_requested.wait(opts.update_sleep_s)
         if timer is not None:
             timer.cancel()
         self._set_state("stopping", expect=("training", "idle"))
@@ -566,6 +586,23 @@ class Trainer:
                 return
             self.stop_requested.wait(min(1.0, max(0.05, opts.idle_after_s / 4)))
 
+    def _checkpoint_if_idle(self) -> None:
+        """Idle (no episode for `idle_after_s`) with a newer version published than the last
+        checkpoint holds: checkpoint now. Otherwise a trainer left idle for hours restarts
+        from the last `--checkpoint-every` iteration (an idle trainer stayed on v60's
+        checkpoint while serving v64); the restart then goes on from the published weights
+        but with the checkpoint's value function and optimizer state. Here, in the loop's own
+        wait, it never runs beside an update."""
+        runner = self._runner()
+        idle_s = runner.idle_s() if runner is not None else self.link_stats().get("idle_s")
+        if idle_s is None or idle_s < self.options.idle_after_s:
+            return
+        version = self.weights_seq_no()
+        done = self.checkpointed_version
+        if version > (done if done is not None else 0):
+            self.checkpoint()
+            log.info("idle: checkpointed version %d (the last checkpoint held %s)", version, done)
+
     def checkpoint(self) -> Path:
         """Save atomically: write beside, then swap, so a crash never leaves half a checkpoint."""
         target = Path(self.options.checkpoint_dir).resolve() / CHECKPOINT
@@ -583,6 +620,7 @@ class Trainer:
             "version": self.weights_seq_no(),
             "time": time.time(),
         }
+        self.checkpointed_version = self.last_checkpoint["version"]
         return target
 
     def close(self) -> None:
@@ -593,6 +631,8 @@ class Trainer:
             self.algo = None
         if not self.options.ray_address and ray.is_initialized():
             ray.shutdown()
+        if self.own_ray:
+            ray_processes.forget(Path(self.options.checkpoint_dir))
 
 
 def _per_hand(stats: dict[str, Any], last: tuple[int, float]) -> float | None:
