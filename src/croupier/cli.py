@@ -578,7 +578,8 @@ def export_cmd(
     except ImportError as e:  # torch.onnx needs the onnx package
         typer.echo(f"error: {e} (pip install 'croupier[export]')", err=True)
         raise typer.Exit(1) from None
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, KeyError, RuntimeError, OSError) as e:
+        # what the exporter or torch.onnx refuses: one line, never a traceback
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"wrote {out / info['file']} and {out / 'policy.json'} (version {version})")
