@@ -71,7 +71,7 @@ def test_text_report_names_the_version_latest_was(live):
     assert r.seats == {"a": "frozen@2", "b": "frozen@1"}
     head, payoff = r.format().splitlines()[:2]
     assert head.startswith(f"{GAME}: learned@latest (v2) vs learned@1 (v1), 20 hands")
-    assert payoff.startswith("payoff per hand for learned@latest (v2): ")
+    assert payoff.startswith("strength score of learned@latest (v2) against learned@1 (v1): ")
 
 
 def test_unknown_policies_are_refused(live):

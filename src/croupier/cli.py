@@ -402,8 +402,9 @@ def eval_cmd(
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
 ) -> None:
     """Arena: A against B through a server's HTTP API (seats alternated, duplicate deals):
-    payoff per hand for A with a 95% CI, win/draw/loss, hands/s; for a model A, sampled and
-    greedy. Any game with a simulator. --league: rating table."""
+    the strength score of A (its payoff per hand less the deal's par: half of A - B in the
+    same seats; docs/rollout.md) with a 95% CI, win/draw/loss, hands/s; for a model A, sampled
+    and greedy. Any game with a simulator. --league: rating table."""
     import contextlib
     import time
 
