@@ -22,7 +22,13 @@ def test_bench_strength_takes_a_game_through_its_simulator(tmp_path):
     # 0.35 min: at 0.2 the external trainer once finished no update inside the window while
     # the rest of `make test` loaded both cores (its clock starts when the trainer is up).
     run = StrengthRun(
-        game=SIMULATOR, minutes=0.35, eval_games=200, final_games=400, tables=16, ray_cpus=2
+        game=SIMULATOR,
+        minutes=0.35,
+        eval_every_s=8,
+        eval_games=200,
+        final_games=400,
+        tables=16,
+        ray_cpus=2,
     )
     report = bench_strength(run, tmp_path)
 

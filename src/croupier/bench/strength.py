@@ -73,6 +73,10 @@ class StrengthRun:
     anchor: bool = True
     dmc: bool = False  # doudizhu: also RLCard's DMC trainer for the same minutes
     ray_cpus: int | None = None  # the in-process anchor's Ray session (None: every core)
+    # ppo | appo for the external trainer (None: the game's preset, else `DEFAULT_ALGO`); the
+    # simulator games' anchor trains whatever the external run's version names. Doudizhu's
+    # anchor is its own candidate PPO.
+    algo: str | None = None
 
 
 def new_run_dir(out_dir: Path, label: str) -> Path:
@@ -122,7 +126,8 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     trainer = start_train(
         ["--game", run.game, "--listen", f"127.0.0.1:{port}",
          "--checkpoint-dir", str(run_dir / "trainer"), "--minutes", str(run.minutes * 3 + 5),
-         "--log-level", "info", *train_flags(run.train)],
+         "--log-level", "info", *(["--algo", run.algo] if run.algo else []),
+         *train_flags(run.train)],
         stdout=log,
     )  # fmt: skip
     curve: list[dict[str, Any]] = []
@@ -252,10 +257,10 @@ def _scored(game: str, spec: Any, weights: Any, hands: int) -> dict[str, Any]:
 
 
 class Snapshots:
-    """The version a server serves, copied every `every_s` seconds of the run (minute 0
-    included) into `folder`: the evaluation curve is scored from these after training, so
-    evaluating costs the training nothing, and a version evicted from the server's weights dir
-    meanwhile is still there."""
+    """The version a server serves, copied every `every_s` seconds of the run into `folder`
+    (from the first version the server wrote, and once more at the end): the evaluation curve
+    is scored from these after training, so evaluating costs the training nothing, and a
+    version evicted from the server's weights dir meanwhile is still there."""
 
     def __init__(self, weights_dir: Path, folder: Path, every_s: float):
         self.weights_dir, self.folder, self.every_s = weights_dir, folder, every_s
@@ -272,26 +277,32 @@ class Snapshots:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+        self.take(time.monotonic() - self._t0)  # the version the run ended with
 
     def _run(self) -> None:
         due = 0.0
         while not self._stop.is_set():
             elapsed = time.monotonic() - self._t0
             if elapsed >= due:
-                self.take(elapsed)
-                due += self.every_s
+                # until the server wrote its first version, try again every second
+                due = elapsed + self.every_s if self.take(elapsed) else elapsed + 1.0
             self._stop.wait(min(1.0, max(0.0, due - elapsed)))
 
-    def take(self, elapsed: float) -> None:
+    def take(self, elapsed: float) -> bool:
         try:
             meta = json.loads((self.weights_dir / "latest.json").read_text())
+            version = int(meta["version"])
+            if self.taken and self.taken[-1]["version"] == version:
+                self.taken.append({**self.taken[-1], "seconds": elapsed})  # served all along
+                return True
             source = self.weights_dir / meta["file"]
-            target = self.folder / f"{len(self.taken):04d}-v{int(meta['version'])}.weights"
+            target = self.folder / f"{len(self.taken):04d}-v{version}.weights"
             shutil.copyfile(source, target)
         except (OSError, ValueError, KeyError):  # no version written yet (or one replacing it)
-            return
-        self.taken.append({"seconds": elapsed, "version": int(meta["version"]),
-                           "file": target.name, "spec": meta["spec"]})  # fmt: skip
+            return False
+        self.taken.append({"seconds": elapsed, "version": version, "file": target.name,
+                           "spec": meta["spec"]})  # fmt: skip
+        return True
 
 
 def score_snapshots(game: str, snapshots: list[dict[str, Any]], folder: Path, hands: int
@@ -302,11 +313,14 @@ def score_snapshots(game: str, snapshots: list[dict[str, Any]], folder: Path, ha
     from croupier.policies.module import ModelSpec
     from croupier.policies.weights_file import read_weights
 
-    curve = []
+    curve, scored = [], {}
     for snap in snapshots:
-        spec = ModelSpec.from_dict(snap["spec"])
-        result = payoff_vs(game, spec, read_weights(folder / snap["file"]), hands, seed=2)
-        curve.append({"seconds": snap["seconds"], "version": snap["version"], **result})
+        if snap["file"] not in scored:  # a version served across several snapshots: once
+            spec = ModelSpec.from_dict(snap["spec"])
+            weights = read_weights(folder / snap["file"])
+            scored[snap["file"]] = payoff_vs(game, spec, weights, hands, seed=2)
+        curve.append({"seconds": snap["seconds"], "version": snap["version"],
+                      **scored[snap["file"]]})  # fmt: skip
     return curve
 
 
@@ -315,10 +329,9 @@ def minutes_below(curve: list[dict[str, Any]], record: float) -> float:
     below when its 95% CI's upper end is under the record, and counts from its time to the
     next point's (the version it measured was served that long)."""
     total = 0.0
-    for point, after in zip(curve, [*curve[1:], None], strict=True):
-        if point["mean"] + point["ci95"] < record:
-            end = after["seconds"] if after is not None else point["seconds"]
-            total += end - point["seconds"]
+    for i, point in enumerate(curve):
+        if point["mean"] + point["ci95"] < record and i + 1 < len(curve):
+            total += curve[i + 1]["seconds"] - point["seconds"]
     return total / 60
 
 
@@ -352,6 +365,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
                 tables=run.tables,
                 eval_hands=run.eval_games,
                 train_args=train_args,
+                algo=run.algo,
                 quiet=True,
                 # The clock starts once the trainer is up, as the anchor's starts once its Ray
                 # session is: like for like (a 0.2-minute run on a loaded box once ended before
