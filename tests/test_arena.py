@@ -71,7 +71,7 @@ def test_text_report_names_the_version_latest_was(live):
     assert r.seats == {"a": "frozen@2", "b": "frozen@1"}
     head, payoff = r.format().splitlines()[:2]
     assert head.startswith(f"{GAME}: learned@latest (v2) vs learned@1 (v1), 20 hands")
-    assert payoff.startswith("payoff per hand for learned@latest (v2): ")
+    assert payoff.startswith("strength score of learned@latest (v2) against learned@1 (v1): ")
 
 
 def test_unknown_policies_are_refused(live):
@@ -150,3 +150,23 @@ def test_auto_promotion_reaches_every_server_of_the_fleet(live, tmp_path):
         assert decision["fleet"]["ok"] and decision["fleet"]["consistent"]
         for server in (live, other):
             assert server.service.rollout.channels.production == 5
+
+
+def test_auto_promotion_can_judge_greedy_play(live, tmp_path):
+    """`promote --auto --play greedy`: the candidate's greedy play against production's
+    greedy play, on the same deals; the evidence says so."""
+    service = live.service
+    for v, prefs in ((6, FOLDER), (7, RULES_CLONE)):
+        service.versions.install(v, crafted(service, prefs))
+    service.rollout.channels.promote(6, {"by": "test"})
+    decision = asyncio.run(
+        auto_promote(live.url, GAME, 200, admin_key="adm", tables=8, play="greedy")
+    )
+    arena = decision["evidence"]["arena"]
+    assert decision["play"] == "greedy" and decision["evidence"]["play"] == "greedy"
+    assert (arena["a"], arena["b"]) == ("frozen@7:greedy", "production:greedy")
+    assert arena["seats"] == {"a": "frozen@7:greedy", "b": "production:greedy"}
+    assert decision["promoted"], decision["reason"]
+    assert service.rollout.channels.production == 7
+    with pytest.raises(ValueError, match="play must be"):
+        asyncio.run(auto_promote(live.url, GAME, 20, admin_key="adm", play="argmax"))

@@ -65,9 +65,9 @@ def test_export_refuses_what_it_cannot_export(tmp_path) -> None:
     with pytest.raises(ExportError, match="version 99 is not in"):
         export_onnx(tmp_path, 99, adapter, tmp_path / "out")
     meta = json.loads((tmp_path / "latest.json").read_text())
-    meta["spec"]["algo"] = "candidates"
+    meta["spec"]["algo"] = "dqn"
     (tmp_path / "latest.json").write_text(json.dumps(meta))
-    with pytest.raises(ExportError, match="candidate-scoring networks do not"):
+    with pytest.raises(ExportError, match="not one croupier trains"):
         export_onnx(tmp_path, 3, adapter, tmp_path / "out")
     # the command line says it in one line, exit 1
     result = CliRunner().invoke(
@@ -76,3 +76,33 @@ def test_export_refuses_what_it_cannot_export(tmp_path) -> None:
     )
     assert result.exit_code == 1
     assert "error:" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("game", ["doudizhu", "uno"])
+def test_a_candidate_version_exports_and_gives_the_servers_logits(tmp_path, game) -> None:
+    """A game of scored candidates (the path that wins doudizhu and UNO) exports: one state's
+    features and its legal moves' in, one logit per move out, the server's."""
+    from croupier.engine.rlcard_games import RLCardTable
+
+    spec = ModelSpec.for_game(game, "ppo")
+    versions = _weights_dir(tmp_path / "weights", game, spec)
+    adapter = versions.adapter
+    info = export_onnx(tmp_path / "weights", 3, adapter, tmp_path / "out")
+    assert info["policy"] == "candidates"
+    assert info["inputs"]["candidates"] == ["candidates", adapter.candidate_size]
+    session = ort.InferenceSession(str(tmp_path / "out" / "policy.onnx"))
+    _, module = versions.resolve(3)
+    table = RLCardTable(game)
+    table.reset(7)
+    checked = 0
+    while not table.is_over() and checked < 25:
+        seat = table.current_player()
+        state = table.state(seat)
+        obs, cands = adapter.encode(state)
+        (got,) = session.run(["logits"], {"observations": obs[None], "candidates": cands})
+        want = versions.act_rows(module, [obs], [cands], explore=False)
+        np.testing.assert_allclose(got, want.logits[0], atol=1e-5, rtol=1e-5)
+        assert int(got.argmax()) == int(want.actions[0])  # the greedy move agrees
+        table.step(adapter.action_value(int(want.actions[0]), state))
+        checked += 1
+    assert checked >= 5

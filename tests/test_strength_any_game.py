@@ -22,7 +22,13 @@ def test_bench_strength_takes_a_game_through_its_simulator(tmp_path):
     # 0.35 min: at 0.2 the external trainer once finished no update inside the window while
     # the rest of `make test` loaded both cores (its clock starts when the trainer is up).
     run = StrengthRun(
-        game=SIMULATOR, minutes=0.35, eval_games=200, final_games=400, tables=16, ray_cpus=2
+        game=SIMULATOR,
+        minutes=0.35,
+        eval_every_s=8,
+        eval_games=200,
+        final_games=400,
+        tables=16,
+        ray_cpus=2,
     )
     report = bench_strength(run, tmp_path)
 
@@ -34,7 +40,12 @@ def test_bench_strength_takes_a_game_through_its_simulator(tmp_path):
             assert f["n"] >= 400 and math.isfinite(f["mean"]) and 0 < f["ci95"] < 1, (key, how)
     # The external side is the version the servers played, learned from the engine's games.
     assert "version 0" not in report["external"]["setting"]
-    assert any(p["payoff"] is not None for p in report["external"]["curve"])
+    # Its curve: the served versions, snapshot from minute 0, each scored against the rules.
+    curve = report["external"]["curve"]
+    assert curve and curve[0]["seconds"] < 5 and all(math.isfinite(p["mean"]) for p in curve)
+    assert any(p["payoff"] is not None for p in report["external"]["training_curve"])
+    assert report["external"]["minutes_below_rules"] >= 0
+    assert report["rules_record"] == 0.0  # the rules' strength score against themselves
     (written,) = tmp_path.glob("strength-kuhn-poker-*.json")
     written_run = json.loads(written.read_text())["run"]
     assert written_run["game"] == SIMULATOR and "learn" not in written_run  # doudizhu's only

@@ -86,8 +86,12 @@ def test_no_external_runs_the_anchor_alone(monkeypatch, tmp_path):
     monkeypatch.setattr(strength, "run_anchor", lambda run: {
         "setting": f"learned {run.learn} (in-process)", "curve": [point], "final": point,
         "final_greedy": {**point, "win_rate": 0.65}})  # fmt: skip
-    report = strength.bench_strength(StrengthRun(learn="peasants", external=False), tmp_path)
-    assert set(report) == {"run", "rules_record", "anchor"}
+    run = StrengthRun(learn="peasants", external=False, final_games=40)
+    report = strength.bench_strength(run, tmp_path)
+    assert set(report) == {"run", "rules_record", "rules_record_detail", "anchor"}
+    # the rules' own record, drawn from the game: the rule agent in the peasants' seats
+    assert report["rules_record_detail"]["games"] == 40
+    assert 0 < report["rules_record"] < 1
     assert "0.650 ± 0.020 greedy" in format_report(report)
     assert len(list(tmp_path.glob("strength-doudizhu-peasants-*.png"))) == 1
     nothing = StrengthRun(external=False, anchor=False)

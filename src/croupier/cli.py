@@ -403,8 +403,9 @@ def eval_cmd(
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
 ) -> None:
     """Arena: A against B through a server's HTTP API (seats alternated, duplicate deals):
-    payoff per hand for A with a 95% CI, win/draw/loss, hands/s; for a model A, sampled and
-    greedy. Any game with a simulator. --league: rating table."""
+    the strength score of A (its payoff per hand less the deal's par: half of A - B in the
+    same seats; docs/rollout.md) with a 95% CI, win/draw/loss, hands/s; for a model A, sampled
+    and greedy. Any game with a simulator. --league: rating table."""
     import contextlib
     import time
 
@@ -488,6 +489,13 @@ def promote(
     ] = "arena",
     candidate: Annotated[int | None, typer.Option(help="--evidence live: not the newest")] = None,
     min_games: Annotated[int, typer.Option(help="--evidence live: games per side")] = 200,
+    play: Annotated[
+        str,
+        typer.Option(
+            help="--auto: judge sampled play, or greedy (the candidate's most likely action "
+            "against production:greedy; for seats that play production:greedy)"
+        ),
+    ] = "sampled",
     tables: int = 16,
     seed: int = 0,
     log: Annotated[Path | None, typer.Option(help="Append each decision (JSON line) here")] = (
@@ -519,20 +527,23 @@ def promote(
 
     if evidence_kind not in ("arena", "live") or (evidence_kind == "live" and not auto):
         raise typer.BadParameter("--evidence is arena or live, with --auto")
+    if play not in ("sampled", "greedy") or (play == "greedy" and not auto):
+        raise typer.BadParameter("--play is sampled or greedy, with --auto")
 
     async def run() -> dict:
         if auto and evidence_kind == "live":
             from croupier.arena.promote_live import live_promote
 
             return await live_promote(
-                urls, candidate=candidate, min_games=min_games, admin_key=admin_key, log_path=log
-            )
+                urls, candidate=candidate, min_games=min_games, admin_key=admin_key, log_path=log,
+                play=play,
+            )  # fmt: skip
         if auto:
             from croupier.arena.promote import auto_promote  # the arena: the game's simulator
 
             return await auto_promote(
                 urls[0], game, hands, admin_key=admin_key, tables=tables, seed=seed,
-                log_path=log, fleet=urls,
+                log_path=log, fleet=urls, play=play,
             )  # fmt: skip
         if rollback:
             return await change_fleet(urls, "rollback", admin_key=admin_key, evidence=evidence)
@@ -579,7 +590,8 @@ def export_cmd(
     except ImportError as e:  # torch.onnx needs the onnx package
         typer.echo(f"error: {e} (pip install 'croupier[export]')", err=True)
         raise typer.Exit(1) from None
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, KeyError, RuntimeError, OSError) as e:
+        # what the exporter or torch.onnx refuses: one line, never a traceback
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"wrote {out / info['file']} and {out / 'policy.json'} (version {version})")
@@ -632,7 +644,7 @@ def pretrain(
     ),
     game: str = "leduc-holdem",
     algo: Annotated[str, typer.Option(help="The module the trainer will continue: ppo|appo")] = (
-        "appo"
+        "ppo"
     ),
     hiddens: str = "128,128",
     iterations: Annotated[int, typer.Option(help="BC training steps")] = 10,

@@ -276,7 +276,7 @@ class TrainSettings:
         "leduc-holdem, uno, doudizhu, vector, or your adapter as pkg.module:Adapter",
     )
     algo: str | None = setting(
-        None, "appo (V-trace) or ppo; default: the game's preset (doudizhu, uno: ppo), else appo"
+        None, "ppo or appo (V-trace); default: the game's preset (its adapter's `preset`), else ppo"
     )
     listen: str = setting("127.0.0.1:5555", "host:port policy servers connect to")
     checkpoint_dir: Path = setting(Path("runs/trainer"), "Checkpoints; resumes if present")

@@ -100,7 +100,7 @@ class ExternalRun:
 
     game: str = "leduc-holdem"
     minutes: float = 5.0
-    algo: str = "ppo"
+    algo: str | None = None  # None: the game's preset, else DEFAULT_ALGO (`croupier train`'s)
     tables: int = 128
     eval_hands: int = 10_000
     run_dir: Path = Path("runs/demo")
@@ -138,7 +138,7 @@ class TrainerProcess:
     def _start(self, minutes: float) -> subprocess.Popen:
         run = self.run
         return start_train(
-            ["--game", run.game, "--algo", run.algo,
+            ["--game", run.game, *(["--algo", run.algo] if run.algo else []),
              "--listen", f"127.0.0.1:{self.link_port}", "--minutes", f"{minutes:.3f}",
              "--checkpoint-dir", str(run.run_dir / "trainer"), *run.train_args],
             stdout=(run.run_dir / "trainer.log").open("a"),
@@ -321,7 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=float(os.environ.get("DEMO_MINUTES", 5)))
     ap.add_argument("--game", default="leduc-holdem")
     ap.add_argument("--games", type=int, default=128, help="concurrent tables")
-    ap.add_argument("--algo", default="ppo", help="ppo (learned fastest here) or appo")
+    ap.add_argument(
+        "--algo",
+        default=None,
+        help="ppo or appo (default: the game's preset, else ppo: it learned fastest here)",
+    )
     ap.add_argument("--eval-hands", type=int, default=10_000)
     ap.add_argument("--runs-dir", type=Path, default=Path("runs"))
     args = ap.parse_args(argv)
@@ -333,8 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         eval_hands=args.eval_hands,
         run_dir=args.runs_dir / time.strftime("%Y%m%d-%H%M%S"),
     )
+    algo = run.algo or "the game's default algorithm"
     print(f"croupier demo: {run.game}, {run.tables} tables, {run.minutes:g} min of training "
-          f"({run.algo}); logs in {run.run_dir}/", flush=True)  # fmt: skip
+          f"({algo}); logs in {run.run_dir}/", flush=True)  # fmt: skip
     report = run_external(run)
     final = report["final_vs_rules"]
     print(report["eval_table"])

@@ -100,6 +100,7 @@ EXPORTED: tuple[Exported, ...] = (
     _c("resumed_fragments_dropped"),
     _c("episodes_cut"),
     _c("episodes_ended_by_fallback"),
+    _c("forced_moves"),
     _c("weights_refused"),
     _g("trainer_link_thread_alive", "trainer_link", "thread_alive"),
     _g("trainer_link_connected", "trainer_link", "connected"),

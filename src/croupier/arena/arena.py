@@ -1,14 +1,11 @@
 """The arena: policy A against policy B through a policy server's HTTP API, for any game with
 a simulator (`games/registry.py` `load_simulator`).
 
-Hands are played in duplicate: every deal is played once per team with the same cards, A on
-that team's seats and B on all the others (two players: A in seat 0, then in seat 1), so seat
-advantage and the luck of the deal cancel out of each set. A set's value is A's mean payoff
-over its hands less what those seats scored on that deal on average over the set's hands (for
-a two-player zero-sum game, exactly A's mean payoff over the pair; for others, RLCard's
-doudizhu say, A's advantage over the deal's par). The reported mean and its 95% confidence
-interval are over sets (independent), win/draw/loss rates over hands (A's team against the
-other teams' mean). Games are created unrecorded.
+Hands are played in duplicate sets and scored by croupier's one strength score
+(`arena/duplicate.py`: A's payoff per hand less the deal's par, half of A - B in the same seats
+on the same deals; 0 for B against itself; in a two-player zero-sum game, A's payoff per hand).
+The reported mean and its 95% confidence interval are over sets (independent), win/draw/loss
+rates over hands (A's team against the other teams' mean). Games are created unrecorded.
 
 Policy names: `rules`, `random`, `learned@latest` (the newest version when the run starts,
 played fixed), `frozen@<version>` (as the server's seat spec names a fixed version;
@@ -30,13 +27,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from croupier.arena.duplicate import SCORE_MEANING, Hand, score_summary, set_outcome
 from croupier.client import CroupierClient
 from croupier.engine.batching import BatchingClient
 from croupier.engine.runner import HAND_ERRORS, play_decisions
 from croupier.games.registry import load_simulator
 from croupier.games.simulator import Simulator
 from croupier.local_server import serving
-from croupier.stats import ci95
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +55,7 @@ class MatchResult:
     seats: dict[str, str]  # {"a": seat spec, "b": seat spec}: what the server was asked
     hands: int
     pairs: int  # duplicate sets (a pair for a two-seat game: one hand per team)
-    mean: float  # A's mean payoff per hand, less the deal's par (zero-sum two-player: none)
+    mean: float  # the strength score (arena/duplicate.py): A's payoff less the deal's par
     ci95: float  # half-width, over duplicate sets
     win: float
     draw: float
@@ -97,8 +94,9 @@ class MatchResult:
             f"{self.game}: {a} vs {b}, {self.hands} hands ({self.pairs} duplicate "
             f"pairs) in {self.seconds:.1f} s ({self.hands_per_s:.1f} hands/s), "
             f"{self.errors} errors",
-            f"payoff per hand for {a}: {self.mean:+.4f} ± {self.ci95:.4f} (95% CI "
+            f"strength score of {a} against {b}: {self.mean:+.4f} ± {self.ci95:.4f} (95% CI "
             f"[{self.ci_low:+.4f}, {self.ci_high:+.4f}])",
+            f"  ({SCORE_MEANING})",
             f"win {self.win:.1%}  draw {self.draw:.1%}  loss {self.loss:.1%}",
         ]
         return "\n".join(lines + [f"error: {e}" for e in self.error_samples])
@@ -153,22 +151,13 @@ class _Score:
         self.next_pair += 1
         return self.next_pair - 1
 
-    def record(self, hands: list[tuple[list[int], list[list[int]], list[float]]]) -> None:
+    def record(self, hands: list[Hand]) -> None:
         """One duplicate set: per hand, A's seats, the other teams' seats, every payoff."""
-        par: dict[int, list[float]] = {}  # seat -> its payoffs over the set's hands
-        for _, _, payoffs in hands:
-            for seat, p in enumerate(payoffs):
-                par.setdefault(seat, []).append(p)
-        value = 0.0
-        for mine, others, payoffs in hands:
-            a = sum(payoffs[s] for s in mine) / len(mine)
-            value += a - sum(sum(par[s]) / len(par[s]) for s in mine) / len(mine)
-            rest = [sum(payoffs[s] for s in team) / len(team) for team in others]
-            b = sum(rest) / len(rest) if rest else 0.0
-            self.wins += a > b
-            self.draws += a == b
-            self.losses += a < b
-        self.values.append(value / len(hands))
+        outcome = set_outcome(hands)
+        self.wins += outcome.wins
+        self.draws += outcome.draws
+        self.losses += outcome.losses
+        self.values.append(outcome.value)
 
     def error(self, e: BaseException) -> None:
         self.errors += 1
@@ -262,8 +251,7 @@ def summarize(
     per_set: int = 2,
 ) -> MatchResult:
     n = len(score.values)
-    mean = sum(score.values) / n if n else float("nan")
-    var = sum((x - mean) ** 2 for x in score.values) / (n - 1) if n > 1 else float("nan")
+    mean, half_width = score_summary(score.values)
     hands = per_set * n
     return MatchResult(
         game=game,
@@ -273,7 +261,7 @@ def summarize(
         hands=hands,
         pairs=n,
         mean=mean,
-        ci95=ci95(math.sqrt(var), n) if n > 1 else float("nan"),
+        ci95=half_width,
         win=score.wins / hands if hands else 0.0,
         draw=score.draws / hands if hands else 0.0,
         loss=score.losses / hands if hands else 0.0,

@@ -1,9 +1,15 @@
 """`croupier promote --auto`: the newest version earns production only by beating it.
 
 The newest loaded version plays the current production version (the rules when nothing is in
-production yet) in the arena; it is promoted only when its mean payoff per hand is positive with
-the whole 95% confidence interval above zero. Every decision, refusals included, is appended to
-a JSON-lines log with its evidence; the server logs each promotion itself as well.
+production yet) in the arena; it is promoted only when its strength score against it
+(`arena/duplicate.py`) is positive with the whole 95% confidence interval above zero. Every
+decision, refusals included, is appended to a JSON-lines log with its evidence; the server
+logs each promotion itself as well.
+
+`play="greedy"` judges the candidate's greedy play (`frozen@N:greedy`, its most likely legal
+action) against production's greedy play (`production:greedy`): for a studio whose seats play
+`production:greedy`, the version that wins greedy is the one to promote, though its sampled
+play may not win. A production version is a version: its seats choose to sample or not.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from croupier.arena.arena import play_arena
 from croupier.arena.fleet import change_fleet
 from croupier.client import CroupierClient
 
+PLAYS = ("sampled", "greedy")
+
 
 async def auto_promote(
     url: str,
@@ -28,9 +36,13 @@ async def auto_promote(
     seed: int = 0,
     log_path: Path | None = None,
     fleet: list[str] | None = None,
+    play: str = "sampled",
 ) -> dict[str, Any]:
     """The arena runs against `url`; a win promotes there, or on every server of `fleet`
-    (`croupier.arena.fleet`: all or none checked first, each reported)."""
+    (`croupier.arena.fleet`: all or none checked first, each reported). `play`: sampled or
+    greedy (both sides, see the module docstring)."""
+    if play not in PLAYS:
+        raise ValueError(f"play must be one of {PLAYS}, got {play!r}")
     async with CroupierClient(url, api_key=admin_key) as client:
         channels = await client.channels()
         has_rules = (await client.policies())["policies"]["rules"]["available"]
@@ -40,26 +52,31 @@ async def auto_promote(
         "candidate": latest,
         "production": production,
         "promoted": False,
+        "play": play,
     }
     if production is not None and latest == production:
         decision["reason"] = f"version {latest} is already production"
         return log_decision(decision, log_path)
     baseline = "production" if production is not None else ("rules" if has_rules else "random")
+    suffix = ":greedy" if play == "greedy" else ""
+    candidate = f"frozen@{latest}{suffix}"
+    if baseline == "production":
+        baseline += suffix  # greedy against greedy; the rules are the rules either way
     result = await play_arena(
-        url, game, f"frozen@{latest}", baseline, hands, tables=tables, seed=seed,
-        api_key=admin_key,
+        url, game, candidate, baseline, hands, tables=tables, seed=seed, api_key=admin_key,
     )  # fmt: skip
     evidence = {
         "arena": result.to_dict(),
         "baseline": baseline,
-        "rule": "promote when mean - ci95 > 0 (payoff per hand, duplicate pairs)",
+        "play": play,
+        "rule": "promote when score - ci95 > 0 (the strength score, duplicate sets)",
     }
     decision["evidence"] = evidence
     if result.errors:
         decision["reason"] = f"{result.errors} arena hands failed: no decision on partial data"
     elif result.ci_low > 0:
         decision["reason"] = (
-            f"v{latest} beat {baseline}: {result.mean:+.4f} ± {result.ci95:.4f} per hand"
+            f"{candidate} beat {baseline}: strength score {result.mean:+.4f} ± {result.ci95:.4f}"
         )
         if fleet:
             await promote_fleet(decision, fleet, latest, admin_key, evidence)
@@ -69,8 +86,8 @@ async def auto_promote(
             decision["promoted"] = True
     else:
         decision["reason"] = (
-            f"v{latest} did not beat {baseline}: {result.mean:+.4f} ± {result.ci95:.4f} per "
-            "hand (the CI must lie above zero)"
+            f"{candidate} did not beat {baseline}: strength score {result.mean:+.4f} ± "
+            f"{result.ci95:.4f} (the CI must lie above zero)"
         )
     return log_decision(decision, log_path)
 

@@ -86,20 +86,29 @@ async def live_promote(
     min_games: int = MIN_GAMES,
     admin_key: str | None = None,
     log_path: Path | None = None,
+    play: str = "sampled",
 ) -> dict[str, Any]:
-    """Read every server's live table, compare, and promote on all of `urls` or refuse."""
+    """Read every server's live table, compare, and promote on all of `urls` or refuse.
+    `play="greedy"`: the candidate's greedy seats' games (`frozen@N:greedy` rows) against
+    production's greedy ones (arena/promote.py)."""
+    from croupier.arena.promote import PLAYS
+
+    if play not in PLAYS:
+        raise ValueError(f"play must be one of {PLAYS}, got {play!r}")
+    suffix = ":greedy" if play == "greedy" else ""
     async with CroupierClient(urls[0], api_key=admin_key) as client:
         channels = await client.channels()
         policies = (await client.policies())["policies"]
     production = channels["production"]
     version = candidate if candidate is not None else channels["latest"]
     if production is not None:
-        baseline = f"frozen@{production}"
+        baseline = f"frozen@{production}{suffix}"
     else:
         baseline = "rules" if policies["rules"]["available"] else "random"
     decision: dict[str, Any] = {
         "time": time.time(),
         "evidence_kind": "live",
+        "play": play,
         "candidate": version,
         "production": production,
         "promoted": False,
@@ -111,7 +120,7 @@ async def live_promote(
     for url in urls:
         async with CroupierClient(url, api_key=admin_key) as client:
             tables.append((await client.live_arena())["rows"])
-    result = compare(merge_rows(tables), f"frozen@{version}", baseline, min_games)
+    result = compare(merge_rows(tables), f"frozen@{version}{suffix}", baseline, min_games)
     evidence = {
         "live": result,
         "baseline": baseline,

@@ -112,6 +112,10 @@ def bench_strength(
     tables: Annotated[
         int, typer.Option(min=1, max=1024, help="External path: engine tables played at once")
     ] = 32,
+    algo: Annotated[
+        str | None,
+        typer.Option(help="ppo or appo for the trainer (default: the game's preset, else ppo)"),
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
     """External path vs an in-process anchor, same wall-clock: strength against the rules.
@@ -136,6 +140,7 @@ def bench_strength(
         anchor=anchor,
         dmc=dmc,
         tables=tables,
+        algo=algo,
         train={k: v for k, v in given.items() if v is not None},
     )
     try:

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -47,7 +49,6 @@ SIDES = {
     "landlord": {"landlord": "learned", "peasant": "rules"},
     "peasants": {"landlord": "rules", "peasant": "learned"},
 }
-RULES_RECORD = {"landlord": 0.503, "peasants": 0.497}  # the rules' own, 1,000 games each
 GREEDY_SEAT = "learned:greedy"  # the learned version's most likely move, never recorded
 # The preset's settings `bench strength` can override (`croupier train`'s flags of the same names).
 TRAIN_OVERRIDES = ("hiddens", "score_hidden", "lr", "train_batch_size", "minibatch_size",
@@ -72,6 +73,10 @@ class StrengthRun:
     anchor: bool = True
     dmc: bool = False  # doudizhu: also RLCard's DMC trainer for the same minutes
     ray_cpus: int | None = None  # the in-process anchor's Ray session (None: every core)
+    # ppo | appo for the external trainer (None: the game's preset, else `DEFAULT_ALGO`); the
+    # simulator games' anchor trains whatever the external run's version names. Doudizhu's
+    # anchor is its own candidate PPO.
+    algo: str | None = None
 
 
 def new_run_dir(out_dir: Path, label: str) -> Path:
@@ -121,7 +126,8 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     trainer = start_train(
         ["--game", run.game, "--listen", f"127.0.0.1:{port}",
          "--checkpoint-dir", str(run_dir / "trainer"), "--minutes", str(run.minutes * 3 + 5),
-         "--log-level", "info", *train_flags(run.train)],
+         "--log-level", "info", *(["--algo", run.algo] if run.algo else []),
+         *train_flags(run.train)],
         stdout=log,
     )  # fmt: skip
     curve: list[dict[str, Any]] = []
@@ -213,7 +219,7 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     train_flags(run.train)  # an unknown setting fails here, before any run
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    report: dict[str, Any] = {"run": asdict(run), "rules_record": RULES_RECORD[run.learn]}
+    report: dict[str, Any] = {"run": asdict(run)}
     if run.external:
         print(f"external path: {run.minutes:g} min, learned {run.learn}...", flush=True)
         report["external"] = run_external(run, new_run_dir(out_dir, f"{run.learn}-{stamp}"))
@@ -225,6 +231,17 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
 
         print(f"anchor (RLCard's DMC, self-play): {run.minutes:g} min...", flush=True)
         report["dmc"] = run_dmc(run.minutes, run.final_games)
+    # The rules' own record, drawn from the game: the rule agent in the learned seats against
+    # the rules, over as many deals as the final evaluations (~0.50 for either side).
+    from croupier.bench.strength_anchors import evaluate
+    from croupier.games.doudizhu import SERVED_FEATURES, DoudizhuAdapter
+
+    record = evaluate(None, run.learn, DoudizhuAdapter(SERVED_FEATURES), run.final_games)
+    report["rules_record"], report["rules_record_detail"] = record["win_rate"], record
+    if report.get("external"):
+        curve = [{"seconds": p["train_s"], "mean": p["win_rate"], "ci95": p["ci95"]}
+                 for p in report["external"]["curve"]]  # fmt: skip
+        report["external"]["minutes_below_rules"] = minutes_below(curve, record["win_rate"])
     path = out_dir / f"strength-{run.game}-{run.learn}-{stamp}.json"
     path.write_text(json.dumps(report, indent=2, default=float))
     plot(report, path.with_suffix(".png"))
@@ -239,9 +256,91 @@ def _scored(game: str, spec: Any, weights: Any, hands: int) -> dict[str, Any]:
             "greedy": payoff_vs(game, spec, weights, hands, seed=1, explore=False)}  # fmt: skip
 
 
+class Snapshots:
+    """The version a server serves, copied every `every_s` seconds of the run into `folder`
+    (from the first version the server wrote, and once more at the end): the evaluation curve
+    is scored from these after training, so evaluating costs the training nothing, and a
+    version evicted from the server's weights dir meanwhile is still there."""
+
+    def __init__(self, weights_dir: Path, folder: Path, every_s: float):
+        self.weights_dir, self.folder, self.every_s = weights_dir, folder, every_s
+        self.taken: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="snapshots", daemon=True)
+
+    def __enter__(self) -> Snapshots:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.take(time.monotonic() - self._t0)  # the version the run ended with
+
+    def _run(self) -> None:
+        due = 0.0
+        while not self._stop.is_set():
+            elapsed = time.monotonic() - self._t0
+            if elapsed >= due:
+                # until the server wrote its first version, try again every second
+                due = elapsed + self.every_s if self.take(elapsed) else elapsed + 1.0
+            self._stop.wait(min(1.0, max(0.0, due - elapsed)))
+
+    def take(self, elapsed: float) -> bool:
+        try:
+            meta = json.loads((self.weights_dir / "latest.json").read_text())
+            version = int(meta["version"])
+            if self.taken and self.taken[-1]["version"] == version:
+                self.taken.append({**self.taken[-1], "seconds": elapsed})  # served all along
+                return True
+            source = self.weights_dir / meta["file"]
+            target = self.folder / f"{len(self.taken):04d}-v{version}.weights"
+            shutil.copyfile(source, target)
+        except (OSError, ValueError, KeyError):  # no version written yet (or one replacing it)
+            return False
+        self.taken.append({"seconds": elapsed, "version": version, "file": target.name,
+                           "spec": meta["spec"]})  # fmt: skip
+        return True
+
+
+def score_snapshots(game: str, snapshots: list[dict[str, Any]], folder: Path, hands: int
+                    ) -> list[dict[str, Any]]:  # fmt: skip
+    """The evaluation curve: each snapshot's strength score against the rules (sampled), on
+    the same deals for every point."""
+    from croupier.bench.evaluate import payoff_vs
+    from croupier.policies.module import ModelSpec
+    from croupier.policies.weights_file import read_weights
+
+    curve, scored = [], {}
+    for snap in snapshots:
+        if snap["file"] not in scored:  # a version served across several snapshots: once
+            spec = ModelSpec.from_dict(snap["spec"])
+            weights = read_weights(folder / snap["file"])
+            scored[snap["file"]] = payoff_vs(game, spec, weights, hands, seed=2)
+        curve.append({"seconds": snap["seconds"], "version": snap["version"],
+                      **scored[snap["file"]]})  # fmt: skip
+    return curve
+
+
+def minutes_below(curve: list[dict[str, Any]], record: float) -> float:
+    """How long the evaluation curve sat significantly below the rules' record: a point is
+    below when its 95% CI's upper end is under the record, and counts from its time to the
+    next point's (the version it measured was served that long)."""
+    total = 0.0
+    for i, point in enumerate(curve):
+        if point["mean"] + point["ci95"] < record and i + 1 < len(curve):
+            total += curve[i + 1]["seconds"] - point["seconds"]
+    return total / 60
+
+
 def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     """Any game with a simulator: the external path vs RLlib in-process on the simulator,
-    both scored in-process against the rules (payoff per hand, sampled and greedy)."""
+    both scored in-process against the rules by the strength score (sampled and greedy), and
+    the external path's served versions every `eval_every_s` scored as its curve."""
+    from croupier.arena.duplicate import SCORE_MEANING
+    from croupier.bench.evaluate import rules_record
     from croupier.bench.train import run_anchor as run_rllib_anchor
     from croupier.demo import ExternalRun
     from croupier.demo import run_external as run_demo
@@ -256,29 +355,41 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     run_dir = new_run_dir(out_dir, stamp)
     train_args = train_flags(run.train)
     print(f"external path: {run.minutes:g} min, learned seat vs the rules...", flush=True)
-    external = run_demo(
-        ExternalRun(
-            game=run.game,
-            minutes=run.minutes,
-            run_dir=run_dir,
-            tables=run.tables,
-            eval_hands=run.eval_games,
-            train_args=train_args,
-            quiet=True,
-            # The clock starts once the trainer is up, as the anchor's starts once its Ray
-            # session is: like for like (a 0.2-minute run on a loaded box once ended before
-            # the trainer's first update).
-            wait_for_trainer=True,
+    snapshots = Snapshots(run_dir / "weights", run_dir / "snapshots", run.eval_every_s)
+    with snapshots:
+        external = run_demo(
+            ExternalRun(
+                game=run.game,
+                minutes=run.minutes,
+                run_dir=run_dir,
+                tables=run.tables,
+                eval_hands=run.eval_games,
+                train_args=train_args,
+                algo=run.algo,
+                quiet=True,
+                # The clock starts once the trainer is up, as the anchor's starts once its Ray
+                # session is: like for like (a 0.2-minute run on a loaded box once ended before
+                # the trainer's first update).
+                wait_for_trainer=True,
+            )
         )
-    )
     version, spec, weights = read_weights_dir(run_dir / "weights")
+    print(f"scoring {len(snapshots.taken)} snapshots and the rules' own record...", flush=True)
+    record = rules_record(run.game, run.final_games, seed=1)
+    curve = score_snapshots(run.game, snapshots.taken, snapshots.folder, run.eval_games)
     report: dict[str, Any] = {
         # `learn` names a doudizhu side: not a setting of these games' runs
         "run": {k: v for k, v in asdict(run).items() if k != "learn"},
-        "rules_record": 0.0,  # the rules against themselves, per hand: a zero-sum mirror
+        "score": SCORE_MEANING,
+        # the rules in the learned seat, same deals: 0 by construction (measured), and
+        # their raw payoff per hand against themselves, drawn from the game
+        "rules_record": record["mean"],
+        "rules_record_detail": record,
         "external": {
             "setting": f"learned seat vs {name}'s rules (external path, version {version})",
-            "curve": external["curve"],
+            "curve": curve,
+            "training_curve": external["curve"],  # raw payoff of the hands played training
+            "minutes_below_rules": minutes_below(curve, record["mean"]),
             "env_steps": int((external["trainer_last"] or {}).get("env_steps", 0)),
             "final": _scored(run.game, spec, weights, run.final_games),
         },
@@ -308,10 +419,16 @@ def plot_simulated(report: dict[str, Any], path: Path) -> None:
         if key not in report:
             continue
         r = report[key]
-        # The external curve is the engine's payoff vs the rules; the anchor's, RLlib's return.
-        pts = [p for p in r["curve"] if p.get("payoff", p.get("return")) is not None]
-        ys = [p.get("payoff", p.get("return")) for p in pts]
-        ax.plot([p["seconds"] / 60 for p in pts], ys, c=color, lw=1, label=r["setting"])
+        if key == "external":  # its served versions' strength scores, with their CIs
+            pts = r["curve"]
+            ax.errorbar([p["seconds"] / 60 for p in pts], [p["mean"] for p in pts],
+                        yerr=[p["ci95"] for p in pts], c=color, lw=1, marker=".",
+                        label=f"{r['setting']}; {r['minutes_below_rules']:.1f} min below the "
+                              "rules' record")  # fmt: skip
+        else:  # the anchor's curve is RLlib's return (raw payoff of its training episodes)
+            pts = [p for p in r["curve"] if p.get("return") is not None]
+            ax.plot([p["seconds"] / 60 for p in pts], [p["return"] for p in pts], c=color,
+                    lw=1, label=f"{r['setting']} (training return)")  # fmt: skip
         for j, how in enumerate(("sampled", "greedy")):
             f = r["final"][how]
             ax.errorbar(
@@ -322,9 +439,12 @@ def plot_simulated(report: dict[str, Any], path: Path) -> None:
                 fmt="o" if how == "sampled" else "s",
                 label=f"{key} final, {how}",
             )
-    ax.axhline(0, c="gray", ls="--", lw=0.8)
-    ax.set_xlabel("training minutes")
-    ax.set_ylabel("payoff per hand vs rules")
+    record = report["rules_record_detail"]
+    ax.axhline(report["rules_record"], c="gray", ls="--", lw=0.8,
+               label=f"the rules' own record ({record['mean']:+.3f} ± {record['ci95']:.3f}; "
+                     f"raw payoff {record['payoff']:+.3f} a hand)")  # fmt: skip
+    ax.set_xlabel("minutes (wall clock, everything counted)")
+    ax.set_ylabel("strength score vs rules (duplicate: payoff less the deal's par)")
     ax.legend(fontsize=7)
     save(fig, path)
 
@@ -362,12 +482,21 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 def format_report(report: dict[str, Any]) -> str:
     if report["run"]["game"] != "doudizhu":
-        return "\n".join(
+        rows = [f"strength score: {report['score']}"]
+        rows += [
             f"{report[key]['setting']:<62} {how} {f['mean']:+.3f} ± {f['ci95']:.3f} "
-            f"({f['n']} hands; {report[key]['env_steps']:,} env steps trained)"
+            f"(raw payoff {f['payoff']:+.3f}; {f['n']} hands; "
+            f"{report[key]['env_steps']:,} env steps trained)"
             for key in ("external", "anchor") if key in report
             for how, f in report[key]["final"].items()
-        )  # fmt: skip
+        ]  # fmt: skip
+        record = report["rules_record_detail"]
+        rows.append(f"the rules' own record: {record['mean']:+.3f} ± {record['ci95']:.3f} "
+                    f"(raw payoff {record['payoff']:+.3f} a hand against themselves)")  # fmt: skip
+        if "minutes_below_rules" in report["external"]:
+            rows.append(f"minutes significantly below the rules' record: "
+                        f"{report['external']['minutes_below_rules']:.1f}")  # fmt: skip
+        return "\n".join(rows)
     rows = []
     for key in ("external", "anchor"):
         if key not in report or report[key]["final"] is None:
@@ -392,5 +521,10 @@ def format_report(report: dict[str, Any]) -> str:
             f"{dmc['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} "
             f"({f['games']} games, greedy; {dmc['frames']:,} frames in {dmc['train_s']:.0f} s)"
         )
-    rows.append(f"the rules' own record: {report['rules_record']:.3f}")
+    detail = report.get("rules_record_detail") or {}
+    spread = f" ± {detail['ci95']:.3f} ({detail['games']} games)" if detail else ""
+    rows.append(f"the rules' own record: {report['rules_record']:.3f}{spread}")
+    if "minutes_below_rules" in report.get("external", {}):
+        rows.append(f"minutes significantly below the rules' record: "
+                    f"{report['external']['minutes_below_rules']:.1f}")  # fmt: skip
     return "\n".join(rows)

@@ -3,12 +3,24 @@
 A preset is plain data: what a trainer should use for this game unless the user overrides it.
 `croupier train --game G` starts from `preset_for(G)` (cli.py `train_options`): the algorithm,
 network, batch, learning rate, entropy and discount; every flag given overrides its field.
-A game without a preset keeps the algorithm's own defaults (`Hyper.defaults`).
+A game without a preset trains `DEFAULT_ALGO` with its own defaults (`Hyper.defaults`).
+
+A studio's game ships its own preset as its adapter's `preset` attribute (a `TrainingPreset`;
+docs/your-game.md): `--game pkg.module:Adapter` (or its simulator) finds it there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+# The algorithm a game without a preset trains, everywhere (`croupier train`, `bench
+# strength`, `pretrain`, a server's model before any trainer): PPO. On leduc through the
+# external path it passed +1.0 a hand against the rules at ~50k steps where APPO (V-trace,
+# one gradient step per train batch in RLlib 2.60) was at -0.4 to +0.4 (docs/training.md), and
+# every preset measured so far is PPO. APPO stays one flag away (`--algo appo`) for fleets
+# whose episodes lag many versions behind.
+DEFAULT_ALGO = "ppo"
 
 
 @dataclass(frozen=True)
@@ -72,5 +84,19 @@ PRESETS: dict[str, TrainingPreset] = {
 
 
 def preset_for(game: str) -> TrainingPreset | None:
-    """The measured defaults for a built-in game, or None (use the trainer's own)."""
-    return PRESETS.get(game)
+    """The measured defaults for a built-in game, the `preset` a studio's adapter ships (its
+    `--game pkg.module:Adapter`, or a simulator naming that adapter), or None."""
+    if game in PRESETS:
+        return PRESETS[game]
+    if ":" not in game:
+        return None
+    from croupier.games.registry import import_object
+
+    target: Any = import_object(game)
+    adapter_path = getattr(target, "adapter", None)
+    if isinstance(adapter_path, str):  # a simulator names its adapter
+        return preset_for(adapter_path)
+    preset = getattr(target, "preset", None)
+    if preset is not None and not isinstance(preset, TrainingPreset):
+        raise TypeError(f"{game}.preset must be a croupier.games.presets.TrainingPreset")
+    return preset

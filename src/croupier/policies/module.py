@@ -27,6 +27,7 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
+from croupier.games.presets import DEFAULT_ALGO
 from croupier.rllib_private import forward_logits
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ class ModelSpec:
     actor-critic (`hiddens`), or, for a space of scored candidates, the candidate scorer
     (`policies/candidates.py`: state MLP `hiddens`, scorer width `score_hidden`)."""
 
-    algo: str = "appo"
+    algo: str = DEFAULT_ALGO
     hiddens: list[int] = field(default_factory=lambda: [128, 128])
     activation: str = "relu"
     vf_share_layers: bool = False
@@ -207,7 +208,7 @@ class ModelSpec:
         if not 1 <= score_hidden <= 65536:
             raise ValueError("score_hidden must be a positive size")
         return cls(
-            algo=str(data.get("algo", "appo")),
+            algo=str(data.get("algo", DEFAULT_ALGO)),
             hiddens=hiddens,
             activation=str(data.get("activation", "relu")),
             vf_share_layers=bool(data.get("vf_share_layers", False)),

@@ -9,9 +9,18 @@ what it gives, the masked logits:
 
 traced through the module's own forward (the one the server calls), so the mask is applied by
 the same formula. The server samples from softmax(logits) (a greedy player takes the argmax).
+
+A game of scored candidates (`policies/candidates.py`: doudizhu, UNO, a toolkit game whose moves
+are card sets) has a variable number of legal moves per state, each described by features; its
+file scores one state's moves:
+
+    inputs  observations float32[1, obs_size], candidates float32[K, candidate_size]
+    output  logits       float32[K]            (one per legal move, in the engine's order)
+
+with the adapter's `encode` giving both inputs (the state's features and its legal moves').
+
 A JSON beside it (`policy.json`) says the sizes, the action names in index order and where the
-weights came from. Candidate-scoring networks (`policies/candidates.py`, a variable number of
-actions per state) are not served by the policy server and are refused here.
+weights came from.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import torch
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from croupier.games.base import GameAdapter
+from croupier.games.candidates import is_candidate_game
 from croupier.policies.module import MODULE_CLASSES, ModelSpec, build_inference_module
 from croupier.policies.weights_file import read_weights, weights_path, write_json
 from croupier.rllib_private import forward_logits
@@ -48,6 +58,20 @@ class _MaskedLogits(torch.nn.Module):
         return forward_logits(self.module, batch)
 
 
+class _CandidateLogits(torch.nn.Module):
+    """(observations [1, S], candidates [K, F]) -> logits [K], through the module's own
+    `CandidateNet` (the server's `score_pairs`: every candidate scored against the one state)."""
+
+    def __init__(self, module: Any):
+        super().__init__()
+        self.net = module.net
+
+    def forward(self, observations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        h = self.net.embed(observations)
+        rows = torch.zeros_like(candidates[:, 0], dtype=torch.long)  # every move: state 0
+        return self.net.score_pairs(h, candidates, rows)
+
+
 def load_version(weights_dir: Path, version: int, adapter: GameAdapter) -> tuple[ModelSpec, Any]:
     """Version `version` of a server's weights dir (or its production channel's copies) as a
     served module, with its spec from `latest.json`."""
@@ -58,8 +82,7 @@ def load_version(weights_dir: Path, version: int, adapter: GameAdapter) -> tuple
         raise ExportError(f"{weights_dir} has no readable latest.json: {e}") from None
     if spec.algo not in MODULE_CLASSES:
         raise ExportError(
-            f"model {spec.algo!r} is not a fixed-size masked network; only "
-            f"{sorted(MODULE_CLASSES)} export (candidate-scoring networks do not)"
+            f"model {spec.algo!r} is not one croupier trains; only {sorted(MODULE_CLASSES)} export"
         )
     for folder in (weights_dir, weights_dir / CHANNEL_SUBDIR):
         path = weights_path(folder, version)
@@ -80,23 +103,39 @@ def export_onnx(weights_dir: Path, version: int, adapter: GameAdapter, out: Path
     """Write `out/policy.onnx` and `out/policy.json`; returns what the JSON says."""
     spec, module = load_version(Path(weights_dir), version, adapter)
     out.mkdir(parents=True, exist_ok=True)
-    obs = torch.zeros(1, adapter.obs_size)
-    mask = torch.ones(1, adapter.num_actions)
     onnx_path = out / "policy.onnx"
+    if is_candidate_game(adapter):
+        size = int(adapter.candidate_size)  # type: ignore[attr-defined]
+        graph: torch.nn.Module = _CandidateLogits(module)
+        example = (torch.zeros(1, adapter.obs_size), torch.zeros(2, size))
+        inputs = {"observations": [1, adapter.obs_size], "candidates": ["candidates", size]}
+        outputs = {"logits": ["candidates"]}
+        axes = {"candidates": {0: "candidates"}, "logits": {0: "candidates"}}
+        play = (
+            "one state at a time: the state's features and its K legal moves' features, as the "
+            "adapter's encode gives them; greedy: the move at argmax(logits); as the server: "
+            "sample from softmax(logits)"
+        )
+    else:
+        graph = _MaskedLogits(module)
+        example = (torch.zeros(1, adapter.obs_size), torch.ones(1, adapter.num_actions))
+        inputs = {
+            "observations": ["batch", adapter.obs_size],
+            "action_mask": ["batch", adapter.num_actions],
+        }
+        outputs = {"logits": ["batch", adapter.num_actions]}
+        axes = {name: {0: "batch"} for name in ("observations", "action_mask", "logits")}
+        play = "greedy: argmax(logits); as the server: sample from softmax(logits)"
     with torch.inference_mode(False), torch.no_grad():
         # The TorchScript exporter (dynamo=False): the graph is a small MLP, and the dynamo
         # exporter would need onnxscript as another dependency for nothing more.
         torch.onnx.export(
-            _MaskedLogits(module),
-            (obs, mask),
+            graph,
+            example,
             str(onnx_path),
-            input_names=["observations", "action_mask"],
-            output_names=["logits"],
-            dynamic_axes={
-                "observations": {0: "batch"},
-                "action_mask": {0: "batch"},
-                "logits": {0: "batch"},
-            },
+            input_names=list(inputs),
+            output_names=list(outputs),
+            dynamic_axes=axes,
             opset_version=OPSET,
             dynamo=False,
         )
@@ -107,17 +146,15 @@ def export_onnx(weights_dir: Path, version: int, adapter: GameAdapter, out: Path
         "opset": OPSET,
         "version": version,
         "game": adapter.name,
+        "policy": "candidates" if is_candidate_game(adapter) else "masked",
         "obs_size": adapter.obs_size,
         "num_actions": adapter.num_actions,
         "action_names": list(names) if len(names) == adapter.num_actions else None,
-        "inputs": {
-            "observations": ["batch", adapter.obs_size],
-            "action_mask": ["batch", adapter.num_actions],
-        },
-        "outputs": {"logits": ["batch", adapter.num_actions]},
+        "inputs": inputs,
+        "outputs": outputs,
         "illegal_logit": float(FLOAT_MIN),  # what the mask adds: `module.apply_mask`
         "spec": spec.to_dict(),
-        "play": "greedy: argmax(logits); as the server: sample from softmax(logits)",
+        "play": play,
     }
     write_json(out / "policy.json", info)
     return info

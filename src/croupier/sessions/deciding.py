@@ -8,6 +8,12 @@ A decision takes one of four explicit paths (`StepPath`), chosen when it is prep
 A learned step whose model was late or failed is answered by the fallback policy and not
 recorded: it ends the seat's episode fragment there (`_end_fragment`), and the seat's next
 learned decision begins a new one.
+
+A forced move (one legal action) of a model's seat is ANSWERED at once, with no forward, and
+not recorded: there is nothing to choose, so nothing to learn (its log-probability is 0 and
+its gradient none), and RLCard's UNO offers one legal action in ~61% of decisions. The reward
+that arrives with it is added to the seat's last recorded step, as any reward between two of
+its decisions is. An engine may equally apply forced moves itself (docs/your-game.md).
 """
 
 from __future__ import annotations
@@ -87,6 +93,7 @@ class _Step:
     mask: np.ndarray
     path: StepPath
     index: int = -1  # ANSWERED: the action; the learned paths set it in `_finish`
+    forced_version: int | None = None  # ANSWERED forced move of a model's seat: its version
     pending: asyncio.Future[ModelDecision | None] | None = None  # QUEUED
     model: ModelDecision | None = None  # FORWARDED (None: the model failed)
     # With a turn: this turn's answer (REPLAY: the first request's, awaited, never set).
@@ -134,6 +141,7 @@ class Decider:
         self.episodes_cut = 0
         # Learned seats' episodes ended (truncated) by a fallback decision.
         self.episodes_ended_by_fallback = 0
+        self.forced_moves = 0  # a model's seat with one legal action: answered, not recorded
 
     async def decide(
         self,
@@ -272,6 +280,12 @@ class Decider:
         elif policy.kind == "random":
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
             step.index = self._random_index(mask)
+        elif len(legal := self.adapter.legal_indices(mask)) == 1:
+            step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
+            step.index = int(legal[0])
+            step.forced_version = (
+                policy.version if policy.version is not None else self.batcher.versions.latest
+            )
         else:
             waiting = self.batcher.queued if queued is None else queued
             if waiting >= self.config.max_queued_decisions:
@@ -301,7 +315,11 @@ class Decider:
         version: int | None = None
         fallback = False
         label = step.policy.label()
-        if step.path is not _ANSWERED:
+        if step.forced_version is not None:
+            version = step.forced_version
+            self.forced_moves += 1
+            self._carry_reward(step)
+        elif step.path is not _ANSWERED:
             model = step.model if step.pending is None else _model_result(step.pending)
             if model is None:
                 fallback = True
@@ -331,6 +349,12 @@ class Decider:
         recorder.add_decision(
             step.obs, step.mask, step.index, model.logp, model.logits, model.version
         )
+
+    def _carry_reward(self, step: _Step) -> None:
+        """A forced move's reward: onto the seat's last recorded step (not a step itself)."""
+        recorder = step.session.recorders.get(step.seat)
+        if recorder is not None and step.reward and self.games.is_live(step.session.game_id):
+            recorder.add_reward(step.reward)
 
     def _cut_episode(self, step: _Step, recorder: SeatRecorder) -> SeatRecorder:
         """The seat's episode reached the trainer's limit: spool it truncated, begin anew."""

@@ -129,5 +129,7 @@ class DecisionService:
             "episodes_cut": decider.episodes_cut,  # truncated at the trainer's length limit
             # truncated where a fallback answered a learned seat (docs/operations.md)
             "episodes_ended_by_fallback": decider.episodes_ended_by_fallback,
+            # a model's seat with one legal action: answered without a forward, not recorded
+            "forced_moves": decider.forced_moves,
             "weights_refused": self.versions.refused_nonfinite,  # NaN/inf versions not installed
         }

@@ -90,10 +90,10 @@ def training_defaults(
     `algo` other than the preset's keeps the preset's network but that algorithm's defaults
     (a preset is measured for one algorithm). What `croupier train` and the in-process
     anchors all use: like for like."""
-    from croupier.games.presets import preset_for
+    from croupier.games.presets import DEFAULT_ALGO, preset_for
 
     preset = preset_for(game)
-    algo = algo or (preset.algo if preset else "appo")
+    algo = algo or (preset.algo if preset else DEFAULT_ALGO)
     hyper = Hyper.defaults(algo)
     spec = ModelSpec.for_game(game, algo)
     if preset is not None and preset.algo == algo:

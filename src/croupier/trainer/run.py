@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from croupier.games.presets import DEFAULT_ALGO
 from croupier.trainer import ray_processes
 from croupier.trainer.algo import Hyper
 from croupier.trainer.metrics import learner_trained_lifetime, serve_trainer_metrics
@@ -41,7 +42,7 @@ CHECKPOINT = "checkpoint"
 @dataclass
 class TrainOptions:
     game: str = "leduc-holdem"
-    algo: str = "appo"
+    algo: str = DEFAULT_ALGO
     listen: str = "127.0.0.1:5555"
     checkpoint_dir: Path = Path("runs/trainer")
     minutes: float | None = None
