@@ -167,8 +167,9 @@ class ServerConfig:
     )
     rllib_compat_allow_remote: bool = setting(
         False,
-        "Let --rllib-compat unpickle the config of a trainer that is not on loopback (whoever "
-        "answers at --trainer can run code here)",
+        "Let --rllib-compat unpickle the config of a trainer it cannot check: one not on "
+        "loopback, or one whose process is not this server's user's (whoever answers at "
+        "--trainer can run code here)",
     )
     # API keys (see croupier.api.auth): none configured = an open server.
     api_keys: list[str] = _keys_setting("Comma-separated engine bearer keys", "CROUPIER_API_KEYS")
