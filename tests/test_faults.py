@@ -38,10 +38,11 @@ import pytest
 
 from croupier.engine.rlcard_games import RLCardTable
 from tests.conftest import BackgroundPlay, LoggedServer, free_port, running_server_logged, wait_for
+from tests.helpers.link import token_file
 from tests.helpers.trainer import settled_snapshot
 
 GAME = "leduc-holdem"
-TOKEN = "fault-test-token"
+TOKEN = "fault-test-token-0123456789"
 TRAINER_START_S = 120
 
 
@@ -110,7 +111,8 @@ def trainer_process(
         cmd += ["--metrics-port", str(metrics_port)]
     cmd += ["--listen", f"127.0.0.1:{port}", "--checkpoint-dir", str(checkpoint_dir)]
     cmd += ["--train-batch-size", "200", "--minibatch-size", "100", "--num-epochs", "1"]
-    cmd += ["--hiddens", "32,32", "--checkpoint-every", "1", "--link-token", TOKEN]
+    cmd += ["--hiddens", "32,32", "--checkpoint-every", "1"]
+    cmd += ["--link-token-file", token_file(TOKEN)]
     cmd += ["--max-version-lag", "1000", "--log-level", "info"]
     with tempfile.NamedTemporaryFile(prefix="croupier-train-", suffix=".log") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -170,7 +172,7 @@ def test_trainer_kill_server_kill_and_link_cut(tmp_path):
     checkpoint_dir, data_dir = tmp_path / "trainer", tmp_path / "server"
     trainer_port = free_port()
     proxy = LinkProxy(trainer_port)
-    args = ("--trainer", f"127.0.0.1:{proxy.port}", "--link-token", TOKEN)
+    args = ("--trainer", f"127.0.0.1:{proxy.port}", "--link-token-file", token_file(TOKEN))
     args += ("--data-dir", str(data_dir), "--seats", "learned,rules")
     recorded = 0
     try:

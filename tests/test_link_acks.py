@@ -18,11 +18,11 @@ import pytest
 from croupier.link import auth, wire
 from croupier.trainer.algo import Hyper
 from croupier.trainer.ingest_log import outcome_counts
-from tests.helpers.link import closed_by_peer, raw_frame
+from tests.helpers.link import closed_by_peer, raw_frame, token_file
 from tests.helpers.trainer import GAME, complete_update, synthetic_episode
 
 HYPER = Hyper(train_batch_size=8, minibatch_size=8, num_epochs=1, lr=1e-3)
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-for-the-ack-tests"
 
 
 def build_runner(
@@ -40,7 +40,7 @@ def build_runner(
     options = LinkOptions(
         host="127.0.0.1",
         port=0,
-        token=token,
+        token_file=token_file(token) if token else None,
         max_version_lag=max_lag,
         state_dir=str(state_dir) if state_dir else None,
         handshake_timeout_s=1.0,

@@ -29,7 +29,7 @@ from croupier.policies.learned import PolicyVersions
 from croupier.policies.module import ModelSpec
 from croupier.trajectories.spool import EpisodeSpool
 from tests.conftest import run_inprocess, wait_for
-from tests.helpers.link import closed_by_peer
+from tests.helpers.link import closed_by_peer, token_file
 from tests.helpers.trainer import GAME, complete_update, synthetic_episode
 
 TOKEN = "hardening-test-token-0123456789"
@@ -45,6 +45,9 @@ def build_runner(**options: Any) -> Any:
     from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
 
     hyper = Hyper(train_batch_size=8, minibatch_size=8, num_epochs=1, lr=1e-3)
+    token = options.pop("token", None)
+    if token is not None:
+        options["token_file"] = token_file(token)
     link_options = LinkOptions(host="127.0.0.1", port=0, **options)
     return LinkEnvRunner(config=build_config(load_adapter(GAME), link_options, SPEC, hyper))
 
@@ -53,6 +56,9 @@ def make_link(port: int, spool: EpisodeSpool, **config: Any) -> TrainerLink:
     from croupier.games.registry import load_adapter
 
     settings = {"ship_max_steps": 64, "ship_max_seconds": 0.05, **config}
+    token = settings.pop("link_token", None)
+    if token is not None:
+        settings["link_token_file"] = token_file(token)
     cfg = ServerConfig(game=GAME, trainer=f"127.0.0.1:{port}", **settings)
     return TrainerLink(cfg, PolicyVersions(load_adapter(GAME), SPEC), spool)
 
@@ -313,12 +319,16 @@ def test_an_impersonating_trainer_gets_no_token_and_its_forged_acks_delete_nothi
     spool, ids = spooled(20)
     errors_seen: list[str | None] = []
 
-    def forge(sock: socket.socket, pong: dict[str, Any]) -> None:
+    def forge(sock: socket.socket, pong: dict[str, Any], proof: bytes | None = None) -> None:
         errors_seen.append(link.last_error)
         fake.recv(sock)
         wire.send(sock, pong)
-        # Whatever the server sends next is kept; then the forgeries.
+        # Whatever the server sends next is kept (its proof, offered to the address it was
+        # told to dial); then the forgeries.
         with contextlib.suppress(OSError):
+            if proof is not None:
+                fake.recv(sock)
+                wire.send(sock, {"type": "PONG", "proof": proof})
             wire.send(sock, {"type": "ACK", "ids": ids})
             wire.send(sock, state_message({"w": np.zeros(2, np.float32)}, 99))
             sock.settimeout(1.0)
@@ -326,18 +336,17 @@ def test_an_impersonating_trainer_gets_no_token_and_its_forged_acks_delete_nothi
                 fake.recv(sock)
 
     nonce = os.urandom(auth.NONCE_BYTES)
+    hello = {"type": "PONG", "auth": auth.PROTOCOL, "nonce": nonce}
 
     def plain_pong(sock: socket.socket) -> None:  # as an old or token-less trainer would
         forge(sock, {"type": "PONG"})
 
     def guessed_proof(sock: socket.socket) -> None:
-        forge(sock, {"type": "PONG", "auth": auth.PROTOCOL, "nonce": nonce,
-                     "proof": os.urandom(32)})  # fmt: skip
+        forge(sock, hello, proof=os.urandom(32))
 
     def replayed_proof(sock: socket.socket) -> None:
         # A proof a real trainer made for another server's nonce (seen on the wire once).
-        old = auth.proof(TOKEN, "trainer", os.urandom(auth.NONCE_BYTES), nonce)
-        forge(sock, {"type": "PONG", "auth": auth.PROTOCOL, "nonce": nonce, "proof": old})
+        forge(sock, hello, proof=auth.proof(TOKEN, "trainer", os.urandom(auth.NONCE_BYTES), nonce))
 
     def last(sock: socket.socket) -> None:
         errors_seen.append(link.last_error)
@@ -356,8 +365,8 @@ def test_an_impersonating_trainer_gets_no_token_and_its_forged_acks_delete_nothi
     assert link.versions.latest == 0 and link.connects == 0
     assert "did not authenticate" in str(errors_seen[1])
     assert "proof is wrong" in str(errors_seen[2]) and "proof is wrong" in str(errors_seen[3])
-    # Nothing but the handshake's first message ever reached a fake: no episodes.
-    assert fake.received.count(b"EPISODES") == 0
+    # Nothing but the handshake ever reached a fake: no episodes, no request.
+    assert fake.received.count(b"EPISODES") == 0 and fake.received.count(b"GET_CONFIG") == 0
 
     # The real trainer with the token: the same spool is delivered, every frame tagged.
     runner = build_runner(token=TOKEN)
@@ -382,8 +391,9 @@ def test_a_server_with_the_wrong_token_is_refused_and_the_trainer_never_trusts_i
     wrong.start()
     wait_for(lambda: wrong.errors >= 2, 10, 0.05, "two refused attempts")
     wrong.stop()
-    # Each side finds the other's proof wrong: the server refuses the trainer first.
-    assert "proof" in str(wrong.last_error)
+    # The trainer checks the server's proof first, finds it wrong and closes, revealing none
+    # of its own: the server says what that means.
+    assert "refused this server's proof" in str(wrong.last_error), wrong.last_error
     assert wrong.connects == 0 and spool.stats()["spooled"] == 5
     assert runner.link_stats()["episodes_received"] == 0
 
@@ -450,7 +460,7 @@ def test_rllib_compat_is_refused_for_a_remote_trainer_unless_explicitly_allowed(
     with pytest.raises(ValueError, match="unpickles"):
         link(trainer="192.0.2.7:5555", rllib_compat=True)  # never connected: refused at once
     with pytest.raises(ValueError, match="cannot authenticate"):
-        link(trainer="127.0.0.1:5555", rllib_compat=True, link_token=TOKEN)
+        link(trainer="127.0.0.1:5555", rllib_compat=True, link_token_file=token_file(TOKEN))
     link(trainer="192.0.2.7:5555", rllib_compat=True, rllib_compat_allow_remote=True)
     for local in ("127.0.0.1:5555", "localhost:5555", "[::1]:5555"):
         link(trainer=local, rllib_compat=True)
@@ -553,7 +563,7 @@ def test_an_unauthenticated_non_loopback_listen_is_refused_unless_insecure():
     for host in ("0.0.0.0", "", "192.0.2.7"):  # noqa: S104 - checked, never bound
         with pytest.raises(ValueError, match="without a link token"):
             check_listen(LinkOptions(host=host))
-        check_listen(LinkOptions(host=host, token=TOKEN))
+        check_listen(LinkOptions(host=host, token_file=token_file(TOKEN)))
         check_listen(LinkOptions(host=host, insecure=True))
     check_listen(LinkOptions(host="127.0.0.1"))
     check_listen(LinkOptions(host="localhost"))
@@ -608,7 +618,8 @@ def test_a_real_server_keeps_serving_through_an_outage_impostor_broken_trainers_
     runner = build_runner(token=TOKEN, max_frame_bytes=32 * 1024)
     cleanup.append(runner)
     port = free_port()
-    args = ("--trainer", f"127.0.0.1:{port}", "--link-token", TOKEN, "--data-dir", str(tmp_path))
+    args = ("--trainer", f"127.0.0.1:{port}", "--link-token-file", token_file(TOKEN),
+            "--data-dir", str(tmp_path))  # fmt: skip
     with running_server_logged(*args, "--seats", "learned,rules", timeout_s=90) as server:
         link = lambda: server.get("/healthz")["trainer_link"]  # noqa: E731
         episodes = lambda: server.get("/healthz")["episodes"]  # noqa: E731

@@ -35,9 +35,15 @@ def test_node_lines_block_use_free_ports_and_the_clusters_own_token():
         assert env == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(cluster.token_path)}
         assert len(cluster.token_path.read_text()) == 64
         assert stat.S_IMODE(cluster.token_path.stat().st_mode) == 0o600
+        # `ray start --temp-dir` makes its temp dir 0777: the token lives in a 0700 folder of
+        # its own, outside it.
+        os.chmod(cluster.temp_dir, 0o777)  # as `ray start` leaves it
+        token_dir = cluster.token_path.parent
+        assert cluster.temp_dir not in cluster.token_path.parents
+        assert stat.S_IMODE(token_dir.stat().st_mode) == 0o700
     finally:
         assert cluster.stop() == []  # never started: nothing to end
-    assert not cluster.temp_dir.exists()
+    assert not cluster.temp_dir.exists() and not token_dir.exists()
 
 
 def test_progress_line_says_where_the_remote_runners_are():

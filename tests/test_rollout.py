@@ -248,7 +248,13 @@ def test_bad_rollout_requests_change_nothing(inprocess):
                     json={"version": 2, "evidence": {"blob": "x" * 70_000}},
                 )
             ).status_code,
-            (await client.post("/v1/policies/rollback", content=b"\xff")).status_code,
+            (
+                await client.post(
+                    "/v1/policies/rollback",
+                    content=b"\xff",
+                    headers={"content-type": "application/json"},
+                )
+            ).status_code,
             (
                 await client.post("/v1/games", json={"game": GAME, "seats": {"0": "shadow@99"}})
             ).status_code,

@@ -213,7 +213,7 @@ def test_the_runbook_runs_as_written(tmp_path):
         tmp_path / "croupier.env",
         {
             "CROUPIER_HOME": str(tmp_path / "home"),
-            "CROUPIER_LINK_TOKEN": secrets.token_hex(8),
+            "CROUPIER_LINK_TOKEN": secrets.token_urlsafe(32),
             "CROUPIER_API_KEYS": engine_key,
             "CROUPIER_API_KEY": engine_key,
             "CROUPIER_ADMIN_KEYS": admin_key,

@@ -33,7 +33,7 @@ SERVE_FLAGS = [
     "--idle-game-timeout-s",
     "--keep-alive-s",
     "--keep-versions",
-    "--link-token",
+    "--link-token-file",
     "--log-level",
     "--max-batch",
     "--max-body-kb",
@@ -86,9 +86,14 @@ def test_every_old_serve_flag_still_exists():
 
 def test_the_flags_defaults_are_the_configs_defaults():
     """A flag whose default drifted from its field's would make `croupier serve` and a
-    `ServerConfig()` differ: only the data dir does, on purpose (the CLI keeps a spool)."""
+    `ServerConfig()` differ: only the data dir does, on purpose (the CLI keeps a spool), and
+    the hosts answered (the CLI knows it binds loopback; a config alone does not)."""
+    from croupier.api.hosts import loopback_hosts
+
     process, config = parse()
-    assert config == ServerConfig(data_dir=Path("croupier-data/8000"))
+    assert config == ServerConfig(
+        data_dir=Path("croupier-data/8000"), allowed_hosts=loopback_hosts("127.0.0.1")
+    )
     assert process == ServeProcess()
 
 
@@ -119,11 +124,13 @@ def test_flags_convert_to_the_configs_units_and_meanings():
 def test_keys_and_secrets_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("CROUPIER_API_KEYS", "e1,e2")
     monkeypatch.setenv("CROUPIER_READ_KEYS", "r")
-    monkeypatch.setenv("CROUPIER_LINK_TOKEN", "secret")
+    monkeypatch.setenv("CROUPIER_LINK_TOKEN_FILE", "/run/secrets/link")
     monkeypatch.setenv("CROUPIER_SSL_KEYFILE_PASSWORD", "pw")
     process, config = parse()
     assert config.api_keys == ["e1", "e2"] and config.read_keys == ["r"]
-    assert config.link_token == "secret" and process.ssl_keyfile_password == "pw"
+    # The link token's file is a setting; the token itself never is (link/secret.py).
+    assert config.link_token_file == Path("/run/secrets/link")
+    assert process.ssl_keyfile_password == "pw"
 
 
 def test_a_bad_seat_mix_is_refused_by_the_parser():
@@ -145,7 +152,7 @@ TRAIN_FLAGS = [
     "--iterations",
     "--ray-address",
     "--max-version-lag",
-    "--link-token",
+    "--link-token-file",
     "--insecure",
     "--no-insecure",
     "--lr",
@@ -198,12 +205,16 @@ def test_train_defaults_are_the_trainers_own():
 
 
 def test_train_flags_convert(monkeypatch):
-    monkeypatch.setenv("CROUPIER_LINK_TOKEN", "tok")
+    from croupier.link.secret import TokenSource
+
+    monkeypatch.setenv("CROUPIER_LINK_TOKEN", "Zq81-secret-never-in-options")
     options = train_parse(
         "--algo", "ppo", "--lr", "0.25", "--max-sample-batches", "0", "--max-sample-lag", "-1",
         "--max-idle", "15m", "--hiddens", "8,4", "--stop-grace", "5", "--update-sleep", "1.5",
     )  # fmt: skip
-    assert options.token == "tok" and options.hiddens == [8, 4]
+    # Where the token is, never the token: what the trainer's config and checkpoints carry.
+    assert options.link_token == TokenSource(env="CROUPIER_LINK_TOKEN")
+    assert "Zq81" not in repr(options) and options.hiddens == [8, 4]
     assert options.max_idle_s == 900.0 and options.stop_grace_s == 5.0
     assert options.update_sleep_s == 1.5
     assert options.hyper.lr == 0.25

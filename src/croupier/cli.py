@@ -56,6 +56,13 @@ def serve(values: dict[str, Any]) -> None:
     _setup_logging(process.log_level)
     if values["fallback"] not in ("rules", "random"):
         raise typer.BadParameter("--fallback must be rules or random")
+    if values["trainer"]:
+        from croupier.link.secret import TokenSource
+
+        try:  # an empty, short or unreadable link token: refused before the port is bound
+            TokenSource.find(values["link_token_file"]).read()
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
     # Bound before torch and RLlib load (seconds): /healthz answers 503 "starting" meanwhile.
     # (A TLS server's early socket only accepts: a plain-HTTP 503 would confuse TLS clients.)
     early = EarlyHealth(process.host, process.port, answer=process.ssl_certfile is None)
@@ -250,6 +257,7 @@ def _resources(text: str | None, flag: str) -> dict[str, float]:
 
 def train_options(s: TrainSettings) -> Any:
     """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
+    from croupier.link.secret import TokenSource
     from croupier.trainer.algo import training_defaults
     from croupier.trainer.run import TrainOptions
 
@@ -276,7 +284,7 @@ def train_options(s: TrainSettings) -> Any:
         iterations=s.iterations,
         ray_address=s.ray_address,
         max_version_lag=s.max_version_lag,
-        token=s.link_token,
+        link_token=TokenSource.find(s.link_token_file),
         insecure=s.insecure,
         checkpoint_every=s.checkpoint_every,
         hiddens=spec.hiddens,
@@ -303,17 +311,23 @@ def train_options(s: TrainSettings) -> Any:
 @command(TrainSettings)
 def train(values: dict[str, Any]) -> None:
     """Train with RLlib on the episodes policy servers send; push each new version back."""
-    from croupier.trainer.run import train as run_training
+    from croupier.link.secret import TokenSource
 
     s: TrainSettings = build(TrainSettings, values)
     _setup_logging(s.log_level)
+    # An empty, short or unreadable token, or an open trainer port on the network: refused
+    # before Ray (or RLlib's import) starts. Only where the token is goes on (link/secret.py).
+    source = TokenSource.find(s.link_token_file)
+    try:
+        source.read()
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     from croupier.link.client import parse_address
-    from croupier.trainer.env_runner import LinkOptions, check_listen
+    from croupier.link.server import check_listen
+    from croupier.trainer.run import train as run_training
 
-    try:  # an open trainer port on the network: refused before Ray starts
-        check_listen(
-            LinkOptions(host=parse_address(s.listen)[0], token=s.link_token, insecure=s.insecure)
-        )
+    try:
+        check_listen(parse_address(s.listen)[0], source.given, s.insecure)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     options = train_options(s)

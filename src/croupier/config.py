@@ -42,6 +42,19 @@ def _keys(text: str | None, _values: dict[str, Any]) -> list[str]:
     return parse_keys(text)
 
 
+def _allowed_hosts(text: str | None, values: dict[str, Any]) -> list[str] | None:
+    """The Host names to answer; not given: the loopback names on a loopback --host (a page
+    elsewhere cannot drive this server through DNS rebinding), any elsewhere; `*`: any."""
+    from croupier.api.exposure import is_loopback
+    from croupier.api.hosts import loopback_hosts
+
+    if text is None:
+        host = values.get("host", "127.0.0.1")
+        return loopback_hosts(host) if is_loopback(host) else None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    return None if "*" in names else names
+
+
 def _data_dir(text: str, values: dict[str, Any]) -> Path | None:
     return None if text.lower() == "none" else Path(text.format(port=values["port"]))
 
@@ -52,11 +65,16 @@ def _keys_setting(help: str, env: str) -> Any:
 
 
 def _link_token_setting() -> Any:
-    """The link's shared secret: the same setting on both ends (`serve`, `train`)."""
+    """Where the link's shared secret is: the same setting on both ends (`serve`, `train`).
+    Only the file's path is a setting: the token itself never enters a config (the trainer's
+    is pickled into every checkpoint and sent to every Ray actor), see link/secret.py."""
     return setting(
         None,
-        "The trainer link's shared secret (none: an unauthenticated link, for loopback)",
-        env="CROUPIER_LINK_TOKEN",
+        "File holding the trainer link's shared secret (at least 16 random bytes' worth: "
+        "python -c 'import secrets; print(secrets.token_urlsafe(32))'); without it the "
+        "CROUPIER_LINK_TOKEN environment variable is read; neither: an unauthenticated link, "
+        "for loopback",
+        env="CROUPIER_LINK_TOKEN_FILE",
     )
 
 
@@ -160,7 +178,7 @@ class ServerConfig:
     ship_max_steps: int = setting(512, "Link: most steps per shipped batch", cli=False)
     ship_max_seconds: float = setting(0.5, "Link: longest wait before shipping", cli=False)
     # Never sent: both ends prove they hold it, and every frame is MACed (see link/auth.py).
-    link_token: str | None = _link_token_setting()
+    link_token_file: Path | None = _link_token_setting()
     rllib_compat: bool = setting(
         False,
         "Talk to RLlib's stock EnvRunnerServerForExternalInference (it sends a pickled config: "
@@ -168,8 +186,9 @@ class ServerConfig:
     )
     rllib_compat_allow_remote: bool = setting(
         False,
-        "Let --rllib-compat unpickle the config of a trainer that is not on loopback (whoever "
-        "answers at --trainer can run code here)",
+        "Let --rllib-compat unpickle the config of a trainer it cannot check: one not on "
+        "loopback, or one whose process is not this server's user's (whoever answers at "
+        "--trainer can run code here)",
     )
     # API keys (see croupier.api.auth): none configured = an open server.
     api_keys: list[str] = _keys_setting("Comma-separated engine bearer keys", "CROUPIER_API_KEYS")
@@ -179,6 +198,17 @@ class ServerConfig:
     read_keys: list[str] = _keys_setting(
         "Comma-separated read-only keys: dashboard data and arena results only",
         "CROUPIER_READ_KEYS",
+    )
+    # None: any Host (what tests and code building the app directly get); `croupier serve`
+    # on a loopback --host answers only the loopback names (api/hosts.py).
+    allowed_hosts: list[str] | None = setting(
+        None,
+        "Host header names this server answers, comma-separated ('*': any). Default: on a "
+        "loopback --host, localhost, 127.0.0.1 and ::1 only (so a web page elsewhere cannot "
+        "drive it through DNS rebinding); on any other address, any",
+        cli_type=str | None,
+        cli_default=None,
+        from_cli=_allowed_hosts,
     )
     # The fallback policy is "rules", or "random" where a game has none.
     decide_deadline_ms: float | None = setting(
@@ -286,10 +316,10 @@ class TrainSettings:
     max_version_lag: int | None = setting(
         None, "Drop episodes played more than this many versions behind the newest"
     )
-    link_token: str | None = _link_token_setting()
+    link_token_file: Path | None = _link_token_setting()
     insecure: bool = setting(
         False,
-        "Listen on a non-loopback --listen without --link-token (anyone reaching the port can "
+        "Listen on a non-loopback --listen without a link token (anyone reaching the port can "
         "send episodes and take the weights; see docs/security.md)",
     )
     # Hyperparameters left unset take the game's preset (games/presets.py; doudizhu: lr 1e-3,

@@ -76,9 +76,13 @@ class LocalRayCluster:
         # Ray 2.60 turns token authentication on for `ray start` and reads the token from
         # ~/.ray/auth_token unless told otherwise: this cluster has a token of its own, and
         # every process that joins it (nodes, the trainer, `list_nodes`) gets `env()`.
-        self.token_path = self.temp_dir / "auth_token"
-        self.token_path.write_text(secrets.token_hex(32))
-        self.token_path.chmod(0o600)
+        # In a folder of its own (mkdtemp: 0700): `ray start --temp-dir` makes its temp dir
+        # 0777, and a token file there is one rename or symlink away from other users.
+        self.token_dir = Path(tempfile.mkdtemp(prefix="cr-ray-token-", dir="/tmp"))
+        self.token_path = self.token_dir / "auth_token"
+        fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
         # Every process the nodes had: {pid: start time} (see `stop`).
         self._seen: dict[int, int] = {}
 
@@ -232,6 +236,7 @@ class LocalRayCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+        shutil.rmtree(self.token_dir, ignore_errors=True)
         return sorted(survivors)
 
 

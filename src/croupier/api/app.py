@@ -27,6 +27,7 @@ from croupier.api.errors import (
     validation_problem,
 )
 from croupier.api.fast_lane import FastLane, check_fast_lane
+from croupier.api.hosts import TrustedHosts
 from croupier.api.limits import BodySizeLimit
 from croupier.api.live_arena import install_live_arena
 from croupier.api.observability import install_observability
@@ -156,4 +157,6 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.add_middleware(
         BodySizeLimit, max_bytes=config.max_body_bytes, on_refuse=service.count_too_large
     )
+    if config.allowed_hosts is not None:  # outermost: before any body is read
+        app.add_middleware(TrustedHosts, allowed=config.allowed_hosts)
     return app

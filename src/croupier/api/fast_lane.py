@@ -12,7 +12,9 @@ exception, telemetry and body-limit middlewares, `ExceptionMiddleware`,
 
 What a `FastLaneRoute` does per request, and nothing more:
 - the API-key check (`require_engine_key`) called directly, not through dependency solving;
-- a body that says it is not JSON refused with 415 (no Content-Type is taken as JSON);
+- a body without `Content-Type: application/json` (or `+json`) refused with 415: a browser
+  page on another origin can only send a JSON content type after a CORS preflight, which
+  this server never grants, so it cannot drive the API with a "simple" form or text POST;
 - the endpoint called as `endpoint(request, **path_params)`; it parses its own body with
   `parse_body` (pydantic-core validates the raw JSON bytes in one pass; errors become the usual
   `RequestValidationError`, so the app's 422 handler answers them) and returns a `Response`,
@@ -92,9 +94,10 @@ class FastLaneRoute(APIRoute):
 
 
 def check_json(request: Request) -> None:
-    """415 for a body that says it is not JSON (no Content-Type is taken as JSON)."""
+    """415 unless the request says its body is JSON (a missing Content-Type included: what a
+    cross-origin page may send without asking first is form or text, never JSON)."""
     content_type = request.headers.get("content-type")
-    if content_type is not None and not _is_json(content_type):
+    if content_type is None or not _is_json(content_type):
         raise HTTPException(415, "send the body as JSON (Content-Type: application/json)")
 
 
@@ -123,11 +126,12 @@ async def read_json(
 ) -> Any:
     """A route's JSON body read as the lane reads it (415, then 422 by the model), for routes
     off the lane: one behaviour for every body (FastAPI's own parsing answers a non-JSON body
-    422 and undecodable bytes 400). `optional`: an empty body is None."""
-    check_json(request)
+    422 and undecodable bytes 400). `optional`: an empty body is None (and needs no
+    Content-Type: there is nothing to read)."""
     raw = await request.body()
     if optional and not raw.strip():
         return None
+    check_json(request)
     return parse_body(model, raw)
 
 

@@ -10,7 +10,14 @@ from fastapi.exceptions import RequestValidationError
 
 from croupier.api.auth import require_engine_key
 from croupier.api.errors import problem_of
-from croupier.api.fast_lane import FastLaneRoute, answers, json_body, json_response, parse_body
+from croupier.api.fast_lane import (
+    FastLaneRoute,
+    answers,
+    json_body,
+    json_response,
+    parse_body,
+    read_json,
+)
 from croupier.api.schemas import (
     GAME_ID_MAX,
     GAME_ID_RULE,
@@ -129,7 +136,7 @@ async def resume_game(game_id: str, request: Request) -> dict[str, Any]:
     """Failover: take over a game whose server died, with the same id and seats (as its create
     answered them). Its learned seats record afresh from here; docs/scale-out.md. A plain
     create with an existing id stays a 409: only this route re-creates a game."""
-    body = parse_body(ResumeGame, await request.body())  # as every route: 415/422, never 400
+    body = await read_json(request, ResumeGame)  # as every route: 415/422, never 400
     _check_game_id(game_id)
     adapter = request.app.state.components.adapter
     misfits = []

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import pickle
 import socket
 import threading
@@ -37,6 +38,7 @@ from ray.rllib.env.external.rllink import RLlink
 from croupier.config import ServerConfig
 from croupier.link import auth, protocol, wire
 from croupier.link.compat import rllib_episode_state
+from croupier.link.secret import TOKEN_ENV, TokenSource
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.module import MODULE_CLASSES, ModelSpec
 from croupier.trajectories.spool import EpisodeSpool
@@ -70,18 +72,22 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def check_link_config(config: ServerConfig) -> None:
-    """Refuse, before anything connects, a link set up to trust a peer it cannot check:
-    `--rllib-compat` unpickles the trainer's config (code execution for whoever answers), so
-    it is for a trainer on this machine unless explicitly allowed; and RLlib's stock runner
-    cannot authenticate, so it cannot go with a link token."""
+def check_link_config(config: ServerConfig) -> str | None:
+    """Refuse, before anything connects, a link set up to trust a peer it cannot check, and
+    return its token (read from where `--link-token-file` / `CROUPIER_LINK_TOKEN` keep it,
+    checked: an empty or short token is refused, `secret.WeakToken`). `--rllib-compat`
+    unpickles the trainer's config (code execution for whoever answers), so it is for a
+    trainer on this machine, run by this server's own user, unless explicitly allowed; and
+    RLlib's stock runner cannot authenticate, so it cannot go with a link token."""
     assert config.trainer
     host, _ = parse_address(config.trainer)
+    source = TokenSource.find(config.link_token_file)
+    token = source.read()
     if config.rllib_compat:
-        if config.link_token:
+        if token is not None:
             raise ValueError(
                 "--rllib-compat cannot authenticate (RLlib's stock runner knows no link token): "
-                "drop --link-token / CROUPIER_LINK_TOKEN for it"
+                f"drop --link-token-file / {TOKEN_ENV} for it"
             )
         if not auth.is_loopback(host) and not config.rllib_compat_allow_remote:
             raise ValueError(
@@ -89,22 +95,26 @@ def check_link_config(config: ServerConfig) -> None:
                 "answer on that address could run code here. Use it with a trainer on this "
                 "machine, or pass --rllib-compat-allow-remote on a network you trust"
             )
-    elif not config.link_token and not auth.is_loopback(host):
+    elif token is None and not auth.is_loopback(host):
         log.warning(
-            "the trainer link to %s has no --link-token: whoever answers there gets this "
+            "the trainer link to %s has no link token: whoever answers there gets this "
             "server's episodes and can push the weights it serves", host,
         )  # fmt: skip
+    return token
 
 
 class TrainerLink:
     def __init__(self, config: ServerConfig, versions: PolicyVersions, outbox: EpisodeSpool):
         assert config.trainer
-        check_link_config(config)
+        # Read here, in the process that opens the link; kept off the config.
+        self._token = check_link_config(config)
         self.address = parse_address(config.trainer)
         self.config = config
         self.versions = versions
         self.outbox = outbox
         self.connected = False
+        # Whether the connection now up proved the token both ways (what its channel says).
+        self.authenticated = False
         self.connects = 0
         self.versions_installed = 0
         self.versions_refused = 0
@@ -139,7 +149,7 @@ class TrainerLink:
             "trainer": self.config.trainer,
             "thread_alive": self._thread.is_alive(),
             "connected": self.connected,
-            "authenticated": self.connected and bool(self.config.link_token),
+            "authenticated": self.connected and self.authenticated,
             "connects": self.connects,
             "versions_installed": self.versions_installed,
             "versions_refused": self.versions_refused,
@@ -177,7 +187,7 @@ class TrainerLink:
                 if self.connected and time.monotonic() - self._up_since > BACKOFF_MAX_S:
                     backoff = BACKOFF_MIN_S  # a session that lasted: retry quickly (a flapping
                     # trainer that drops every session at once keeps its backoff growing)
-                self.connected = False
+                self.connected = self.authenticated = False
                 if self._sock is not None:
                     _close(self._sock)
                     self._sock = None
@@ -186,7 +196,7 @@ class TrainerLink:
 
     def _session(self, sock: socket.socket) -> None:
         deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
-        channel = auth.client_handshake(sock, self.config.link_token, deadline)
+        channel = auth.client_handshake(sock, self._token, deadline)
         channel.send(protocol.get_config())
         try:
             config = protocol.read_set_config(self._expect(channel, RLlink.SET_CONFIG, deadline))
@@ -200,6 +210,7 @@ class TrainerLink:
         sock.settimeout(None)
         # A new connection: whatever the last one sent but got no ack for is due again.
         self.outbox.rewind()
+        self.authenticated = channel.authenticated
         self.connected = True
         self._up_since = time.monotonic()
         self.connects += 1
@@ -322,6 +333,8 @@ class TrainerLink:
             # the peer, so this happens only in the explicit compat mode, for a trainer you run.
             if not isinstance(config, bytes):
                 raise LinkRefused("compat mode expects RLlib's pickled config")
+            if not self.config.rllib_compat_allow_remote:
+                self._check_same_user()
             algo_config = pickle.loads(config)  # noqa: S301 - explicit, documented opt-in
             obs_space = getattr(algo_config, "observation_space", None)
             if obs_space is not None and obs_space != self.versions.adapter.observation_space:
@@ -350,6 +363,26 @@ class TrainerLink:
         if spec.algo not in MODULE_CLASSES:  # never import a class named by the network
             raise LinkRefused(f"unknown module algorithm {spec.algo!r}")
         self._adopt(spec)
+
+    def _check_same_user(self) -> None:
+        """Unpickle only what a process of this server's own user sent: on loopback, anyone
+        on the machine could have bound the trainer's port while the trainer was down, and a
+        pickle from another user would run code as this one. A process of the same user can
+        already do anything this one can, so its pickle adds nothing. Checked per
+        connection, just before unpickling; where the owner cannot be found, refused."""
+        sock = self._sock
+        owner = auth.loopback_peer_uid(sock) if sock is not None else None
+        if owner is None:
+            raise LinkRefused(
+                "--rllib-compat: cannot tell which user runs the trainer this server reached, "
+                "so its pickle is not read (pass --rllib-compat-allow-remote to trust it anyway)"
+            )
+        if owner != os.getuid():
+            raise LinkRefused(
+                f"--rllib-compat: the process answering at --trainer belongs to uid {owner}, not "
+                f"this server's uid {os.getuid()}: its pickle is not read (another user may have "
+                "taken the trainer's port)"
+            )
 
     def _adopt(self, spec: ModelSpec) -> None:
         if spec != self.versions.spec:

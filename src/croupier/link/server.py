@@ -7,7 +7,10 @@ Unlike RLlib's stock `EnvRunnerServerForExternalInference` it
   waits on a reader; a server that does not read what it is sent is dropped, not buffered for;
 - with a link token, lets a server in only once it proved it holds the token (a
   challenge-response both ways) and tags every frame after that (`croupier.link.auth`); with or
-  without, the first frame must be a small PING within a total handshake deadline;
+  without, the first frame must be a small PING within a total handshake deadline, and
+  connections still handshaking have a cap of their own (`max_handshaking`, the oldest evicted
+  past it), so strangers can neither take the slots of authenticated servers nor keep a new
+  server out by holding connections open;
 - answers GET_CONFIG with plain data (`protocol.LinkConfig`), never a pickle, and decodes frames
   without ever unpickling (`croupier.link.wire`);
 - hands EPISODES to its `LinkHandler` (the trainer's EnvRunner) and acks what the handler
@@ -53,6 +56,7 @@ LINK_COUNTERS = (
     "frames_rejected",
     "connections_refused",
     "connections_over_cap",
+    "handshakes_evicted",
     "connections_not_reading",
     "connections_total",
 )
@@ -90,8 +94,15 @@ class ServerOptions:
     insecure: bool = False
     max_frame_bytes: int = wire.DEFAULT_MAX_FRAME
     # Before the handshake is done: each frame's size cap, and how long (in all) a peer may take.
+    # A handshake is two round trips and two HMACs (milliseconds); 5 s leaves room for a
+    # loaded machine, and bounds how long a stranger holds a slot.
     max_handshake_bytes: int = 4096
-    handshake_timeout_s: float = 10.0
+    handshake_timeout_s: float = 5.0
+    # Connections at once still handshaking; past it the oldest of them is closed (counted:
+    # handshakes_evicted). Evicting the oldest rather than refusing the newest: to keep a real
+    # server from getting in, a stranger must open this many connections within the server's
+    # own handshake (milliseconds), not merely hold this many open.
+    max_handshaking: int = 16
     max_connections: int = 256
     max_queued_bytes: int = 16 * 1024 * 1024
 
@@ -111,14 +122,14 @@ class LinkHandler(Protocol):
         ...
 
 
-def check_listen(host: str, token: str | None, insecure: bool) -> None:
+def check_listen(host: str, has_token: bool, insecure: bool) -> None:
     """An unauthenticated trainer port reachable from other machines lets anyone feed it
     episodes and download its weights: refused unless asked for with `insecure`."""
-    if token is None and not insecure and not auth.is_loopback(host):
+    if not has_token and not insecure and not auth.is_loopback(host):
         raise ValueError(
-            f"refusing to listen on {host!r} without a link token: set --link-token "
-            "(or CROUPIER_LINK_TOKEN) on the trainer and every server, or pass --insecure on "
-            "a network you trust"
+            f"refusing to listen on {host!r} without a link token: give the trainer and every "
+            "server one (--link-token-file, or CROUPIER_LINK_TOKEN), or pass --insecure on a "
+            "network you trust"
         )
 
 
@@ -219,6 +230,8 @@ class Connection:
             server.counters.add("connections_refused")
             server.drop(self, f"no valid handshake: {e}")
             return False
+        if not server.admit(self):  # evicted while it handshook
+            return False
         self.sock.settimeout(None)
         self.authed = True  # the channel is set first: pushes from now on are tagged
         return True
@@ -233,6 +246,8 @@ class LinkServer:
         self.counters = counters if counters is not None else LinkCounters()
         self.listening: socket.socket | None = None
         self._conns: set[Connection] = set()
+        # The connections still handshaking, oldest first (a dict keeps insertion order).
+        self._handshaking: dict[Connection, None] = {}
         self._conns_lock = threading.Lock()
 
     @property
@@ -246,7 +261,7 @@ class LinkServer:
 
     def listen(self, port: int) -> int:
         """Open the port (0: any free one) and start accepting; returns the port."""
-        check_listen(self.options.host, self.options.token, self.options.insecure)
+        check_listen(self.options.host, self.options.token is not None, self.options.insecure)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.options.host, port))
@@ -295,12 +310,27 @@ class LinkServer:
             conn = Connection(client, addr, self)
             with self._conns_lock:
                 self._conns.add(conn)
+                self._handshaking[conn] = None
+                evict = None
+                if len(self._handshaking) > self.options.max_handshaking:
+                    evict = next(iter(self._handshaking))
+            if evict is not None:
+                self.counters.add("handshakes_evicted")
+                self.drop(evict, "evicted: too many connections handshaking at once")
             conn.start()
+
+    def admit(self, conn: Connection) -> bool:
+        """`conn` finished its handshake: it leaves the handshaking ones. False if it was
+        dropped meanwhile (evicted)."""
+        with self._conns_lock:
+            self._handshaking.pop(conn, None)
+            return conn in self._conns
 
     def drop(self, conn: Connection, why: str) -> None:
         with self._conns_lock:
             known = conn in self._conns
             self._conns.discard(conn)
+            self._handshaking.pop(conn, None)
         if known:
             log.info("policy server %s disconnected: %s", conn.name, why)
             conn.close()

@@ -56,6 +56,7 @@ from ray.rllib.utils.serialization import gym_space_to_dict
 
 from croupier import rllib_private
 from croupier.link import protocol, wire
+from croupier.link.secret import TokenSource
 from croupier.link.server import LinkCounters, LinkServer, ServerOptions
 from croupier.link.server import check_listen as _check_listen
 from croupier.policies.module import ModelSpec
@@ -76,7 +77,11 @@ class LinkOptions:
 
     host: str = "127.0.0.1"
     port: int = 5555
-    token: str | None = None
+    # Where the link token is (`link.secret.TokenSource`: a file's path or an environment
+    # variable's name), never the token: these options are pickled into every checkpoint and
+    # handed to every env runner actor. Each runner reads the token in its own process.
+    token_file: str | None = None
+    token_env: str | None = None
     max_version_lag: int | None = None
     sample_min_steps: int = 500
     sample_timeout_s: float = 2.0
@@ -101,9 +106,11 @@ class LinkOptions:
     # An episode handed to the learner is acknowledged as trained once the weights version
     # is this many past the one it was handed over under (`algo.build_config` sets it).
     ack_after_versions: int = 1
-    # Before the handshake is done: each frame's size cap, and how long (in all) a peer may take.
+    # Before the handshake is done: each frame's size cap, and how long (in all) a peer may
+    # take; connections handshaking at once (past it the oldest is closed).
     max_handshake_bytes: int = 4096
-    handshake_timeout_s: float = 10.0
+    handshake_timeout_s: float = ServerOptions.handshake_timeout_s
+    max_handshaking: int = ServerOptions.max_handshaking
     # Connections at once (authenticated or not); more are closed as they arrive.
     max_connections: int = 256
     # Bytes queued for one server beyond the newest weights push (acks, replies); past it the
@@ -117,15 +124,19 @@ class LinkOptions:
     def from_config(cls, env_config: dict[str, Any]) -> LinkOptions:
         return cls(**env_config.get("croupier", {}))
 
-    def server_options(self, port: int) -> ServerOptions:
+    def token_source(self) -> TokenSource:
+        return TokenSource(file=self.token_file, env=self.token_env)
+
+    def server_options(self, port: int, token: str | None) -> ServerOptions:
         return ServerOptions(
             host=self.host,
             port=port,
-            token=self.token,
+            token=token,
             insecure=self.insecure,
             max_frame_bytes=self.max_frame_bytes,
             max_handshake_bytes=self.max_handshake_bytes,
             handshake_timeout_s=self.handshake_timeout_s,
+            max_handshaking=self.max_handshaking,
             max_connections=self.max_connections,
             max_queued_bytes=self.max_queued_bytes,
         )
@@ -186,7 +197,9 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
         self.lag_histogram: Counter[int] = Counter()
         self._done_for_metrics: list[SingleAgentEpisode] = []
         port = self.options.port + self.worker_index if self.options.port else 0
-        self.server = LinkServer(self, self.options.server_options(port), self.counters)
+        # Read here, in this runner's own process (on its own node), never from the config.
+        token = self.options.token_source().read()
+        self.server = LinkServer(self, self.options.server_options(port, token), self.counters)
         self._stopping = threading.Event()
         self._state_body = self._encode_state()
 
@@ -492,4 +505,4 @@ class LinkEnvRunner(EnvRunner, Checkpointable):
 
 def check_listen(options: LinkOptions) -> None:
     """Refuse an unauthenticated, non-loopback listen address (`link.server.check_listen`)."""
-    _check_listen(options.host, options.token, options.insecure)
+    _check_listen(options.host, options.token_source().given, options.insecure)

@@ -8,7 +8,10 @@ nothing. `/healthz` answers 200 while the trainer trains or idles, 503 while it 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
@@ -19,9 +22,13 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from croupier.link.auth import is_loopback
+
 # The link counters (`link.server.LINK_COUNTERS`, what `LinkEnvRunner.link_stats()` reports)
 # are exported as `croupier_trainer_<name>_total`.
 from croupier.link.server import LINK_COUNTERS
+
+log = logging.getLogger(__name__)
 
 PREFIX = "croupier_trainer"
 # The states in which `/healthz` answers 200 (and `croupier_trainer_healthy` is 1).
@@ -119,11 +126,66 @@ class TrainerCollector(Collector):
         return runner.link_stats() if runner is not None else None
 
 
+# A scrape is one small request answered in milliseconds. A connection that does not finish
+# its request in time is closed (a timer, so a peer pacing its bytes cannot stretch it), and at
+# most this many are served at once: past that a new connection is closed at once (a scraper
+# retries). Without these, every connection held a thread of its own, for ever if it sent
+# nothing.
+MAX_REQUESTS_AT_ONCE = 8
+REQUEST_DEADLINE_S = 10.0
+
+
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    block_on_close = False
+    request_queue_size = 64  # the listen backlog (socketserver's 5 made a 7th connect wait 1 s)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self.active = 0  # requests being served now
+        self.refused_busy = 0  # connections closed on arrival: MAX_REQUESTS_AT_ONCE were busy
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            busy = self.active >= MAX_REQUESTS_AT_ONCE
+            self.active += not busy
+            self.refused_busy += busy
+        if busy:
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._done()
+            raise
+
+    def _done(self) -> None:
+        with self._lock:
+            self.active -= 1
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        deadline = threading.Timer(REQUEST_DEADLINE_S, _cut, (request,))
+        deadline.daemon = True
+        deadline.start()
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            deadline.cancel()
+            self._done()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("metrics request from %s failed", client_address, exc_info=True)
+
+
+def _cut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 class _QuietHandler(WSGIRequestHandler):
+    timeout = REQUEST_DEADLINE_S  # each read; the timer above bounds the whole request
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         pass  # a scrape every few seconds is not news
 
@@ -152,6 +214,12 @@ def health_app(trainer: Any, metrics: Callable[..., Any]) -> Callable[..., Any]:
 def serve_trainer_metrics(trainer: Any, port: int, host: str = "127.0.0.1") -> Any:
     """Start the /metrics and /healthz HTTP server on its own thread; returns the server
     (shutdown())."""
+    if not is_loopback(host):
+        log.warning(
+            "trainer metrics on %s:%d: /metrics and /healthz are open to whoever reaches that "
+            "port (no key; they show the run's counters and state): firewall it to your "
+            "Prometheus", host, port,
+        )  # fmt: skip
     registry = CollectorRegistry()
     registry.register(TrainerCollector(trainer))
     app = health_app(trainer, make_wsgi_app(registry))

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from croupier.files import owner_only, private_dir
 from croupier.games.presets import DEFAULT_ALGO
+from croupier.link.secret import TokenSource
 from croupier.trainer import ray_processes
 from croupier.trainer.algo import Hyper
 from croupier.trainer.metrics import learner_trained_lifetime, serve_trainer_metrics
@@ -50,7 +52,9 @@ class TrainOptions:
     ray_address: str | None = None
     num_cpus: int | None = None
     max_version_lag: int | None = None
-    token: str | None = None
+    # Where the link token is (a file or an environment variable), never the token itself:
+    # each env runner reads it in its own process (see link/secret.py).
+    link_token: TokenSource = field(default_factory=TokenSource)
     # Listen on a non-loopback address without a token (refused otherwise).
     insecure: bool = False
     checkpoint_every: int = 10
@@ -208,6 +212,10 @@ class Trainer:
         torch.set_num_threads(1)
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         opts = self.options
+        opts.link_token.read()  # a missing, empty or short token: refused before anything
+        # Checkpoints hold the weights, the optimizer state and the run's settings: owner only
+        # (also what an older croupier left there with the umask's modes).
+        owner_only(private_dir(Path(opts.checkpoint_dir)))
         if not ray.is_initialized():
             if opts.ray_address:
                 ray.init(address=opts.ray_address)
@@ -226,7 +234,8 @@ class Trainer:
         link = LinkOptions(
             host=host,
             port=port,
-            token=opts.token,
+            token_file=opts.link_token.file,
+            token_env=opts.link_token.env,
             max_version_lag=opts.max_version_lag,
             state_dir=str(Path(opts.checkpoint_dir).resolve()),
             insecure=opts.insecure,
@@ -466,7 +475,7 @@ class Trainer:
             timer = threading.Timer(opts.minutes * 60, self.request_stop, ("--minutes",))
             timer.daemon = True
             timer.start()
-        Path(opts.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        private_dir(Path(opts.checkpoint_dir))
         self._set_state("training", expect=("starting", "stopped"))  # run() may run again
         runner = self._runner()
         watcher = None
@@ -610,6 +619,7 @@ class Trainer:
         tmp = target.with_name(CHECKPOINT + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         self.algo.save_to_path(str(tmp))
+        owner_only(tmp)  # RLlib writes with the umask's modes (0644): 0600, folders 0700
         old = target.with_name(CHECKPOINT + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if target.exists():
