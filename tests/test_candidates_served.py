@@ -205,9 +205,14 @@ def test_partners_share_the_payoff_the_engine_gave_one_of_them(tmp_path: Path):
 
     async def two_rounds() -> None:
         nonlocal player
-        for _ in range(6):  # each peasant decides at least once
+        # until each peasant made a real choice (a forced pass is answered, not recorded)
+        recorders = service.games.get("t").recorders
+        for _ in range(60):
+            if all(len(recorders[p]) for p in peasants) or game.is_over():
+                break
             decision = await service.decide("t", str(player), _state(game, player))
             _, player = game.step(decision.action)
+        assert all(len(recorders[p]) for p in peasants)
 
     async def play() -> list[dict[str, Any]]:
         await service.batcher.start()

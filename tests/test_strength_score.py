@@ -9,7 +9,7 @@ import pytest
 
 from croupier.arena.duplicate import score_summary, set_outcome
 from croupier.bench.evaluate import duplicate_score, opponent_player, rules_record
-from croupier.bench.strength import minutes_below
+from croupier.bench.curve import minutes_below
 
 KUHN = "examples.kuhn.game:KuhnSimulator"
 

@@ -27,19 +27,22 @@ a fixed-size action head: the external path as `make demo` runs it (learned seat
 beside RLlib's in-process PPO on the simulator (`engine/seat_env.py`) for the same minutes;
 both final policies are then scored by one in-process yardstick (`bench/evaluate.py`: payoff
 per hand vs the rules, the same deals for both, sampled and greedy, with a 95% CI).
+
+Why ~450 lines in one module: doudizhu's path and the simulator games' share one run setting
+(`StrengthRun`), one report and its text and plots; split, each half would import the other's.
+The evaluation curve lives in `bench/curve.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from croupier.bench.curve import Snapshots, minutes_below, score_snapshots
 from croupier.bench.plotting import pyplot, save
 from croupier.engine.runner import run_engine
 from croupier.local_server import free_port, get_json, serving, start_train, stop
@@ -254,85 +257,6 @@ def _scored(game: str, spec: Any, weights: Any, hands: int) -> dict[str, Any]:
     # seed 1 for both sides of the comparison: the same deals and seats
     return {"sampled": payoff_vs(game, spec, weights, hands, seed=1),
             "greedy": payoff_vs(game, spec, weights, hands, seed=1, explore=False)}  # fmt: skip
-
-
-class Snapshots:
-    """The version a server serves, copied every `every_s` seconds of the run into `folder`
-    (from the first version the server wrote, and once more at the end): the evaluation curve
-    is scored from these after training, so evaluating costs the training nothing, and a
-    version evicted from the server's weights dir meanwhile is still there."""
-
-    def __init__(self, weights_dir: Path, folder: Path, every_s: float):
-        self.weights_dir, self.folder, self.every_s = weights_dir, folder, every_s
-        self.taken: list[dict[str, Any]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="snapshots", daemon=True)
-
-    def __enter__(self) -> Snapshots:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._t0 = time.monotonic()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-        self.take(time.monotonic() - self._t0)  # the version the run ended with
-
-    def _run(self) -> None:
-        due = 0.0
-        while not self._stop.is_set():
-            elapsed = time.monotonic() - self._t0
-            if elapsed >= due:
-                # until the server wrote its first version, try again every second
-                due = elapsed + self.every_s if self.take(elapsed) else elapsed + 1.0
-            self._stop.wait(min(1.0, max(0.0, due - elapsed)))
-
-    def take(self, elapsed: float) -> bool:
-        try:
-            meta = json.loads((self.weights_dir / "latest.json").read_text())
-            version = int(meta["version"])
-            if self.taken and self.taken[-1]["version"] == version:
-                self.taken.append({**self.taken[-1], "seconds": elapsed})  # served all along
-                return True
-            source = self.weights_dir / meta["file"]
-            target = self.folder / f"{len(self.taken):04d}-v{version}.weights"
-            shutil.copyfile(source, target)
-        except (OSError, ValueError, KeyError):  # no version written yet (or one replacing it)
-            return False
-        self.taken.append({"seconds": elapsed, "version": version, "file": target.name,
-                           "spec": meta["spec"]})  # fmt: skip
-        return True
-
-
-def score_snapshots(game: str, snapshots: list[dict[str, Any]], folder: Path, hands: int
-                    ) -> list[dict[str, Any]]:  # fmt: skip
-    """The evaluation curve: each snapshot's strength score against the rules (sampled), on
-    the same deals for every point."""
-    from croupier.bench.evaluate import payoff_vs
-    from croupier.policies.module import ModelSpec
-    from croupier.policies.weights_file import read_weights
-
-    curve, scored = [], {}
-    for snap in snapshots:
-        if snap["file"] not in scored:  # a version served across several snapshots: once
-            spec = ModelSpec.from_dict(snap["spec"])
-            weights = read_weights(folder / snap["file"])
-            scored[snap["file"]] = payoff_vs(game, spec, weights, hands, seed=2)
-        curve.append({"seconds": snap["seconds"], "version": snap["version"],
-                      **scored[snap["file"]]})  # fmt: skip
-    return curve
-
-
-def minutes_below(curve: list[dict[str, Any]], record: float) -> float:
-    """How long the evaluation curve sat significantly below the rules' record: a point is
-    below when its 95% CI's upper end is under the record, and counts from its time to the
-    next point's (the version it measured was served that long)."""
-    total = 0.0
-    for i, point in enumerate(curve):
-        if point["mean"] + point["ci95"] < record and i + 1 < len(curve):
-            total += curve[i + 1]["seconds"] - point["seconds"]
-    return total / 60
 
 
 def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
