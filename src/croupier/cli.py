@@ -481,23 +481,23 @@ def _eval_exploitability(
     game: str, a: str, weights_dir: Path | None, greedy: bool, json_out: bool
 ) -> None:
     from croupier.arena.exploitability import format_report, measure
-    from croupier.games.tree import TooLarge
     from croupier.policies.distribution import UnknownPolicy, load_policy
 
     a = a.strip()
     names = [a]
     if greedy and a.partition("@")[0] in ("frozen", "learned") and not a.endswith(":greedy"):
         names.append(f"{a}:greedy")
-    try:
-        rules = load_policy("rules", game)[0]
-    except UnknownPolicy:
-        rules = None
     reports = []
     try:
+        try:
+            rules = load_policy("rules", game)[0]
+        except UnknownPolicy:  # a game without rules
+            rules = None
         for name in names:
             policy, resolved = load_policy(name, game, weights_dir)
             reports.append(measure(game, policy, resolved, rules))
-    except (UnknownPolicy, TooLarge, ValueError) as e:
+    # (a --game that does not load: ValueError, TypeError, ImportError, AttributeError)
+    except (ValueError, TypeError, ImportError, AttributeError) as e:
         raise typer.BadParameter(str(e)) from None
     if json_out:
         out = reports[0].to_dict()

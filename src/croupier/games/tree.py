@@ -161,8 +161,6 @@ class GameTree:
         self.edge_seat = np.where(self.parent >= 0, self.player[np.maximum(self.parent, 0)], -1)
         bounds = np.searchsorted(self.depth, np.arange(self.depth.max() + 2))
         self.levels = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        self.terminal = self.player < 0
-        self.roots = np.arange(len(self.deals))
 
     @property
     def num_nodes(self) -> int:
