@@ -8,8 +8,8 @@ import math
 import pytest
 
 from croupier.arena.duplicate import score_summary, set_outcome
-from croupier.bench.evaluate import duplicate_score, opponent_player, rules_record
 from croupier.bench.curve import minutes_below
+from croupier.bench.evaluate import duplicate_score, opponent_player, rules_record
 
 KUHN = "examples.kuhn.game:KuhnSimulator"
 

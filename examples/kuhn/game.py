@@ -9,6 +9,7 @@ or folds; check-check or a call goes to showdown, the higher card wins the pot.
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -18,8 +19,8 @@ CARDS = ("J", "Q", "K")
 
 
 class KuhnHand:
-    def __init__(self, rng: random.Random):
-        self.cards = rng.sample(CARDS, 2)
+    def __init__(self, rng: random.Random, cards: list[str] | None = None):
+        self.cards = list(cards) if cards is not None else rng.sample(CARDS, 2)
         self.history: list[str] = []
 
     def current_player(self) -> int:
@@ -81,3 +82,17 @@ class KuhnSimulator(Simulator):
 
     def payoffs(self) -> list[float]:
         return self.hand.payoffs()
+
+    # Small enough to solve exactly: `croupier eval --exploitability` walks every deal.
+    def deals(self) -> list[tuple[Any, float]]:
+        deals = list(itertools.permutations(CARDS, 2))  # (player 0's card, player 1's)
+        return [(d, 1.0 / len(deals)) for d in deals]
+
+    def deal(self, deal: Any) -> None:
+        self.hand = KuhnHand(self._rng, list(deal))
+
+    def information(self, state: dict[str, Any]) -> str:
+        """`second Q | check, bet`: who acts (first or second to act), the card, the moves."""
+        history = state["history"]
+        position = "second" if len(history) % 2 else "first"
+        return f"{position} {state['card']} | {', '.join(history) or '-'}"

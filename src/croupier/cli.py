@@ -415,11 +415,25 @@ def eval_cmd(
     ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+    exploitability: Annotated[
+        bool,
+        typer.Option(
+            "--exploitability",
+            help="Instead of playing: A measured exactly on the game's whole tree (kuhn, "
+            "leduc): exploitability, payoff vs an equilibrium and the rules, folds when "
+            "checking is free. A: also equilibrium, table:PATH, package.module:function; a "
+            "version is read from --weights-dir",
+        ),
+    ] = False,
 ) -> None:
     """Arena: A against B through a server's HTTP API (seats alternated, duplicate deals):
     the strength score of A (its payoff per hand less the deal's par: half of A - B in the
     same seats; docs/rollout.md) with a 95% CI, win/draw/loss, hands/s; for a model A, sampled
-    and greedy. Any game with a simulator. --league: rating table."""
+    and greedy. Any game with a simulator. --league: rating table. --exploitability: exact
+    robustness of A instead (docs/robustness.md)."""
+    if exploitability:
+        _eval_exploitability(game, a, weights_dir, greedy, json_out)
+        return
     import contextlib
     import time
 
@@ -477,6 +491,37 @@ def eval_cmd(
             typer.echo(greedy_arena.format())
     if arena.errors or (greedy_arena is not None and greedy_arena.errors):
         raise typer.Exit(1)
+
+
+def _eval_exploitability(
+    game: str, a: str, weights_dir: Path | None, greedy: bool, json_out: bool
+) -> None:
+    from croupier.arena.exploitability import format_report, measure
+    from croupier.policies.distribution import UnknownPolicy, load_policy
+
+    a = a.strip()
+    names = [a]
+    if greedy and a.partition("@")[0] in ("frozen", "learned") and not a.endswith(":greedy"):
+        names.append(f"{a}:greedy")
+    reports = []
+    try:
+        try:
+            rules = load_policy("rules", game)[0]
+        except UnknownPolicy:  # a game without rules
+            rules = None
+        for name in names:
+            policy, resolved = load_policy(name, game, weights_dir)
+            reports.append(measure(game, policy, resolved, rules))
+    # (a --game that does not load: ValueError, TypeError, ImportError, AttributeError)
+    except (ValueError, TypeError, ImportError, AttributeError) as e:
+        raise typer.BadParameter(str(e)) from None
+    if json_out:
+        out = reports[0].to_dict()
+        if len(reports) > 1:
+            out["greedy"] = reports[1].to_dict()
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        typer.echo("\n".join(format_report(r) for r in reports))
 
 
 @app.command()

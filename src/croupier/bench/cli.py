@@ -247,3 +247,87 @@ def bench_warmstart(
             run(game, minutes, out, from_dir, record_hands, algo, pretrain_iterations, eval_hands)
         )
     )
+
+
+@bench_app.command("exploit")
+def bench_exploit(
+    game: Annotated[
+        str, typer.Option(help="Any game with a simulator: the one the target is served as")
+    ] = "leduc-holdem",
+    target: Annotated[
+        str,
+        typer.Option(
+            help="frozen@N or learned@latest (from --weights-dir, may end in :greedy), rules, "
+            "random, equilibrium, table:PATH, package.module:function"
+        ),
+    ] = "learned@latest",
+    weights_dir: Annotated[Path | None, typer.Option(help="The target version's files")] = None,
+    minutes: Annotated[float, typer.Option(help="Training minutes per exploiter")] = 5.0,
+    baseline: Annotated[
+        str, typer.Option(help="Also trained against, as long (the yardstick)")
+    ] = "rules",
+    exploiter_game: Annotated[
+        str | None,
+        typer.Option(help="The exploiter's adapter of the same game (default: --game's)"),
+    ] = None,
+    hands: Annotated[int, typer.Option(min=2, help="Duplicate hands per evaluation")] = 4000,
+    seed: int = 0,
+    max_steps: Annotated[
+        int | None, typer.Option(help="Stop each exploiter's training at this many env steps")
+    ] = None,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Train a fresh exploiter against a target (a frozen version) and, as long, against the
+    rules: each one's win per hand with a 95% CI over duplicate hands (exact beside, for
+    kuhn and leduc). JSON + PNG under --out."""
+    from croupier.bench.exploit import ExploitRun, format_report
+    from croupier.bench.exploit import bench_exploit as run
+    from croupier.games.registry import load_adapter
+    from croupier.policies.distribution import load_policy
+
+    try:  # both opponents and the exploiter's game resolve before minutes of training
+        for name in (target, baseline):
+            load_policy(name, game, weights_dir)
+        load_adapter(exploiter_game or game)
+    except (ValueError, TypeError, ImportError, AttributeError) as e:
+        raise typer.BadParameter(str(e)) from None
+    settings = ExploitRun(
+        game=game, target=target, weights_dir=weights_dir, minutes=minutes, baseline=baseline,
+        exploiter_game=exploiter_game, hands=hands, seed=seed, max_steps=max_steps,
+    )  # fmt: skip
+    typer.echo(format_report(run(settings, out)))
+
+
+@bench_app.command("equilibrium")
+def bench_equilibrium(
+    game: Annotated[str, typer.Option(help="A game small enough to walk: kuhn, leduc")] = (
+        "leduc-holdem"
+    ),
+    iterations: Annotated[int, typer.Option(min=1, help="CFR+ on the full game")] = 5000,
+    check_every: Annotated[int, typer.Option(min=1)] = 250,
+    observations: Annotated[
+        str,
+        typer.Option(
+            help="Adapters of the game, comma separated: CFR+ restricted to each one's "
+            "observation (empty: none)"
+        ),
+    ] = "leduc-holdem,croupier.games.leduc:LeducHistoryAdapter",
+    ceiling_iterations: Annotated[int, typer.Option(min=1)] = 2000,
+    ceiling_check_every: Annotated[int, typer.Option(min=1)] = 10,
+    table: Annotated[
+        Path | None, typer.Option(help="Write the equilibrium here (eval's --a table:PATH)")
+    ] = None,
+    out: Path = Path("bench/results"),
+) -> None:
+    """CFR+ on a small game's whole tree: the full game's equilibrium (exploitability by
+    iteration), and the least exploitable policy each observation allows (its ceiling)."""
+    from croupier.bench.equilibrium import bench_equilibrium as run
+    from croupier.bench.equilibrium import format_report
+
+    names = [o.strip() for o in observations.split(",") if o.strip()]
+    try:
+        report = run(game, iterations, check_every, names, ceiling_iterations,
+                     ceiling_check_every, out, table)  # fmt: skip
+    except (ValueError, TypeError, ImportError, AttributeError) as e:  # a game it cannot walk
+        raise typer.BadParameter(str(e)) from None
+    typer.echo(format_report(report))

@@ -78,7 +78,8 @@ def duplicate_score(game: str, a: Act, b: Act, hands: int, seed: int = 0) -> dic
         for i, mine in enumerate(teams):
             if i:
                 table.reset(deal)  # the same cards, A on the next team's seats
-            with rules_seeded(deal):  # rule agents' own draws alike in every hand of the set
+            # rule agents' own draws alike in every hand of the set
+            with rules_seeded(deal % 2**32):
                 for _ in range(MAX_STEPS_PER_HAND):
                     if table.is_over():
                         break

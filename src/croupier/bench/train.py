@@ -28,9 +28,14 @@ def run_anchor(
     minutes: float,
     num_cpus: int | None = None,
     train: dict[str, Any] | None = None,
+    env_config: dict[str, Any] | None = None,
+    max_steps: int | None = None,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    """RLlib in-process on the game's simulator for `minutes`, with `croupier train`'s
-    settings (the preset, `train` over it: `bench strength`'s TRAIN_OVERRIDES)."""
+    """RLlib in-process on the game's simulator for `minutes` (or `max_steps` env steps,
+    whichever comes first), with `croupier train`'s settings (the preset, `train` over it:
+    `bench strength`'s TRAIN_OVERRIDES), against the rules or the opponent `env_config`
+    names (`engine/seat_env.py`). Starts Ray unless it runs already (then leaves it)."""
     import ray
     import torch
 
@@ -40,13 +45,18 @@ def run_anchor(
 
     torch.set_num_threads(1)
     spec, hyper = training_defaults(game, algo, train)  # as `croupier train`: like for like
-    ray.init(num_cpus=num_cpus, include_dashboard=False)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=num_cpus, include_dashboard=False)
     try:
-        algo_ = anchor_config(game, spec, hyper).build_algo()
+        config = anchor_config(game, spec, hyper, env_config=env_config)
+        if seed is not None:
+            config = config.debugging(seed=seed)
+        algo_ = config.build_algo()
         t0 = time.monotonic()
         steps = 0
         curve = []
-        while time.monotonic() - t0 < minutes * 60:
+        while time.monotonic() - t0 < minutes * 60 and (max_steps is None or steps < max_steps):
             result = algo_.train()
             steps = int(result["num_env_steps_sampled_lifetime"])
             curve.append(
@@ -60,7 +70,8 @@ def run_anchor(
         weights = module_weights(algo_.get_module())
         algo_.stop()
     finally:
-        ray.shutdown()
+        if started:
+            ray.shutdown()
     # The learner's module has a value head too; keep what the served (inference) module has.
     served_keys = PolicyVersions(load_adapter(game), spec).weights(0).keys()
     weights = {k: v for k, v in weights.items() if k in served_keys}

@@ -7,11 +7,13 @@ table is driven by one task, so no locking is needed.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from typing import Any
 
 import numpy as np
 import rlcard
+from rlcard.games.base import Card
 
 from croupier.games.simulator import Simulator
 
@@ -51,7 +53,9 @@ class RLCardTable(Simulator):
         # RLCard's doudizhu pays 1 to each seat of the winning side, 0 to the others.
         self.zero_sum = game != "doudizhu"
         self._dealt = False
-        self._moves: deque[list[Any]] = deque(maxlen=UNO_MOVES_SENT)
+        # Leduc keeps every move of the hand (at most 8); UNO its latest `UNO_MOVES_SENT`.
+        self._moves: deque[list[Any]] = deque(maxlen=UNO_MOVES_SENT if game == "uno" else None)
+        self._small_blind = 0
 
     def reset(self, seed: int | None = None) -> None:
         """Deal a new hand; the same seed deals the same cards. Without a seed the table's
@@ -61,8 +65,13 @@ class RLCardTable(Simulator):
         # The game, not the env: env.reset would also encode RLCard's observation arrays,
         # which nothing here reads (the same for env.step below).
         self.env.game.init_game()
+        self._started()
+
+    def _started(self) -> None:
         self._dealt = True
         self._moves.clear()
+        if self.game == "leduc-holdem":  # the small blind acts first
+            self._small_blind = int(self.env.game.game_pointer)
 
     def current_player(self) -> int:
         return int(self.env.get_player_id())
@@ -107,6 +116,11 @@ class RLCardTable(Simulator):
             # Added keys only: RLCard's own keys keep their meaning for its rule agents.
             state["color"] = str(self.env.game.round.target.color)
             state["moves"] = [list(m) for m in self._moves]
+        elif self.game == "leduc-holdem":
+            # Added keys, as for UNO: RLCard's raw state has no betting history and no blinds
+            # (its rule agents ignore these). [seat, action, betting round] per move so far.
+            state["moves"] = [list(m) for m in self._moves]
+            state["small_blind"] = self._small_blind
         return state
 
     def step(self, action_value: str) -> None:
@@ -119,6 +133,8 @@ class RLCardTable(Simulator):
             # [seat, action, the colour that seat faced]: a draw facing red says it had no red.
             color = str(self.env.game.round.target.color)
             self._moves.append([self.current_player(), action_value, color])
+        elif self.game == "leduc-holdem":
+            self._moves.append([self.current_player(), action_value, self.env.game.round_counter])
         self.env.game.step(action_value)
 
     def is_over(self) -> bool:
@@ -129,11 +145,61 @@ class RLCardTable(Simulator):
 
 
 # The built-in games' simulators by import path (what their adapters name: `simulator`).
+# Leduc's deck (RLCard's `LeducholdemDealer`): two suits of J, Q, K.
+LEDUC_CARDS = tuple(f"{suit}{rank}" for rank in "JQK" for suit in "SH")
+
+
 class LeducTable(RLCardTable):
     name = adapter = "leduc-holdem"
 
     def __init__(self) -> None:
         super().__init__("leduc-holdem")
+
+    def deals(self) -> list[tuple[Any, float]]:
+        """(small blind's seat, seat 0's card, seat 1's card, the public card): 2 x 6 x 5 x 4
+        = 240, equally likely, as RLCard deals (a shuffled deck popped for each hand, then
+        the public card; the small blind drawn uniformly)."""
+        deals = [
+            (small_blind, *cards)
+            for small_blind in range(2)
+            for cards in itertools.permutations(LEDUC_CARDS, 3)
+        ]
+        return [(d, 1.0 / len(deals)) for d in deals]
+
+    def deal(self, deal: Any) -> None:
+        small_blind, *cards = deal
+        game = self.env.game
+        game.init_game()  # RLCard's own start, then its random draws replaced by `deal`
+        card = {c: Card(c[0], c[1]) for c in LEDUC_CARDS}
+        for seat, player in enumerate(game.players):
+            player.hand = card[cards[seat]]
+            player.in_chips = game.small_blind if seat == small_blind else game.big_blind
+        # The public card is popped from the deck after the first round.
+        game.dealer.deck = [card[c] for c in LEDUC_CARDS if c not in cards] + [card[cards[2]]]
+        game.game_pointer = small_blind
+        game.round.start_new_round(
+            game_pointer=small_blind, raised=[p.in_chips for p in game.players]
+        )
+        self._started()
+
+    def information(self, state: dict[str, Any]) -> str:
+        """`BB J | public Q | SB call, BB check / SB raise`: the seat's blind, its card's rank,
+        the public card's rank, each round's moves by blind ("-": none yet). Suits never
+        matter in Leduc, nor seat numbers: the blinds are drawn each hand."""
+        small_blind = state["small_blind"]
+
+        def blind(seat: int) -> str:
+            return "SB" if seat == small_blind else "BB"
+
+        rounds: list[list[str]] = [[], []]
+        for seat, action, round_ in state["moves"]:
+            rounds[round_].append(f"{blind(seat)} {action}")
+        public = state["public_card"]
+        return (
+            f"{blind(state['current_player'])} {state['hand'][1]} | "
+            f"public {public[1] if public else '-'} | "
+            + " / ".join(", ".join(r) or "-" for r in rounds[: 1 + (public is not None)])
+        )
 
 
 class UnoTable(RLCardTable):

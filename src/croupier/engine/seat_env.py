@@ -5,6 +5,12 @@ The same adapter encodes the same JSON states the engine would send over HTTP, s
 stepping this env (no HTTP, no link) trains the same module on the same problem. It is the
 anchor the external path is measured against, and a quick place to tune hyperparameters.
 
+The opponent, in every other seat: `rules` (the game's), `random`, or any policy made by a
+factory named by import path (`opponent: "package.module:factory"`, called with
+`opponent_config`'s keywords, returning a function from a state to an action): how
+`croupier bench exploit` seats a frozen version (`policies/distribution.py` `opponent`), a
+later stage this one never imports.
+
 Hands in which the opponent ends the game before the learner acts have no decision for the
 learner; `reset` deals on until the learner has one, keeping their payoffs in
 `skipped_payoffs` (payoff per hand must count every hand, not only RLlib's episodes).
@@ -18,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from croupier.games.candidates import is_candidate_game
-from croupier.games.registry import load_adapter, load_simulator
+from croupier.games.registry import import_object, load_adapter, load_simulator
 
 MAX_DEALS_PER_RESET = 1000
 
@@ -32,10 +38,15 @@ class SeatEnv(gym.Env):
         # UnoBasicAdapter on the uno table), so not the one the table names by default.
         self.adapter = load_adapter(game)
         opponent = config.get("opponent", "rules")
-        rules = self.adapter.rules()
-        if opponent == "rules" and rules is None:
-            raise ValueError(f"{self.adapter.name} has no rules policy")
-        self._opponent = rules if opponent == "rules" else self._random_action
+        if opponent == "rules":
+            rules = self.adapter.rules()
+            if rules is None:
+                raise ValueError(f"{self.adapter.name} has no rules policy")
+            self._opponent = rules
+        elif opponent == "random":
+            self._opponent = self._random_action
+        else:
+            self._opponent = import_object(opponent)(**config.get("opponent_config", {}))
         self.observation_space = self.adapter.observation_space
         self.action_space = self.adapter.action_space
         self._rng = np.random.default_rng(config.get("seed"))

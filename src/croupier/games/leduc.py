@@ -1,10 +1,18 @@
 """Leduc Hold'em, as RLCard plays it (`leduc-holdem`).
 
-State: RLCard's raw observation, e.g.
+State: RLCard's raw observation, and what the built-in engine adds to it (the moves so far,
+`[seat, action, betting round]` each, and the small blind's seat), e.g.
     {"hand": "SJ", "public_card": null, "all_chips": [2, 1], "my_chips": 1,
-     "legal_actions": ["call", "raise", "fold"], "current_player": 1}
-Observation: RLCard's own 36-slot encoding (see `LeducholdemEnv._extract_state`):
-    [0:3] hand rank, [3:6] public card rank, [6:21] my chips, [21:36] opponent's chips.
+     "legal_actions": ["call", "raise", "fold"], "current_player": 1,
+     "moves": [], "small_blind": 1}
+Observation (`LeducAdapter`, the default): RLCard's own 36-slot encoding (see
+`LeducholdemEnv._extract_state`): [0:3] hand rank, [3:6] public card rank, [6:21] my chips,
+[21:36] opponent's chips. It has neither the betting history nor the blinds, and the added
+keys are not required (a state without them, as engines sent before, is accepted): every
+version trained so far reads these 36 floats.
+`LeducHistoryAdapter` (`--game croupier.games.leduc:LeducHistoryAdapter`, the same game)
+adds the seat's blind and every move: no policy on RLCard's 36 floats can be less exploitable
+than 0.18 a hand (CFR+ restricted to them, docs/robustness.md); on these, 0.
 Actions: RLCard's order, ["call", "raise", "fold", "check"]; an action's engine value is its name.
 """
 
@@ -42,6 +50,11 @@ def _is_int(x: Any) -> bool:
     # bool is an int subclass; True as a chip count is a malformed state, not 1 (nor is
     # np.bool_ an np.integer). `type(x) is int` first: JSON gives plain ints, and it is cheap.
     return type(x) is int or isinstance(x, np.integer)
+
+
+def _is_seat(x: Any) -> bool:
+    """0 or 1 (a seat, a betting round), as a JSON integer."""
+    return _is_int(x) and 0 <= x <= 1
 
 
 def _card(state: dict[str, Any], key: str) -> int:
@@ -108,14 +121,64 @@ class LeducAdapter(NamedActionsAdapter):
         return rule_action
 
 
+# The history block: per betting round, up to 4 moves (call, raise, raise, call), each the
+# action's one-hot and whether the seat to act made it.
+MOVES_PER_ROUND = 4
+_MOVE_SIZE = len(ACTIONS) + 1
+HISTORY_OBS_SIZE = OBS_SIZE + 2 + 2 * MOVES_PER_ROUND * _MOVE_SIZE
+
+
+class LeducHistoryAdapter(LeducAdapter):
+    """RLCard's 36 floats, then the seat's blind ([36] small, [37] big) and the betting
+    history ([38:78]: 2 rounds x 4 moves x (call, raise, fold, check, mine)). Needs the
+    `moves`, `small_blind` and `current_player` the built-in engine sends."""
+
+    obs_size = HISTORY_OBS_SIZE
+
+    def encode(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        base, mask = super().encode(state)
+        moves, small_blind, me = (state.get(k) for k in ("moves", "small_blind", "current_player"))
+        if not (_is_seat(small_blind) and _is_seat(me)):
+            raise InvalidState("'small_blind' and 'current_player' must be seats 0 or 1")
+        if not isinstance(moves, list) or len(moves) > 2 * MOVES_PER_ROUND:
+            raise InvalidState(f"'moves' must be a list of at most {2 * MOVES_PER_ROUND} moves")
+        obs = np.zeros(HISTORY_OBS_SIZE, np.float32)
+        obs[:OBS_SIZE] = base
+        obs[OBS_SIZE + (me != small_blind)] = 1.0
+        count = [0, 0]
+        last_round = 0
+        for move in moves:
+            if not (isinstance(move, list) and len(move) == 3):
+                raise InvalidState(f"a move is [seat, action, round], got {move!r}")
+            seat, action, round_ = move
+            ok = _is_seat(seat) and _is_seat(round_) and isinstance(action, str)
+            if not (ok and action in self._action_ids and last_round <= round_):
+                raise InvalidState(f"not a move of this game: {move!r}")
+            if count[round_] >= MOVES_PER_ROUND:
+                raise InvalidState(f"more than {MOVES_PER_ROUND} moves in round {round_}")
+            last_round = round_
+            at = OBS_SIZE + 2 + (round_ * MOVES_PER_ROUND + count[round_]) * _MOVE_SIZE
+            obs[at + self._action_ids[action]] = 1.0
+            obs[at + len(ACTIONS)] = float(seat == me)
+            count[round_] += 1
+        return obs, mask
+
+
+def rule_v2(state: dict[str, Any]) -> str:
+    """RLCard's `leduc-holdem-rule-v2` (a second reference bot, not croupier's rules: it folds
+    every hand before the flop), for `croupier eval --exploitability --a
+    croupier.games.leduc:rule_v2`."""
+    return str(_rule_agent("leduc-holdem-rule-v2").step(rlcard_view(state)))
+
+
 def rlcard_view(state: dict[str, Any]) -> dict[str, Any]:
     """The slice of RLCard's extracted state that its rule agents read."""
     return {"raw_obs": state, "raw_legal_actions": list(state["legal_actions"])}
 
 
 @functools.cache
-def _rule_agent() -> Any:
+def _rule_agent(model: str = "leduc-holdem-rule-v1") -> Any:
     # rlcard.models registers its model ids on import; `rlcard.models.load` needs that first.
     import rlcard.models
 
-    return rlcard.models.load("leduc-holdem-rule-v1").agents[0]
+    return rlcard.models.load(model).agents[0]

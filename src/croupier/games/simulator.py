@@ -8,6 +8,10 @@ contract, state for state: `state(seat)` is exactly the JSON the engine would se
 `POST /v1/games/{id}/decide`, so the game's adapter reads it as it reads real traffic.
 
 `games/registry.py` `load_simulator` finds one by the same `--game` the server takes.
+
+A game small enough to solve exactly (Kuhn poker, Leduc hold'em) also lists its deals
+(`deals`, `deal`): `games/tree.py` then walks its whole game tree, and the arena measures a
+policy's exploitability on it (`arena/exploitability.py`).
 """
 
 from __future__ import annotations
@@ -72,6 +76,30 @@ class Simulator(ABC):
         `reset`; None (the default): no named sides. The engine reports a win rate per side
         and seats `--sides` by them."""
         return None
+
+    # --- exact solving (optional): a game small enough to walk every deal -------------------
+
+    def deals(self) -> list[tuple[Any, float]] | None:
+        """Every way a hand can be dealt, each with its probability (summing to 1), for a game
+        small enough to walk whole (`games/tree.py`); None (the default): too many to list.
+        A deal fixes every chance outcome of the hand up front (Leduc's public card too); the
+        states reveal it only when the game does."""
+        return None
+
+    def deal(self, deal: Any) -> None:
+        """Start a hand dealt as `deal` (one of `deals()`), as `reset` starts a random one."""
+        raise NotImplementedError(f"{type(self).__name__} does not list its deals")
+
+    def information(self, state: dict[str, Any]) -> str:
+        """A short label of what the seat to act knows (`state`: what it is sent), equal for
+        any two states the seat cannot tell apart. A game may merge states that differ only
+        where nothing in the rules depends on it (Leduc's suits) and should say whose turn it
+        is by position, not seat number. Reports group decisions by it, and an exactly solved
+        strategy is a table keyed by it. Default: the state's JSON without its legal
+        actions."""
+        import json
+
+        return json.dumps({k: v for k, v in state.items() if k != "legal_actions"}, sort_keys=True)
 
     def legal_actions(self) -> list[Any]:
         """The current seat's legal actions (the engine's values)."""

@@ -219,9 +219,14 @@ def build_config(
 
 
 def anchor_config(
-    game: str, spec: ModelSpec, hyper: Hyper | None = None, num_envs: int = 64
+    game: str,
+    spec: ModelSpec,
+    hyper: Hyper | None = None,
+    num_envs: int = 64,
+    env_config: dict[str, Any] | None = None,
 ) -> AlgorithmConfig:
-    """The same algorithm and module stepping the game in-process (learner vs the rules)."""
+    """The same algorithm and module stepping the game in-process (learner vs the rules, or
+    the opponent `env_config` names: `engine/seat_env.py`)."""
     from croupier.engine.seat_env import SeatEnv
     from croupier.games.registry import load_adapter
 
@@ -229,6 +234,6 @@ def anchor_config(
     adapter = load_adapter(game)  # its spaces choose the module (candidates or masked)
     return (
         base_config(spec, hyper, adapter.observation_space, adapter.action_space)
-        .environment(SeatEnv, env_config={"game": game, "opponent": "rules"})
+        .environment(SeatEnv, env_config={"game": game, "opponent": "rules", **(env_config or {})})
         .env_runners(num_env_runners=0, num_envs_per_env_runner=num_envs)
     )
