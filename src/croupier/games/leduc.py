@@ -6,6 +6,7 @@ State: RLCard's raw observation, e.g.
 Observation: RLCard's own 36-slot encoding (see `LeducholdemEnv._extract_state`):
     [0:3] hand rank, [3:6] public card rank, [6:21] my chips, [21:36] opponent's chips.
 Actions: RLCard's order, ["call", "raise", "fold", "check"]; an action's engine value is its name.
+The state's JSON Schema (`LeducAdapter.state_schema`) says all of what `encode` checks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import rlcard
 
-from croupier.games.base import InvalidState, NamedActionsAdapter, RulesFn
+from croupier.games.base import InvalidState, NamedActionsAdapter, RulesFn, json_int
 
 ACTIONS: tuple[str, ...] = ("call", "raise", "fold", "check")
 
@@ -36,12 +37,6 @@ MAX_CHIPS = 14
 
 _REQUIRED = ("hand", "public_card", "all_chips", "my_chips", "legal_actions")
 _REQUIRED_KEYS = frozenset(_REQUIRED)
-
-
-def _is_int(x: Any) -> bool:
-    # bool is an int subclass; True as a chip count is a malformed state, not 1 (nor is
-    # np.bool_ an np.integer). `type(x) is int` first: JSON gives plain ints, and it is cheap.
-    return type(x) is int or isinstance(x, np.integer)
 
 
 def _card(state: dict[str, Any], key: str) -> int:
@@ -75,7 +70,7 @@ class LeducAdapter(NamedActionsAdapter):
         chips, mine = state["all_chips"], state["my_chips"]
         if not isinstance(chips, list) or len(chips) != self.num_players:
             raise InvalidState(f"'all_chips' must be a list of {self.num_players} integers")
-        if not (_is_int(chips[0]) and _is_int(chips[1]) and _is_int(mine)):  # two players
+        if not (json_int(chips[0]) and json_int(chips[1]) and json_int(mine)):  # two players
             raise InvalidState("'all_chips' and 'my_chips' must be integers")
         if mine not in chips:
             raise InvalidState(f"'my_chips' ({mine}) is not one of 'all_chips' {chips}")
@@ -93,6 +88,48 @@ class LeducAdapter(NamedActionsAdapter):
         if public is not None:
             obs[_PUBLIC_OFFSET + public] = 1.0
         return obs, mask
+
+    def state_schema(self) -> dict[str, Any]:
+        cards = sorted(CARD_INDEX)
+        chips = {"type": "integer", "minimum": 0, "maximum": MAX_CHIPS}
+        return {
+            "type": "object",
+            "description": "RLCard's raw Leduc observation for the seat to act.",
+            "required": list(_REQUIRED),
+            "properties": {
+                "hand": {"type": "string", "enum": cards, "description": "Your card."},
+                "public_card": {
+                    "anyOf": [{"type": "string", "enum": cards}, {"type": "null"}],
+                    "description": "The board card; null before it is dealt.",
+                },
+                "all_chips": {
+                    "type": "array",
+                    "prefixItems": [chips, chips],
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "description": "Chips in the pot by seat, yours among them.",
+                },
+                "my_chips": {**chips, "description": "Your chips in the pot (one of all_chips)."},
+                "legal_actions": self.legal_actions_schema(),
+                "current_player": {"description": "RLCard's seat to act (not read)."},
+            },
+            # my_chips is one of all_chips (the other is the opponent's). `dependentSchemas`,
+            # not a bare `anyOf`: openapi-typescript reads an `anyOf` beside `properties` as a
+            # union of loose objects, and leaves this one out of the type.
+            "dependentSchemas": {
+                "my_chips": {
+                    "anyOf": [
+                        {
+                            "properties": {
+                                "my_chips": {"const": c},
+                                "all_chips": {"contains": {"const": c}},
+                            }
+                        }
+                        for c in range(MAX_CHIPS + 1)
+                    ]
+                }
+            },
+        }
 
     def warm_up(self) -> None:
         _rule_agent()

@@ -1,0 +1,194 @@
+"""Each game's published state schema (`GameAdapter.state_schema`) and its adapter agree.
+
+For every built-in game (as served) and the Kuhn example, with states generated from the schema
+by schemathesis's own generator (what its `--checks all` run sends):
+- a state the schema admits, the adapter takes, except where a check JSON Schema cannot state
+  fails (doudizhu: `SEMANTIC` below, the checks its module docstring lists): then, and only
+  then, the adapter refuses it;
+- a state the schema refuses, the adapter refuses too (`InvalidState`: a 422), so a client
+  validating against the document never rejects a state the server takes;
+- every state the game's own engine produces (random play) validates, and the adapter takes it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import jsonschema_rs
+import pytest
+
+from croupier.games.base import GameAdapter, InvalidState
+from croupier.games.registry import load_adapter, load_simulator
+
+hypothesis = pytest.importorskip("hypothesis")
+schemathesis = pytest.importorskip("schemathesis", reason="pip install -e '.[dev]'")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from schemathesis.generation.modes import GenerationMode  # noqa: E402
+
+GAMES = {
+    "leduc-holdem": {},
+    "uno": {},
+    "doudizhu": {},
+    "vector": {"obs_size": 5, "num_actions": 4},
+    "examples.kuhn.adapter:KuhnAdapter": {},
+}
+EXAMPLES = 150  # per game and direction: ~1-2 s of CPU a game
+# doudizhu's lookahead patterns and hand-size branches make its states ~10x dearer to generate
+SLOW = {"doudizhu": 60}
+
+
+def _adapter(game: str) -> GameAdapter:
+    return load_adapter(game, **GAMES[game])
+
+
+def _doudizhu_semantics(state: dict[str, Any]) -> bool:
+    """What doudizhu's schema cannot say: moves are the game's own, legal moves are made of
+    cards in the hand, and the hands hold no more of a card than the deck."""
+    from rlcard.games.doudizhu.utils import ACTION_2_ID
+
+    hand, others = Counter(state["current_hand"]), Counter(state["others_hand"])
+    deck = {r: 1 if r in "BR" else 4 for r in "3456789TJQKA2BR"}
+    moves = [*state["legal_actions"], *(move for _, move in state["trace"])]
+    return (
+        all(m in ACTION_2_ID for m in moves)
+        and all(hand[r] + others[r] <= n for r, n in deck.items())
+        and all(Counter(m) <= hand for m in state["legal_actions"] if m != "pass")
+    )
+
+
+SEMANTIC = {"doudizhu": _doudizhu_semantics}
+
+
+def _states(schema: dict[str, Any], mode: GenerationMode) -> Any:
+    """Schemathesis's strategy for a request body of this schema (its own generator)."""
+    doc = {
+        "openapi": "3.1.0",
+        "info": {"title": "state", "version": "1"},
+        "paths": {
+            "/state": {
+                "post": {
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": schema}},
+                    },
+                    "responses": {"200": {"description": "taken"}},
+                }
+            }
+        },
+    }
+    operation = schemathesis.openapi.from_dict(doc)["/state"]["POST"]
+    return operation.as_strategy(mode).map(lambda case: case.body)
+
+
+def _takes(adapter: GameAdapter, state: Any) -> bool:
+    """Whether the adapter takes the state, as the server reads it (`check` for a rules or
+    random seat, `encode` for a learned one): both, or neither."""
+    verdicts = []
+    for read in (adapter.check, adapter.encode):
+        try:
+            read(state)
+            verdicts.append(True)
+        except InvalidState:
+            verdicts.append(False)
+    assert verdicts[0] == verdicts[1], (verdicts, state)
+    return verdicts[0]
+
+
+@pytest.mark.parametrize("game", list(GAMES))
+def test_what_the_schema_admits_the_adapter_takes(game: str) -> None:
+    adapter = _adapter(game)
+    schema = adapter.state_schema()
+    assert schema is not None, game
+    validator = jsonschema_rs.Draft202012Validator(schema)
+    semantic = SEMANTIC.get(adapter.name, lambda state: True)
+    seen = {"taken": 0, "refused": 0}
+
+    @settings(
+        max_examples=SLOW.get(game, EXAMPLES),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(_states(schema, GenerationMode.POSITIVE))
+    def check(state: Any) -> None:
+        assert validator.is_valid(state), state  # the generator keeps to the schema
+        taken = _takes(adapter, state)
+        assert taken == semantic(state), state
+        seen["taken" if taken else "refused"] += 1
+
+    check()
+    if adapter.name not in SEMANTIC:
+        assert seen["refused"] == 0
+    print(f"\n{game}: {seen}")
+
+
+@pytest.mark.parametrize("game", list(GAMES))
+def test_what_the_schema_refuses_the_adapter_refuses(game: str) -> None:
+    adapter = _adapter(game)
+    schema = adapter.state_schema()
+    assert schema is not None
+    validator = jsonschema_rs.Draft202012Validator(schema)
+    refused = []
+    examples = SLOW.get(game, EXAMPLES)
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_states(schema, GenerationMode.NEGATIVE))
+    def check(state: Any) -> None:
+        # The server's request model takes only an object as a state; anything else is its 422.
+        if not isinstance(state, dict) or validator.is_valid(state):
+            return
+        assert not _takes(adapter, state), state
+        refused.append(state)
+
+    check()
+    assert len(refused) >= examples // 3, len(refused)
+
+
+def _engine_states(game: str, hands: int, seed: int = 5) -> list[dict[str, Any]]:
+    table = load_simulator(game)
+    rng = random.Random(seed)
+    states = []
+    for hand in range(hands):
+        table.reset(seed + hand)
+        for _ in range(500):
+            if table.is_over():
+                break
+            seat = table.current_player()
+            state = table.state(seat)
+            states.append(state)
+            table.step(rng.choice(state["legal_actions"]))
+    return states
+
+
+@pytest.mark.parametrize(
+    ("game", "hands"),
+    [("leduc-holdem", 60), ("uno", 12), ("doudizhu", 6), ("examples.kuhn.game:KuhnSimulator", 40)],
+)
+def test_every_engine_state_validates(game: str, hands: int) -> None:
+    adapter = load_adapter(game)
+    validator = jsonschema_rs.Draft202012Validator(adapter.state_schema())
+    states = _engine_states(game, hands)
+    assert len(states) > 60
+    for state in states:
+        errors = [e.message for e in validator.iter_errors(state)]
+        assert not errors, (errors[:3], state)
+        assert _takes(adapter, state)
+        if adapter.name in SEMANTIC:
+            assert SEMANTIC[adapter.name](state), state
+
+
+def test_a_float_without_a_fraction_is_an_integer() -> None:
+    """JSON Schema's `integer` admits `2.0`, and so does every adapter where it says so."""
+    leduc = _adapter("leduc-holdem")
+    state = {"hand": "SK", "public_card": None, "all_chips": [2.0, 1], "my_chips": 1.0,
+             "legal_actions": ["call", "raise", "fold"]}  # fmt: skip
+    assert _takes(leduc, state)
+    assert not _takes(leduc, {**state, "my_chips": 1.5})
+    assert not _takes(leduc, {**state, "my_chips": True})
+    vector = _adapter("vector")
+    good = {"obs": [0, 1.5, -2, 3, 4], "legal_actions": [0, 3.0]}
+    assert _takes(vector, good)
+    for bad in ({"legal_actions": [True]}, {"legal_actions": ["1"]}, {"obs": [0, 1, "2", 3, 4]},
+                {"obs": [0, 1, True, 3, 4]}, {"obs": [1e39, 0, 0, 0, 0]}):  # fmt: skip
+        assert not _takes(vector, {**good, **bad}), bad
