@@ -275,6 +275,7 @@ def test_batch_items_and_results_are_typed_and_discriminated():
     assert schemas["LeducHoldemAction"]["enum"] == ["call", "raise", "fold", "check"]
 
 
+@pytest.mark.integration  # in-process, but an app per game: ~5 s of CPU
 @pytest.mark.parametrize("game", PUBLISHED)
 def test_each_game_document_types_its_state_action_and_payoffs(game: str):
     """The game's own types, referenced wherever a request or an answer carries them: the
@@ -487,3 +488,20 @@ def test_policies_do_not_name_an_algorithm_before_a_trainer_does(inprocess):
         return (await c.get("/v1/policies")).json()
 
     assert inprocess(run)["policies"]["learned"]["model"]["algo"] is None
+
+
+def test_a_batch_is_not_refused_by_the_decision_queue_limit(inprocess, leduc_states):
+    """docs/operations.md's limits: a `decide:batch`'s items are forwarded at once, never
+    queued, so a batch larger than `--max-queued-decisions` is answered whole."""
+
+    async def run(c, service) -> list[str]:
+        games = [{"game": "leduc-holdem", "game_id": f"q{i}", "seats": {"0": "learned"}}
+                 for i in range(5)]  # fmt: skip
+        made = await c.post("/v1/games:batch", json={"games": games})
+        assert [r["outcome"] for r in made.json()["results"]] == ["ok"] * 5, made.text
+        items = [{"game_id": f"q{i}", "seat": "0", "state": leduc_states[i]} for i in range(5)]
+        r = await c.post("/v1/decide:batch", json={"items": items})
+        assert r.status_code == 200, r.text
+        return [item["outcome"] for item in r.json()["results"]]
+
+    assert inprocess(run, max_queued_decisions=2) == ["ok"] * 5

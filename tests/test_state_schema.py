@@ -96,6 +96,7 @@ def _takes(adapter: GameAdapter, state: Any) -> bool:
     return verdicts[0]
 
 
+@pytest.mark.integration  # in-process, but ~10 s of CPU in all (generation)
 @pytest.mark.parametrize("game", list(GAMES))
 def test_what_the_schema_admits_the_adapter_takes(game: str) -> None:
     adapter = _adapter(game)
@@ -123,6 +124,7 @@ def test_what_the_schema_admits_the_adapter_takes(game: str) -> None:
     print(f"\n{game}: {seen}")
 
 
+@pytest.mark.integration  # in-process, but ~15 s of CPU in all (generation)
 @pytest.mark.parametrize("game", list(GAMES))
 def test_what_the_schema_refuses_the_adapter_refuses(game: str) -> None:
     adapter = _adapter(game)

@@ -116,7 +116,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(rollout_router)
     install_live_arena(app, components.rollout.live, app.state.metrics)
 
-    # Every error answer is a `Problem` (schemas.py), the shape docs/openapi.json declares.
+    # Every error answer is a `Problem` (schemas.py), the shape the OpenAPI document declares.
     retry_after_s = int(config.retry_after_s)
 
     def retry_headers(status: int) -> dict[str, str] | None:
