@@ -490,6 +490,20 @@ def test_policies_do_not_name_an_algorithm_before_a_trainer_does(inprocess):
     assert inprocess(run)["policies"]["learned"]["model"]["algo"] is None
 
 
+@pytest.mark.parametrize("game", ["leduc-holdem", "doudizhu"])
+def test_health_and_policies_answer_their_documented_models(inprocess, game: str):
+    from croupier.api.health import Health, Policies
+
+    async def run(c, service) -> None:
+        health = Health.model_validate((await c.get("/healthz")).json())
+        assert health.game == game
+        policies = Policies.model_validate((await c.get("/v1/policies")).json())
+        assert policies.game.name == game
+        assert (policies.game.policy == "candidates") == (game == "doudizhu")
+
+    inprocess(run, game=game)
+
+
 def test_a_batch_is_not_refused_by_the_decision_queue_limit(inprocess, leduc_states):
     """docs/operations.md's limits: a `decide:batch`'s items are forwarded at once, never
     queued, so a batch larger than `--max-queued-decisions` is answered whole."""

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from croupier.api.auth import require_engine_key
 from croupier.api.errors import problem_of
 from croupier.api.fast_lane import FastLaneRoute, answers, json_body, json_response, parse_body
+from croupier.api.health import Health, Policies
 from croupier.api.schemas import (
     GAME_ID_MAX,
     GAME_ID_RULE,
@@ -29,8 +30,6 @@ from croupier.api.schemas import (
     GameCreated,
     GameEndedResponse,
     GameResumed,
-    Health,
-    Policies,
     Problem,
     ResumeGame,
     well_formed_batch,

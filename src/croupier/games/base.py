@@ -8,6 +8,10 @@ maps an action index back to whatever the engine calls that action.
 An adapter also says, as JSON Schema, what it takes and gives (`state_schema`, `action_schema`,
 `payoff_schema`): the server's OpenAPI document carries them, so a client generator types the
 state an engine sends and the action it gets back (see `GameAdapter.state_schema`).
+
+Why ~430 lines in one module: the interface and its two specialisations (`NamedActionsAdapter`,
+`CandidateAdapter`) are what every adapter author reads, together; split, the contract a
+state schema keeps would sit in one file and the legal-list checks it mirrors in another.
 """
 
 from __future__ import annotations
