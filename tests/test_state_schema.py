@@ -1,12 +1,15 @@
 """Each game's published state schema (`GameAdapter.state_schema`) and its adapter agree.
 
 For every built-in game (as served) and the Kuhn example, with states generated from the schema
-by schemathesis's own generator (what its `--checks all` run sends):
+by schemathesis's own generators (what its `--checks all` run sends: the coverage phase's
+boundary values, each bound and one past it, and the fuzzing phase's random states):
 - a state the schema admits, the adapter takes, except where a check JSON Schema cannot state
   fails (doudizhu: `SEMANTIC` below, the checks its module docstring lists): then, and only
   then, the adapter refuses it;
 - a state the schema refuses, the adapter refuses too (`InvalidState`: a 422), so a client
-  validating against the document never rejects a state the server takes;
+  validating against the document never rejects a state the server takes: generated states,
+  and real states with one field replaced by a value the schema refuses there, or left out
+  (a generated state is mostly refused for other reasons in doudizhu; a real one is not);
 - every state the game's own engine produces (random play) validates, and the adapter takes it.
 """
 
@@ -61,8 +64,8 @@ def _doudizhu_semantics(state: dict[str, Any]) -> bool:
 SEMANTIC = {"doudizhu": _doudizhu_semantics}
 
 
-def _states(schema: dict[str, Any], mode: GenerationMode) -> Any:
-    """Schemathesis's strategy for a request body of this schema (its own generator)."""
+def _operation(schema: dict[str, Any]) -> tuple[Any, Any]:
+    """A one-route API whose request body is a state: schemathesis's schema and operation."""
     doc = {
         "openapi": "3.1.0",
         "info": {"title": "state", "version": "1"},
@@ -78,8 +81,25 @@ def _states(schema: dict[str, Any], mode: GenerationMode) -> Any:
             }
         },
     }
-    operation = schemathesis.openapi.from_dict(doc)["/state"]["POST"]
-    return operation.as_strategy(mode).map(lambda case: case.body)
+    api = schemathesis.openapi.from_dict(doc)
+    return api, api["/state"]["POST"]
+
+
+def _states(schema: dict[str, Any], mode: GenerationMode) -> Any:
+    """Random states (the fuzzing phase's strategy for the request body)."""
+    return _operation(schema)[1].as_strategy(mode).map(lambda case: case.body)
+
+
+def _boundary_states(schema: dict[str, Any], mode: GenerationMode) -> list[Any]:
+    """The coverage phase's states: each constraint at its bound (positive) or just past it,
+    a wrong type, a missing field (negative): deterministic, ~50-200 a game."""
+    api, operation = _operation(schema)
+    cases = api.iter_coverage_cases(
+        operation,
+        generation_modes=[mode],
+        generation_config=api.config.generation_for(operation=operation),
+    )
+    return [case.body for case in cases if isinstance(case.body, dict)]
 
 
 def _takes(adapter: GameAdapter, state: Any) -> bool:
@@ -119,6 +139,8 @@ def test_what_the_schema_admits_the_adapter_takes(game: str) -> None:
         seen["taken" if taken else "refused"] += 1
 
     check()
+    for state in _boundary_states(schema, GenerationMode.POSITIVE):
+        check.hypothesis.inner_test(state)
     if adapter.name not in SEMANTIC:
         assert seen["refused"] == 0
     print(f"\n{game}: {seen}")
@@ -144,7 +166,10 @@ def test_what_the_schema_refuses_the_adapter_refuses(game: str) -> None:
         refused.append(state)
 
     check()
-    assert len(refused) >= examples // 3, len(refused)
+    boundary = _boundary_states(schema, GenerationMode.NEGATIVE)
+    for state in boundary:
+        check.hypothesis.inner_test(state)
+    assert len(refused) >= examples // 3 + len(boundary) // 2, (len(refused), len(boundary))
 
 
 def _engine_states(game: str, hands: int, seed: int = 5) -> list[dict[str, Any]]:
@@ -178,6 +203,41 @@ def test_every_engine_state_validates(game: str, hands: int) -> None:
         assert _takes(adapter, state)
         if adapter.name in SEMANTIC:
             assert SEMANTIC[adapter.name](state), state
+
+
+SIMULATED = {
+    "leduc-holdem": "leduc-holdem",
+    "uno": "uno",
+    "doudizhu": "doudizhu",
+    "examples.kuhn.adapter:KuhnAdapter": "examples.kuhn.game:KuhnSimulator",
+}
+
+
+@pytest.mark.integration  # in-process, but ~10 s of CPU in all (generation)
+@pytest.mark.parametrize("game", list(GAMES))
+def test_a_real_state_with_one_field_the_schema_refuses_is_refused(game: str) -> None:
+    adapter = _adapter(game)
+    schema = adapter.state_schema()
+    validator = jsonschema_rs.Draft202012Validator(schema)
+    if game in SIMULATED:
+        states = _engine_states(SIMULATED[game], hands=3)
+        bases = [states[0], states[len(states) // 2], states[-1]]
+    else:  # the vector game: made by hand
+        bases = [{"obs": [0.5, -1, 2, 0, 3], "legal_actions": [0, 2]}]
+    assert all(_takes(adapter, s) for s in bases)
+    tried = 0
+    for field, spec in schema["properties"].items():
+        one = {"type": "object", "required": [field], "properties": {field: spec}}
+        values = [s[field] for s in _boundary_states(one, GenerationMode.NEGATIVE) if field in s]
+        for base in bases:
+            variants = [{**base, field: v} for v in values]
+            if field in schema.get("required", ()):
+                variants.append({k: v for k, v in base.items() if k != field})
+            for state in variants:
+                if not validator.is_valid(state):
+                    assert not _takes(adapter, state), (field, state.get(field, "(missing)"))
+                    tried += 1
+    assert tried >= 10 * len(bases), tried
 
 
 def test_a_float_without_a_fraction_is_an_integer() -> None:
