@@ -107,6 +107,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.state.components = components
     app.state.service = service
     app.state.api_keys = ApiKeys(config.api_keys, config.admin_keys, config.read_keys)
+    app.state.seats = frozenset(components.adapter.seats)  # the game's seats, as routes check
     app.state.link = None
     check_fast_lane(hot_router.routes)  # refuse, at build, what the lane would ignore
     app.include_router(hot_router)

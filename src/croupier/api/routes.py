@@ -199,7 +199,8 @@ async def decide_batch(request: Request) -> Response:
 
 
 def _seats(request: Request) -> frozenset[str]:
-    return frozenset(request.app.state.components.adapter.seats)
+    # Built once (`create_app`): every decide asks, and building it cost ~1.6 us (busy 2 cores).
+    return request.app.state.seats
 
 
 def _refuse_items(errors: Iterable[tuple[str, int, str, str]]) -> None:
