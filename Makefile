@@ -16,10 +16,14 @@ $(VENV_STAMP): pyproject.toml
 	touch $(VENV_STAMP)
 
 # Tools the tests call when present (tests/test_metrics.py installs them through here when
-# missing): promtool, from Debian's prometheus package.
+# missing): promtool, from Debian's prometheus package; the TypeScript client check's npm
+# packages, pinned by tests/typescript/package-lock.json (tests/test_typescript_client.py runs
+# the same `npm ci` when they are missing; it skips without npm).
 tools:
 	command -v promtool >/dev/null || apt-get install -y prometheus \
 		|| (apt-get update && apt-get install -y prometheus)
+	if command -v npm >/dev/null; then cd tests/typescript && npm ci --no-audit --no-fund; \
+		else echo "npm not found: tests/test_typescript_client.py will skip"; fi
 
 # Modules run on parallel workers (one worker per core, up to 4), each module whole on one
 # worker (its Ray session and servers are module-scoped): the suite waits on processes
@@ -69,4 +73,4 @@ bench: setup
 	$(PY) -m croupier bench soak --games 1000 --minutes 10
 
 clean:
-	rm -rf .venv runs .pytest_cache
+	rm -rf .venv runs .pytest_cache tests/typescript/node_modules tests/typescript/generated

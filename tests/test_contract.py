@@ -2,7 +2,9 @@
 in a thread of this process: one app for the module):
 
 - schemathesis `run --checks all` (every phase, the stateful one chaining create → decide /
-  end / abort through the document's links) finds nothing;
+  end / abort through the document's links) finds nothing, against a keyed leduc server and a
+  keyed doudizhu server: each document types its game's state, so the generated decides carry
+  states the game takes and reach its decision logic;
 - a 413 is readable by clients that send the whole body first (a raw socket sending slowly;
   Node's `fetch` when node is installed);
 - the document's own promises: typed batch items and discriminated results, security, error
@@ -12,6 +14,7 @@ in a thread of this process: one app for the module):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import socket
@@ -28,7 +31,11 @@ import pytest
 import uvicorn
 
 from croupier.api.app import create_app
+from croupier.api.contract import _this_game, game_type_name
+from croupier.api.openapi_export import PUBLISHED, openapi_json, published_path
+from croupier.api.schemas import PROBLEM_KINDS
 from croupier.config import ServerConfig
+from croupier.games.registry import load_adapter
 
 ADMIN = "adm"
 MAX_BODY = ServerConfig().max_body_bytes  # 4 MiB: a full 4096-item batch fits
@@ -43,6 +50,7 @@ class ThreadServer:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
+        self.game = config.game
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = uvicorn.Server(
             uvicorn.Config(create_app(config), log_level="warning", lifespan="on")
@@ -65,11 +73,11 @@ class ThreadServer:
         self.sock.close()
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ThreadServer]:
+@contextlib.contextmanager
+def keyed_server(game: str) -> Iterator[ThreadServer]:
     with tempfile.TemporaryDirectory(prefix="croupier-contract-") as tmp:
         config = ServerConfig(
-            game="leduc-holdem",
+            game=game,
             admin_keys=[ADMIN],
             api_keys=["eng"],
             read_keys=["rd"],
@@ -81,19 +89,37 @@ def server() -> Iterator[ThreadServer]:
             yield s
 
 
+@pytest.fixture(scope="module")
+def server() -> Iterator[ThreadServer]:
+    with keyed_server("leduc-holdem") as s:
+        yield s
+
+
+@pytest.fixture(scope="module", params=["leduc-holdem", "doudizhu"])
+def game_server(request: pytest.FixtureRequest, server: ThreadServer) -> Iterator[ThreadServer]:
+    if request.param == "leduc-holdem":
+        yield server
+        return
+    with keyed_server(request.param) as s:
+        yield s
+
+
 # --- schemathesis ---------------------------------------------------------------------------
 
 
 @pytest.mark.integration
-def test_schemathesis_finds_nothing_with_every_check(server: ThreadServer, tmp_path: Path):
+def test_schemathesis_finds_nothing_with_every_check(game_server: ThreadServer, tmp_path: Path):
     """`schemathesis run <server>/openapi.json --checks all` with an admin key: 0 failures,
-    every phase, the stateful one reaching decide and end on games it created (the links)."""
+    every phase, the stateful one reaching decide and end on games it created (the links), and
+    generated states reaching the game itself on such games: taken (200; in leduc, whose
+    schema says all the adapter checks, required), or refused by a check no schema can state
+    (doudizhu: its own 422, `unprocessable`)."""
     pytest.importorskip("schemathesis", reason="pip install -e '.[dev]' (schemathesis)")
     report = tmp_path / "report"
     cmd = [
         sys.executable, "-m", "schemathesis.cli",
         "--config-file", str(ROOT / "tests" / "schemathesis.toml"),
-        "run", f"{server.url}/openapi.json",
+        "run", f"{game_server.url}/openapi.json",
         "--checks", "all",
         "-H", f"Authorization: Bearer {ADMIN}",
         "--max-examples", str(EXAMPLES),
@@ -112,20 +138,32 @@ def test_schemathesis_finds_nothing_with_every_check(server: ThreadServer, tmp_p
     assert "passed" in text and "failure" not in text.lower(), text[-3000:]
     for phase in ("Coverage", "Fuzzing", "Stateful"):
         assert f"✅ {phase}" in text, (phase, text[-3000:])
-    created, reached = _created_and_reached(report)
+    created, reached, decided = _created_and_reached(report)
     assert created, "the stateful phase created no game"
     for route in ("decide", "end"):
         assert reached[route] & created, f"no {route} on a game the run created"
+    read = {gid for gid, status, kind in decided if status == 200 or kind == UNPROCESSABLE}
+    assert read & created, "no generated state reached the game on a game the run created"
+    if game_server.game == "leduc-holdem":
+        taken = {gid for gid, status, _ in decided if status == 200}
+        assert taken & created, "no generated state was taken (200) on a game the run created"
 
 
-EXAMPLES = 10  # per operation and phase: ~15 s alone on the 2-core machine, ~30 s loaded
+EXAMPLES = 10  # per operation and phase: ~15 s a game alone on the 2-core machine, ~30 s loaded
 
 
-def _created_and_reached(report: Path) -> tuple[set[str], dict[str, set[str]]]:
-    """Game ids schemathesis created (201s of `POST /v1/games`), and the game ids of each
-    decide and end it sent (from its HAR report)."""
+UNPROCESSABLE = "urn:croupier:problem:unprocessable"
+
+
+def _created_and_reached(
+    report: Path,
+) -> tuple[set[str], dict[str, set[str]], set[tuple[str, int, str | None]]]:
+    """Game ids schemathesis created (201s of `POST /v1/games`), the game ids of each decide
+    and end it sent, and each decide's (game id, status, problem type) (from its HAR
+    report)."""
     created: set[str] = set()
     reached: dict[str, set[str]] = {"decide": set(), "end": set()}
+    decided: set[tuple[str, int, str | None]] = set()
     for har in report.rglob("*.json"):
         for entry in json.loads(har.read_text())["log"]["entries"]:
             url, status = entry["request"]["url"], entry["response"]["status"]
@@ -135,7 +173,11 @@ def _created_and_reached(report: Path) -> tuple[set[str], dict[str, set[str]]]:
                 created.add(json.loads(entry["response"]["content"]["text"])["game_id"])
             elif len(parts) == 4 and parts[:2] == ["v1", "games"] and parts[3] in reached:
                 reached[parts[3]].add(parts[2])
-    return created, reached
+                if parts[3] == "decide":
+                    answer = json.loads(entry["response"]["content"].get("text") or "null")
+                    kind = answer.get("type") if isinstance(answer, dict) else None
+                    decided.add((parts[2], status, kind))
+    return created, reached, decided
 
 
 # --- 413 readable by every client -----------------------------------------------------------
@@ -223,12 +265,92 @@ def test_batch_items_and_results_are_typed_and_discriminated():
     assert schemas["EndBatchRequest"]["properties"]["items"]["items"]["$ref"].endswith(
         "/EndBatchItem"
     )
-    for response in ("DecideBatchResponse", "CreateGamesResponse", "EndBatchResponse"):
+    for response in ("DecideBatchAnswer", "CreateGamesAnswer", "EndBatchAnswer"):
         results = schemas[response]["properties"]["results"]["items"]
         assert results["discriminator"]["propertyName"] == "outcome", response
         assert set(results["discriminator"]["mapping"]) == {"ok", "error"}, response
-    action = schemas["DecideResponse"]["properties"]["action"]
-    assert {t.get("type") for t in action["anyOf"]} == {"string", "integer"}
+    for answer in ("DecideAnswer", "Decided"):
+        action = schemas[answer]["properties"]["action"]
+        assert action["$ref"].endswith("/LeducHoldemAction"), answer
+    assert schemas["LeducHoldemAction"]["enum"] == ["call", "raise", "fold", "check"]
+
+
+@pytest.mark.integration  # in-process, but an app per game: ~5 s of CPU
+@pytest.mark.parametrize("game", PUBLISHED)
+def test_each_game_document_types_its_state_action_and_payoffs(game: str):
+    """The game's own types, referenced wherever a request or an answer carries them: the
+    state (decide and decide:batch), the action (decide and its batch items), the payoff (end
+    and end:batch, and so a reward's bound)."""
+    adapter = load_adapter(game)
+    text = openapi_json(game)
+    doc = json.loads(text)
+    schemas = doc["components"]["schemas"]
+    prefix = game_type_name(game)
+    assert schemas[f"{prefix}State"] == {**adapter.state_schema(), "title": f"{prefix}State"}
+    assert schemas[f"{prefix}Action"] == adapter.action_schema()
+    low, high = adapter.payoff_range
+    assert (
+        schemas[f"{prefix}Payoff"]["minimum"] == low
+        and schemas[f"{prefix}Payoff"]["maximum"] == high
+    )
+    for name in ("DecideRequest", "BatchItem"):
+        fields = schemas[name]["properties"]
+        assert fields["state"]["$ref"].endswith(f"/{prefix}State"), name
+        assert fields["reward"]["anyOf"][0]["maximum"] == adapter.reward_bound, name
+    for name in ("DecideAnswer", "Decided"):
+        assert schemas[name]["properties"]["action"]["$ref"].endswith(f"/{prefix}Action")
+    for name in ("EndRequest", "EndBatchItem"):
+        payoffs = schemas[name]["properties"]["payoffs"]
+        assert set(payoffs["required"]) == set(adapter.seats), name
+        for seat in adapter.seats:
+            assert payoffs["properties"][seat]["$ref"].endswith(f"/{prefix}Payoff"), name
+    path = published_path(ROOT, game)
+    assert path.read_text() == text, f"run: croupier openapi --published ({path})"
+
+
+def test_an_adapter_without_a_schema_leaves_the_state_an_object():
+    """A custom adapter that publishes no schema still serves: its state is any object."""
+    from examples.kuhn.adapter import KuhnAdapter
+
+    class Untyped(KuhnAdapter):
+        def state_schema(self) -> None:
+            return None
+
+    schemas = json.loads(json.dumps(_doc()["components"]["schemas"]))  # a copy
+    _this_game(schemas, Untyped())
+    assert schemas["KuhnPokerState"]["type"] == "object"
+    assert "properties" not in schemas["KuhnPokerState"]
+    assert schemas["DecideRequest"]["properties"]["state"]["$ref"].endswith("/KuhnPokerState")
+
+
+def test_no_generated_names_and_optional_request_fields_carry_no_default():
+    """Client generators name an operation's types `<Operation>Response`, `...Data` (hey-api):
+    no component may take such a name (it became `DecideResponse2`). And a request field that
+    may be left out has no `default`, which openapi-typescript would read as required."""
+    doc = _doc()
+    schemas = doc["components"]["schemas"]
+    for ops in doc["paths"].values():
+        for op in ops.values():
+            pascal = op["operationId"][:1].upper() + op["operationId"][1:]
+            for suffix in ("Data", "Error", "Errors", "Response", "Responses"):
+                assert pascal + suffix not in schemas, pascal + suffix
+    for name in ("CreateGame", "DecideRequest", "BatchItem", "ResumeGame", "CanaryRequest"):
+        for field, spec in schemas[name]["properties"].items():
+            assert "default" not in spec, (name, field)
+            assert field in schemas[name].get("required", ()) or "default" not in spec
+    assert set(schemas["CreateGame"]["required"]) == {"game"}
+    assert set(schemas["DecideRequest"]["required"]) == {"seat", "state"}
+
+
+def test_problem_types_health_and_policies_are_typed():
+    doc = _doc()
+    schemas = doc["components"]["schemas"]
+    types = schemas["Problem"]["properties"]["type"]["enum"]
+    assert "about:blank" in types and "urn:croupier:problem:starting" in types
+    assert {t.removeprefix("urn:croupier:problem:") for t in types[1:]} == set(PROBLEM_KINDS)
+    for path, model in (("/healthz", "Health"), ("/v1/policies", "Policies")):
+        answer = doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]
+        assert answer["schema"]["$ref"].endswith(f"/{model}"), path
 
 
 def test_every_route_documents_its_errors_security_and_a_readable_id():
@@ -247,6 +369,7 @@ def test_every_route_documents_its_errors_security_and_a_readable_id():
                 assert {"401", "403"} <= codes, where
             if "requestBody" in op:
                 assert {"413", "415", "422"} <= codes, where
+            assert "503" in codes, where  # the start-up answer, on every route
             for code, response in op["responses"].items():
                 if int(code) >= 400:
                     ref = response["content"]["application/json"]["schema"]["$ref"]
@@ -276,6 +399,27 @@ def test_errors_answer_the_declared_problem_everywhere(inprocess):
 
         bad = await c.post("/v1/games", json={"game": "leduc-holdem", "seats": 3})
         assert problem(bad, 422, "invalid-request")["detail"][0]["loc"] == ["body", "seats"]
+        # What the document constrains of this game is refused by field, as the schema is.
+        fields = {
+            ("body", "game"): {"game": "uno"},
+            ("body", "seats"): {"game": "leduc-holdem", "seats": {"5": "rules"}},
+        }
+        for loc, body in fields.items():
+            errors = problem(await c.post("/v1/games", json=body), 422, "invalid-request")
+            assert [e["loc"] for e in errors["errors"]] == [list(loc)], errors
+        r = await c.post("/v1/games/bad id/resume", json={"game": "leduc-holdem", "seats": {}})
+        assert problem(r, 422)["errors"][0]["loc"] == ["path", "game_id"]
+        await c.post("/v1/games", json={"game": "leduc-holdem", "game_id": "g"})
+        r = await c.post("/v1/games/g/decide", json={"seat": "7", "state": {}})
+        assert problem(r, 422, "invalid-request")["errors"][0]["loc"] == ["body", "seat"]
+        # What the game refuses: its own problem, the field named.
+        r = await c.post("/v1/games/g/decide", json={"seat": "0", "state": {}})
+        assert problem(r, 422, "unprocessable")["errors"][0]["loc"] == ["body", "state"]
+        r = await c.post("/v1/games/g/end", json={"payoffs": {"0": 9, "1": -9}})
+        assert problem(r, 422, "unprocessable")["errors"][0]["loc"] == ["body", "payoffs"]
+        items = [{"game_id": "g", "seat": "0", "state": {}}]
+        [item] = (await c.post("/v1/decide:batch", json={"items": items})).json()["results"]
+        assert item["error"]["errors"][0]["loc"] == ["body", "items", "0", "state"], item
         for gid in (".", ".."):
             r = await c.post("/v1/games", json={"game": "leduc-holdem", "game_id": gid})
             problem(r, 422, "invalid-request")
@@ -344,3 +488,34 @@ def test_policies_do_not_name_an_algorithm_before_a_trainer_does(inprocess):
         return (await c.get("/v1/policies")).json()
 
     assert inprocess(run)["policies"]["learned"]["model"]["algo"] is None
+
+
+@pytest.mark.parametrize("game", ["leduc-holdem", "doudizhu"])
+def test_health_and_policies_answer_their_documented_models(inprocess, game: str):
+    from croupier.api.health import Health, Policies
+
+    async def run(c, service) -> None:
+        health = Health.model_validate((await c.get("/healthz")).json())
+        assert health.game == game
+        policies = Policies.model_validate((await c.get("/v1/policies")).json())
+        assert policies.game.name == game
+        assert (policies.game.policy == "candidates") == (game == "doudizhu")
+
+    inprocess(run, game=game)
+
+
+def test_a_batch_is_not_refused_by_the_decision_queue_limit(inprocess, leduc_states):
+    """docs/operations.md's limits: a `decide:batch`'s items are forwarded at once, never
+    queued, so a batch larger than `--max-queued-decisions` is answered whole."""
+
+    async def run(c, service) -> list[str]:
+        games = [{"game": "leduc-holdem", "game_id": f"q{i}", "seats": {"0": "learned"}}
+                 for i in range(5)]  # fmt: skip
+        made = await c.post("/v1/games:batch", json={"games": games})
+        assert [r["outcome"] for r in made.json()["results"]] == ["ok"] * 5, made.text
+        items = [{"game_id": f"q{i}", "seat": "0", "state": leduc_states[i]} for i in range(5)]
+        r = await c.post("/v1/decide:batch", json={"items": items})
+        assert r.status_code == 200, r.text
+        return [item["outcome"] for item in r.json()["results"]]
+
+    assert inprocess(run, max_queued_decisions=2) == ["ok"] * 5

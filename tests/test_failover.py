@@ -163,7 +163,7 @@ class RecipeEngine:
             try:
                 r = await self.http[game["url"]].post(path, json=body)
                 if r.status_code not in (502, 504) and not (
-                    r.status_code == 503 and r.json().get("status") == "starting"
+                    r.status_code == 503 and r.json().get("type") == "urn:croupier:problem:starting"
                 ):
                     r.raise_for_status()
                     return r.json()
@@ -302,7 +302,9 @@ def test_a_server_gone_mid_answer_is_unavailable_an_overloaded_one_is_not() -> N
     # Killed after the headers: the body is cut short.
     assert unavailable(aiohttp.ClientPayloadError("Not enough data to satisfy content length"))
     assert unavailable(CroupierError(502, "bad gateway"))
-    assert unavailable(CroupierError(503, {"status": "starting"}))
+    assert unavailable(CroupierError(503, {"type": "urn:croupier:problem:starting"}))
+    assert unavailable(CroupierError(503, {"status": "starting"}))  # a server before Problems
     assert not unavailable(CroupierError(503, {"status": "overloaded"}))
+    assert not unavailable(CroupierError(503, {"type": "urn:croupier:problem:overloaded"}))
     assert not unavailable(CroupierError(404, "unknown game"))
     assert not unavailable(ValueError("not a transport error"))

@@ -23,7 +23,7 @@ from croupier.api.fast_lane import (
     declared_model,
 )
 from croupier.api.routes import hot_router
-from croupier.api.schemas import DecideResponse, Problem
+from croupier.api.schemas import DecideAnswer, Problem
 from tests.helpers.fast_lane import AS_JSON, GAME, keyed_config, paired_requests
 
 
@@ -52,7 +52,7 @@ async def _without_request() -> Response:
 
 
 REFUSED = {
-    "response_model": ({"response_model": DecideResponse}, "response_model"),
+    "response_model": ({"response_model": DecideAnswer}, "response_model"),
     "a dependency": ({"dependencies": [Depends(require_admin_key)]}, "require_admin_key"),
     "a query parameter": ({"endpoint": _with_query}, "query_params"),
     "a header parameter": ({"endpoint": _with_header}, "header_params"),
@@ -70,7 +70,7 @@ def test_the_check_refuses_what_the_lane_would_ignore(what: str) -> None:
 
 def test_the_check_passes_the_lane_as_it_is_and_wants_the_engine_key_declared() -> None:
     check_fast_lane(hot_router.routes)
-    check_fast_lane(_lane(responses=answers(DecideResponse)).routes)
+    check_fast_lane(_lane(responses=answers(DecideAnswer)).routes)
     bare = APIRouter(route_class=FastLaneRoute)
     bare.add_api_route("/x", _endpoint, methods=["POST"])
     with pytest.raises(FastLaneRefused, match="require_engine_key is run but not declared"):
@@ -82,7 +82,7 @@ def test_the_check_passes_the_lane_as_it_is_and_wants_the_engine_key_declared() 
 
 
 def test_the_app_is_not_built_with_a_route_the_lane_would_ignore() -> None:
-    bad = _lane(response_model=DecideResponse).routes[0]
+    bad = _lane(response_model=DecideAnswer).routes[0]
     hot_router.routes.append(bad)
     try:
         with pytest.raises(FastLaneRefused, match="response_model"):
@@ -118,10 +118,10 @@ def _same(body: Any, dumped: Any, where: str) -> None:
 
 def test_the_fit_check_itself_fails_on_a_wrong_answer() -> None:
     good = {"action": "call", "action_index": 1, "policy": "rules", "version": None}
-    _fits(good, DecideResponse)
+    _fits(good, DecideAnswer)
     for wrong in ({**good, "extra": 1}, {**good, "action_index": "1"}, {"action": "call"}):
         with pytest.raises((AssertionError, ValidationError)):
-            _fits(wrong, DecideResponse)
+            _fits(wrong, DecideAnswer)
 
 
 def _more_requests(state: dict[str, Any]) -> list[tuple[str, str, Any, dict[str, str]]]:

@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+from croupier.api.schemas import Problem
 from croupier.local_server import free_port, start_serve, stop
 from tests.conftest import STARTUP_TIMEOUT_S, wait_for
 
@@ -76,7 +77,10 @@ def test_healthz_answers_starting_before_the_app_is_ready(tmp_path):
     # measured on a loaded 2-core box), no wait on the dripping peer.
     assert seen[-1][0] - starting[-1][0] < 10.0, (starting[-1], seen[-1])
     assert drip.connections >= 2, "the dripping peer was never cut"
-    assert starting[0][2]["status"] == "starting" and starting[0][2]["ready"] is False
+    # The one error shape the document declares for every route (a `Problem`), typed.
+    body = starting[0][2]
+    assert Problem.model_validate(body).type == "urn:croupier:problem:starting", body
+    assert body["status"] == 503 and body["ready"] is False and body["retry_after"] == 1
     assert other is not None and other.status_code == 503
     assert other.headers["retry-after"] == "1"
     print(f"\nfirst answer after {seen[0][0]:.2f} s, ready (200) after {seen[-1][0]:.2f} s, "

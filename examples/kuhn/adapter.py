@@ -33,6 +33,21 @@ class KuhnAdapter(NamedActionsAdapter):
             obs[len(CARDS) + i * self.num_actions + self.action_index(action, state)] = 1.0
         return obs, self.legal_mask(state.get("legal_actions"))
 
+    def state_schema(self) -> dict[str, Any]:  # the state's type, in the server's OpenAPI doc
+        return {
+            "type": "object",
+            "required": ["card", "history", "legal_actions"],
+            "properties": {
+                "card": {"type": "string", "enum": list(CARDS)},
+                "history": {
+                    "type": "array",
+                    "items": self.action_schema(),
+                    "maxItems": MAX_HISTORY - 1,
+                },
+                "legal_actions": self.legal_actions_schema(),
+            },
+        }
+
     def rules(self):  # noqa: ANN201
         return kuhn_rules
 

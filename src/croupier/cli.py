@@ -363,12 +363,26 @@ def score(
 
 @app.command()
 def openapi(
+    game: Annotated[
+        str, typer.Option(help="The game whose document (a server serves one game)")
+    ] = "leduc-holdem",
+    obs_size: Annotated[int | None, typer.Option(help="vector game: observation size")] = None,
+    num_actions: Annotated[int | None, typer.Option(help="vector game: action count")] = None,
     out: Annotated[Path | None, typer.Option(help="Write here instead of stdout")] = None,
+    published: Annotated[
+        bool, typer.Option(help="Write every built-in game's document to docs/openapi/")
+    ] = False,
 ) -> None:
-    """Print (or write) the HTTP API's OpenAPI document."""
-    from croupier.api.openapi_export import openapi_json
+    """Print (or write) the HTTP API's OpenAPI document for a game (its state, action and
+    payoff types are the game's); `--published` rewrites docs/openapi/<game>.json."""
+    from croupier.api.openapi_export import PUBLISHED, openapi_json, published_path
 
-    _echo_or_write(openapi_json(), out)
+    if published:
+        for name in PUBLISHED:
+            published_path(Path.cwd(), name).write_text(openapi_json(name))
+        return
+    sizes = {"obs_size": obs_size, "num_actions": num_actions}
+    _echo_or_write(openapi_json(game, **{k: v for k, v in sizes.items() if v is not None}), out)
 
 
 @app.command("eval")

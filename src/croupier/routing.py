@@ -57,6 +57,9 @@ def parse_urls(text: str) -> list[str]:
     return urls
 
 
+STARTING = "urn:croupier:problem:starting"  # `api/early.py`'s answer while a server starts
+
+
 def unavailable(exc: BaseException) -> bool:
     """The server is not there to hold its games: refused, reset or gone mid-answer, a
     gateway's 502/504, or restarting (503 "starting", `api/early.py`). An overloaded
@@ -70,7 +73,10 @@ def unavailable(exc: BaseException) -> bool:
     if exc.status in (502, 504):
         return True
     detail = exc.detail
-    return exc.status == 503 and isinstance(detail, dict) and detail.get("status") == "starting"
+    if exc.status != 503 or not isinstance(detail, dict):
+        return False
+    # A `Problem` of type `starting`; a server before it answered {"status": "starting"}.
+    return detail.get("type") == STARTING or detail.get("status") == "starting"
 
 
 def _lost(outcome: Any) -> bool:

@@ -108,6 +108,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.state.components = components
     app.state.service = service
     app.state.api_keys = ApiKeys(config.api_keys, config.admin_keys, config.read_keys)
+    app.state.seats = frozenset(components.adapter.seats)  # the game's seats, as routes check
     app.state.link = None
     check_fast_lane(hot_router.routes)  # refuse, at build, what the lane would ignore
     app.include_router(hot_router)
@@ -117,7 +118,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(rollout_router)
     install_live_arena(app, components.rollout.live, app.state.metrics)
 
-    # Every error answer is a `Problem` (schemas.py), the shape docs/openapi.json declares.
+    # Every error answer is a `Problem` (schemas.py), the shape the OpenAPI document declares.
     retry_after_s = int(config.retry_after_s)
 
     def retry_headers(status: int) -> dict[str, str] | None:

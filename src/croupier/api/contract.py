@@ -19,6 +19,7 @@ real server to hold the document to what the server does.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -55,6 +56,10 @@ BODY_ERRORS = {
     422: "The body does not fit the schema (`invalid-request`: one `detail` entry per field), "
     "or makes no sense for this game (`unprocessable`)",
 }
+STARTING = (
+    "The server is starting (`starting`): its port answers before it is ready; retry after "
+    "`Retry-After` seconds"
+)
 RETRY_AFTER = {
     "Retry-After": {
         "description": "Seconds to wait before retrying (also `retry_after` in the body).",
@@ -146,6 +151,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             if op is not None:
                 _complete(op, route)
     _link_created_games(doc)
+    _optional_without_defaults(doc)
     return doc
 
 
@@ -178,10 +184,50 @@ def _add_bodies(schemas: dict[str, Any]) -> None:
         schemas[name + "Input" if name in clashes else name] = schema
 
 
+def game_type_name(game: str) -> str:
+    """A game's name as the prefix of its component names: `leduc-holdem` → `LeducHoldem`
+    (`LeducHoldemState`, `LeducHoldemAction`, `LeducHoldemPayoff`)."""
+    words = re.findall(r"[A-Za-z0-9]+", game)
+    name = "".join(w[:1].upper() + w[1:] for w in words) or "Game"
+    return "Game" + name if name[0].isdigit() else name
+
+
 def _this_game(schemas: dict[str, Any], adapter: GameAdapter) -> None:
     """What this server's game makes exact: the game's name, its seats (as `seat`, as the keys
-    of `seats`, and as the payoffs `end` needs, every one of them), the seat-spec grammar. A
-    schema that says less would call requests valid that the server must refuse."""
+    of `seats`, and as the payoffs `end` needs, every one of them), the seat-spec grammar, and
+    the game's own types: its state (`decide`'s `state`), its action (`action` in an answer),
+    a payoff (and so a reward's bound). A schema that says less would call requests valid that
+    the server must refuse."""
+    prefix = game_type_name(adapter.name)
+    state, action, payoff = (f"{prefix}{t}" for t in ("State", "Action", "Payoff"))
+    schemas[state] = adapter.state_schema() or {
+        "type": "object",
+        "description": f"A {adapter.name} state: the game's adapter publishes no schema "
+        "(`GameAdapter.state_schema`), so any JSON object; the server says what it refuses.",
+    }
+    schemas[state].setdefault("title", state)
+    schemas[action] = adapter.action_schema() or {
+        "anyOf": [{"type": "string"}, {"type": "integer"}],
+        "description": "The engine's own action value (the adapter publishes no schema).",
+    }
+    schemas[payoff] = {**adapter.payoff_schema(), "description": "One seat's payoff at `end`."}
+    bound = adapter.reward_bound
+    for name in ("DecideRequest", "BatchItem"):
+        fields = schemas[name]["properties"]
+        fields["state"] = {**_ref(state), "description": fields["state"]["description"]}
+        fields["reward"] = {
+            "anyOf": [{"type": "number", "minimum": -bound, "maximum": bound}, {"type": "null"}],
+            "description": fields["reward"]["description"],
+        }
+    for name in ("DecideAnswer", "Decided"):
+        fields = schemas[name]["properties"]
+        fields["action"] = {**_ref(action), "description": fields["action"]["description"]}
+        fields["action_index"] = {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": adapter.num_actions - 1,
+            "description": fields["action_index"]["description"],
+        }
     seats = list(adapter.seats)
     seat = {"type": "string", "enum": seats, "description": "A seat of this game."}
     create = schemas["CreateGame"]["properties"]
@@ -202,10 +248,14 @@ def _this_game(schemas: dict[str, Any], adapter: GameAdapter) -> None:
     for name in ("EndRequest", "EndBatchItem"):
         payoffs = schemas[name]["properties"]["payoffs"]
         payoffs.update(
-            properties={s: {"type": "number"} for s in seats},
+            properties={s: _ref(payoff) for s in seats},
             required=seats,
             additionalProperties=False,
         )
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": REF.format(model=name)}
 
 
 def _component(model: type[BaseModel], schemas: dict[str, Any]) -> dict[str, Any]:
@@ -255,12 +305,51 @@ def _complete(op: dict[str, Any], route: Any) -> None:
             responses.setdefault(
                 "422", _problem("A malformed `game_id` (`invalid-game-id`), or a bad request")
             )
+    # While the server starts, every request is answered so (`api/early.py`).
+    if "503" in responses:
+        responses["503"]["description"] += f"; or {STARTING.lower()}"
+    else:
+        responses["503"] = _problem(STARTING)
     for status, response in responses.items():
         if status.isdigit() and int(status) >= 400:
             # One error body everywhere: FastAPI's default 422 model is replaced.
             response["content"] = _problem("")["content"]
             if int(status) in (429, 503):
                 response["headers"] = RETRY_AFTER
+
+
+def _optional_without_defaults(doc: dict[str, Any]) -> None:
+    """A request field that may be left out carries no `default` in the document, its default
+    said in words: client generators (openapi-typescript's default flags) make a property with
+    a `default` required, so the README's `{"game": "leduc-holdem"}` would not type-check.
+    Applied to every schema a request body reaches; answers keep theirs (always sent)."""
+    schemas = doc["components"]["schemas"]
+    seen: set[str] = set()
+    todo = [
+        op["requestBody"]["content"]["application/json"]["schema"]
+        for ops in doc["paths"].values()
+        for op in ops.values()
+        if "requestBody" in op
+    ]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+                name = ref.rsplit("/", 1)[1]
+                if name not in seen:
+                    seen.add(name)
+                    todo.append(schemas[name])
+            for field in (node.get("properties") or {}).values():
+                if "default" in field:
+                    value = field.pop("default")
+                    text = field.get("description", "")
+                    if "Default" not in text and value is not None:
+                        field["description"] = f"{text} Default: {json.dumps(value)}.".strip()
+            todo.extend(v for k, v in node.items() if k != "properties" and k != "examples")
+            todo.extend((node.get("properties") or {}).values())
 
 
 def _link_created_games(doc: dict[str, Any]) -> None:

@@ -4,9 +4,11 @@ A server takes ~4–7 s from exec to serving (measured on this 2-core machine: t
 RLlib ~1.5–1.8 s, RLCard's rule agents ~0.6 s; loading weights and opening the spool take
 milliseconds). Until now nothing listened in that time, so a health check saw "connection
 refused", the same as a dead server. Now the port is bound first and, until the app takes the
-same socket over, every request gets `503 {"status": "starting", "ready": false}` with
-`Retry-After: 1`: alive but not ready, which orchestrators and load balancers understand. Only
-the standard library and uvicorn (which binds the socket as it would itself) are imported here.
+same socket over, every request gets a 503 `Problem` of type `urn:croupier:problem:starting`
+(with `"ready": false` and the seconds since start) and `Retry-After: 1`: alive but not ready,
+which orchestrators and load balancers understand, in the one error shape the OpenAPI document
+declares for every route. Only the standard library and uvicorn (which binds the socket as it
+would itself) are imported here.
 
 One thread serves every early connection at once (non-blocking sockets, one selector), each
 with a total deadline for its request head (`HEAD_DEADLINE_S`, however the bytes are paced) and
@@ -123,7 +125,13 @@ class EarlyHealth:
         client stopped reading)."""
         body = json.dumps(
             {
-                "status": "starting",
+                # `croupier.api.schemas.Problem` (not imported: pydantic is slow to load)
+                "type": "urn:croupier:problem:starting",
+                "title": "Service Unavailable",
+                "status": 503,
+                "detail": "the server is starting: retry after Retry-After seconds",
+                "retry_after": 1,
+                "errors": None,
                 "ready": False,
                 "seconds": round(time.monotonic() - self.started, 2),
             }

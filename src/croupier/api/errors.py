@@ -7,22 +7,27 @@ from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any
 
-from croupier.api.schemas import GAME_ID_RULE, SAFE_GAME_ID
-from croupier.sessions.errors import CLIENT_ERRORS, Unavailable
+from croupier.api.schemas import GAME_ID_RULE, PROBLEM_KINDS, PROBLEM_URN, SAFE_GAME_ID
+from croupier.sessions.errors import CLIENT_ERRORS, Unavailable, Unprocessable
 from croupier.sessions.games import GameEnded, GameExists, GameExpired, GameNotFound
 from croupier.sessions.guards import Overloaded, QuotaExceeded, TurnConflict
 
 __all__ = ["CLIENT_ERRORS", "classify", "problem", "problem_of", "validation_problem"]
 
-PROBLEM_URN = "urn:croupier:problem:"
 RETRY_STATUSES = (429, 503)  # overloaded, or a key's quota of games is full: come back later
 
 
 def problem(
-    status: int, detail: Any, kind: str | None = None, retry_after: int | None = None
+    status: int,
+    detail: Any,
+    kind: str | None = None,
+    retry_after: int | None = None,
+    errors: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A `Problem` body: `kind` names the problem (`urn:croupier:problem:<kind>`); without one
-    the status says it all (`about:blank`)."""
+    """A `Problem` body: `kind` names the problem (`urn:croupier:problem:<kind>`, one of
+    `PROBLEM_KINDS`); without one the status says it all (`about:blank`). `errors`: the
+    fields at fault (`field_errors`)."""
+    assert kind is None or kind in PROBLEM_KINDS, kind
     try:
         title = HTTPStatus(status).phrase
     except ValueError:
@@ -33,7 +38,12 @@ def problem(
         "status": status,
         "detail": detail,
         "retry_after": retry_after,
+        "errors": errors,
     }
+
+
+def field_error(loc: Iterable[Any], msg: str, kind: str = "value_error") -> dict[str, Any]:
+    return {"loc": [str(p) for p in loc], "msg": msg, "type": kind}
 
 
 def classify(exc: Exception) -> tuple[int, str, str]:
@@ -60,10 +70,19 @@ def classify(exc: Exception) -> tuple[int, str, str]:
     return 422, "unprocessable", str(exc)
 
 
-def problem_of(exc: Exception, retry_after_s: int) -> dict[str, Any]:
-    """The `Problem` for a service error (a whole answer's body, or a batch item's `error`)."""
+def problem_of(
+    exc: Exception, retry_after_s: int, where: tuple[str, ...] = ("body",)
+) -> dict[str, Any]:
+    """The `Problem` for a service error (a whole answer's body, or a batch item's `error`:
+    `where` is then the item's place, e.g. `("body", "items", "3")`)."""
     status, kind, detail = classify(exc)
-    return problem(status, detail, kind, retry_after_s if status in RETRY_STATUSES else None)
+    errors = None
+    if isinstance(exc, Unprocessable) and exc.field:
+        errors = [field_error((*where, *exc.field), detail)]
+    elif kind == "invalid-game-id":  # a path's id (a body's is the schema's)
+        errors = [field_error(("path", "game_id"), detail)]
+    retry = retry_after_s if status in RETRY_STATUSES else None
+    return problem(status, detail, kind, retry, errors)
 
 
 def field_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -80,4 +99,5 @@ def field_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def validation_problem(errors: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    return problem(422, field_errors(errors), "invalid-request")
+    fields = field_errors(errors)
+    return problem(422, fields, "invalid-request", errors=fields)

@@ -141,14 +141,35 @@ class FieldError(BaseModel):
     type: str = Field(description="The validation error's kind, e.g. 'missing', 'string_type'.")
 
 
+PROBLEM_URN = "urn:croupier:problem:"
+# Every problem a server names (`Problem.type`), and what each means (docs/your-game.md).
+PROBLEM_KINDS: dict[str, str] = {
+    "invalid-request": "the body does not fit the schema (422)",
+    "invalid-game-id": "a game id outside the allowed characters (422)",
+    "unprocessable": "a state, seat, reward or payoff this game refuses (422)",
+    "unknown-game": "no game has this id (404)",
+    "game-ended": "the game has already ended (409)",
+    "game-exists": "a duplicate game id (409)",
+    "turn-conflict": "a turn out of order (409)",
+    "seat-unavailable": "a well-formed seat this server cannot fill now (409)",
+    "game-expired": "the server aborted the game for being idle (410)",
+    "quota-exceeded": "this key's games in flight are at its limit (429)",
+    "overloaded": "the server is at its games or queued-decisions limit (503)",
+    "starting": "the server is starting: not ready yet (503)",
+}
+ProblemType = Literal[  # type: ignore[valid-type]
+    tuple(["about:blank", *(PROBLEM_URN + kind for kind in PROBLEM_KINDS)])
+]
+
+
 class Problem(BaseModel):
     """Every error answer (RFC 9457 fields, as `application/json`), and every failed batch
     item's `error`."""
 
-    type: str = Field(
-        description="What went wrong, as a stable URI: `urn:croupier:problem:<name>` (e.g. "
-        "`...:unknown-game`, `...:game-expired`, `...:game-ended`, `...:invalid-request`), "
-        "or `about:blank` when the status says it all."
+    type: ProblemType = Field(
+        description="What went wrong, as a stable URI: `urn:croupier:problem:<name>` ("
+        + "; ".join(f"`{kind}`: {text}" for kind, text in PROBLEM_KINDS.items())
+        + "), or `about:blank` when the status says it all (401, 403, 405, 413, 415...)."
     )
     title: str = Field(description="The status's short phrase, e.g. 'Not Found'.")
     status: int = Field(description="The HTTP status (for a batch item: its own).")
@@ -158,15 +179,21 @@ class Problem(BaseModel):
     )
     retry_after: int | None = Field(
         None,
-        description="Overloaded (503) or a key's quota full (429): seconds to wait before "
-        "retrying (also the `Retry-After` header of a whole-request answer).",
+        description="Overloaded or starting (503) or a key's quota full (429): seconds to wait "
+        "before retrying (also the `Retry-After` header of a whole-request answer).",
+    )
+    errors: list[FieldError] | None = Field(
+        None,
+        description="A 422: the fields at fault, each `{loc, msg, type}` (`loc` from `body`, "
+        "or `path` for the game id; a batch item's from `body`, `items`, its index). Null "
+        "when no one field is at fault.",
     )
 
 
 ItemError = Problem  # a failed batch item's `error`
 
 
-class DecideResponse(BaseModel):
+class DecideAnswer(BaseModel):
     action: Action = Field(
         description="The engine's own action value to apply: an action name (a string) for "
         "adapters with named actions, an integer id for vector adapters."
@@ -189,7 +216,7 @@ class ItemFailed(BaseModel):
     error: Problem
 
 
-class Decided(DecideResponse):
+class Decided(DecideAnswer):
     """A batch item answered: the same fields as `decide`'s answer."""
 
     outcome: Literal["ok"]
@@ -199,7 +226,7 @@ class Decided(DecideResponse):
 BatchResult = Annotated[Decided | ItemFailed, Field(discriminator="outcome")]
 
 
-class DecideBatchResponse(BaseModel):
+class DecideBatchAnswer(BaseModel):
     results: list[BatchResult] = Field(description="One per item, in order.")
 
 
@@ -238,7 +265,7 @@ class Created(GameCreated):
 CreateResult = Annotated[Created | ItemFailed, Field(discriminator="outcome")]
 
 
-class CreateGamesResponse(BaseModel):
+class CreateGamesAnswer(BaseModel):
     results: list[CreateResult] = Field(description="One per game, in order.")
 
 
@@ -267,7 +294,7 @@ class Ended(GameEndedResponse):
 EndResult = Annotated[Ended | ItemFailed, Field(discriminator="outcome")]
 
 
-class EndBatchResponse(BaseModel):
+class EndBatchAnswer(BaseModel):
     results: list[EndResult] = Field(description="One per item, in order.")
 
 

@@ -4,6 +4,14 @@ A policy never sees the engine's own data structures. It sees a fixed-size obser
 vector and a legal-action mask over a fixed `Discrete(num_actions)` action space. An adapter
 translates both ways: `encode` maps the engine's state to (observation, mask), `action_value`
 maps an action index back to whatever the engine calls that action.
+
+An adapter also says, as JSON Schema, what it takes and gives (`state_schema`, `action_schema`,
+`payoff_schema`): the server's OpenAPI document carries them, so a client generator types the
+state an engine sends and the action it gets back (see `GameAdapter.state_schema`).
+
+Why ~430 lines in one module: the interface and its two specialisations (`NamedActionsAdapter`,
+`CandidateAdapter`) are what every adapter author reads, together; split, the contract a
+state schema keeps would sit in one file and the legal-list checks it mirrors in another.
 """
 
 from __future__ import annotations
@@ -23,6 +31,18 @@ RulesFn = Callable[[dict[str, Any]], Any]
 
 class InvalidState(ValueError):
     """The engine sent a state this adapter cannot turn into an observation (answered 422)."""
+
+
+def json_int(x: Any) -> bool:
+    """Whether `x` is an integer as JSON Schema counts one (what a state schema's `integer`
+    admits): an int, not a bool, or a float without a fraction (`2.0` is the integer 2; JSON
+    clients send either). numpy integers too, for in-process callers."""
+    t = type(x)
+    if t is int:  # the common case first: JSON gives plain ints
+        return True
+    if t is float:
+        return x.is_integer()
+    return isinstance(x, np.integer)
 
 
 # A custom game's payoff range until its adapter declares one: wide enough for any scoring a
@@ -163,6 +183,38 @@ class GameAdapter(ABC):
         so each learned partner's episode ends with the team's payoff."""
         return None
 
+    # --- the contract, as JSON Schema (2020-12: what OpenAPI 3.1 documents carry) -------------
+
+    def state_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of a state this game takes, as the engine sends it in `decide`; the
+        server's OpenAPI document publishes it as the game's state type (`<Game>State`), so a
+        client generator types it and schemathesis generates real states from it. None (the
+        default): the state is typed as any JSON object, and nothing else changes.
+
+        The contract a schema keeps, checked by `tests/test_state_schema.py` for every
+        built-in game and the Kuhn example:
+        - never stricter than `encode`: a state the schema refuses, the adapter refuses too
+          (422), so a client that validates against the document never rejects a state the
+          server takes; where the adapter ignores a field, the schema leaves it open;
+        - as strict as JSON Schema can say: every state the schema admits, the adapter takes,
+          except for checks that relate fields to each other in ways JSON Schema cannot state
+          (a hand's size against its card count, legal moves made of cards in the hand); those
+          stay 422s, and the adapter's docstring lists them;
+        - every state the game's own engine produces validates.
+        Write `integer` where the adapter reads an integer and accept a float without a
+        fraction there (`json_int`): for JSON Schema `2.0` is an integer."""
+        return None
+
+    def action_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of the engine's action value, `action` in a `decide` answer (what
+        `action_value` returns). None (the default): a string or an integer."""
+        return None
+
+    def payoff_schema(self) -> dict[str, Any]:
+        """The JSON Schema of one seat's payoff at `end`: `payoff_range`, inclusive."""
+        low, high = self.payoff_range
+        return {"type": "number", "minimum": low, "maximum": high}
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -175,7 +227,10 @@ class GameAdapter(ABC):
 
 
 def mask_from_indices(indices: Any, num_actions: int) -> np.ndarray:
-    """A legal-action mask from a list of action ids, validated without a Python loop."""
+    """A legal-action mask from a list of action ids (integers as JSON Schema counts them,
+    `json_int`: no booleans, no numeric strings, nothing numpy would truncate)."""
+    if type(indices) is list and not all(map(json_int, indices)):  # JSON; numpy arrays pass
+        raise InvalidState("legal actions must be integer ids")
     try:
         ids = np.asarray(indices, dtype=np.int64)
     except (TypeError, ValueError, OverflowError) as e:
@@ -229,6 +284,23 @@ class NamedActionsAdapter(GameAdapter):
         if not isinstance(value, str) or value not in self._action_ids:
             raise InvalidState(f"unknown {self.name} action {value!r}")
         return self._action_ids[value]
+
+    def action_schema(self) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.action_names)}
+
+    def legal_actions_schema(self) -> dict[str, Any]:
+        """What `legal_mask` takes, as JSON Schema: a non-empty list of this game's action
+        names, none twice (unless `REPEATED_LEGAL_ACTIONS`), at most `num_actions`."""
+        schema = {
+            "type": "array",
+            "items": self.action_schema(),
+            "minItems": 1,
+            "maxItems": self.num_actions,
+            "description": "The actions legal now, by name.",
+        }
+        if not self.REPEATED_LEGAL_ACTIONS:
+            schema["uniqueItems"] = True
+        return schema
 
     def legal_mask(self, legal: Any) -> np.ndarray:
         """The mask for a list of legal action names; rejects a non-list, an empty list and

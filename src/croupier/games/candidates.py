@@ -78,6 +78,14 @@ class CandidateGame(GameAdapter):
     def teams(self, state: dict[str, Any]) -> list[list[str]] | None:
         return self.inner.teams(state)
 
+    def state_schema(self) -> dict[str, Any] | None:
+        return self.inner.state_schema()
+
+    def action_schema(self) -> dict[str, Any] | None:
+        # The engine's value of candidate k is the k-th legal action, whatever the inner
+        # adapter calls its actions.
+        return self.inner.action_schema()
+
     def rules(self) -> RulesFn | None:
         return self.inner.rules()
 

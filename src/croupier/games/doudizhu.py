@@ -23,6 +23,12 @@ jokers). A candidate is that vector, and with move_context also the move's kind,
 chain length and size, and what it leaves: the hand after it (54) and its size (one-hot 0..20).
 What `--game doudizhu` serves and trains is `SERVED_FEATURES`.
 
+The state's JSON Schema (`DoudizhuAdapter.state_schema`) says what JSON Schema can; the checks
+that relate fields in ways it cannot stay 422s: a move (legal or in the trace) is one of the
+game's 27,472 (not any card string), made of cards in the hand; the hand and the others' hands
+together hold no more of a card than the deck; `legal_actions` and RLCard's `actions`, both
+given, agree; and RLCard's rule agent can act on the state (it cannot follow a lone "pass").
+
 Why ~430 lines in one module: the move tables, the state's checks and both feature layouts are
 one definition of the game's wire format and its observation; split, a feature would be read
 in one file and checked in another.
@@ -38,7 +44,13 @@ from typing import Any
 import numpy as np
 from rlcard.games.doudizhu.utils import ACTION_2_ID, CARD_TYPE, ID_2_ACTION
 
-from croupier.games.base import CandidateAdapter, InvalidState, NamedActionsAdapter, RulesFn
+from croupier.games.base import (
+    CandidateAdapter,
+    InvalidState,
+    NamedActionsAdapter,
+    RulesFn,
+    json_int,
+)
 
 NUM_SEATS = 3
 CARD_SIZE = 54
@@ -177,8 +189,19 @@ class FeatureSpec:
 SERVED_FEATURES = FeatureSpec(history=0, move_context=True)
 
 
+# A card string as JSON Schema says it: card characters only, at most four of a rank and one
+# of each joker, in any order (one lookahead per rank). Checked by `_cards`.
+_AT_MOST = "".join(f"(?!(?:[^{r}]*{r}){{5}})" for r in _RANKS[:13]) + "".join(
+    f"(?!(?:[^{r}]*{r}){{2}})" for r in _RANKS[13:]
+)
+CARDS_PATTERN = f"^{_AT_MOST}[{_RANKS}]*$"
+# A move as RLCard spells every one of its 27,472 (`ACTION_2_ID`): "pass", or its cards from
+# low to high (the adapter refuses any other spelling).
+MOVE_PATTERN = "^(?:pass|" + "".join(f"{r}{{0,4}}" for r in _RANKS[:13]) + "B?R?)$"
+
+
 def _int(x: Any, lo: int, hi: int, what: str) -> int:
-    if not (type(x) is int or isinstance(x, np.integer)) or not lo <= int(x) <= hi:
+    if not json_int(x) or not lo <= int(x) <= hi:
         raise InvalidState(f"{what} must be an integer in {lo}..{hi}, got {x!r}")
     return int(x)
 
@@ -221,6 +244,100 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
         self.features = features or FeatureSpec()
         self.obs_size = self.features.size
         self.candidate_size = self.features.candidate_size
+
+    # --- the contract ---------------------------------------------------------------------
+
+    def state_schema(self) -> dict[str, Any]:
+        seat = {"type": "integer", "minimum": 0, "maximum": NUM_SEATS - 1}
+        hands = {"type": "string", "pattern": CARDS_PATTERN, "maxLength": MAX_HAND * 3}
+        move = self.action_schema()
+        return {
+            "type": "object",
+            "description": "RLCard's raw doudizhu state for the seat to act. Cards are "
+            "characters, ranks from low to high '3456789TJQKA2', then the black and red "
+            "jokers 'B' and 'R'; RLCard writes them in that order (any order is read).",
+            "required": [
+                "self",
+                "landlord",
+                "current_hand",
+                "others_hand",
+                "played_cards",
+                "num_cards_left",
+                "trace",
+                "legal_actions",
+            ],  # fmt: skip
+            "properties": {
+                "self": {**seat, "description": "Your seat."},
+                "landlord": {**seat, "description": "The landlord's seat."},
+                "current_hand": {**hands, "description": "Your cards."},
+                "others_hand": {**hands, "description": "The other two hands' cards together."},
+                "played_cards": {
+                    "type": "array",
+                    "prefixItems": [hands] * NUM_SEATS,
+                    "minItems": NUM_SEATS,
+                    "maxItems": NUM_SEATS,
+                    "description": "The cards each seat has played.",
+                },
+                "num_cards_left": {
+                    "type": "array",
+                    "prefixItems": [{"type": "integer", "minimum": 0, "maximum": MAX_HAND}]
+                    * NUM_SEATS,
+                    "minItems": NUM_SEATS,
+                    "maxItems": NUM_SEATS,
+                    "description": "Cards left in each seat's hand.",
+                },
+                "trace": {
+                    "type": "array",
+                    "maxItems": 200,
+                    "items": {
+                        "type": "array",
+                        "prefixItems": [seat, move],
+                        "minItems": 2,
+                        "maxItems": 2,
+                    },
+                    "description": "The moves so far, oldest first: [seat, move].",
+                },
+                "legal_actions": {
+                    "type": "array",
+                    "items": move,
+                    "minItems": 1,
+                    "maxItems": MAX_CANDIDATES,
+                    "uniqueItems": True,
+                    "description": "The moves legal now (RLCard's `actions`, also read).",
+                },
+                "seen_cards": {"description": "RLCard's landlord's cards (not read)."},
+            },
+            # Your hand holds `num_cards_left[self]` cards, at least one (the card-string
+            # pattern makes a card one character). Under `dependentSchemas`, which client
+            # generators leave out of the type.
+            "dependentSchemas": {
+                "self": {
+                    "anyOf": [
+                        {
+                            "properties": {
+                                "self": {"const": me},
+                                "num_cards_left": {
+                                    "prefixItems": [{}] * me + [{"const": n}],
+                                },
+                                "current_hand": {"minLength": n, "maxLength": n},
+                            }
+                        }
+                        for me in range(NUM_SEATS)
+                        for n in range(1, MAX_HAND + 1)
+                    ]
+                }
+            },
+        }
+
+    def action_schema(self) -> dict[str, Any]:
+        return {
+            "type": "string",
+            "pattern": MOVE_PATTERN,
+            "minLength": 1,
+            "maxLength": MAX_HAND,
+            "description": "A move: 'pass', or the cards played from low to high (one of the "
+            "game's 27,472).",
+        }
 
     # --- validation -----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ version trained so far reads these 36 floats.
 adds the seat's blind and every move: no policy on RLCard's 36 floats can be less exploitable
 than 0.18 a hand (CFR+ restricted to them, docs/robustness.md); on these, 0.
 Actions: RLCard's order, ["call", "raise", "fold", "check"]; an action's engine value is its name.
+The state's JSON Schema (`LeducAdapter.state_schema`) says all of what `encode` checks.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 import rlcard
 
-from croupier.games.base import InvalidState, NamedActionsAdapter, RulesFn
+from croupier.games.base import InvalidState, NamedActionsAdapter, RulesFn, json_int
 
 ACTIONS: tuple[str, ...] = ("call", "raise", "fold", "check")
 
@@ -88,7 +89,7 @@ class LeducAdapter(NamedActionsAdapter):
         chips, mine = state["all_chips"], state["my_chips"]
         if not isinstance(chips, list) or len(chips) != self.num_players:
             raise InvalidState(f"'all_chips' must be a list of {self.num_players} integers")
-        if not (_is_int(chips[0]) and _is_int(chips[1]) and _is_int(mine)):  # two players
+        if not (json_int(chips[0]) and json_int(chips[1]) and json_int(mine)):  # two players
             raise InvalidState("'all_chips' and 'my_chips' must be integers")
         if mine not in chips:
             raise InvalidState(f"'my_chips' ({mine}) is not one of 'all_chips' {chips}")
@@ -106,6 +107,48 @@ class LeducAdapter(NamedActionsAdapter):
         if public is not None:
             obs[_PUBLIC_OFFSET + public] = 1.0
         return obs, mask
+
+    def state_schema(self) -> dict[str, Any]:
+        cards = sorted(CARD_INDEX)
+        chips = {"type": "integer", "minimum": 0, "maximum": MAX_CHIPS}
+        return {
+            "type": "object",
+            "description": "RLCard's raw Leduc observation for the seat to act.",
+            "required": list(_REQUIRED),
+            "properties": {
+                "hand": {"type": "string", "enum": cards, "description": "Your card."},
+                "public_card": {
+                    "anyOf": [{"type": "string", "enum": cards}, {"type": "null"}],
+                    "description": "The board card; null before it is dealt.",
+                },
+                "all_chips": {
+                    "type": "array",
+                    "prefixItems": [chips, chips],
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "description": "Chips in the pot by seat, yours among them.",
+                },
+                "my_chips": {**chips, "description": "Your chips in the pot (one of all_chips)."},
+                "legal_actions": self.legal_actions_schema(),
+                "current_player": {"description": "RLCard's seat to act (not read)."},
+            },
+            # my_chips is one of all_chips (the other is the opponent's). `dependentSchemas`,
+            # not a bare `anyOf`: openapi-typescript reads an `anyOf` beside `properties` as a
+            # union of loose objects, and leaves this one out of the type.
+            "dependentSchemas": {
+                "my_chips": {
+                    "anyOf": [
+                        {
+                            "properties": {
+                                "my_chips": {"const": c},
+                                "all_chips": {"contains": {"const": c}},
+                            }
+                        }
+                        for c in range(MAX_CHIPS + 1)
+                    ]
+                }
+            },
+        }
 
     def warm_up(self) -> None:
         _rule_agent()

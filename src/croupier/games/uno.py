@@ -16,6 +16,11 @@ hand and target only: 0/1/2-copy planes and a target plane, `encode_hand`/`encod
 it learned nothing against `uno-rule-v1` (docs/strength.md) and stays for comparison, as
 `--game croupier.games.uno:UnoBasicAdapter`.
 Actions: RLCard's 61 action ids (`ACTION_SPACE`); an action's engine value is its string.
+The state's JSON Schema (`state_schema`) says all of what the adapters check.
+
+Why ~440 lines in one module: the state's checks, its schema and the three observations built
+on them are one definition of the game's wire format; split, a field would be checked in one
+file and described in another.
 """
 
 from __future__ import annotations
@@ -28,7 +33,13 @@ from typing import Any
 import numpy as np
 from rlcard.games.uno.utils import ACTION_LIST, TRAIT_MAP, encode_hand, encode_target
 
-from croupier.games.base import CandidateAdapter, InvalidState, NamedActionsAdapter, RulesFn
+from croupier.games.base import (
+    CandidateAdapter,
+    InvalidState,
+    NamedActionsAdapter,
+    RulesFn,
+    json_int,
+)
 from croupier.games.leduc import rlcard_view
 
 _CARDS = frozenset(a for a in ACTION_LIST if a != "draw")
@@ -85,6 +96,39 @@ class UnoBasicAdapter(NamedActionsAdapter):
         if not isinstance(target, str) or target not in _CARDS:
             raise InvalidState(f"'target' must be a card string, got {target!r}")
         return hand, target, self.legal_mask(state["legal_actions"])
+
+    def state_schema(self) -> dict[str, Any]:
+        card = {"type": "string", "enum": sorted(_CARDS)}
+        return {
+            "type": "object",
+            "description": "RLCard's raw UNO observation for the seat to act.",
+            "required": list(_REQUIRED),
+            "properties": {
+                "hand": {"type": "array", "items": card, "description": "Your cards."},
+                "target": {**card, "description": "The card to play on (as printed)."},
+                "legal_actions": {
+                    **self.legal_actions_schema(),
+                    "description": "The actions legal now: RLCard lists a playable card once "
+                    "per copy held.",
+                },
+            },
+            # At most two copies of a coloured card in a hand (the deck's count; RLCard's
+            # encoding has no plane for a third). Under `dependentSchemas`, which client
+            # generators leave out of the type (an `allOf` beside `items` would add 52
+            # `& unknown` to it).
+            "dependentSchemas": {
+                "hand": {
+                    "properties": {
+                        "hand": {
+                            "allOf": [
+                                {"contains": {"const": c}, "minContains": 0, "maxContains": 2}
+                                for c in sorted(_CARDS - _WILD_CARDS)
+                            ]
+                        }
+                    }
+                }
+            },
+        }
 
     def warm_up(self) -> None:
         _rule_agent()
@@ -169,10 +213,6 @@ RICH_OBS_SIZE = sum(n for _, n in _LAYOUT.values())
 _RICH_REQUIRED = ("hand", "target", "legal_actions", "num_cards", "current_player", "played_cards")
 
 
-def _is_int(x: Any) -> bool:
-    return type(x) is int or isinstance(x, np.integer)
-
-
 @dataclass(slots=True)
 class _Parsed:
     """The validated parts of a state (`UnoAdapter.parse`)."""
@@ -196,6 +236,51 @@ class UnoAdapter(UnoBasicAdapter):
         p = self.parse(state)
         return self.features(p), p.mask
 
+    def state_schema(self) -> dict[str, Any]:
+        schema = super().state_schema()
+        card = schema["properties"]["target"]["enum"]
+        seat = {"type": "integer", "minimum": 0, "maximum": self.num_players - 1}
+        color = {"type": "string", "enum": list(_COLORS)}
+        count = {"type": "integer", "minimum": 0, "maximum": MAX_PLAYED}
+        schema["required"] = list(_RICH_REQUIRED)
+        schema["properties"].update(
+            {
+                "num_cards": {
+                    "type": "array",
+                    "prefixItems": [count] * self.num_players,
+                    "minItems": self.num_players,
+                    "maxItems": self.num_players,
+                    "description": "Cards held, by seat.",
+                },
+                "current_player": {**seat, "description": "Your seat."},
+                "played_cards": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": card},
+                    "maxItems": MAX_PLAYED,
+                    "description": "The cards played so far, oldest first.",
+                },
+                "color": {
+                    **color,
+                    "description": "The colour in force (a wild's chosen one); default: the "
+                    "target's.",
+                },
+                "moves": {
+                    "type": "array",
+                    "maxItems": MAX_MOVES,
+                    "items": {
+                        "type": "array",
+                        "prefixItems": [seat, self.action_schema(), color],
+                        "minItems": 3,
+                        "maxItems": 3,
+                    },
+                    "description": "The latest moves, oldest first: [seat, action, the colour "
+                    "that seat faced]. Default: none.",
+                },
+                "num_players": {"description": "RLCard's player count (not read)."},
+            }
+        )
+        return schema
+
     def check(self, state: dict[str, Any]) -> np.ndarray:
         # The checks without the features: what a rules seat's decision needs.
         return self.parse(state).mask
@@ -204,13 +289,13 @@ class UnoAdapter(UnoBasicAdapter):
         """The validated parts of a state (raises InvalidState on anything malformed)."""
         hand, target, mask = self._checked(state, _RICH_REQUIRED)
         me = state["current_player"]
-        if not _is_int(me) or not 0 <= me < self.num_players:
+        if not json_int(me) or not 0 <= me < self.num_players:
             raise InvalidState(f"'current_player' must be a seat 0..{self.num_players - 1}")
         counts = state["num_cards"]
         if (
             not isinstance(counts, list)
             or len(counts) != self.num_players
-            or not all(_is_int(n) and 0 <= n <= MAX_PLAYED for n in counts)
+            or not all(json_int(n) and 0 <= n <= MAX_PLAYED for n in counts)
         ):
             raise InvalidState(f"'num_cards' must be {self.num_players} counts 0..{MAX_PLAYED}")
         played = state["played_cards"]
@@ -233,7 +318,7 @@ class UnoAdapter(UnoBasicAdapter):
         if not (isinstance(move, list) and len(move) == 3):
             raise InvalidState(f"a move must be [seat, action, colour], got {move!r}")
         seat, action, faced = move
-        if not _is_int(seat) or not 0 <= seat < self.num_players:
+        if not json_int(seat) or not 0 <= seat < self.num_players:
             raise InvalidState(f"a move's seat must be 0..{self.num_players - 1}")
         if not isinstance(action, str) or action not in self._action_ids:
             raise InvalidState(f"unknown action in 'moves': {action!r}")

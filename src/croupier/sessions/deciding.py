@@ -253,7 +253,7 @@ class Decider:
         session = self.games.get(game_id)
         policy = session.seats.get(seat)
         if policy is None:
-            raise Unprocessable(f"seat {seat!r} is not in game {game_id!r}")
+            raise Unprocessable(f"seat {seat!r} is not in game {game_id!r}", ("seat",))
         if turn is not None:
             earlier = self.turns.earlier_answer(session, seat, turn, state, reward)
             if earlier is not None:
@@ -261,7 +261,7 @@ class Decider:
                              turn_result=earlier)  # fmt: skip
         if reward is not None and (problem := self.adapter.reward_problem(reward)) is not None:
             self.refused_rewards += 1
-            raise Unprocessable(problem)
+            raise Unprocessable(problem, ("reward",))
         try:
             if policy.kind in _ANSWERED_HERE and not self.rollout.observes(game_id, seat):
                 # Rules and random act on the state and its legal moves; the observation is
@@ -270,7 +270,7 @@ class Decider:
             else:
                 obs, mask = self.adapter.encode(state)
         except InvalidState as e:
-            raise Unprocessable(f"bad state: {e}") from None
+            raise Unprocessable(f"bad state: {e}", ("state",)) from None
         if session.teams is None:
             self._note_teams(session, state)
         if policy.kind == "rules":
@@ -413,7 +413,9 @@ class Decider:
             value = self.rules(state)
             index = self.adapter.action_index(value, state)
         except (InvalidState, KeyError, TypeError, ValueError, IndexError) as e:
-            raise Unprocessable(f"the rules policy could not act on this state: {e}") from None
+            raise Unprocessable(
+                f"the rules policy could not act on this state: {e}", ("state",)
+            ) from None
         if not self.adapter.is_legal(mask, index):
-            raise Unprocessable(f"the rules policy chose an illegal action {value!r}")
+            raise Unprocessable(f"the rules policy chose an illegal action {value!r}", ("state",))
         return index

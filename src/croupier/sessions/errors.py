@@ -16,7 +16,12 @@ T = TypeVar("T")
 
 
 class Unprocessable(ValueError):
-    """The request is well-formed JSON but makes no sense for this game (422)."""
+    """The request is well-formed JSON but makes no sense for this game (422). `field`: where
+    in the request (or batch item), e.g. `("state",)`, `("seats", "1")`; the answer names it."""
+
+    def __init__(self, message: str, field: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.field = field
 
 
 class Unavailable(RuntimeError):

@@ -70,7 +70,10 @@ class GameKeeper:
         seats = seats or {}
         unknown = set(seats) - set(self.adapter.seats)
         if unknown:
-            raise Unprocessable(f"unknown seats {sorted(unknown)}; seats are {self.adapter.seats}")
+            raise Unprocessable(
+                f"unknown seats {sorted(unknown)}; seats are {self.adapter.seats}",
+                ("seats", min(unknown)),
+            )
         mix = self.config.seat_mix
         shift = self.games.created_total % len(mix)
         latest, loaded = self.versions.current, self.versions.versions()
@@ -85,7 +88,7 @@ class GameKeeper:
             except SeatUnavailable as e:
                 raise Unavailable(str(e)) from None
             except BadPolicySpec as e:
-                raise Unprocessable(str(e)) from None
+                raise Unprocessable(str(e), ("seats", seat)) from None
             if policy.kind == "rules" and not self.has_rules:
                 raise Unavailable(f"{self.adapter.name!r} has no rules policy")
             if policy.kind == "frozen" and policy.version not in loaded:
@@ -104,7 +107,7 @@ class GameKeeper:
     def _admit(self, game: str, owner: str | None) -> None:
         """A new game here: this server's game, under its limit and the key's quota."""
         if game != self.adapter.name:
-            raise Unprocessable(f"this server plays {self.adapter.name!r}, not {game!r}")
+            raise Unprocessable(f"this server plays {self.adapter.name!r}, not {game!r}", ("game",))
         if len(self.games) >= self.config.max_games:
             self.refused_overload += 1
             raise Overloaded(f"{len(self.games)} games in flight, the server's limit")
@@ -144,10 +147,13 @@ class GameKeeper:
         self._admit(game, owner)
         if set(seats) != set(self.adapter.seats):
             raise Unprocessable(
-                f"a resumed game names every seat exactly: seats are {self.adapter.seats}"
+                f"a resumed game names every seat exactly: seats are {self.adapter.seats}",
+                ("seats",),
             )
         if record == "rules" and self.rollout.offline is None:
-            raise Unprocessable("this server records no rules episodes: use --offline-dir")
+            raise Unprocessable(
+                "this server records no rules episodes: use --offline-dir", ("record",)
+            )
         substituted: dict[str, dict[str, int]] = {}
         plan: dict[str, SeatPolicy] = {}
         for seat in self.adapter.seats:
@@ -162,9 +168,9 @@ class GameKeeper:
             try:
                 policy = resumed_seat_policy(label, asked, record=bool(record), served=served)
             except BadPolicySpec as e:
-                raise Unprocessable(str(e)) from None
+                raise Unprocessable(str(e), ("seats", seat)) from None
             if policy.kind == "rules" and not self.has_rules:
-                raise Unprocessable(f"{self.adapter.name!r} has no rules policy")
+                raise Unprocessable(f"{self.adapter.name!r} has no rules policy", ("seats", seat))
             plan[seat] = policy
         recorders = {
             seat: SeatRecorder(game_id, seat, p.label()) for seat, p in plan.items() if p.record
@@ -218,12 +224,13 @@ class GameKeeper:
         if missing or extra:
             raise Unprocessable(
                 f"payoffs must name every seat exactly: missing {sorted(missing)}, "
-                f"unknown {sorted(extra)}"
+                f"unknown {sorted(extra)}",
+                ("payoffs",),
             )
         problem = self.adapter.payoff_problem(payoffs)
         if problem is not None:  # nothing recorded: the game stays open for a correct `end`
             self.refused_payoffs += 1
-            raise Unprocessable(problem)
+            raise Unprocessable(problem, ("payoffs",))
         self.games.finish(game_id)
         self.rollout.on_end(game_id, payoffs)
         self.rollout.live.add_game(session.seats, payoffs)
