@@ -103,7 +103,7 @@ def test_a_drip_client_neither_holds_up_health_checks_nor_the_hand_over():
         time.sleep(0.3)
         t0 = time.monotonic()
         r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
-        assert r.status_code == 503 and r.json()["status"] == "starting"
+        assert r.status_code == 503 and r.json()["type"] == "urn:croupier:problem:starting"
         assert time.monotonic() - t0 < 0.5
         time.sleep(HEAD_DEADLINE_S + 0.3)  # the drip's first connection is past its deadline
         assert drip.connections >= 2, "a dripping connection outlived its deadline"
