@@ -139,6 +139,8 @@ EXPORTED_NAMES = [
     "croupier_episodes_cut_total",
     "croupier_episodes_ended_by_fallback_total",
     "croupier_weights_refused_total",
+    "croupier_versions_pinned",
+    "croupier_versions_pinned_not_held",
     "croupier_trainer_link_thread_alive",
     "croupier_trainer_link_connected",
     "croupier_trainer_link_authenticated",

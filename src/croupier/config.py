@@ -95,6 +95,16 @@ class ServerConfig:
     keep_versions: int = setting(
         8, "Weights versions kept in memory (besides production, its history and live games')"
     )
+    # Live games pin versions (`pin: created`, `frozen@N`); an engine keeping one game open per
+    # new version made a server hold 302 versions (~1.8 MiB each for doudizhu). Normal play
+    # pins a handful (a game spans p90 ~1 pushed version, docs/off-policy.md); 32 leaves room
+    # for long games under APPO's several pushes a second and holds at most ~58 MiB of
+    # doudizhu versions for them. A pin past it is served by the oldest kept version after it.
+    max_pinned_versions: int = setting(
+        32,
+        "Weights versions kept for live games' pins (the newest N pinned); older pins are "
+        "served by the nearest newer version kept",
+    )
     weights_keep_last: int = setting(
         8,
         "Weights files kept in --weights-dir: the newest N (besides production, every "

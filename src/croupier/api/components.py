@@ -91,6 +91,7 @@ def build_components(config: ServerConfig) -> Components:
         seed=config.seed,
         behaviour_lag=config.behaviour_lag,
         retention=Retention(config.weights_keep_last, config.weights_keep_every),
+        max_pinned=config.max_pinned_versions,
     )
     batcher = InferenceBatcher(
         versions,

@@ -98,6 +98,8 @@ EXPORTED: tuple[Exported, ...] = (
     _c("episodes_cut"),
     _c("episodes_ended_by_fallback"),
     _c("weights_refused"),
+    _g("versions_pinned"),
+    _g("versions_pinned_not_held"),
     _g("trainer_link_thread_alive", "trainer_link", "thread_alive"),
     _g("trainer_link_connected", "trainer_link", "connected"),
     _g("trainer_link_authenticated", "trainer_link", "authenticated"),

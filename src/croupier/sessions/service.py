@@ -107,6 +107,7 @@ class DecisionService:
 
     def health(self) -> dict[str, Any]:
         keeper, decider = self.keeper, self.decider
+        pinned = len(self.games.versions_in_use())
         return {
             "status": "ok",
             "game": self.adapter.name,
@@ -128,4 +129,8 @@ class DecisionService:
             # truncated where a fallback answered a learned seat (docs/operations.md)
             "episodes_ended_by_fallback": decider.episodes_ended_by_fallback,
             "weights_refused": self.versions.refused_nonfinite,  # NaN/inf versions not installed
+            # Versions live games pin, and how many of them are not held for them (past
+            # --max-pinned-versions: served by the nearest newer version kept).
+            "versions_pinned": pinned,
+            "versions_pinned_not_held": pinned - min(pinned, self.versions.max_pinned),
         }
