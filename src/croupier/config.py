@@ -144,6 +144,30 @@ class ServerConfig:
         to_cli=lambda b: b / _MB,
         from_cli=lambda mb, _v: int(mb * _MB),
     )
+    # What learned seats' recorders may hold in memory until their games end. A seat's
+    # episode: 16 MiB is ~70x the largest seen in random play (doudizhu 242 KB, UNO 158 KB,
+    # 300 hands each, `croupier bench guards`) and a quarter of the link's 64 MiB frame, so
+    # every episode recorded can be shipped. All recording: 512 MiB holds ~5,000 such
+    # doudizhu seats at once (the mean seat episode is ~106 KB). Past either a learned seat
+    # still answers, but the step is not recorded (its episode ends there, truncated).
+    record_max_episode_bytes: int = setting(
+        16 * _MB,
+        "Memory one learned seat's episode may hold, in MB; a step past it is not recorded "
+        "(the episode so far ends truncated)",
+        flag="record-max-episode-mb",
+        cli_type=float,
+        to_cli=lambda b: b / _MB,
+        from_cli=lambda mb, _v: int(mb * _MB),
+    )
+    record_max_total_bytes: int = setting(
+        512 * _MB,
+        "Memory all learned seats' episodes in flight may hold, in MB; a step past it is not "
+        "recorded (its episode so far ends truncated)",
+        flag="record-max-total-mb",
+        cli_type=float,
+        to_cli=lambda b: b / _MB,
+        from_cli=lambda mb, _v: int(mb * _MB),
+    )
     ended_games_remembered: int = setting(
         100_000, "Games remembered after they end (409 instead of 404)", cli=False
     )

@@ -55,6 +55,13 @@ _MESSAGE_SLACK_BYTES = 1024
 INSTALL_LOG_EVERY_S = 10.0
 
 
+def largest_episode_bytes(max_frame: int = wire.DEFAULT_MAX_FRAME) -> int:
+    """The most bytes one encoded episode may have and still go out in a message of a frame
+    of `max_frame` bytes (its tag and the message's framing take the rest): the spool refuses
+    a bigger one rather than hold it for nothing."""
+    return max_frame - auth.TAG_BYTES - _MESSAGE_SLACK_BYTES
+
+
 class LinkRefused(ConnectionError):
     """The trainer answered, but with something this server cannot work with."""
 

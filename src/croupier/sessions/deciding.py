@@ -29,7 +29,12 @@ from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
 from croupier.sessions.games import GameSession, GameStore
 from croupier.sessions.guards import Overloaded
 from croupier.sessions.turns import TurnLedger
-from croupier.trajectories.recorder import MAX_EPISODE_STEPS, SeatRecorder
+from croupier.trajectories.recorder import (
+    MAX_EPISODE_STEPS,
+    RecordingBudget,
+    SeatRecorder,
+    step_nbytes,
+)
 from croupier.trajectories.spool import EpisodeSpool
 
 Rules = Any  # the game's rules policy: state -> the engine's action value
@@ -116,6 +121,7 @@ class Decider:
         rollout: Rollout,
         outbox: EpisodeSpool,
         rules: Rules | None,
+        budget: RecordingBudget | None = None,
     ):
         self.config = config
         self.adapter = adapter
@@ -134,6 +140,8 @@ class Decider:
         self.episodes_cut = 0
         # Learned seats' episodes ended (truncated) by a fallback decision.
         self.episodes_ended_by_fallback = 0
+        # Bytes recorders may hold (None: unbounded); steps past it answered, not recorded.
+        self.budget = budget
 
     async def decide(
         self,
@@ -327,8 +335,21 @@ class Decider:
         recorder.add_reward(step.reward or 0.0)
         if len(recorder) >= self.max_episode_steps:
             recorder = self._cut_episode(step, recorder)
+        logits = model.logits
+        base = logits.base
+        if base is not None and base.nbytes > logits.nbytes:
+            # A row of the batch's logits: kept, it would keep the whole batch's (up to 256 x
+            # 512 floats for a candidate game) while the budget counts its own bytes only.
+            logits = logits.copy()
+        nbytes = step_nbytes(step.obs, step.mask, logits)
+        if self.budget is not None and self.budget.refuses(recorder, nbytes):
+            # Answered, not recorded: the episode so far ends here, truncated, as where a
+            # fallback answered (`_end_fragment`); the next learned decision starts anew.
+            if len(recorder):
+                self._truncate(step, recorder)
+            return
         recorder.add_decision(
-            step.obs, step.mask, step.index, model.logp, model.logits, model.version
+            step.obs, step.mask, step.index, model.logp, logits, model.version, nbytes
         )
 
     def _cut_episode(self, step: _Step, recorder: SeatRecorder) -> SeatRecorder:
