@@ -194,7 +194,7 @@ class Decider:
         replays = [s.turn_result for s in steps if isinstance(s, _Step) and s.path is _REPLAY]
         try:
             if forwarded:
-                self._forward_now(forwarded)
+                await self._forward_now(forwarded)
             # New turns first: a retry in this same batch waits on one of them.
             out = [
                 self._finish(s) if type(s) is _Step and s.path is not _REPLAY else s for s in steps
@@ -208,11 +208,13 @@ class Decider:
                 if type(s) is _Step and s.turn_result is not None:
                     self._forget_unfinished_turn(s)
 
-    def _forward_now(self, steps: list[_Step]) -> None:
+    async def _forward_now(self, steps: list[_Step]) -> None:
+        """The items' forward: on the event loop, or on the forward thread when it is big (a
+        batch of many-move candidate states: `InferenceBatcher.forward_batch`)."""
         try:
             rows = [(s.obs, s.mask, s.policy.version) for s in steps]
             greedy = [s.policy.greedy for s in steps]
-            models = self.batcher.forward_now(rows, greedy if any(greedy) else None)
+            models = await self.batcher.forward_batch(rows, greedy if any(greedy) else None)
         except Exception:  # a broken model: the fallback answers (`_finish`), as for a decide
             return
         for step, model in zip(steps, models, strict=True):

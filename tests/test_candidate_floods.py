@@ -1,8 +1,14 @@
-"""What learned seats' recorders hold is bounded in bytes: per seat's episode and for all
+"""Floods of big candidate decisions (doudizhu states listing hundreds of real moves).
+
+What learned seats' recorders hold is bounded in bytes: per seat's episode and for all
 recording on the server. Past either the seat still answers, the step is not recorded, its
-episode so far ends truncated (as where a fallback answered), and it is counted."""
+episode so far ends truncated (as where a fallback answered), and it is counted. A big
+`decide:batch` forwards off the event loop, so the server keeps answering meanwhile."""
 
 from __future__ import annotations
+
+import asyncio
+import threading
 
 import numpy as np
 
@@ -100,3 +106,43 @@ def test_an_idle_expired_game_gives_its_bytes_back(inprocess):
 
     held, after = inprocess(body, game="doudizhu", data_dir=None)
     assert held > 380 * 161 * 4 and after == 0
+
+
+def test_a_big_candidate_batch_does_not_hold_the_event_loop(inprocess):
+    """The review's `decide:batch` of 572 such items held every request, `/healthz` too, for
+    1.2-1.5 s: its forward ran on the event loop. Here the forward is held at a gate until a
+    `/healthz` has been answered: only a forward off the loop lets that happen (on the loop,
+    the gate times out first and /healthz is answered after the batch)."""
+    state = _leading_state()
+    entered, gate = threading.Event(), threading.Event()
+
+    async def body(client, service):
+        versions = service.versions
+        real = versions.act_rows
+
+        def held(*args, **kwargs):
+            if sum(len(c) for c in args[2]) > 1000:  # the big batch's forward, not warm-up
+                entered.set()
+                gate.wait(5.0)
+            return real(*args, **kwargs)
+
+        versions.act_rows = held
+        seats = {"0": "learned", "1": "rules", "2": "rules"}
+        gid = (await client.post("/v1/games", json={"game": "doudizhu", "seats": seats})).json()[
+            "game_id"
+        ]
+        items = [{"game_id": gid, "seat": "0", "state": state}] * 16  # 6,080 candidates
+        batch = asyncio.create_task(client.post("/v1/decide:batch", json={"items": items}))
+        for _ in range(500):  # until the forward has begun (it may have held the loop)
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.01)
+        health = await client.get("/healthz")
+        answered_while_held = not gate.is_set() and not batch.done()
+        gate.set()
+        results = (await batch).json()["results"]
+        return health.status_code, answered_while_held, results
+
+    status, answered_while_held, results = inprocess(body, game="doudizhu", data_dir=None)
+    assert status == 200 and answered_while_held
+    assert len(results) == 16 and all(r["policy"] == "learned" for r in results)
