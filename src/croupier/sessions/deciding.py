@@ -100,6 +100,11 @@ class _Step:
 
 
 _NO_OBS = np.zeros(0, np.float32)
+# Decisions are counted by seat label, a label of /metrics: `frozen@N` is one per version ever
+# seated, so only the newest this many versions' labels are counted apart; the older ones'
+# counts fold into `frozen@older` (`:greedy` apart), or the labels grew with every version.
+VERSION_LABELS = 16
+_FROZEN = "frozen@"
 _ANSWERED_HERE = ("rules", "random")  # seat kinds that need no model
 _ANSWERED, _QUEUED, _FORWARDED, _REPLAY = StepPath
 
@@ -320,13 +325,29 @@ class Decider:
             else:
                 step.index, version = model.action, model.version
                 self._record(step, model)
-        self.decisions_by_policy[label] = self.decisions_by_policy.get(label, 0) + 1
+        try:  # the label seen before: one dict update, as before the cap
+            self.decisions_by_policy[label] += 1
+        except KeyError:
+            self._count_new_label(label)
         decision = Decision(
             self.adapter.action_value(step.index, step.state), step.index, label, version, fallback
         )
         if step.turn_result is not None and not step.turn_result.done():
             step.turn_result.set_result(decision)
         return decision
+
+    def _count_new_label(self, label: str) -> None:
+        """A first decision under `label`; past `VERSION_LABELS` versioned labels the oldest
+        version's count folds into `frozen@older`."""
+        counts = self.decisions_by_policy
+        counts[label] = 1
+        versioned = [k for k in counts if k.startswith(_FROZEN) and k[len(_FROZEN)].isdigit()]
+        if len(versioned) <= VERSION_LABELS:
+            return
+        oldest = min(versioned, key=lambda k: int(k[len(_FROZEN) :].partition(":")[0]))
+        _, colon, mode = oldest.partition(":")
+        older = f"{_FROZEN}older{colon}{mode}"  # `frozen@older`, `frozen@older:greedy`
+        counts[older] = counts.get(older, 0) + counts.pop(oldest)
 
     def _record(self, step: _Step, model: ModelDecision) -> None:
         recorder = step.session.recorders.get(step.seat)
