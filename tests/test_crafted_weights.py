@@ -118,3 +118,33 @@ def test_ordinary_weights_are_never_flagged(explore):
     mask = (rng.random((256, 4)) < 0.5).astype(np.float32)
     mask[:, 1] = 1.0
     assert versions.act(module, obs, mask, explore=explore).valid is None
+
+
+def test_a_model_spec_asking_for_an_absurd_network_is_refused_before_it_is_built():
+    """A link token holder's SET_CONFIG could ask for `[65536] * 50` (the review): the server
+    would try to build it. Specs past the layer count or `MAX_PARAMETERS` (counted for the
+    game's own sizes) are refused with a clear error; every preset passes."""
+    from croupier.policies.module import MAX_LAYERS, MAX_PARAMETERS, ModelSpec
+
+    leduc = LeducAdapter()
+    sizes = (leduc.obs_size, leduc.num_actions)
+    for hiddens, why in (
+        ([65536] * 50, "1 to 16 layer"),
+        ([8] * (MAX_LAYERS + 1), "1 to 16 layer"),
+        ([65536, 65536], "parameters"),
+        ([4096] * 3, "parameters"),
+        ([0], "sizes from 1"),
+        ("128", "layer sizes"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            ModelSpec.from_dict({"algo": "ppo", "hiddens": hiddens}, *sizes)
+    # A wide output counts: 4096 units into a game of 10,000 actions is ~41 M parameters.
+    with pytest.raises(ValueError, match="parameters"):
+        ModelSpec.from_dict({"hiddens": [4096]}, 64, 10_000)
+    assert ModelSpec.from_dict({"hiddens": [4096]}, 64, 100).hiddens == [4096]
+    doudizhu = load_adapter("doudizhu")
+    for game, adapter, cand in (("leduc-holdem", leduc, 0), ("doudizhu", doudizhu, 161)):
+        spec = ModelSpec.for_game(game)
+        n = spec.parameters(adapter.obs_size, adapter.num_actions, cand)
+        assert n < MAX_PARAMETERS // 100
+        assert ModelSpec.from_dict(spec.to_dict(), adapter.obs_size, adapter.num_actions, cand)

@@ -239,6 +239,16 @@ class ServerConfig:
     offline_dir: Path | None = setting(
         None, "Where `record: rules` games' rules decisions are written as offline episodes"
     )
+    # The same default bound as the spool's: rules games recorded without end must not fill
+    # the disk; the oldest files go first, counted (`offline.files_dropped`, /v1/rollout).
+    offline_max_bytes: int = setting(
+        1 << 30,
+        "Size of --offline-dir's files in MB; past it the oldest are deleted",
+        flag="offline-max-mb",
+        cli_type=float,
+        to_cli=lambda b: b / _MB,
+        from_cli=lambda mb, _v: int(mb * _MB),
+    )
     opentelemetry: bool = setting(
         False, "FastAPI's native OpenTelemetry (off: it costs ~7% per request)"
     )

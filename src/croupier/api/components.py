@@ -108,7 +108,11 @@ def build_components(config: ServerConfig) -> Components:
         max_episode_bytes=_largest_episode_bytes(config),
     )
     offline = (
-        OfflineWriter(config.offline_dir, adapter.terminal_observation())
+        OfflineWriter(
+            config.offline_dir,
+            adapter.terminal_observation(),
+            max_bytes=config.offline_max_bytes,
+        )
         if config.offline_dir
         else None
     )
