@@ -215,3 +215,16 @@ def bench_warmstart(
             run(game, minutes, out, from_dir, record_hands, algo, pretrain_iterations, eval_hands)
         )
     )
+
+
+@bench_app.command("guards")
+def bench_guards(
+    hands: Annotated[int, typer.Option(help="Random-play hands per game for episode sizes")] = 300,
+    out: Path = Path("bench/results"),
+) -> None:
+    """The hot-path cost of the guards against hostile engines and weights (mask lookup per
+    sampled row, doudizhu's legal-move check, recording bookkeeping) and the recorded episode
+    sizes the recording budgets are set from."""
+    from croupier.bench.guards import bench_guards as run
+
+    typer.echo(json.dumps(run(hands, out), indent=2))

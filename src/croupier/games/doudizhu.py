@@ -23,7 +23,7 @@ jokers). A candidate is that vector, and with move_context also the move's kind,
 chain length and size, and what it leaves: the hand after it (54) and its size (one-hot 0..20).
 What `--game doudizhu` serves and trains is `SERVED_FEATURES`.
 
-Why ~430 lines in one module: the move tables, the state's checks and both feature layouts are
+Why ~490 lines in one module: the move tables, the state's checks and both feature layouts are
 one definition of the game's wire format and its observation; split, a feature would be read
 in one file and checked in another.
 """

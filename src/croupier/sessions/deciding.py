@@ -7,7 +7,11 @@ A decision takes one of four explicit paths (`StepPath`), chosen when it is prep
 - REPLAY: a retried turn, answered by the first request's decision (`turns.TurnLedger`).
 A learned step whose model was late or failed is answered by the fallback policy and not
 recorded: it ends the seat's episode fragment there (`_end_fragment`), and the seat's next
-learned decision begins a new one.
+learned decision begins a new one; so does a step past the recording budget (`_record`).
+
+Why ~440 lines in one module: the four paths share one step record and end in one `_finish`,
+which counts, records and answers; split, a path's recording would be read apart from the
+answer it belongs to.
 """
 
 from __future__ import annotations

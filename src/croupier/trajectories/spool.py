@@ -28,7 +28,7 @@ Three threads use it: the writer (`put_many`, fed by the event loop's `write`), 
 client (`take`, `ack`, `rewind`) and the event loop's views; one lock serialises them, and
 everything slow (encoding, decoding) happens outside it.
 
-Why ~470 lines in one module: the queue and its writer thread share one lock and one set of
+Why ~490 lines in one module: the queue and its writer thread share one lock and one set of
 counters; the record format is `trajectories/record.py`, its encoding `trajectories/codec.py`.
 """
 
