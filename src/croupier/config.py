@@ -145,11 +145,11 @@ class ServerConfig:
         from_cli=lambda mb, _v: int(mb * _MB),
     )
     # What learned seats' recorders may hold in memory until their games end. A seat's
-    # episode: 16 MiB is ~70x the largest seen in random play (doudizhu 242 KB, UNO 158 KB,
+    # episode: 16 MiB is ~60x the largest seen in random play (doudizhu 269 KB, UNO 260 KB,
     # 300 hands each, `croupier bench guards`) and a quarter of the link's 64 MiB frame, so
-    # every episode recorded can be shipped. All recording: 512 MiB holds ~5,000 such
-    # doudizhu seats at once (the mean seat episode is ~106 KB). Past either a learned seat
-    # still answers, but the step is not recorded (its episode ends there, truncated).
+    # every episode recorded can be shipped. All recording: 512 MiB holds ~4,500 doudizhu
+    # seats' episodes of the mean size (~117 KB) at once. Past either a learned seat still
+    # answers, but the step is not recorded (its episode ends there, truncated).
     record_max_episode_bytes: int = setting(
         16 * _MB,
         "Memory one learned seat's episode may hold, in MB; a step past it is not recorded "

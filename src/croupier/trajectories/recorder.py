@@ -24,8 +24,9 @@ from croupier.trajectories.record import make_record, record_len, record_version
 # game that never ends is trained on in pieces instead of being lost whole at the trainer.
 MAX_EPISODE_STEPS = 10_000
 
-# What a recorded step holds besides its arrays' data: three array headers (~112 B each), a
-# float log-prob and reward, and the lists' slots (~470 B counted with sys.getsizeof).
+# What a recorded step holds besides its arrays' data (sys.getsizeof): three array headers
+# (112 B each), a log-prob and a reward (24 B floats), an action and a version (28 B ints at
+# most) and seven list slots (8 B each): 496 B.
 STEP_OVERHEAD_BYTES = 512
 
 
