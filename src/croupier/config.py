@@ -145,7 +145,7 @@ class ServerConfig:
         from_cli=lambda mb, _v: int(mb * _MB),
     )
     # What learned seats' recorders may hold in memory until their games end. A seat's
-    # episode: 16 MiB is ~60x the largest seen in random play (doudizhu 269 KB, UNO 260 KB,
+    # episode: 16 MiB is ~60x the largest seen in random play (doudizhu 260-269 KB, UNO 260 KB,
     # 300 hands each, `croupier bench guards`) and a quarter of the link's 64 MiB frame, so
     # every episode recorded can be shipped. All recording: 512 MiB holds ~4,500 doudizhu
     # seats' episodes of the mean size (~117 KB) at once. Past either a learned seat still

@@ -17,6 +17,7 @@ adds noise above them, never below.
 from __future__ import annotations
 
 import json
+import os
 import random
 import timeit
 from pathlib import Path
@@ -147,12 +148,14 @@ def episode_bytes(game: str, hands: int, seed: int = 1) -> dict[str, Any]:
 
 
 def bench_guards(hands: int = 300, out: Path | None = None) -> dict[str, Any]:
-    report = {
+    report: dict[str, Any] = {
+        "load_average_before": round(os.getloadavg()[0], 2),  # timings are only as quiet
         "mask_check": mask_check(),
         "doudizhu_legal_check": doudizhu_check(min(hands, 30)),
         "record_bookkeeping": record_bookkeeping(),
         "episode_bytes": {g: episode_bytes(g, hands) for g in ("leduc-holdem", "uno", "doudizhu")},
     }
+    report["load_average_after"] = round(os.getloadavg()[0], 2)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "guards.json").write_text(json.dumps(report, indent=2) + "\n")
