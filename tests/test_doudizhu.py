@@ -237,3 +237,47 @@ def test_any_trace_form_encodes_alike_and_odd_cards_are_refused(sample):
                 {"legal_actions": [["33"]]}):  # fmt: skip
         with pytest.raises(InvalidState):
             ADAPTER.encode_candidates({**state, **bad})
+
+
+def test_the_moves_playable_on_a_trace_are_exactly_rlcards(sample):
+    """`BEATS` is RLCard's `get_gt_cards` as a table: on every state of random play, the moves
+    of the hand it allows are exactly the state's legal moves (pass included or not)."""
+    from croupier.games.doudizhu import ACTION_CODES, ACTION_COUNTS, BEATS, move_to_beat
+
+    for state in sample:
+        p = ADAPTER.parse(state)
+        playable = np.flatnonzero((p["cards"][0][None, :] >= ACTION_COUNTS).all(1))
+        beat = move_to_beat(p["trace_moves"])
+        allowed = BEATS[0 if beat is None else ACTION_CODES[beat]][ACTION_CODES[playable]]
+        assert set(playable[allowed].tolist()) == {ACTION_2_ID[a] for a in state["legal_actions"]}
+
+
+def test_a_listed_move_the_seat_cannot_play_on_this_trace_is_refused(sample):
+    """The review's probe: an engine listed moves the state does not allow (up to 512), each
+    kept as a candidate for the whole game. Now every listed move must be playable from the
+    hand *on this trace*: pass only when following, a move of the led kind and higher, a bomb
+    or the rocket."""
+    leading = next(s for s in sample if not s["trace"])  # the landlord's first move
+    following = next(
+        s for s in sample
+        if s["trace"] and s["trace"][-1][1] not in ("pass", "BR")
+        and len(s["trace"][-1][1]) == 1 and "3" in s["current_hand"]
+    )  # fmt: skip
+    cases = [
+        (leading, ["pass", *leading["legal_actions"]], "the seat leads"),
+        (following, [*following["legal_actions"], "3"], "does not beat"),  # a lower solo
+    ]
+    hand = following["current_hand"]
+    if len(set(hand)) >= 2:  # a pair answering a solo, where the hand has one
+        pair = next((c + c for c in hand if hand.count(c) >= 2 and c not in "BR"), None)
+        if pair is not None:
+            cases.append((following, [*following["legal_actions"], pair], "does not beat"))
+    for state, legal, why in cases:
+        bad = {**state, "legal_actions": legal}
+        bad.pop("actions", None)
+        for encode in (ADAPTER.encode_candidates, ADAPTER.encode, ADAPTER.rules()):
+            with pytest.raises(InvalidState, match=why):
+                encode(bad)
+    # The real lists still pass, however long (a 20-card hand leading lists 380 moves).
+    for state in sample[:50]:
+        ADAPTER.encode_candidates(state)

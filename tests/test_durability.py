@@ -95,6 +95,63 @@ def test_spool_bounds_drop_the_oldest_and_count_them(tmp_path):
     assert [e["id"] for e in by_bytes.take()] == [e["id"] for e in episodes[6:]]
 
 
+def _note_peaks(spool: EpisodeSpool) -> None:
+    """From now on every insert into `spool` notes the bytes stored right after it (inside
+    the transaction) in a table `peaks`: a SQLite trigger, trusting none of the spool's code."""
+    spool._db.execute("CREATE TABLE peaks (nbytes INTEGER)")
+    spool._db.execute(
+        "CREATE TRIGGER note AFTER INSERT ON episodes BEGIN "
+        "INSERT INTO peaks SELECT SUM(nbytes) FROM episodes; END"
+    )
+
+
+def test_the_spool_makes_room_before_it_inserts(tmp_path):
+    """The byte bound holds inside the write too: the oldest go before the insert (it was
+    checked after: the review's spool reached 1,160 MiB with its WAL over a 1 GiB bound)."""
+    episodes = [make_episode(i) for i in range(12)]
+    one = len(wire.encode_value(episodes[0]))
+    spool = EpisodeSpool(tmp_path / "s.sqlite3", max_bytes=int(one * 3.5))
+    _note_peaks(spool)
+    for e in episodes[:6]:
+        spool.put(e)
+    spool.put_many(episodes[6:])
+    peaks = [n for (n,) in spool._db.execute("SELECT nbytes FROM peaks").fetchall()]
+    assert len(peaks) == 12 and max(peaks) <= one * 3.5, (max(peaks), one * 3.5)
+    assert [e["id"] for e in spool.take()] == [e["id"] for e in episodes[-3:]]
+    assert spool.stats()["dropped"] == 9
+
+
+def test_an_episode_bigger_than_the_spool_is_refused_and_evicts_nothing(tmp_path):
+    """The review's 577 MiB episode evicted every other spooled episode before it was found
+    unsendable. An episode over the spool's byte bound, or over what the link can ship
+    (`max_episode_bytes`), is refused before anything is deleted for it, and counted."""
+    small = [make_episode(i) for i in range(3)]
+    later = make_episode(3)
+    big = make_episode(99, steps=400)
+    one, huge = len(wire.encode_value(small[0])), len(wire.encode_value(big))
+    assert huge > 20 * one
+    for bounds in ({"max_bytes": 10 * one}, {"max_episode_bytes": 10 * one}):
+        spool = EpisodeSpool(tmp_path / f"{len(bounds)}{next(iter(bounds))}.sqlite3", **bounds)
+        spool.put_many(small)
+        spool.put(big)
+        spool.put_many([big, later])
+        stats = spool.stats()
+        assert stats["refused_too_big"] == 2 and stats["dropped"] == 0, stats
+        assert [e["id"] for e in spool.take()] == [e["id"] for e in [*small, later]]
+        spool.close()
+
+
+def test_a_server_with_a_trainer_refuses_episodes_no_frame_could_carry():
+    from croupier.api.components import build_components
+    from croupier.config import ServerConfig
+
+    with_trainer = build_components(ServerConfig(trainer="127.0.0.1:9", data_dir=None))
+    assert with_trainer.outbox.max_episode_bytes > wire.DEFAULT_MAX_FRAME - 2048
+    assert with_trainer.outbox.max_episode_bytes < wire.DEFAULT_MAX_FRAME
+    alone = build_components(ServerConfig(data_dir=None))
+    assert alone.outbox.max_episode_bytes == alone.outbox.max_bytes  # nothing ships
+
+
 def test_spool_never_unpickles_a_damaged_row(tmp_path):
     path = tmp_path / "spool.sqlite3"
     spool = EpisodeSpool(path)

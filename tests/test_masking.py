@@ -278,7 +278,8 @@ class NaNPushingTrainer:
 
 def test_a_trainer_pushing_nan_weights_leaves_the_server_serving_legal_actions():
     """A real server linked to a trainer that pushes NaN weights: the NaN version is refused
-    and counted, version 1 keeps serving, and every answer is legal."""
+    and counted (`weights_refused` and the link's `versions_refused`), version 1 keeps
+    serving, and every answer is legal."""
     from tests.conftest import running_server, wait_for
 
     good = {k: v + 0.01 for k, v in PolicyVersions(LeducAdapter(), seed=5).weights().items()}
@@ -290,7 +291,8 @@ def test_a_trainer_pushing_nan_weights_leaves_the_server_serving_legal_actions()
         with running_server(*args) as url, httpx.Client(base_url=url, timeout=30) as c:
             assert trainer.pushed.wait(60)
             health = wait_for(
-                lambda: (h := c.get("/healthz").json())["weights_refused"] == 1 and h,
+                lambda: (h := c.get("/healthz").json())["weights_refused"] == 1
+                and h["trainer_link"]["versions_refused"] >= 1 and h,
                 timeout_s=30, what="the NaN version refused",
             )  # fmt: skip
             seats = {"0": "learned", "1": "rules"}
@@ -306,6 +308,9 @@ def test_a_trainer_pushing_nan_weights_leaves_the_server_serving_legal_actions()
     assert all(a.status_code == 200 and a.json()["action"] in ("raise", "fold") for a in answers)
     assert all(a.json()["version"] == 1 for a in answers)
     assert "croupier_weights_refused_total 1.0" in metrics
+    # The link counts it as a refused version too (it did not, while install said "no" only).
+    assert health["trainer_link"]["versions_refused"] == 1
+    assert "croupier_trainer_link_versions_refused_total 1.0" in metrics
 
 
 def test_the_plain_network_is_used_where_it_agrees_to_rounding_and_never_beyond(monkeypatch):

@@ -141,6 +141,12 @@ EXPORTED_NAMES = [
     "croupier_episodes_cut_total",
     "croupier_episodes_ended_by_fallback_total",
     "croupier_weights_refused_total",
+    "croupier_versions_pinned",
+    "croupier_episodes_refused_too_big_total",
+    "croupier_recording_held_bytes",
+    "croupier_recording_steps_over_episode_budget_total",
+    "croupier_recording_steps_over_total_budget_total",
+    "croupier_versions_pinned_not_held",
     "croupier_trainer_link_thread_alive",
     "croupier_trainer_link_connected",
     "croupier_trainer_link_authenticated",
@@ -385,3 +391,35 @@ def test_promtool_check_metrics_is_clean(inprocess, leduc_states, tmp_path) -> N
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr
+
+
+def test_decisions_by_policy_keep_a_bounded_set_of_version_labels(inprocess, leduc_states):
+    """Every `frozen@N` ever seated was a label of `croupier_decisions_total` for good (the
+    review: one per version played). Only the newest 16 versions' labels are counted apart
+    now; the older ones' decisions fold into `frozen@older` (and `frozen@older:greedy`),
+    nothing lost from the totals."""
+    from croupier.sessions.deciding import VERSION_LABELS
+
+    state = leduc_states[0]
+    game = "leduc-holdem"
+
+    async def run(c, service) -> tuple[dict, str]:
+        weights = service.versions.weights()
+        for v in range(1, VERSION_LABELS + 9):
+            assert service.versions.install(v, {k: w + 0.001 * v for k, w in weights.items()})
+            spec = f"frozen@{v}" + (":greedy" if v % 4 == 0 else "")
+            seats = {"0": spec, "1": "rules"}
+            gid = (await c.post("/v1/games", json={"game": game, "seats": seats})).json()
+            url = f"/v1/games/{gid['game_id']}/decide"
+            assert (await c.post(url, json={"seat": "0", "state": state})).status_code == 200
+        return service.health()["decisions"], (await c.get("/metrics")).text
+
+    decisions, text = inprocess(run, game=game)
+    versioned = [k for k in decisions if k.startswith("frozen@") and k[7].isdigit()]
+    assert len(versioned) == VERSION_LABELS  # 24 before the cap
+    assert {f"frozen@{v}" for v in range(9, VERSION_LABELS + 9) if v % 4} <= set(versioned)
+    assert decisions["frozen@older"] == 6 and decisions["frozen@older:greedy"] == 2
+    assert sum(decisions.values()) == VERSION_LABELS + 8
+    scraped = {dict(labels)["policy"]: n for (name, labels), n in parse(text).items()
+               if name == "croupier_decisions_total"}  # fmt: skip
+    assert scraped == decisions

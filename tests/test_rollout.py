@@ -150,6 +150,27 @@ def test_shadow_counts_disagreement_and_outcomes(inprocess):
     assert 0 < shadow["games_with_disagreement"]["n"] <= 30
 
 
+def test_shadow_outcomes_are_kept_for_a_bounded_number_of_versions(inprocess):
+    """Shadow outcomes were kept for every version ever shadowed (the review: unbounded);
+    now for the newest 16, the older dropped and counted."""
+    from croupier.policies.rollout.core import SHADOW_VERSIONS
+
+    async def body(client, service):
+        for v in range(1, SHADOW_VERSIONS + 5):
+            _install(service, v)
+            await _play(client, service, {"0": f"shadow@{v}", "1": "rules"}, seed=v)
+            for _ in range(100):  # shadow forwards finish off the answers' path
+                if v in service.rollout.shadow:
+                    break
+                await asyncio.sleep(0.01)
+        return (await client.get("/v1/rollout")).json()
+
+    stats = inprocess(body)
+    kept = sorted(int(v) for v in stats["shadow"])
+    assert kept == list(range(5, SHADOW_VERSIONS + 5)), kept  # 20 before the bound
+    assert stats["shadow_versions_dropped"] == 4
+
+
 def test_canary_share_splits_new_games(inprocess):
     async def body(client, service):
         _install(service, 2)

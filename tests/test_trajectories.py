@@ -388,3 +388,34 @@ def test_a_fallback_before_any_learned_step_or_twice_in_a_row_records_no_empty_f
     (cut,) = taken
     assert episode_len(cut) == 1 and cut["truncated"] is True
     np.testing.assert_allclose(cut["rewards"], [0.5])
+
+
+def test_offline_episodes_are_bounded_in_bytes_oldest_dropped(tmp_path):
+    """`--offline-dir` grew with every `record: rules` game (the review); past its byte bound
+    the oldest files go, counted, files an earlier run left there included."""
+    import time
+
+    from croupier.trajectories.offline import FILE_GLOB, OfflineWriter
+
+    adapter = LeducAdapter()
+    steps = [(np.ones(adapter.obs_size, np.float32), np.ones(4, np.float32), 1)] * 4
+
+    def sizes() -> dict[str, int]:
+        return {p.name: p.stat().st_size for p in tmp_path.glob(FILE_GLOB)}
+
+    first = OfflineWriter(tmp_path, adapter.terminal_observation(), rows_per_file=8)
+    first.add_episode("g0", "0", steps, 1.0)
+    first.add_episode("g1", "0", steps, 1.0)  # 8 rows: one file
+    (left,) = sizes()
+    one = sizes()[left]
+    time.sleep(0.01)  # file ages by modification time
+    writer = OfflineWriter(
+        tmp_path, adapter.terminal_observation(), rows_per_file=8, max_bytes=3 * one + one // 2
+    )
+    assert writer.files_dropped == 0
+    for g in range(12):
+        writer.add_episode(f"g{g}", "0", steps, 1.0)  # a file every second episode
+    assert writer.files == 6 and writer.files_dropped == 4  # 7 files: the oldest 4 went
+    assert left not in sizes() and len(sizes()) == 3
+    assert sum(sizes().values()) <= 3 * one + one // 2
+    assert writer.stats()["files_dropped"] == 4

@@ -64,3 +64,36 @@ def test_every_promoted_version_stays_on_disk(tmp_path) -> None:
         channels.promote(v)
     assert _on_disk(tmp_path / "channels") == set(range(1, 13))
     assert 1 not in channels.history and 1 not in versions._pinned  # released: evictable
+
+
+def test_games_pinning_every_new_version_hold_at_most_the_cap(inprocess, leduc_states, tmp_path):
+    """The review's probe, scaled down: an engine keeps one game open per new version (12 of
+    them). Only the newest `--max-pinned-versions` (3) pins are held, in memory and on disk;
+    an older pin is served by the nearest newer version kept, which its answer and episode
+    name; `/healthz` says how many versions are pinned and how many of them are not held."""
+    state = leduc_states[0]
+
+    async def body(client, service):
+        versions, games = service.versions, []
+        for v in range(1, 13):
+            _install(versions, v)
+            seats = {"0": "learned", "1": "rules"}
+            created = await client.post("/v1/games", json={"game": "leduc-holdem", "seats": seats})
+            assert created.json()["seats"]["0"]["version"] == v  # pinned at creation
+            games.append(created.json()["game_id"])
+        url = f"/v1/games/{games[0]}/decide"
+        first = await client.post(url, json={"seat": "0", "state": state})
+        health = (await client.get("/healthz")).json()
+        metrics = (await client.get("/metrics")).text
+        return first.json(), versions.versions(), _on_disk(tmp_path / "weights"), health, metrics
+
+    first, loaded, on_disk, health, metrics = inprocess(
+        body, game="leduc-holdem", data_dir=tmp_path, keep_versions=2, weights_keep_last=2,
+        max_pinned_versions=3,
+    )  # fmt: skip
+    assert {10, 11, 12} <= set(loaded) and len(loaded) <= 2 + 3, loaded  # 13 before the cap
+    assert {10, 11, 12} <= on_disk and len(on_disk) <= 2 + 3, on_disk
+    assert first["policy"] == "learned" and first["fallback"] is False
+    assert first["version"] in loaded and first["version"] > 1  # version 1 is not held
+    assert health["versions_pinned"] == 12 and health["versions_pinned_not_held"] == 9
+    assert "croupier_versions_pinned 12.0" in metrics

@@ -132,6 +132,16 @@ class ServerConfig:
     keep_versions: int = setting(
         8, "Weights versions kept in memory (besides production, its history and live games')"
     )
+    # Live games pin versions (`pin: created`, `frozen@N`); an engine keeping one game open per
+    # new version made a server hold 302 versions (~1.8 MiB each for doudizhu). Normal play
+    # pins a handful (a game spans p90 ~1 pushed version, docs/off-policy.md); 32 leaves room
+    # for long games under APPO's several pushes a second and holds at most ~58 MiB of
+    # doudizhu versions for them. A pin past it is served by the oldest kept version after it.
+    max_pinned_versions: int = setting(
+        32,
+        "Weights versions kept for live games' pins (the newest N pinned); older pins are "
+        "served by the nearest newer version kept",
+    )
     weights_keep_last: int = setting(
         8,
         "Weights files kept in --weights-dir: the newest N (besides production, every "
@@ -167,6 +177,30 @@ class ServerConfig:
         1 << 30,
         "Spool size in MB; past it the oldest episodes are dropped",
         flag="spool-max-mb",
+        cli_type=float,
+        to_cli=lambda b: b / _MB,
+        from_cli=lambda mb, _v: int(mb * _MB),
+    )
+    # What learned seats' recorders may hold in memory until their games end. A seat's
+    # episode: 16 MiB is ~60x the largest seen in random play (doudizhu 260-269 KB, UNO 260 KB,
+    # 300 hands each, `croupier bench guards`) and a quarter of the link's 64 MiB frame, so
+    # every episode recorded can be shipped. All recording: 512 MiB holds ~4,500 doudizhu
+    # seats' episodes of the mean size (~117 KB) at once. Past either a learned seat still
+    # answers, but the step is not recorded (its episode ends there, truncated).
+    record_max_episode_bytes: int = setting(
+        16 * _MB,
+        "Memory one learned seat's episode may hold, in MB; a step past it is not recorded "
+        "(the episode so far ends truncated)",
+        flag="record-max-episode-mb",
+        cli_type=float,
+        to_cli=lambda b: b / _MB,
+        from_cli=lambda mb, _v: int(mb * _MB),
+    )
+    record_max_total_bytes: int = setting(
+        512 * _MB,
+        "Memory all learned seats' episodes in flight may hold, in MB; a step past it is not "
+        "recorded (its episode so far ends truncated)",
+        flag="record-max-total-mb",
         cli_type=float,
         to_cli=lambda b: b / _MB,
         from_cli=lambda mb, _v: int(mb * _MB),
@@ -253,6 +287,16 @@ class ServerConfig:
     # None: `record: rules` games are refused.
     offline_dir: Path | None = setting(
         None, "Where `record: rules` games' rules decisions are written as offline episodes"
+    )
+    # The same default bound as the spool's: rules games recorded without end must not fill
+    # the disk; the oldest files go first, counted (`offline.files_dropped`, /v1/rollout).
+    offline_max_bytes: int = setting(
+        1 << 30,
+        "Size of --offline-dir's files in MB; past it the oldest are deleted",
+        flag="offline-max-mb",
+        cli_type=float,
+        to_cli=lambda b: b / _MB,
+        from_cli=lambda mb, _v: int(mb * _MB),
     )
     opentelemetry: bool = setting(
         False, "FastAPI's native OpenTelemetry (off: it costs ~7% per request)"

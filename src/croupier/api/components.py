@@ -92,6 +92,7 @@ def build_components(config: ServerConfig) -> Components:
         seed=config.seed,
         behaviour_lag=config.behaviour_lag,
         retention=Retention(config.weights_keep_last, config.weights_keep_every),
+        max_pinned=config.max_pinned_versions,
     )
     batcher = InferenceBatcher(
         versions,
@@ -101,9 +102,18 @@ def build_components(config: ServerConfig) -> Components:
         forward_inline_from=config.forward_inline_from,
         deadline_s=config.decide_deadline_ms / 1000.0 if config.decide_deadline_ms else None,
     )
-    outbox = EpisodeSpool(config.spool_path(), config.outbox_max_episodes, config.spool_max_bytes)
+    outbox = EpisodeSpool(
+        config.spool_path(),
+        config.outbox_max_episodes,
+        config.spool_max_bytes,
+        max_episode_bytes=_largest_episode_bytes(config),
+    )
     offline = (
-        OfflineWriter(config.offline_dir, adapter.terminal_observation())
+        OfflineWriter(
+            config.offline_dir,
+            adapter.terminal_observation(),
+            max_bytes=config.offline_max_bytes,
+        )
         if config.offline_dir
         else None
     )
@@ -121,6 +131,16 @@ def build_components(config: ServerConfig) -> Components:
     service = DecisionService(config, adapter, versions, batcher, outbox, rollout, rules)
     versions.in_use = service.games.versions_in_use  # retention keeps what live games pin
     return Components(config, adapter, versions, batcher, outbox, offline, rollout, service)
+
+
+def _largest_episode_bytes(config: ServerConfig) -> int | None:
+    """What the trainer link can ship as one episode (None without a trainer: nothing ships,
+    so only the spool's byte bound limits an episode)."""
+    if not config.trainer:
+        return None
+    from croupier.link.client import largest_episode_bytes  # only a server with a trainer
+
+    return largest_episode_bytes()
 
 
 def build_service(config: ServerConfig) -> DecisionService:

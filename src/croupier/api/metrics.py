@@ -87,6 +87,7 @@ EXPORTED: tuple[Exported, ...] = (
     _c("episodes_dropped", "episodes", "dropped"),
     _c("episodes_corrupt", "episodes", "corrupt"),
     _c("episodes_too_big", "episodes", "too_big"),
+    _c("episodes_refused_too_big", "episodes", "refused_too_big"),
     _s("episodes_put_seconds", ("episodes", "recorded"), ("episodes", "put_seconds")),
     _g("episodes_durable", "episodes", "durable"),
     _c("fallbacks"),
@@ -102,6 +103,11 @@ EXPORTED: tuple[Exported, ...] = (
     _c("episodes_ended_by_fallback"),
     _c("forced_moves"),
     _c("weights_refused"),
+    _g("recording_held_bytes", "recording", "held_bytes"),
+    _c("recording_steps_over_episode_budget", "recording", "steps_over_episode_budget"),
+    _c("recording_steps_over_total_budget", "recording", "steps_over_total_budget"),
+    _g("versions_pinned"),
+    _g("versions_pinned_not_held"),
     _g("trainer_link_thread_alive", "trainer_link", "thread_alive"),
     _g("trainer_link_connected", "trainer_link", "connected"),
     _g("trainer_link_authenticated", "trainer_link", "authenticated"),
@@ -124,6 +130,8 @@ NOT_EXPORTED = {
     ("batcher", "max_wait_ms"),
     ("batcher", "mean_batch"),
     ("episodes", "put_us_mean"),  # = episodes_put_seconds' sum / count
+    ("recording", "max_episode_bytes"),
+    ("recording", "max_total_bytes"),
 }
 
 # Request latency buckets (seconds): sub-millisecond decisions up to a stuck request.

@@ -331,3 +331,16 @@ def bench_equilibrium(
     except (ValueError, TypeError, ImportError, AttributeError) as e:  # a game it cannot walk
         raise typer.BadParameter(str(e)) from None
     typer.echo(format_report(report))
+
+
+@bench_app.command("guards")
+def bench_guards(
+    hands: Annotated[int, typer.Option(help="Random-play hands per game for episode sizes")] = 300,
+    out: Path = Path("bench/results"),
+) -> None:
+    """The hot-path cost of the guards against hostile engines and weights (mask lookup per
+    sampled row, doudizhu's legal-move check, recording bookkeeping) and the recorded episode
+    sizes the recording budgets are set from."""
+    from croupier.bench.guards import bench_guards as run
+
+    typer.echo(json.dumps(run(hands, out), indent=2))

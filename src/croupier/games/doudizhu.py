@@ -29,7 +29,7 @@ game's 27,472 (not any card string), made of cards in the hand; the hand and the
 together hold no more of a card than the deck; `legal_actions` and RLCard's `actions`, both
 given, agree; and RLCard's rule agent can act on the state (it cannot follow a lone "pass").
 
-Why ~430 lines in one module: the move tables, the state's checks and both feature layouts are
+Why ~520 lines in one module: the move tables, the state's checks and both feature layouts are
 one definition of the game's wire format and its observation; split, a feature would be read
 in one file and checked in another.
 """
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rlcard.games.doudizhu.utils import ACTION_2_ID, CARD_TYPE, ID_2_ACTION
+from rlcard.games.doudizhu.utils import ACTION_2_ID, CARD_TYPE, ID_2_ACTION, TYPE_CARD
 
 from croupier.games.base import (
     CandidateAdapter,
@@ -159,6 +159,36 @@ def _kind_table() -> np.ndarray:
 
 
 ACTION_KINDS = _kind_table()
+
+
+def _beat_tables() -> tuple[np.ndarray, np.ndarray]:
+    """What may answer what, as RLCard's `get_gt_cards` decides it, in two tables: per action
+    id its code (0 for pass, else 1 + 16 x its type (RLCard's `TYPE_CARD` order, bomb and
+    rocket last) + its weight, the rank that orders moves of one type: every move has one
+    type), and `BEATS[code to beat, code]`: whether a move of that code may answer (code to
+    beat 0: leading, where any move but pass goes). Pass always answers; a move of the same
+    type answers with a higher weight; a bomb answers anything but a bomb or the rocket; the
+    rocket answers anything but itself. A decision then costs two lookups (~2 us), not
+    string parsing."""
+    types = {t: i for i, t in enumerate(TYPE_CARD)}
+    codes = np.zeros(len(ID_2_ACTION), np.int64)
+    for i, a in enumerate(ID_2_ACTION):
+        if a != "pass":
+            ((kind, weight),) = CARD_TYPE[0][a]
+            codes[i] = 1 + 16 * types[kind] + int(weight)
+    n = 1 + 16 * len(types)
+    kind, weight = (np.arange(n) - 1) // 16, (np.arange(n) - 1) % 16
+    bomb, rocket = types["bomb"], types["rocket"]
+    beats = (kind[None, :] == kind[:, None]) & (weight[None, :] > weight[:, None])
+    beats |= (kind[None, :] == bomb) & ~np.isin(kind, (bomb, rocket))[:, None]
+    beats |= (kind[None, :] == rocket) & (kind != rocket)[:, None]
+    beats[:, 0] = True  # pass
+    beats[0, :] = True  # leading: any move ...
+    beats[0, 0] = False  # ... but pass
+    return codes, beats
+
+
+ACTION_CODES, BEATS = _beat_tables()
 # With `FeatureSpec(move_context=True)` a candidate is its 54 cards, its kind, and what it
 # leaves: the hand after it (54) and how many cards that is (one-hot 0..20; 0 = it wins).
 MOVE_CONTEXT_SIZE = _KIND_SIZE + CARD_SIZE + MAX_HAND + 1
@@ -198,6 +228,12 @@ CARDS_PATTERN = f"^{_AT_MOST}[{_RANKS}]*$"
 # A move as RLCard spells every one of its 27,472 (`ACTION_2_ID`): "pass", or its cards from
 # low to high (the adapter refuses any other spelling).
 MOVE_PATTERN = "^(?:pass|" + "".join(f"{r}{{0,4}}" for r in _RANKS[:13]) + "B?R?)$"
+
+
+def move_to_beat(moves: list[int]) -> int | None:
+    """The move to beat (an action id): the last real move unless both others passed after
+    it; None when the seat leads."""
+    return next((m for m in reversed(moves[-2:]) if m != PASS_ID), None)
 
 
 def _int(x: Any, lo: int, hi: int, what: str) -> int:
@@ -430,6 +466,16 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
         legal, ids = self._legal_ids(state)
         if (ACTION_COUNTS[ids] > hand[None, :]).any():
             raise InvalidState("a legal move holds cards that are not in 'current_hand'")
+        # Each listed move must be playable on this trace too, or an engine could list 512
+        # moves the seat cannot play, each kept in the episode (~330 KB a step).
+        beat = move_to_beat(moves)
+        answers = BEATS[0 if beat is None else ACTION_CODES[beat]][ACTION_CODES[ids]]
+        if not answers.all():
+            bad = legal[int(np.argmin(answers))]
+            raise InvalidState(
+                f"legal move {bad!r} cannot be played here: "
+                + ("the seat leads" if beat is None else f"it does not beat {ID_2_ACTION[beat]!r}")
+            )
         return {"self": me, "landlord": landlord, "cards": cards, "left": left_n,
                 "trace_seats": seats, "trace_moves": moves, "legal": legal,
                 "ids": ids}  # fmt: skip
@@ -443,8 +489,7 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
         # Rows: own hand, the others' hands, then the played cards of self, next, previous.
         cards = _multi_hot_many(p["cards"][[0, 1, *(2 + s for s in rel)]])
         obs[0:108] = cards[:2].reshape(-1)
-        # The move to beat: the last real move unless both others passed after it.
-        beat = next((m for m in reversed(moves[-2:]) if m != PASS_ID), None)
+        beat = move_to_beat(moves)
         if beat is None:
             obs[162] = 1.0  # leading: any move goes
         else:

@@ -57,6 +57,13 @@ _MESSAGE_SLACK_BYTES = 1024
 INSTALL_LOG_EVERY_S = 10.0
 
 
+def largest_episode_bytes(max_frame: int = wire.DEFAULT_MAX_FRAME) -> int:
+    """The most bytes one encoded episode may have and still go out in a message of a frame
+    of `max_frame` bytes (its tag and the message's framing take the rest): the spool refuses
+    a bigger one rather than hold it for nothing."""
+    return max_frame - auth.TAG_BYTES - _MESSAGE_SLACK_BYTES
+
+
 class LinkRefused(ConnectionError):
     """The trainer answered, but with something this server cannot work with."""
 
@@ -356,8 +363,11 @@ class TrainerLink:
                 f"trainer expects obs {plain.obs_size} / actions {plain.num_actions}, this "
                 f"server has {adapter.obs_size} / {adapter.num_actions}"
             )
-        try:
-            spec = ModelSpec.from_dict(plain.model)
+        try:  # sized for this game: an absurd model is refused before anything is built
+            spec = ModelSpec.from_dict(
+                plain.model, adapter.obs_size, adapter.num_actions,
+                getattr(adapter, "candidate_size", 0) if self.versions.candidates else 0,
+            )  # fmt: skip
         except (TypeError, ValueError) as e:
             raise LinkRefused(f"trainer sent a bad model spec: {e}") from None
         if spec.algo not in MODULE_CLASSES:  # never import a class named by the network
@@ -403,10 +413,13 @@ class TrainerLink:
         # Version 0 is nobody's training yet: the server's own placeholder gives way to the
         # trainer's, so that episodes are recorded with the weights the learner starts from.
         replace_placeholder = first and version == held == 0
+        refused = self.versions.refused_nonfinite
         try:
             installed = self.versions.install(version, weights, force=replace_placeholder)
         except (RuntimeError, ValueError, TypeError) as e:
             raise LinkRefused(f"weights do not fit this server's model: {e}") from None
+        if self.versions.refused_nonfinite > refused:  # NaN/inf: counted in both places
+            raise LinkRefused(f"weights refused: {self.versions.last_refused}")
         if installed:
             self.versions_installed += 1
             self._log_installed(version)

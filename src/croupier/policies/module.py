@@ -118,6 +118,15 @@ class MaskedAPPOModule(_MaskingMixin, DefaultAPPOTorchRLModule):
 
 MODULE_CLASSES: dict[str, type] = {"ppo": MaskedPPOModule, "appo": MaskedAPPOModule}
 
+# The largest network a spec from outside (the trainer link, a weights dir) may ask for: a
+# server builds it before anything else and keeps it per version, so `[65536] * 50` (a link
+# token holder's ask in the review) would take the process down. The built-in presets have
+# ~0.03-0.25 M parameters; 32 M (128 MiB of float32 a version) leaves room for far wider
+# networks, 16 hidden layers for far deeper ones.
+MAX_LAYERS = 16
+MAX_WIDTH = 65536
+MAX_PARAMETERS = 32_000_000
+
 
 def scores_candidates(observation_space: Any) -> bool:
     """A space of scored candidate actions (`CandidateAdapter.candidate_observation_space`)."""
@@ -199,21 +208,47 @@ class ModelSpec:
             "score_hidden": self.score_hidden,
         }
 
+    def parameters(self, obs_size: int = 0, num_actions: int = 0, candidate_size: int = 0) -> int:
+        """About how many parameters the network has (actor and critic) for these sizes (0:
+        not known, the layers on that side left out); a candidate game (`candidate_size`)
+        has the scorer instead of an output per action."""
+        chain = [obs_size, *self.hiddens]
+        trunk = sum((a + 1) * b for a, b in zip(chain, chain[1:], strict=False))
+        last, k = self.hiddens[-1], self.score_hidden
+        if candidate_size:
+            head = (last + 1) * k + candidate_size * k + (k + 1) * k + k + last + 2
+            return trunk + head
+        return trunk * (1 if self.vf_share_layers else 2) + (last + 1) * (num_actions + 1)
+
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
-        hiddens = [int(h) for h in data.get("hiddens", [128, 128])]
-        if not hiddens or any(h < 1 or h > 65536 for h in hiddens):
-            raise ValueError("model hiddens must be positive sizes")
+    def from_dict(
+        cls, data: dict[str, Any], obs_size: int = 0, num_actions: int = 0, candidate_size: int = 0
+    ) -> ModelSpec:
+        """A spec from plain data, refusing (ValueError) one bigger than `MAX_PARAMETERS`
+        (counted with the sizes given: those of the game it is for, where known)."""
+        raw = data.get("hiddens", [128, 128])
+        if not isinstance(raw, list | tuple) or not 1 <= len(raw) <= MAX_LAYERS:
+            raise ValueError(f"model hiddens must list 1 to {MAX_LAYERS} layer sizes")
+        hiddens = [int(h) for h in raw]
+        if any(h < 1 or h > MAX_WIDTH for h in hiddens):
+            raise ValueError(f"model hiddens must be sizes from 1 to {MAX_WIDTH}")
         score_hidden = int(data.get("score_hidden", 64))
-        if not 1 <= score_hidden <= 65536:
-            raise ValueError("score_hidden must be a positive size")
-        return cls(
+        if not 1 <= score_hidden <= MAX_WIDTH:
+            raise ValueError(f"score_hidden must be a size from 1 to {MAX_WIDTH}")
+        spec = cls(
             algo=str(data.get("algo", DEFAULT_ALGO)),
             hiddens=hiddens,
             activation=str(data.get("activation", "relu")),
             vf_share_layers=bool(data.get("vf_share_layers", False)),
             score_hidden=score_hidden,
         )
+        n = spec.parameters(obs_size, num_actions, candidate_size)
+        if n > MAX_PARAMETERS:
+            raise ValueError(
+                f"a model of {n:,} parameters (hiddens {hiddens}, score_hidden {score_hidden}) "
+                f"is over the {MAX_PARAMETERS:,} this server builds"
+            )
+        return spec
 
 
 def build_inference_module(

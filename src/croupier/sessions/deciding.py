@@ -7,13 +7,17 @@ A decision takes one of four explicit paths (`StepPath`), chosen when it is prep
 - REPLAY: a retried turn, answered by the first request's decision (`turns.TurnLedger`).
 A learned step whose model was late or failed is answered by the fallback policy and not
 recorded: it ends the seat's episode fragment there (`_end_fragment`), and the seat's next
-learned decision begins a new one.
+learned decision begins a new one; so does a step past the recording budget (`_record`).
 
 A forced move (one legal action) of a model's seat is ANSWERED at once, with no forward, and
 not recorded: there is nothing to choose, so nothing to learn (its log-probability is 0 and
 its gradient none), and RLCard's UNO offers one legal action in ~61% of decisions. The reward
 that arrives with it is added to the seat's last recorded step, as any reward between two of
 its decisions is. An engine may equally apply forced moves itself (docs/your-game.md).
+
+Why ~460 lines in one module: the four paths share one step record and end in one `_finish`,
+which counts, records and answers; split, a path's recording would be read apart from the
+answer it belongs to.
 """
 
 from __future__ import annotations
@@ -34,7 +38,12 @@ from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
 from croupier.sessions.games import GameSession, GameStore
 from croupier.sessions.guards import Overloaded
 from croupier.sessions.turns import TurnLedger
-from croupier.trajectories.recorder import MAX_EPISODE_STEPS, SeatRecorder
+from croupier.trajectories.recorder import (
+    MAX_EPISODE_STEPS,
+    RecordingBudget,
+    SeatRecorder,
+    step_nbytes,
+)
 from croupier.trajectories.spool import EpisodeSpool
 
 Rules = Any  # the game's rules policy: state -> the engine's action value
@@ -101,6 +110,11 @@ class _Step:
 
 
 _NO_OBS = np.zeros(0, np.float32)
+# Decisions are counted by seat label, a label of /metrics: `frozen@N` is one per version ever
+# seated, so only the newest this many versions' labels are counted apart; the older ones'
+# counts fold into `frozen@older` (`:greedy` apart), or the labels grew with every version.
+VERSION_LABELS = 16
+_FROZEN = "frozen@"
 _ANSWERED_HERE = ("rules", "random")  # seat kinds that need no model
 _ANSWERED, _QUEUED, _FORWARDED, _REPLAY = StepPath
 
@@ -122,6 +136,7 @@ class Decider:
         rollout: Rollout,
         outbox: EpisodeSpool,
         rules: Rules | None,
+        budget: RecordingBudget | None = None,
     ):
         self.config = config
         self.adapter = adapter
@@ -142,6 +157,8 @@ class Decider:
         # Learned seats' episodes ended (truncated) by a fallback decision.
         self.episodes_ended_by_fallback = 0
         self.forced_moves = 0  # a model's seat with one legal action: answered, not recorded
+        # Bytes recorders may hold (None: unbounded); steps past it answered, not recorded.
+        self.budget = budget
 
     async def decide(
         self,
@@ -194,7 +211,7 @@ class Decider:
         replays = [s.turn_result for s in steps if isinstance(s, _Step) and s.path is _REPLAY]
         try:
             if forwarded:
-                self._forward_now(forwarded)
+                await self._forward_now(forwarded)
             # New turns first: a retry in this same batch waits on one of them.
             out = [
                 self._finish(s) if type(s) is _Step and s.path is not _REPLAY else s for s in steps
@@ -208,11 +225,13 @@ class Decider:
                 if type(s) is _Step and s.turn_result is not None:
                     self._forget_unfinished_turn(s)
 
-    def _forward_now(self, steps: list[_Step]) -> None:
+    async def _forward_now(self, steps: list[_Step]) -> None:
+        """The items' forward: on the event loop, or on the forward thread when it is big (a
+        batch of many-move candidate states: `InferenceBatcher.forward_batch`)."""
         try:
             rows = [(s.obs, s.mask, s.policy.version) for s in steps]
             greedy = [s.policy.greedy for s in steps]
-            models = self.batcher.forward_now(rows, greedy if any(greedy) else None)
+            models = await self.batcher.forward_batch(rows, greedy if any(greedy) else None)
         except Exception:  # a broken model: the fallback answers (`_finish`), as for a decide
             return
         for step, model in zip(steps, models, strict=True):
@@ -329,13 +348,29 @@ class Decider:
             else:
                 step.index, version = model.action, model.version
                 self._record(step, model)
-        self.decisions_by_policy[label] = self.decisions_by_policy.get(label, 0) + 1
+        try:  # the label seen before: one dict update, as before the cap
+            self.decisions_by_policy[label] += 1
+        except KeyError:
+            self._count_new_label(label)
         decision = Decision(
             self.adapter.action_value(step.index, step.state), step.index, label, version, fallback
         )
         if step.turn_result is not None and not step.turn_result.done():
             step.turn_result.set_result(decision)
         return decision
+
+    def _count_new_label(self, label: str) -> None:
+        """A first decision under `label`; past `VERSION_LABELS` versioned labels the oldest
+        version's count folds into `frozen@older`."""
+        counts = self.decisions_by_policy
+        counts[label] = 1
+        versioned = [k for k in counts if k.startswith(_FROZEN) and k[len(_FROZEN)].isdigit()]
+        if len(versioned) <= VERSION_LABELS:
+            return
+        oldest = min(versioned, key=lambda k: int(k[len(_FROZEN) :].partition(":")[0]))
+        _, colon, mode = oldest.partition(":")
+        older = f"{_FROZEN}older{colon}{mode}"  # `frozen@older`, `frozen@older:greedy`
+        counts[older] = counts.get(older, 0) + counts.pop(oldest)
 
     def _record(self, step: _Step, model: ModelDecision) -> None:
         recorder = step.session.recorders.get(step.seat)
@@ -346,8 +381,21 @@ class Decider:
         recorder.add_reward(step.reward or 0.0)
         if len(recorder) >= self.max_episode_steps:
             recorder = self._cut_episode(step, recorder)
+        logits = model.logits
+        base = logits.base
+        if base is not None and base.nbytes > logits.nbytes:
+            # A row of the batch's logits: kept, it would keep the whole batch's (up to 256 x
+            # 512 floats for a candidate game) while the budget counts its own bytes only.
+            logits = logits.copy()
+        nbytes = step_nbytes(step.obs, step.mask, logits)
+        if self.budget is not None and self.budget.refuses(recorder, nbytes):
+            # Answered, not recorded: the episode so far ends here, truncated, as where a
+            # fallback answered (`_end_fragment`); the next learned decision starts anew.
+            if len(recorder):
+                self._truncate(step, recorder)
+            return
         recorder.add_decision(
-            step.obs, step.mask, step.index, model.logp, model.logits, model.version
+            step.obs, step.mask, step.index, model.logp, logits, model.version, nbytes
         )
 
     def _carry_reward(self, step: _Step) -> None:

@@ -20,7 +20,7 @@ from croupier.policies.seats import (
 from croupier.sessions.errors import Unavailable, Unprocessable, each
 from croupier.sessions.games import GameNotFound, GameSession, GameStore, team_payoffs
 from croupier.sessions.guards import Overloaded, QuotaExceeded
-from croupier.trajectories.recorder import SeatRecorder
+from croupier.trajectories.recorder import RecordingBudget, SeatRecorder
 from croupier.trajectories.spool import EpisodeSpool
 
 
@@ -34,6 +34,7 @@ class GameKeeper:
         rollout: Rollout,
         outbox: EpisodeSpool,
         has_rules: bool,
+        budget: RecordingBudget | None = None,
     ):
         self.config = config
         self.adapter = adapter
@@ -42,6 +43,7 @@ class GameKeeper:
         self.rollout = rollout
         self.outbox = outbox
         self.has_rules = has_rules
+        self.budget = budget  # what the learned seats' recorders may hold (deciding.py)
         self.refused_overload = 0  # games refused: the server's limit of games in flight
         self.refused_quota = 0
         self.expired_games = 0
@@ -97,12 +99,18 @@ class GameKeeper:
                 policy = SeatPolicy(policy.kind, policy.version, record=False)
             plan[seat] = policy
         game_id = game_id or uuid.uuid4().hex
-        recorders = {
-            seat: SeatRecorder(game_id, seat, p.label()) for seat, p in plan.items() if p.record
-        }
+        recorders = self._recorders(game_id, plan)
         self.games.add(GameSession(game_id, plan, recorders, owner=owner))
         self.rollout.begin_game(game_id, plan, record)
         return {"game_id": game_id, "seats": _seat_infos(plan, latest)}
+
+    def _recorders(self, game_id: str, plan: dict[str, SeatPolicy]) -> dict[str, SeatRecorder]:
+        """A recorder per recorded seat, each counting its bytes in the server's budget."""
+        return {
+            seat: SeatRecorder(game_id, seat, p.label(), budget=self.budget)
+            for seat, p in plan.items()
+            if p.record
+        }
 
     def _admit(self, game: str, owner: str | None) -> None:
         """A new game here: this server's game, under its limit and the key's quota."""
@@ -172,9 +180,7 @@ class GameKeeper:
             if policy.kind == "rules" and not self.has_rules:
                 raise Unprocessable(f"{self.adapter.name!r} has no rules policy", ("seats", seat))
             plan[seat] = policy
-        recorders = {
-            seat: SeatRecorder(game_id, seat, p.label()) for seat, p in plan.items() if p.record
-        }
+        recorders = self._recorders(game_id, plan)
         self.games.add(GameSession(game_id, plan, recorders, owner=owner))
         self.rollout.begin_game(game_id, plan, record)
         self.games_resumed += 1
@@ -265,7 +271,9 @@ class GameKeeper:
     def _end_early(self, game_id: str, expired: bool = False) -> None:
         """The one way a game ends without payoffs: forgotten with what it recorded, and by the
         rollout (before this was shared, expired games stayed in the rollout's memory)."""
-        self.games.discard(game_id, expired)
+        session = self.games.discard(game_id, expired)
+        for recorder in session.recorders.values():  # what they held is dropped: give it back
+            recorder.release()
         self.rollout.on_abort(game_id)
 
 

@@ -22,6 +22,7 @@ from croupier.sessions.deciding import Decider, Decision, Rules
 from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
 from croupier.sessions.games import GameStore
 from croupier.sessions.lifecycle import GameKeeper
+from croupier.trajectories.recorder import RecordingBudget
 from croupier.trajectories.spool import EpisodeSpool
 
 __all__ = ["CLIENT_ERRORS", "Decision", "DecisionService", "Unprocessable"]
@@ -45,10 +46,16 @@ class DecisionService:
         self.outbox = outbox
         self.rollout = rollout  # production channel, canary, shadow, league, rules recording
         self.games = GameStore(config.ended_games_remembered)
-        self.keeper = GameKeeper(
-            config, adapter, versions, self.games, rollout, outbox, rules is not None
+        self.recording = RecordingBudget(
+            config.record_max_episode_bytes, config.record_max_total_bytes
         )
-        self.decider = Decider(config, adapter, self.games, batcher, rollout, outbox, rules)
+        self.keeper = GameKeeper(
+            config, adapter, versions, self.games, rollout, outbox, rules is not None,
+            self.recording,
+        )  # fmt: skip
+        self.decider = Decider(
+            config, adapter, self.games, batcher, rollout, outbox, rules, self.recording
+        )
         self.refused_too_large = 0
         # The jobs' methods, bound once: a route calls the job directly, no facade frame per call.
         self.create_game = self.keeper.create_game
@@ -107,6 +114,7 @@ class DecisionService:
 
     def health(self) -> dict[str, Any]:
         keeper, decider = self.keeper, self.decider
+        pinned = len(self.games.versions_in_use())
         return {
             "status": "ok",
             "game": self.adapter.name,
@@ -116,6 +124,8 @@ class DecisionService:
             "decisions": dict(decider.decisions_by_policy),
             "batcher": self.batcher.stats(),
             "episodes": self.outbox.stats(),
+            # Learned seats' recorders: bytes held, bounds, steps past them (not recorded).
+            "recording": self.recording.stats(),
             "fallbacks": decider.fallbacks,
             "turn_replays": decider.turns.replays,
             "refused_overload": keeper.refused_overload + decider.refused_overload,  # 503s
@@ -132,4 +142,8 @@ class DecisionService:
             # a model's seat with one legal action: answered without a forward, not recorded
             "forced_moves": decider.forced_moves,
             "weights_refused": self.versions.refused_nonfinite,  # NaN/inf versions not installed
+            # Versions live games pin, and how many of them are not held for them (past
+            # --max-pinned-versions: served by the nearest newer version kept).
+            "versions_pinned": pinned,
+            "versions_pinned_not_held": pinned - min(pinned, self.versions.max_pinned),
         }

@@ -7,10 +7,16 @@ Columns (one row per decision; an episode is one seat's hand):
     terminateds bool, truncateds bool
 `obs`/`action_mask` are the two halves of the module's Dict observation; the pretrain
 pre-learner (`trainer/pretrain.py`) puts them back together.
+
+The directory is bounded in bytes (`max_bytes`, the files this writer names, those found there
+at start included): past it the oldest files are deleted, and counted (`files_dropped`), as the
+spool drops its oldest episodes; without it any engine could fill the disk with `record: rules`
+games.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -21,7 +27,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+log = logging.getLogger(__name__)
+
 ROWS_PER_FILE = 20_000
+FILE_GLOB = "rules-*.parquet"  # the files this writer names (`_flush_locked`)
 
 SCHEMA = pa.schema(
     [
@@ -47,7 +56,10 @@ class OfflineWriter:
         directory: Path,
         terminal: tuple[np.ndarray, np.ndarray],
         rows_per_file: int = ROWS_PER_FILE,
+        max_bytes: int = 1 << 30,
     ):
+        if max_bytes < 1:
+            raise ValueError("max_bytes must be at least 1")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.terminal = terminal
@@ -57,6 +69,9 @@ class OfflineWriter:
         self.episodes = 0
         self.steps = 0
         self.files = 0
+        self.max_bytes = max_bytes
+        self.files_dropped = 0
+        self._bound()  # what an earlier run left counts too
 
     def add_episode(
         self,
@@ -97,6 +112,8 @@ class OfflineWriter:
             "episodes": self.episodes,
             "steps": self.steps,
             "files": self.files,
+            "files_dropped": self.files_dropped,
+            "max_bytes": self.max_bytes,
             "buffered_steps": len(self._rows["t"]),
         }
 
@@ -118,3 +135,24 @@ class OfflineWriter:
         tmp.rename(self.directory / name)  # readers never see half a file
         self.files += 1
         self._rows = {name: [] for name in SCHEMA.names}
+        self._bound()
+
+    def _bound(self) -> None:
+        """Delete the oldest files while the directory's holds more than `max_bytes`."""
+        files = []
+        for path in self.directory.glob(FILE_GLOB):
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # deleted meanwhile (a pretrain run tidying up)
+                continue
+            files.append((stat.st_mtime_ns, path.name, stat.st_size, path))
+        files.sort()
+        total = sum(f[2] for f in files)
+        for _, _, size, path in files:
+            if total <= self.max_bytes:
+                break
+            path.unlink(missing_ok=True)
+            total -= size
+            self.files_dropped += 1
+            log.warning("offline episodes %s deleted: the directory is past %d bytes",
+                        path.name, self.max_bytes)  # fmt: skip

@@ -24,6 +24,57 @@ from croupier.trajectories.record import make_record, record_len, record_version
 # game that never ends is trained on in pieces instead of being lost whole at the trainer.
 MAX_EPISODE_STEPS = 10_000
 
+# What a recorded step holds besides its arrays' data (sys.getsizeof): three array headers
+# (112 B each), a log-prob and a reward (24 B floats), an action and a version (28 B ints at
+# most) and seven list slots (8 B each): 496 B.
+STEP_OVERHEAD_BYTES = 512
+
+
+def step_nbytes(obs: np.ndarray, mask: np.ndarray, logits: np.ndarray) -> int:
+    """The memory one recorded step holds (a candidate game's `mask`: its candidates)."""
+    return obs.nbytes + mask.nbytes + logits.nbytes + STEP_OVERHEAD_BYTES
+
+
+@dataclass
+class RecordingBudget:
+    """Bytes the learned seats' recorders hold in memory until their games end, against two
+    bounds: one seat's episode (`max_episode_bytes`) and all recording on the server
+    (`max_total_bytes`). A step past either is not recorded (the learned seat still answers):
+    its episode so far ends truncated there, as where a fallback answered, and the decider
+    counts it here. Without them one engine made a server hold what it liked: a doudizhu
+    step listing 512 moves keeps ~330 KB, and one 4 MiB `decide:batch` of such steps added
+    ~252 MiB. Event loop only, like every recorder."""
+
+    max_episode_bytes: int
+    max_total_bytes: int
+    held: int = 0  # bytes all live recorders hold
+    # Steps answered but not recorded, by the bound they would have passed.
+    over_episode: int = 0
+    over_total: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_episode_bytes < 1 or self.max_total_bytes < 1:
+            raise ValueError("the recording budgets must be at least 1 byte")
+
+    def refuses(self, recorder: SeatRecorder, nbytes: int) -> bool:
+        """Whether a step of `nbytes` would pass a bound (counted when it would)."""
+        if recorder.nbytes + nbytes > self.max_episode_bytes:
+            self.over_episode += 1
+            return True
+        if self.held + nbytes > self.max_total_bytes:
+            self.over_total += 1
+            return True
+        return False
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "held_bytes": self.held,
+            "max_episode_bytes": self.max_episode_bytes,
+            "max_total_bytes": self.max_total_bytes,
+            "steps_over_episode_budget": self.over_episode,  # answered, not recorded
+            "steps_over_total_budget": self.over_total,
+        }
+
 
 @dataclass
 class SeatRecorder:
@@ -44,6 +95,10 @@ class SeatRecorder:
     last_step: float = field(default_factory=time.perf_counter)
     # What `cut` closed, until the service has spooled it.
     truncated: dict[str, Any] | None = None
+    # The server's recording budget (None: unbounded, for tests and tools), and the bytes
+    # this recorder's steps hold in it (`step_nbytes`), given back when it closes.
+    budget: RecordingBudget | None = None
+    nbytes: int = 0
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -61,7 +116,12 @@ class SeatRecorder:
         logp: float,
         logits: np.ndarray,
         version: int,
+        nbytes: int = 0,
     ) -> None:
+        """One step; `nbytes` (`step_nbytes`) is what it holds, counted in the budget."""
+        self.nbytes += nbytes
+        if self.budget is not None:
+            self.budget.held += nbytes
         self.obs.append(obs)
         self.masks.append(mask)
         self.actions.append(int(action))
@@ -76,7 +136,13 @@ class SeatRecorder:
         game goes on from, for the value bootstrap) in `self.truncated`; the game's next
         steps go to the recorder returned."""
         self.truncated = self.close(0.0, (next_obs, next_mask), truncated=True)
-        return SeatRecorder(self.game_id, self.seat, self.policy)
+        return SeatRecorder(self.game_id, self.seat, self.policy, budget=self.budget)
+
+    def release(self) -> None:
+        """Give this recorder's bytes back to the budget (it closed, or its game went)."""
+        if self.budget is not None:
+            self.budget.held -= self.nbytes
+        self.nbytes = 0
 
     def close(
         self,
@@ -85,6 +151,7 @@ class SeatRecorder:
         truncated: bool = False,
     ) -> dict[str, Any] | None:
         """The finished episode's record, or None when this seat never decided."""
+        self.release()  # the record is a copy: these steps' arrays go with this recorder
         if not self.actions:
             return None
         self.add_reward(final_reward)

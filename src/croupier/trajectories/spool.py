@@ -11,10 +11,14 @@ only after its episodes are durable; episodes that arrive while a commit runs go
 the next one (a group commit). Measured: ~118 µs of event-loop time per episode written
 inline (~340 µs once the spool was full, with its delete), docs/operations.md.
 
-The spool is bounded by episodes and by bytes: past either bound the oldest episodes are
-deleted, in chunks (down to 0.1% below the bound: one DELETE per ~50 writes at the default
-bound, not one per write), and counted as dropped, so a long trainer outage never fills the
-disk or the memory.
+The spool is bounded by episodes and by bytes, checked before each insert: to make room the
+oldest episodes are deleted, in chunks (down to 0.1% below the bound: one DELETE per ~50
+writes at the default bound, not one per write), and counted as dropped, so a long trainer
+outage never fills the disk or the memory. An episode that could never leave (bigger than the
+spool's byte bound, or than the link's largest message: `max_episode_bytes`) is refused before
+anything is deleted for it, and counted (`refused_too_big`): before, a 577 MiB episode was
+inserted first, took the spool past its bound and evicted every other episode, and was then
+dropped unsendable.
 Bodies are episode records (`croupier.trajectories.record`) in msgpack
 (`croupier.trajectories.codec`, the link's encoding too), read back with a decoder that never
 unpickles. Bodies of the layout before the record (spools written by older versions) are
@@ -24,7 +28,7 @@ Three threads use it: the writer (`put_many`, fed by the event loop's `write`), 
 client (`take`, `ack`, `rewind`) and the event loop's views; one lock serialises them, and
 everything slow (encoding, decoding) happens outside it.
 
-Why ~470 lines in one module: the queue and its writer thread share one lock and one set of
+Why ~490 lines in one module: the queue and its writer thread share one lock and one set of
 counters; the record format is `trajectories/record.py`, its encoding `trajectories/codec.py`.
 """
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 import threading
 import time
@@ -41,6 +46,8 @@ from typing import Any
 
 from croupier.trajectories import codec
 from croupier.trajectories.record import RecordError, read_record, record_len
+
+log = logging.getLogger(__name__)
 
 SPOOL_FILE = "spool.sqlite3"
 _SCHEMA = """
@@ -60,13 +67,17 @@ class EpisodeSpool:
         path: Path | None = None,
         max_episodes: int = 50_000,
         max_bytes: int = 1 << 30,
+        max_episode_bytes: int | None = None,
     ):
-        """`path`: the SQLite file (None: an in-memory database, for tests and experiments)."""
-        if max_episodes < 1 or max_bytes < 1:
+        """`path`: the SQLite file (None: an in-memory database, for tests and experiments).
+        `max_episode_bytes`: the largest encoded episode the link can ship (None: no trainer,
+        so only `max_bytes` bounds one)."""
+        if max_episodes < 1 or max_bytes < 1 or (max_episode_bytes or 1) < 1:
             raise ValueError("the spool bounds must be at least 1")
         self.path = path
         self.max_episodes = max_episodes
         self.max_bytes = max_bytes
+        self.max_episode_bytes = min(max_bytes, max_episode_bytes or max_bytes)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(
@@ -95,6 +106,7 @@ class EpisodeSpool:
         self.dropped = 0
         self.corrupt = 0
         self.too_big = 0  # over the trainer's message limit on its own: never sendable
+        self.refused_too_big = 0  # never spooled: over `max_episode_bytes`
         self.put_seconds = 0.0
         self.put_calls = 0  # writes (transactions): `end:batch` writes many episodes in one
         self._writer: SpoolWriter | None = None
@@ -133,10 +145,20 @@ class EpisodeSpool:
         t0 = time.perf_counter()
         # Encoded before taking the lock: the link thread's reads need not wait for msgpack.
         rows = [(str(ep["id"]), record_len(ep), codec.encode_value(ep)) for ep in episodes]
+        fits = [row for row in rows if len(row[2]) <= self.max_episode_bytes]
+        for episode_id, _, body in rows:
+            if len(body) > self.max_episode_bytes:
+                log.warning("episode %s refused: %d bytes, over the %d a spooled episode may "
+                            "have", episode_id, len(body), self.max_episode_bytes)  # fmt: skip
         with self._lock:
+            self.refused_too_big += len(rows) - len(fits)
             self._db.execute("BEGIN")
             try:
-                for episode_id, steps, body in rows:
+                for episode_id, steps, body in fits:
+                    # Room first, then the insert: the spool never holds more than its bounds,
+                    # not even inside this transaction. (An id already here is ignored below;
+                    # the room made for it stays free: ids are fresh uuids, so it never is.)
+                    self._make_room(len(body))
                     cur = self._db.execute(
                         "INSERT OR IGNORE INTO episodes (episode_id, steps, nbytes, body) "
                         "VALUES (?, ?, ?, ?)",
@@ -149,7 +171,6 @@ class EpisodeSpool:
                         self._unsent_count += 1
                         self._unsent_steps += steps
                         self.put_total += 1
-                self._enforce_bounds()
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -170,14 +191,15 @@ class EpisodeSpool:
         ).fetchone()
         self._unsent_count, self._unsent_steps = int(unsent), int(unsent_steps)
 
-    def _enforce_bounds(self) -> None:
-        """Past a bound, delete the oldest down to 0.1% below it: in chunks, so a full spool
-        runs a DELETE every ~50 writes (at the default 50,000) instead of one in each (a
-        one-row delete was most of a full spool's ~340 µs write)."""
-        if self._count <= self.max_episodes and self._bytes <= self.max_bytes:
+    def _make_room(self, nbytes: int) -> None:
+        """Room for one more episode of `nbytes` (at most `max_bytes`): where it would pass a
+        bound, delete the oldest down to 0.1% below it, in chunks, so a full spool runs a
+        DELETE every ~50 writes (at the default 50,000) instead of one in each (a one-row
+        delete was most of a full spool's ~340 µs write)."""
+        if self._count < self.max_episodes and self._bytes + nbytes <= self.max_bytes:
             return
-        count_to = self.max_episodes - self.max_episodes // 1000
-        bytes_to = self.max_bytes - self.max_bytes // 1000
+        count_to = self.max_episodes - 1 - self.max_episodes // 1000
+        bytes_to = self.max_bytes - nbytes - self.max_bytes // 1000
         while self._count > count_to or self._bytes > bytes_to:
             excess = max(self._count - count_to, 1)
             rows = self._db.execute(
@@ -351,6 +373,7 @@ class EpisodeSpool:
                 "dropped": self.dropped,
                 "corrupt": self.corrupt,
                 "too_big": self.too_big,
+                "refused_too_big": self.refused_too_big,
                 "put_seconds": self.put_seconds,  # spool writes' time, all together
                 "put_us_mean": 1e6 * self.put_seconds / max(self.put_total, 1),
                 "durable": self.path is not None,

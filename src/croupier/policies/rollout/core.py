@@ -41,6 +41,10 @@ from croupier.policies.seats import (
 )
 
 GAMES_TRACKED = 100_000  # games with rollout state; older ones (never ended) are forgotten
+# Shadow outcomes are kept per learned version: the newest this many versions' (plus the
+# failures of `shadow@latest` seats, -1); an older version's are dropped, counted, or they
+# grew with every version ever shadowed.
+SHADOW_VERSIONS = 16
 CANARY_ARMS = {"canary:production": "production", "canary:rules": "rules"}
 
 
@@ -101,6 +105,7 @@ class Rollout:
         self.canary_games = {"production": 0, "rules": 0}
         self.canary_payoff = {"production": Mean(), "rules": Mean()}
         self.shadow: dict[int, ShadowStats] = {}
+        self.shadow_versions_dropped = 0
 
     @property
     def canary_share(self) -> float:
@@ -196,10 +201,10 @@ class Rollout:
             # Cancelled, failed, or late (None: past the decide deadline).
             if done.cancelled() or done.exception() is not None or done.result() is None:
                 version = policy.version if policy.version is not None else -1
-                self.shadow.setdefault(version, ShadowStats()).failed += 1
+                self._shadow_stats(version).failed += 1
             else:
                 result: ModelDecision = done.result()  # type: ignore[assignment]
-                stats = self.shadow.setdefault(result.version, ShadowStats())
+                stats = self._shadow_stats(result.version)
                 stats.decisions += 1
                 sampled = result.action != rules_index
                 stats.disagree_sampled += sampled
@@ -239,7 +244,7 @@ class Rollout:
         for seat, (version, disagreed) in state.shadow.items():
             if version is None:
                 continue  # no shadow decision came back for this seat
-            stats = self.shadow.setdefault(version, ShadowStats())
+            stats = self._shadow_stats(version)
             stats.payoff.add(float(state.payoffs[seat]))
             if disagreed:
                 stats.payoff_when_disagreed.add(float(state.payoffs[seat]))
@@ -255,10 +260,23 @@ class Rollout:
                 "payoff": {arm: m.to_dict() for arm, m in self.canary_payoff.items()},
             },
             "shadow": {str(v): s.to_dict() for v, s in sorted(self.shadow.items())},
+            "shadow_versions_dropped": self.shadow_versions_dropped,
             "offline": self.offline.stats() if self.offline is not None else None,
         }
 
     # --- internals -----------------------------------------------------------------------
+
+    def _shadow_stats(self, version: int) -> ShadowStats:
+        """`version`'s shadow outcomes, made on first use; past `SHADOW_VERSIONS` versions the
+        oldest version's are dropped (counted)."""
+        stats = self.shadow.get(version)
+        if stats is None:
+            stats = self.shadow[version] = ShadowStats()
+            versions = sorted(v for v in self.shadow if v >= 0)
+            for old in versions[: max(0, len(versions) - SHADOW_VERSIONS)]:
+                del self.shadow[old]
+                self.shadow_versions_dropped += 1  # `version` itself, if it was the oldest
+        return stats
 
     def _shadow_version(self, spec: SeatSpec, latest: int, loaded: list[int]) -> int | None:
         if spec.latest:
