@@ -62,7 +62,7 @@ def test_a_flood_of_big_decisions_holds_at_most_the_budgets(inprocess):
         health = (await client.get("/healthz")).json()
         metrics = (await client.get("/metrics")).text
         ended = await client.post(
-            f"/v1/games/{games[0]}/end", json={"payoffs": {"0": 1, "1": -1, "2": -1}}
+            f"/v1/games/{games[0]}/end", json={"payoffs": {"0": 1, "1": 0, "2": 0}}
         )
         assert (await client.delete(f"/v1/games/{games[1]}")).status_code == 204
         service.outbox.flush()
