@@ -111,7 +111,7 @@ def trainer_process(
     cmd += ["--listen", f"127.0.0.1:{port}", "--checkpoint-dir", str(checkpoint_dir)]
     cmd += ["--train-batch-size", "200", "--minibatch-size", "100", "--num-epochs", "1"]
     cmd += ["--hiddens", "32,32", "--checkpoint-every", "1", "--link-token", TOKEN]
-    cmd += ["--max-version-lag", "1000", "--log-level", "info"]
+    cmd += ["--max-version-lag", "1000", "--log-level", "info", "--no-rules-anchor"]
     with tempfile.NamedTemporaryFile(prefix="croupier-train-", suffix=".log") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:

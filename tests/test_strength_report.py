@@ -83,12 +83,26 @@ def test_no_external_runs_the_anchor_alone(monkeypatch, tmp_path):
         raise AssertionError("the external path ran")
 
     monkeypatch.setattr(strength, "run_external", no_external)
+    from croupier.bench import evaluate
+
+    records = []  # the rules' own record is drawn from the game: the rules as the learned side
+
+    def rules_record(game, hands, seed=0, role=None):
+        records.append((game, role))
+        return {"n": hands, "mean": 0.49, "ci95": 0.02}
+
+    monkeypatch.setattr(evaluate, "rules_record", rules_record)
     monkeypatch.setattr(strength, "run_anchor", lambda run: {
         "setting": f"learned {run.learn} (in-process)", "curve": [point], "final": point,
         "final_greedy": {**point, "win_rate": 0.65}})  # fmt: skip
     report = strength.bench_strength(StrengthRun(learn="peasants", external=False), tmp_path)
-    assert set(report) == {"run", "rules_record", "anchor"}
-    assert "0.650 ± 0.020 greedy" in format_report(report)
+    assert set(report) == {"run", "rules_record", "rules_record_ci95", "anchor"}
+    assert records == [("doudizhu", "peasant")] and report["rules_record"] == 0.49
+    # One evaluation at 0.6 ± 0.02 over the run's minute: never below the rules' 0.49.
+    assert report["anchor"]["minutes_below"] == 0.0
+    text = format_report(report)
+    assert "0.650 ± 0.020 greedy" in text
+    assert "anchor: 0.00 min significantly below the rules' record" in text, text
     assert len(list(tmp_path.glob("strength-doudizhu-peasants-*.png"))) == 1
     nothing = StrengthRun(external=False, anchor=False)
     with pytest.raises(ValueError, match="nothing to run"):

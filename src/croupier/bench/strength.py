@@ -27,6 +27,13 @@ a fixed-size action head: the external path as `make demo` runs it (learned seat
 beside RLlib's in-process PPO on the simulator (`engine/seat_env.py`) for the same minutes;
 both final policies are then scored by one in-process yardstick (`bench/evaluate.py`: payoff
 per hand vs the rules, the same deals for both, sampled and greedy, with a 95% CI).
+
+Beside every curve: the rules' own record (the rules in the learned side's place, drawn from
+the game) and the minutes the curve spent significantly below it (`bench/record.py`). Both
+sides start from the rules' clone, as `croupier train` does, unless `rules_anchor` is off.
+
+Why ~490 lines in one module: one benchmark, its two settings (doudizhu's sides and any game
+with a simulator) sharing the run's settings, report and plots.
 """
 
 from __future__ import annotations
@@ -39,15 +46,18 @@ from pathlib import Path
 from typing import Any
 
 from croupier.bench.plotting import pyplot, save
+from croupier.bench.record import evaluation_spans, window_spans
+from croupier.demo import TRAINER_BUILD_TIMEOUT_S, wait_for_links, window_means
 from croupier.engine.runner import run_engine
 from croupier.local_server import free_port, get_json, serving, start_train, stop
+from croupier.stats import minutes_below
 from croupier.trainer.progress import PROGRESS, last_progress
 
 SIDES = {
     "landlord": {"landlord": "learned", "peasant": "rules"},
     "peasants": {"landlord": "rules", "peasant": "learned"},
 }
-RULES_RECORD = {"landlord": 0.503, "peasants": 0.497}  # the rules' own, 1,000 games each
+ROLES = {"landlord": "landlord", "peasants": "peasant"}  # a side's seats' role in the simulator
 GREEDY_SEAT = "learned:greedy"  # the learned version's most likely move, never recorded
 # The preset's settings `bench strength` can override (`croupier train`'s flags of the same names).
 TRAIN_OVERRIDES = ("hiddens", "score_hidden", "lr", "train_batch_size", "minibatch_size",
@@ -72,6 +82,9 @@ class StrengthRun:
     anchor: bool = True
     dmc: bool = False  # doudizhu: also RLCard's DMC trainer for the same minutes
     ray_cpus: int | None = None  # the in-process anchor's Ray session (None: every core)
+    # Rules-anchored learning (`croupier train`'s default): the external trainer and the
+    # in-process RLlib anchor start from the rules' clone; False: both from scratch.
+    rules_anchor: bool = True
 
 
 def new_run_dir(out_dir: Path, label: str) -> Path:
@@ -121,7 +134,7 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     trainer = start_train(
         ["--game", run.game, "--listen", f"127.0.0.1:{port}",
          "--checkpoint-dir", str(run_dir / "trainer"), "--minutes", str(run.minutes * 3 + 5),
-         "--log-level", "info", *train_flags(run.train)],
+         "--log-level", "info", *train_flags(run.train), *anchor_flags(run)],
         stdout=log,
     )  # fmt: skip
     curve: list[dict[str, Any]] = []
@@ -129,7 +142,18 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
         args = ["--game", run.game, "--trainer", f"127.0.0.1:{port}",
                 "--data-dir", str(run_dir / "server")]  # fmt: skip
         with serving(args) as (url, _):
+            # The clock starts once the trainer serves its first version (the rules' clone,
+            # distilled before its link opens): no game is played by the untrained model.
+            wait_for_links([url], trainer, run_dir / "trainer.log", TRAINER_BUILD_TIMEOUT_S,
+                           min_version=1 if run.rules_anchor else 0)  # fmt: skip
             trained_s, decisions = 0.0, 0  # the learned side's decisions while training
+            # Minute 0: what players meet first.
+            ev = asyncio.run(_play(url, run, None, run.eval_games, record=False))
+            version = get_json(f"{url}/healthz")["version"]
+            point = {"train_s": 0.0, "decisions": 0, "version": version,
+                     **_side_rate(ev, run.learn)}  # fmt: skip
+            curve.append(point)
+            print(json.dumps(point), flush=True)
             while trained_s < run.minutes * 60:
                 chunk = min(run.eval_every_s, run.minutes * 60 - trained_s)
                 before = _learned_decisions(url)
@@ -157,7 +181,9 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     final = curve[-1] if curve else None
     trainer_last = last_progress(run_dir / "trainer" / PROGRESS) or {}
     return {
-        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (external path)",
+        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (external path"
+        + (", from the rules' clone)" if run.rules_anchor else ")"),
+        "clone": _clone_report(run_dir / "trainer"),
         # What the learner got of what was played: steps trained and their rate, and the
         # share of the steps received that were trained (the rest: dropped, counted).
         "trainer": {k: trainer_last.get(k) for k in TRAINER_KEYS},
@@ -188,8 +214,9 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
     result.pop("policies")
     sampled = result["final"]["sampled"]
     return {
-        # Its curve is evaluated greedily (strength_anchors), its final rate sampling.
-        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (in-process candidate PPO)",
+        # Its curve is evaluated greedily (strength_anchors), its final rate sampling. It
+        # starts from scratch: croupier's own PPO, not RLlib's, so no rules anchor.
+        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (in-process candidate PPO, cold)",
         "curve": result["curve"],
         "final": {
             "train_s": result["train_s"],
@@ -213,13 +240,24 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     train_flags(run.train)  # an unknown setting fails here, before any run
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    report: dict[str, Any] = {"run": asdict(run), "rules_record": RULES_RECORD[run.learn]}
+    from croupier.bench.evaluate import rules_record
+
+    print(f"the rules' own record: the rules as {run.learn} ({run.final_games} games)...",
+          flush=True)  # fmt: skip
+    record = rules_record(run.game, run.final_games, seed=1, role=ROLES[run.learn])
+    report: dict[str, Any] = {"run": asdict(run), "rules_record": record["mean"],
+                              "rules_record_ci95": record["ci95"]}  # fmt: skip
     if run.external:
         print(f"external path: {run.minutes:g} min, learned {run.learn}...", flush=True)
         report["external"] = run_external(run, new_run_dir(out_dir, f"{run.learn}-{stamp}"))
     if run.anchor:
         print(f"anchor (in-process candidate PPO): {run.minutes:g} min...", flush=True)
         report["anchor"] = run_anchor(run)
+    for key in ("external", "anchor"):
+        if key in report and report[key]["curve"]:
+            curve = report[key]["curve"]
+            spans = evaluation_spans(curve, curve[-1]["train_s"], "train_s", "win_rate")
+            report[key]["minutes_below"] = minutes_below(spans, record["mean"])
     if run.dmc:
         from croupier.bench.strength_dmc import run_dmc
 
@@ -229,6 +267,22 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     path.write_text(json.dumps(report, indent=2, default=float))
     plot(report, path.with_suffix(".png"))
     return report
+
+
+def anchor_flags(run: StrengthRun) -> list[str]:
+    """`croupier train` flags for the run's rules anchor (on by default there)."""
+    return [] if run.rules_anchor else ["--no-rules-anchor"]
+
+
+def _clone_report(checkpoint_dir: Path) -> dict[str, Any] | None:
+    """How the rules' clone a trainer started from was made (and how long it took), if any."""
+    from croupier.trainer.rules_anchor import ANCHOR_STATE
+
+    path = checkpoint_dir / ANCHOR_STATE
+    try:
+        return json.loads(path.read_text()).get("clone")
+    except (OSError, ValueError):
+        return None
 
 
 def _scored(game: str, spec: Any, weights: Any, hands: int) -> dict[str, Any]:
@@ -254,7 +308,12 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = new_run_dir(out_dir, stamp)
-    train_args = train_flags(run.train)
+    from croupier.bench.evaluate import rules_record
+    from croupier.trainer.rules_anchor import RulesAnchor
+
+    train_args = train_flags(run.train) + anchor_flags(run)
+    print(f"the rules' own record ({run.final_games} hands)...", flush=True)
+    record = rules_record(run.game, run.final_games, seed=1)  # the deals `_scored` plays
     print(f"external path: {run.minutes:g} min, learned seat vs the rules...", flush=True)
     external = run_demo(
         ExternalRun(
@@ -269,26 +328,44 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
             # session is: like for like (a 0.2-minute run on a loaded box once ended before
             # the trainer's first update).
             wait_for_trainer=True,
+            min_version=1 if run.rules_anchor else 0,
         )
     )
     version, spec, weights = read_weights_dir(run_dir / "weights")
+    # The training hands pooled per `eval_every_s`, each window with its CI.
+    windows = window_means(external["curve"], run.eval_every_s)
+    played_s = external["curve"][-1]["seconds"] if external["curve"] else 0.0
     report: dict[str, Any] = {
         # `learn` names a doudizhu side: not a setting of these games' runs
         "run": {k: v for k, v in asdict(run).items() if k != "learn"},
-        "rules_record": 0.0,  # the rules against themselves, per hand: a zero-sum mirror
+        # The rules in the learned seat's place, on the deals the finals are scored on.
+        "rules_record": record["mean"],
+        "rules_record_ci95": record["ci95"],
         "external": {
-            "setting": f"learned seat vs {name}'s rules (external path, version {version})",
+            "setting": f"learned seat vs {name}'s rules (external path, version {version}"
+            + (", from the rules' clone)" if run.rules_anchor else ")"),
+            "clone": _clone_report(run_dir / "trainer"),
             "curve": external["curve"],
+            "windows": windows,
+            "minutes_below": minutes_below(window_spans(windows, played_s), record["mean"]),
             "env_steps": int((external["trainer_last"] or {}).get("env_steps", 0)),
             "final": _scored(run.game, spec, weights, run.final_games),
         },
     }
     if run.anchor:
         print(f"anchor (RLlib in-process on the simulator): {run.minutes:g} min...", flush=True)
-        anchor = run_rllib_anchor(run.game, spec.algo, run.minutes, run.ray_cpus, run.train)
+        anchor = run_rllib_anchor(
+            run.game, spec.algo, run.minutes, run.ray_cpus, run.train,
+            rules_anchor=RulesAnchor(enabled=run.rules_anchor),
+            eval_every_s=run.eval_every_s, eval_hands=run.eval_games,
+        )  # fmt: skip
+        spans = evaluation_spans(anchor["curve"], anchor["seconds"])
         report["anchor"] = {
-            "setting": f"learned seat vs {name}'s rules (RLlib in-process)",
+            "setting": f"learned seat vs {name}'s rules (RLlib in-process"
+            + (", from the rules' clone)" if anchor["clone"] else ")"),
+            "clone": anchor["clone"],
             "curve": anchor["curve"],
+            "minutes_below": minutes_below(spans, record["mean"]),
             "env_steps": anchor["env_steps"],
             "final": _scored(run.game, anchor["spec"], anchor["weights"], run.final_games),
         }
@@ -308,10 +385,22 @@ def plot_simulated(report: dict[str, Any], path: Path) -> None:
         if key not in report:
             continue
         r = report[key]
-        # The external curve is the engine's payoff vs the rules; the anchor's, RLlib's return.
-        pts = [p for p in r["curve"] if p.get("payoff", p.get("return")) is not None]
-        ys = [p.get("payoff", p.get("return")) for p in pts]
-        ax.plot([p["seconds"] / 60 for p in pts], ys, c=color, lw=1, label=r["setting"])
+        below = r.get("minutes_below")
+        label = r["setting"] + ("" if below is None else f"; {below:.1f} min below the record")
+        if r.get("windows"):  # the external path: training hands pooled, with their CIs
+            ws = r["windows"]
+            ax.errorbar([(w["from_s"] + w["to_s"]) / 120 for w in ws], [w["payoff"] for w in ws],
+                        yerr=[w["ci95"] or 0.0 for w in ws], c=color, lw=1, marker=".",
+                        capsize=2, label=label)  # fmt: skip
+        elif r["curve"] and "mean" in r["curve"][0]:  # evaluations, with their CIs
+            pts = r["curve"]
+            ax.errorbar([p["seconds"] / 60 for p in pts], [p["mean"] for p in pts],
+                        yerr=[p["ci95"] for p in pts], c=color, lw=1, marker=".", capsize=2,
+                        label=label)  # fmt: skip
+        else:  # a report of before: the engine's payoff vs the rules, or RLlib's return
+            pts = [p for p in r["curve"] if p.get("payoff", p.get("return")) is not None]
+            ys = [p.get("payoff", p.get("return")) for p in pts]
+            ax.plot([p["seconds"] / 60 for p in pts], ys, c=color, lw=1, label=label)
         for j, how in enumerate(("sampled", "greedy")):
             f = r["final"][how]
             ax.errorbar(
@@ -322,7 +411,7 @@ def plot_simulated(report: dict[str, Any], path: Path) -> None:
                 fmt="o" if how == "sampled" else "s",
                 label=f"{key} final, {how}",
             )
-    ax.axhline(0, c="gray", ls="--", lw=0.8)
+    ax.axhline(report["rules_record"], c="gray", ls="--", lw=0.8, label="the rules' own record")
     ax.set_xlabel("training minutes")
     ax.set_ylabel("payoff per hand vs rules")
     ax.legend(fontsize=7)
@@ -339,6 +428,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
         curve = report[key]["curve"]
         xs = [p["train_s"] / 60 for p in curve]
         how = " (greedy; final sampled)" if key == "anchor" else " (sampled)"
+        below = report[key].get("minutes_below")
+        if below is not None:
+            how += f"; {below:.1f} min below the record"
         ax.errorbar(xs, [p["win_rate"] for p in curve], yerr=[p["ci95"] for p in curve],
                     c=color, marker="o", label=report[key]["setting"] + how)  # fmt: skip
     for key, color in (("external", "C1"), ("anchor", "C0")):  # the final greedy rates
@@ -363,10 +455,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
 def format_report(report: dict[str, Any]) -> str:
     if report["run"]["game"] != "doudizhu":
         return "\n".join(
-            f"{report[key]['setting']:<62} {how} {f['mean']:+.3f} ± {f['ci95']:.3f} "
-            f"({f['n']} hands; {report[key]['env_steps']:,} env steps trained)"
-            for key in ("external", "anchor") if key in report
-            for how, f in report[key]["final"].items()
+            [f"{report[key]['setting']:<62} {how} {f['mean']:+.3f} ± {f['ci95']:.3f} "
+             f"({f['n']} hands; {report[key]['env_steps']:,} env steps trained)"
+             for key in ("external", "anchor") if key in report
+             for how, f in report[key]["final"].items()]
+            + _record_lines(report)
         )  # fmt: skip
     rows = []
     for key in ("external", "anchor"):
@@ -392,5 +485,16 @@ def format_report(report: dict[str, Any]) -> str:
             f"{dmc['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} "
             f"({f['games']} games, greedy; {dmc['frames']:,} frames in {dmc['train_s']:.0f} s)"
         )
-    rows.append(f"the rules' own record: {report['rules_record']:.3f}")
-    return "\n".join(rows)
+    return "\n".join(rows + _record_lines(report))
+
+
+def _record_lines(report: dict[str, Any]) -> list[str]:
+    """The rules' own record, and each curve's minutes significantly below it."""
+    ci = report.get("rules_record_ci95")
+    rows = [f"the rules' own record: {report['rules_record']:+.3f}"
+            + ("" if ci is None else f" ± {ci:.3f}")]  # fmt: skip
+    for key in ("external", "anchor"):
+        below = report.get(key, {}).get("minutes_below")
+        if below is not None:
+            rows.append(f"  {key}: {below:.2f} min significantly below the rules' record")
+    return rows
