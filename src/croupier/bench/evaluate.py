@@ -59,19 +59,23 @@ def rules_record(game: str, hands: int, seed: int = 0, role: str | None = None) 
     learned policy is held to. Not assumed 0: a game that is not zero-sum (or whose seats
     differ) has its own. `role` (a game with named sides, e.g. doudizhu's "landlord"): the
     mean payoff of that side's seats instead, over `hands` deals of the game's simulator."""
+    from croupier.games.base import rules_seeded
+
     if role is not None:
         return _side_record(game, hands, seed, role)
     env = SeatEnv({"game": game, "opponent": "rules", "seed": seed})
     rules = env.adapter.rules()
     payoffs = []
-    for _ in range(hands):
-        env.reset()
-        for _ in range(MAX_STEPS_PER_HAND):
-            state = env.state
-            _, reward, terminated, _, _ = env.step(env.adapter.action_index(rules(state), state))
-            if terminated:
-                payoffs.append(reward)
-                break
+    with rules_seeded(seed):  # a rules bot's own draws (UNO's): the same record every time
+        for _ in range(hands):
+            env.reset()
+            for _ in range(MAX_STEPS_PER_HAND):
+                state = env.state
+                action = env.adapter.action_index(rules(state), state)
+                _, reward, terminated, _, _ = env.step(action)
+                if terminated:
+                    payoffs.append(reward)
+                    break
     payoffs += env.skipped_payoffs
     return _summary(payoffs)
 
