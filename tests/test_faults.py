@@ -113,7 +113,7 @@ def trainer_process(
     cmd += ["--train-batch-size", "200", "--minibatch-size", "100", "--num-epochs", "1"]
     cmd += ["--hiddens", "32,32", "--checkpoint-every", "1"]
     cmd += ["--link-token-file", token_file(TOKEN)]
-    cmd += ["--max-version-lag", "1000", "--log-level", "info"]
+    cmd += ["--max-version-lag", "1000", "--log-level", "info", "--no-rules-anchor"]
     with tempfile.NamedTemporaryFile(prefix="croupier-train-", suffix=".log") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:

@@ -79,7 +79,7 @@ def test_two_nodes_two_learners_a_runner_per_node(tmp_path: Path):
             [sys.executable, "-m", "croupier", "train", "--algo", "ppo",
              "--train-batch-size", "400", "--minibatch-size", "200", "--num-epochs", "1",
              "--listen", f"127.0.0.1:{port}", "--checkpoint-dir", str(tmp_path / "trainer"),
-             "--minutes", "8", "--log-level", "info",
+             "--minutes", "8", "--log-level", "info", "--no-rules-anchor",
              "--ray-address", cluster.address, "--num-learners", "2",
              "--num-env-runners", "2", "--env-runner-resources", json.dumps({RUNNER: 1})],
             stdout=log, stderr=subprocess.STDOUT, env=cluster.env(),

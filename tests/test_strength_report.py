@@ -92,7 +92,11 @@ def test_no_external_runs_the_anchor_alone(monkeypatch, tmp_path):
     # the rules' own record, drawn from the game: the rule agent in the peasants' seats
     assert report["rules_record_detail"]["games"] == 40
     assert 0 < report["rules_record"] < 1
-    assert "0.650 ± 0.020 greedy" in format_report(report)
+    text = format_report(report)
+    assert "0.650 ± 0.020 greedy" in text
+    # One evaluation at 0.6 ± 0.02: not below the rules' ~0.5
+    assert report["anchor"]["minutes_below"] == 0.0
+    assert "anchor: " in text and "min significantly below the rules' record" in text, text
     assert len(list(tmp_path.glob("strength-doudizhu-peasants-*.png"))) == 1
     nothing = StrengthRun(external=False, anchor=False)
     with pytest.raises(ValueError, match="nothing to run"):

@@ -8,8 +8,9 @@ import math
 import pytest
 
 from croupier.arena.duplicate import score_summary, set_outcome
-from croupier.bench.curve import minutes_below
 from croupier.bench.evaluate import duplicate_score, opponent_player, rules_record
+from croupier.bench.record import evaluation_spans
+from croupier.stats import minutes_below
 
 KUHN = "examples.kuhn.game:KuhnSimulator"
 
@@ -50,5 +51,6 @@ def test_minutes_below_counts_until_the_next_point() -> None:
         {"seconds": 120, "mean": -0.3, "ci95": 0.1},  # below: 120..180
         {"seconds": 180, "mean": 0.4, "ci95": 0.1},
     ]
-    assert minutes_below(curve, 0.0) == pytest.approx(2.0)
-    assert minutes_below(curve, -1.0) == 0.0
+    spans = evaluation_spans(curve, end_s=240.0)
+    assert minutes_below(spans, 0.0) == pytest.approx(2.0)
+    assert minutes_below(spans, -1.0) == 0.0

@@ -56,6 +56,7 @@ class Trainer:
         cmd += ["--train-batch-size", str(BATCH), "--minibatch-size", "100"]
         cmd += ["--num-epochs", "1", "--hiddens", "16,16", "--checkpoint-every", "5"]
         cmd += ["--metrics-port", str(self.metrics_port), "--log-level", "info"]
+        cmd += ["--no-rules-anchor"]  # the restarts under test, not the first start
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
     def health(self) -> dict[str, Any] | None:

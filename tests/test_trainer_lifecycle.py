@@ -191,6 +191,7 @@ class TrainerProcess:
         cmd = [sys.executable, "-m", "croupier", "train", "--game", GAME, "--algo", "ppo"]
         cmd += ["--listen", f"127.0.0.1:{port}", "--checkpoint-dir", str(checkpoint_dir)]
         cmd += ["--hiddens", "32,32", "--checkpoint-every", "1000", "--log-level", "info"]
+        cmd += ["--no-rules-anchor"]  # the life cycle under test, not the first start
         cmd += ["--metrics-port", str(metrics_port), "--stop-grace", str(STOP_BOUND_S)]
         if TRAINER_HYPER == "small":
             cmd += ["--train-batch-size", str(SMALL_BATCH), "--minibatch-size", "100"]

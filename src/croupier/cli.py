@@ -259,6 +259,7 @@ def train_options(s: TrainSettings) -> Any:
     """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
     from croupier.link.secret import TokenSource
     from croupier.trainer.algo import training_defaults
+    from croupier.trainer.rules_anchor import RulesAnchor
     from croupier.trainer.run import TrainOptions
 
     names = ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff", "gamma")
@@ -300,6 +301,14 @@ def train_options(s: TrainSettings) -> Any:
         metrics_port=s.metrics_port,
         metrics_host=s.metrics_host,
         init_weights=s.init_weights,
+        rules_anchor=RulesAnchor(
+            enabled=s.rules_anchor,
+            clone_decisions=s.clone_decisions,
+            smoothing=s.clone_smoothing,
+            kl_coeff=s.rules_kl,
+            entropy_boost=s.rules_entropy_boost,
+            half_life=s.rules_anchor_half_life,
+        ),
         max_idle_s=_duration_s(s.max_idle, "--max-idle"),
         idle_after_s=s.idle_after,
         stop_grace_s=s.stop_grace,

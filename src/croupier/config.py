@@ -412,6 +412,30 @@ class TrainSettings:
     metrics_port: int | None = setting(None, "Serve Prometheus /metrics on this port")
     metrics_host: str = setting("127.0.0.1", "Address for --metrics-port")
     init_weights: Path | None = setting(None, "Start from a `croupier pretrain` output dir")
+    # Rules-anchored learning (trainer/rules_anchor.py, docs/training.md); the defaults are
+    # `RulesAnchor`'s, chosen by `croupier bench rules-anchor`.
+    rules_anchor: bool = setting(
+        True,
+        "A first start (no checkpoint, no --init-weights) of a game with a rules bot and a "
+        "simulator starts from the rules' clone, and learning is held near it by a decaying "
+        "KL term; --no-rules-anchor: start untrained, no KL term",
+    )
+    clone_decisions: int = setting(
+        20_000, "Rules-vs-rules decisions the clone is distilled from (whole hands)"
+    )
+    clone_smoothing: float = setting(
+        0.05, "The clone's label smoothing: the share of its target spread over the legal moves"
+    )
+    rules_kl: float = setting(
+        0.05, "The KL(clone || policy) coefficient at the start (0: the clone, no pull back)"
+    )
+    rules_entropy_boost: float = setting(
+        0.04, "An entropy bonus over the algorithm's own at the start, to explore from the clone"
+    )
+    rules_anchor_half_life: float = setting(
+        200_000.0,
+        "Env steps trained over which the KL coefficient and the entropy bonus halve (0: never)",
+    )
     max_idle: str = setting(
         "none",
         "Without episodes this long (900, 15m, 2h) checkpoint and stop; 0 or none: wait for "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -32,6 +33,7 @@ from croupier.local_server import (
     start_train,
     wait_until_up,
 )
+from croupier.stats import Z95, Mean
 from croupier.trainer.progress import PROGRESS, last_progress
 
 
@@ -41,26 +43,55 @@ class CurveRecorder:
     def __init__(self, policy: str = "learned"):
         self.policy = policy
         self.points: list[dict[str, Any]] = []
-        self._n = 0
-        self._sum = 0.0
+        self._seen = Mean()
         self.t0 = time.monotonic()
 
     def window(self, summary: EngineSummary, trainer: dict[str, Any] | None) -> dict[str, Any]:
         stats = summary.policies.get(self.policy)
-        n, total = (stats.n, stats.n * stats.mean) if stats else (0, 0.0)
-        dn = n - self._n
+        # The engine's running summary (count, mean, 95% CI) back to Welford's statistics:
+        # the window's own mean and CI are what it adds to the last one.
+        now = Mean()
+        if stats:
+            now = Mean.of(stats.n, stats.mean, stats.ci95 * math.sqrt(stats.n) / Z95)
+        window = now.since(self._seen)
         point = {
             "seconds": time.monotonic() - self.t0,
-            "hands": n,
-            "payoff": (total - self._sum) / dn if dn else None,
-            "window_hands": dn,
+            "hands": now.n,
+            "payoff": window.mean if window.n else None,
+            "ci95": window.to_dict()["ci95"],
+            "window_hands": window.n,
             "version": trainer["version"] if trainer else 0,
             "env_steps": trainer["env_steps"] if trainer else 0,
         }
-        self._n, self._sum = n, total
-        if dn:
+        self._seen = now
+        if window.n:
             self.points.append(point)
         return point
+
+
+def window_means(curve: list[dict[str, Any]], width_s: float) -> list[dict[str, Any]]:
+    """The training hands' payoff per hand, pooled into windows of `width_s` seconds, each
+    with its 95% CI (from the points' own: `CurveRecorder`)."""
+    bins: dict[int, Mean] = {}
+    for p in curve:
+        if p["payoff"] is None or not p["window_hands"]:
+            continue
+        ci = p.get("ci95") or 0.0
+        std = ci * math.sqrt(p["window_hands"]) / Z95
+        bins.setdefault(int(p["seconds"] // width_s), Mean()).merge(
+            Mean.of(p["window_hands"], p["payoff"], std)
+        )
+    return [
+        {
+            "from_s": b * width_s,
+            "to_s": (b + 1) * width_s,
+            "hands": m.n,
+            "payoff": m.mean,
+            "ci95": m.to_dict()["ci95"],
+        }  # fmt: skip
+        for b, m in sorted(bins.items())
+        if m.n
+    ]
 
 
 def plot_curve(points: list[dict[str, Any]], final: dict[str, Any], path: Path, game: str) -> None:
@@ -117,6 +148,9 @@ class ExternalRun:
     # Play only once every server's link is up (a trainer on a cluster takes a minute or more
     # to build): `minutes` is then training time for every setup compared (bench cluster).
     wait_for_trainer: bool = False
+    # ... and until the servers serve at least this version (1: a rules-anchored trainer's
+    # clone), so that no hand is played by the untrained model.
+    min_version: int = 0
     # A trainer outage: SIGKILLed `outage_at_s` after the start, started again (same checkpoint
     # dir, the remaining minutes) `outage_s` later, while the games go on (bench outage).
     outage_at_s: float | None = None
@@ -163,17 +197,24 @@ class TrainerProcess:
 TRAINER_BUILD_TIMEOUT_S = 600.0
 
 
-def _wait_for_links(urls: list[str], trainer: TrainerProcess, timeout_s: float) -> None:
-    """Until every server's trainer link is connected; RuntimeError if the trainer exits."""
+def wait_for_links(
+    urls: list[str], proc: subprocess.Popen, log_path: Path, timeout_s: float, min_version: int = 0
+) -> None:
+    """Until every server's trainer link is connected and it serves at least `min_version`
+    (1: a rules-anchored trainer's clone, pushed at connect); RuntimeError if the trainer
+    exits."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if trainer.proc.poll() is not None:
-            log_path = trainer.run.run_dir / "trainer.log"
+        if proc.poll() is not None:
             raise RuntimeError(
-                f"the trainer exited with {trainer.proc.returncode} before its link opened: "
-                f"see {log_path}"
+                f"the trainer exited with {proc.returncode} before its link opened: see {log_path}"
             )
-        if all((get_json(u + "/healthz").get("trainer_link") or {}).get("connected") for u in urls):
+        health = [get_json(u + "/healthz") for u in urls]
+        if all(
+            (h.get("trainer_link") or {}).get("connected")
+            and (h.get("version") or 0) >= min_version
+            for h in health
+        ):
             return
         time.sleep(1.0)
     raise TimeoutError(f"the servers' trainer links not up after {timeout_s:.0f} s")
@@ -229,7 +270,8 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
         for server_url, server in zip(urls, servers, strict=True):
             wait_until_up(server_url, server)
         if run.wait_for_trainer:
-            _wait_for_links(urls, trainer, TRAINER_BUILD_TIMEOUT_S)
+            wait_for_links(urls, trainer.proc, run_dir / "trainer.log", TRAINER_BUILD_TIMEOUT_S,
+                           run.min_version)  # fmt: skip
         say(f"  dashboard: {url}/dashboard   metrics: {url}/metrics", flush=True)
         started = time.monotonic()
         curve = CurveRecorder()
@@ -328,6 +370,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--eval-hands", type=int, default=10_000)
     ap.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    ap.add_argument(
+        "--no-rules-anchor",
+        action="store_true",
+        help="start the learner untrained (default: from the rules' clone, as croupier train)",
+    )
     args = ap.parse_args(argv)
     run = ExternalRun(
         game=args.game,
@@ -336,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
         tables=args.games,
         eval_hands=args.eval_hands,
         run_dir=args.runs_dir / time.strftime("%Y%m%d-%H%M%S"),
+        train_args=["--no-rules-anchor"] if args.no_rules_anchor else [],
+        # Play once the trainer serves its first version: from the first hand, the rules'
+        # clone (distilled before the trainer's link opens), not the untrained model.
+        wait_for_trainer=True,
+        min_version=0 if args.no_rules_anchor else 1,
     )
     algo = run.algo or "the game's default algorithm"
     print(f"croupier demo: {run.game}, {run.tables} tables, {run.minutes:g} min of training "

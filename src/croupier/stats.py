@@ -57,6 +57,18 @@ class Mean:
             m.n, m.mean, m.m2 = n, mean, (n - 1) * std * std
         return m
 
+    def since(self, earlier: Mean) -> Mean:
+        """The numbers added after `earlier` (a snapshot of this stream): Chan's merge
+        solved for the later part."""
+        out = Mean()
+        out.n = self.n - earlier.n
+        if out.n <= 0:
+            return Mean()
+        out.mean = (self.total - earlier.total) / out.n
+        delta = out.mean - earlier.mean
+        out.m2 = max(0.0, self.m2 - earlier.m2 - delta * delta * earlier.n * out.n / self.n)
+        return out
+
     @property
     def total(self) -> float:
         return self.n * self.mean
@@ -101,3 +113,21 @@ def mixture_boundary(n: float, n_tuned: float, alpha: float = 0.05) -> float:
     log_a = 2 * math.log(1 / alpha)
     x = (log_a + math.log(1 + log_a)) * n / n_tuned  # rho^2 * n
     return math.sqrt((1 + 1 / x) * (math.log(1 + x) + log_a))
+
+
+def significantly_below(mean: float, ci: float, record: float) -> bool:
+    """A measurement is significantly below `record` when its 95% CI's upper bound is."""
+    return mean + ci < record
+
+
+def minutes_below(spans: list[tuple[float, float, float, float]], record: float) -> float:
+    """Minutes a strength curve spent significantly below `record` (the rules' own record):
+    the summed length of the spans (from_s, to_s, mean, ci95) whose measurement was. Each
+    curve says what a point stands for: a window of training hands covers the seconds it was
+    played in; an evaluation of a version, the seconds from it to the next evaluation."""
+    seconds = sum(
+        max(0.0, to_s - from_s)
+        for from_s, to_s, mean, ci in spans
+        if significantly_below(mean, ci, record)
+    )
+    return seconds / 60.0

@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 
 from croupier.trainer.algo import Hyper
+from croupier.trainer.rules_anchor import RulesAnchor
 from croupier.trainer.run import Trainer, TrainOptions
 from croupier.trajectories.recorder import SeatRecorder
 from tests.conftest import LoggedServer, wait_for
@@ -165,6 +166,8 @@ def trainer_options(tmp: Path, **over: Any) -> TrainOptions:
         "hiddens": [64, 64],
         "hyper": HYPER,
         "checkpoint_every": 1000,
+        # Synthetic episodes, not the game's: no clone of the rules to start from.
+        "rules_anchor": RulesAnchor(enabled=False),
     }
     return TrainOptions(**{**base, **over})
 

@@ -96,6 +96,13 @@ def bench_strength(
         bool, typer.Option(help="doudizhu: the external path (--no-external: the anchors only)")
     ] = True,
     anchor: Annotated[bool, typer.Option(help="Also train the in-process anchor")] = True,
+    rules_anchor: Annotated[
+        bool,
+        typer.Option(
+            help="Start both sides from the rules' clone, held near it by a decaying KL "
+            "(`croupier train`'s default; --no-rules-anchor: from scratch)"
+        ),
+    ] = True,
     dmc: Annotated[
         bool,
         typer.Option(help="doudizhu: also RLCard's DMC trainer, same minutes (needs gitpython)"),
@@ -138,6 +145,7 @@ def bench_strength(
         final_games=final_games,
         external=external,
         anchor=anchor,
+        rules_anchor=rules_anchor,
         dmc=dmc,
         tables=tables,
         algo=algo,
@@ -222,6 +230,57 @@ def bench_soak(
     typer.echo(format_report(report))
     if report["errors"]:
         raise typer.Exit(1)
+
+
+@bench_app.command("rules-anchor")
+def bench_rules_anchor(
+    game: Annotated[str, typer.Option(help="Any game with a simulator and a rules bot")] = (
+        "leduc-holdem"
+    ),
+    minutes: Annotated[float, typer.Option(help="Training minutes per variant")] = 3.0,
+    variants: Annotated[
+        str, typer.Option(help="Comma separated, of cold, clone, clone-entropy, kl, kl-hold")
+    ] = "cold,clone,kl",
+    eval_every: Annotated[float, typer.Option(help="Seconds of training between evaluations")] = (
+        30.0
+    ),
+    eval_hands: int = 2000,
+    final_hands: int = 4000,
+    algo: Annotated[str | None, typer.Option(help="Default: the game's preset, else appo")] = None,
+    clone_smoothing: Annotated[float | None, typer.Option(help="Default: croupier train's")] = None,
+    clone_epochs: Annotated[int | None, typer.Option(help="Default: croupier train's")] = None,
+    rules_kl: Annotated[float | None, typer.Option(help="Default: croupier train's")] = None,
+    rules_entropy_boost: Annotated[
+        float | None, typer.Option(help="Default: croupier train's")
+    ] = None,
+    rules_anchor_half_life: Annotated[
+        float | None, typer.Option(help="Default: croupier train's")
+    ] = None,
+    entropy_coeff: Annotated[float | None, typer.Option(help="Over the preset")] = None,
+    lr: Annotated[float | None, typer.Option(help="Over the preset")] = None,
+    ray_cpus: int | None = None,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Rules-anchored learning in-process: from the rules' clone with and without the KL pull
+    toward it, against a cold start; payoff vs the rules over time and minutes below the
+    rules' own record."""
+    from croupier.bench.rules_anchor import AnchorBench, format_report
+    from croupier.bench.rules_anchor import bench_rules_anchor as run
+
+    chosen = tuple(v.strip() for v in variants.split(",") if v.strip())
+    given = {"smoothing": clone_smoothing, "clone_epochs": clone_epochs, "kl_coeff": rules_kl,
+             "entropy_boost": rules_entropy_boost, "half_life": rules_anchor_half_life}  # fmt: skip
+    bench = AnchorBench(game=game, minutes=minutes, variants=chosen, eval_every_s=eval_every,
+                        eval_hands=eval_hands, final_hands=final_hands, algo=algo,
+                        ray_cpus=ray_cpus,
+                        settings={k: v for k, v in given.items() if v is not None},
+                        train={k: v for k, v in (("entropy_coeff", entropy_coeff), ("lr", lr))
+                               if v is not None})  # fmt: skip
+    try:
+        report = run(bench, out)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    typer.echo(format_report(report))
 
 
 @bench_app.command("warmstart")

@@ -80,14 +80,3 @@ def score_snapshots(game: str, snapshots: list[dict[str, Any]], folder: Path, ha
         curve.append({"seconds": snap["seconds"], "version": snap["version"],
                       **scored[snap["file"]]})  # fmt: skip
     return curve
-
-
-def minutes_below(curve: list[dict[str, Any]], record: float) -> float:
-    """How long the evaluation curve sat significantly below the rules' record: a point is
-    below when its 95% CI's upper end is under the record, and counts from its time to the
-    next point's (the version it measured was served that long)."""
-    total = 0.0
-    for i, point in enumerate(curve):
-        if point["mean"] + point["ci95"] < record and i + 1 < len(curve):
-            total += curve[i + 1]["seconds"] - point["seconds"]
-    return total / 60

@@ -28,6 +28,10 @@ beside RLlib's in-process PPO on the simulator (`engine/seat_env.py`) for the sa
 both final policies are then scored by one in-process yardstick (`bench/evaluate.py`: payoff
 per hand vs the rules, the same deals for both, sampled and greedy, with a 95% CI).
 
+Beside every curve: the rules' own record (the rules in the learned side's place, drawn from
+the game) and the minutes the curve spent significantly below it (`bench/curve.py`). Both
+sides start from the rules' clone, as `croupier train` does, unless `rules_anchor` is off.
+
 Why ~450 lines in one module: doudizhu's path and the simulator games' share one run setting
 (`StrengthRun`), one report and its text and plots; split, each half would import the other's.
 The evaluation curve lives in `bench/curve.py`.
@@ -42,10 +46,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from croupier.bench.curve import Snapshots, minutes_below, score_snapshots
+from croupier.bench.curve import Snapshots, score_snapshots
 from croupier.bench.plotting import pyplot, save
+from croupier.bench.record import evaluation_spans
+from croupier.demo import TRAINER_BUILD_TIMEOUT_S, wait_for_links
 from croupier.engine.runner import run_engine
 from croupier.local_server import free_port, get_json, serving, start_train, stop
+from croupier.stats import minutes_below
 from croupier.trainer.progress import PROGRESS, last_progress
 
 SIDES = {
@@ -80,6 +87,9 @@ class StrengthRun:
     # simulator games' anchor trains whatever the external run's version names. Doudizhu's
     # anchor is its own candidate PPO.
     algo: str | None = None
+    # Rules-anchored learning (`croupier train`'s default): the external trainer and the
+    # in-process RLlib anchor start from the rules' clone; False: both from scratch.
+    rules_anchor: bool = True
 
 
 def new_run_dir(out_dir: Path, label: str) -> Path:
@@ -130,7 +140,7 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
         ["--game", run.game, "--listen", f"127.0.0.1:{port}",
          "--checkpoint-dir", str(run_dir / "trainer"), "--minutes", str(run.minutes * 3 + 5),
          "--log-level", "info", *(["--algo", run.algo] if run.algo else []),
-         *train_flags(run.train)],
+         *train_flags(run.train), *anchor_flags(run)],
         stdout=log,
     )  # fmt: skip
     curve: list[dict[str, Any]] = []
@@ -138,7 +148,18 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
         args = ["--game", run.game, "--trainer", f"127.0.0.1:{port}",
                 "--data-dir", str(run_dir / "server")]  # fmt: skip
         with serving(args) as (url, _):
+            # The clock starts once the trainer serves its first version (the rules' clone,
+            # distilled before its link opens): no game is played by the untrained model.
+            wait_for_links([url], trainer, run_dir / "trainer.log", TRAINER_BUILD_TIMEOUT_S,
+                           min_version=1 if run.rules_anchor else 0)  # fmt: skip
             trained_s, decisions = 0.0, 0  # the learned side's decisions while training
+            # Minute 0: what players meet first.
+            ev = asyncio.run(_play(url, run, None, run.eval_games, record=False))
+            version = get_json(f"{url}/healthz")["version"]
+            point = {"train_s": 0.0, "decisions": 0, "version": version,
+                     **_side_rate(ev, run.learn)}  # fmt: skip
+            curve.append(point)
+            print(json.dumps(point), flush=True)
             while trained_s < run.minutes * 60:
                 chunk = min(run.eval_every_s, run.minutes * 60 - trained_s)
                 before = _learned_decisions(url)
@@ -166,7 +187,9 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     final = curve[-1] if curve else None
     trainer_last = last_progress(run_dir / "trainer" / PROGRESS) or {}
     return {
-        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (external path)",
+        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (external path"
+        + (", from the rules' clone)" if run.rules_anchor else ")"),
+        "clone": _clone_report(run_dir / "trainer"),
         # What the learner got of what was played: steps trained and their rate, and the
         # share of the steps received that were trained (the rest: dropped, counted).
         "trainer": {k: trainer_last.get(k) for k in TRAINER_KEYS},
@@ -197,8 +220,9 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
     result.pop("policies")
     sampled = result["final"]["sampled"]
     return {
-        # Its curve is evaluated greedily (strength_anchors), its final rate sampling.
-        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (in-process candidate PPO)",
+        # Its curve is evaluated greedily (strength_anchors), its final rate sampling. It
+        # starts from scratch: croupier's own PPO, not RLlib's, so no rules anchor.
+        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (in-process candidate PPO, cold)",
         "curve": result["curve"],
         "final": {
             "train_s": result["train_s"],
@@ -229,11 +253,6 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     if run.anchor:
         print(f"anchor (in-process candidate PPO): {run.minutes:g} min...", flush=True)
         report["anchor"] = run_anchor(run)
-    if run.dmc:
-        from croupier.bench.strength_dmc import run_dmc
-
-        print(f"anchor (RLCard's DMC, self-play): {run.minutes:g} min...", flush=True)
-        report["dmc"] = run_dmc(run.minutes, run.final_games)
     # The rules' own record, drawn from the game: the rule agent in the learned seats against
     # the rules, over as many deals as the final evaluations (~0.50 for either side).
     from croupier.bench.strength_anchors import evaluate
@@ -241,14 +260,36 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
 
     record = evaluate(None, run.learn, DoudizhuAdapter(SERVED_FEATURES), run.final_games)
     report["rules_record"], report["rules_record_detail"] = record["win_rate"], record
-    if report.get("external"):
-        curve = [{"seconds": p["train_s"], "mean": p["win_rate"], "ci95": p["ci95"]}
-                 for p in report["external"]["curve"]]  # fmt: skip
-        report["external"]["minutes_below_rules"] = minutes_below(curve, record["win_rate"])
+    for key in ("external", "anchor"):
+        if key in report and report[key]["curve"]:
+            curve = report[key]["curve"]
+            spans = evaluation_spans(curve, curve[-1]["train_s"], "train_s", "win_rate")
+            report[key]["minutes_below"] = minutes_below(spans, record["win_rate"])
+    if run.dmc:
+        from croupier.bench.strength_dmc import run_dmc
+
+        print(f"anchor (RLCard's DMC, self-play): {run.minutes:g} min...", flush=True)
+        report["dmc"] = run_dmc(run.minutes, run.final_games)
     path = out_dir / f"strength-{run.game}-{run.learn}-{stamp}.json"
     path.write_text(json.dumps(report, indent=2, default=float))
     plot(report, path.with_suffix(".png"))
     return report
+
+
+def anchor_flags(run: StrengthRun) -> list[str]:
+    """`croupier train` flags for the run's rules anchor (on by default there)."""
+    return [] if run.rules_anchor else ["--no-rules-anchor"]
+
+
+def _clone_report(checkpoint_dir: Path) -> dict[str, Any] | None:
+    """How the rules' clone a trainer started from was made (and how long it took), if any."""
+    from croupier.trainer.rules_anchor import ANCHOR_STATE
+
+    path = checkpoint_dir / ANCHOR_STATE
+    try:
+        return json.loads(path.read_text()).get("clone")
+    except (OSError, ValueError):
+        return None
 
 
 def _scored(game: str, spec: Any, weights: Any, hands: int) -> dict[str, Any]:
@@ -277,7 +318,11 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = new_run_dir(out_dir, stamp)
-    train_args = train_flags(run.train)
+    from croupier.trainer.rules_anchor import RulesAnchor
+
+    train_args = train_flags(run.train) + anchor_flags(run)
+    print(f"the rules' own record ({run.final_games} hands)...", flush=True)
+    record = rules_record(run.game, run.final_games, seed=1)  # the deals `_scored` plays
     print(f"external path: {run.minutes:g} min, learned seat vs the rules...", flush=True)
     snapshots = Snapshots(run_dir / "weights", run_dir / "snapshots", run.eval_every_s)
     with snapshots:
@@ -295,11 +340,11 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
                 # session is: like for like (a 0.2-minute run on a loaded box once ended before
                 # the trainer's first update).
                 wait_for_trainer=True,
+                min_version=1 if run.rules_anchor else 0,
             )
         )
     version, spec, weights = read_weights_dir(run_dir / "weights")
-    print(f"scoring {len(snapshots.taken)} snapshots and the rules' own record...", flush=True)
-    record = rules_record(run.game, run.final_games, seed=1)
+    print(f"scoring {len(snapshots.taken)} snapshots...", flush=True)
     curve = score_snapshots(run.game, snapshots.taken, snapshots.folder, run.eval_games)
     report: dict[str, Any] = {
         # `learn` names a doudizhu side: not a setting of these games' runs
@@ -310,20 +355,32 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         "rules_record": record["mean"],
         "rules_record_detail": record,
         "external": {
-            "setting": f"learned seat vs {name}'s rules (external path, version {version})",
+            "setting": f"learned seat vs {name}'s rules (external path, version {version}"
+            + (", from the rules' clone)" if run.rules_anchor else ")"),
             "curve": curve,
+            "clone": _clone_report(run_dir / "trainer"),
             "training_curve": external["curve"],  # raw payoff of the hands played training
-            "minutes_below_rules": minutes_below(curve, record["mean"]),
+            "minutes_below": minutes_below(
+                evaluation_spans(curve, curve[-1]["seconds"] if curve else 0.0), record["mean"]
+            ),
             "env_steps": int((external["trainer_last"] or {}).get("env_steps", 0)),
             "final": _scored(run.game, spec, weights, run.final_games),
         },
     }
     if run.anchor:
         print(f"anchor (RLlib in-process on the simulator): {run.minutes:g} min...", flush=True)
-        anchor = run_rllib_anchor(run.game, spec.algo, run.minutes, run.ray_cpus, run.train)
+        anchor = run_rllib_anchor(
+            run.game, spec.algo, run.minutes, run.ray_cpus, run.train,
+            rules_anchor=RulesAnchor(enabled=run.rules_anchor),
+            eval_every_s=run.eval_every_s, eval_hands=run.eval_games,
+        )  # fmt: skip
+        spans = evaluation_spans(anchor["curve"], anchor["seconds"])
         report["anchor"] = {
-            "setting": f"learned seat vs {name}'s rules (RLlib in-process)",
+            "setting": f"learned seat vs {name}'s rules (RLlib in-process"
+            + (", from the rules' clone)" if anchor["clone"] else ")"),
+            "clone": anchor["clone"],
             "curve": anchor["curve"],
+            "minutes_below": minutes_below(spans, record["mean"]),
             "env_steps": anchor["env_steps"],
             "final": _scored(run.game, anchor["spec"], anchor["weights"], run.final_games),
         }
@@ -347,7 +404,7 @@ def plot_simulated(report: dict[str, Any], path: Path) -> None:
             pts = r["curve"]
             ax.errorbar([p["seconds"] / 60 for p in pts], [p["mean"] for p in pts],
                         yerr=[p["ci95"] for p in pts], c=color, lw=1, marker=".",
-                        label=f"{r['setting']}; {r['minutes_below_rules']:.1f} min below the "
+                        label=f"{r['setting']}; {r['minutes_below']:.1f} min below the "
                               "rules' record")  # fmt: skip
         else:  # the anchor's curve is RLlib's return (raw payoff of its training episodes)
             pts = [p for p in r["curve"] if p.get("return") is not None]
@@ -383,6 +440,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
         curve = report[key]["curve"]
         xs = [p["train_s"] / 60 for p in curve]
         how = " (greedy; final sampled)" if key == "anchor" else " (sampled)"
+        below = report[key].get("minutes_below")
+        if below is not None:
+            how += f"; {below:.1f} min below the record"
         ax.errorbar(xs, [p["win_rate"] for p in curve], yerr=[p["ci95"] for p in curve],
                     c=color, marker="o", label=report[key]["setting"] + how)  # fmt: skip
     for key, color in (("external", "C1"), ("anchor", "C0")):  # the final greedy rates
@@ -417,9 +477,10 @@ def format_report(report: dict[str, Any]) -> str:
         record = report["rules_record_detail"]
         rows.append(f"the rules' own record: {record['mean']:+.3f} ± {record['ci95']:.3f} "
                     f"(raw payoff {record['payoff']:+.3f} a hand against themselves)")  # fmt: skip
-        if "minutes_below_rules" in report["external"]:
-            rows.append(f"minutes significantly below the rules' record: "
-                        f"{report['external']['minutes_below_rules']:.1f}")  # fmt: skip
+        for key in ("external", "anchor"):
+            if report.get(key, {}).get("minutes_below") is not None:
+                rows.append(f"  {key}: {report[key]['minutes_below']:.2f} min significantly "
+                            "below the rules' record")  # fmt: skip
         return "\n".join(rows)
     rows = []
     for key in ("external", "anchor"):
@@ -448,7 +509,8 @@ def format_report(report: dict[str, Any]) -> str:
     detail = report.get("rules_record_detail") or {}
     spread = f" ± {detail['ci95']:.3f} ({detail['games']} games)" if detail else ""
     rows.append(f"the rules' own record: {report['rules_record']:.3f}{spread}")
-    if "minutes_below_rules" in report.get("external", {}):
-        rows.append(f"minutes significantly below the rules' record: "
-                    f"{report['external']['minutes_below_rules']:.1f}")  # fmt: skip
+    for key in ("external", "anchor"):
+        if report.get(key, {}).get("minutes_below") is not None:
+            rows.append(f"  {key}: {report[key]['minutes_below']:.2f} min significantly below "
+                        "the rules' record")  # fmt: skip
     return "\n".join(rows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,64 +25,112 @@ from croupier.policies.learned import read_weights_dir
 
 def run_anchor(
     game: str,
-    algo: str,
+    algo: str | None,
     minutes: float,
     num_cpus: int | None = None,
     train: dict[str, Any] | None = None,
+    rules_anchor: Any = None,
+    eval_every_s: float | None = None,
+    eval_hands: int = 2000,
+    seed: int = 1,
+    ray_started: bool = False,
     env_config: dict[str, Any] | None = None,
     max_steps: int | None = None,
-    seed: int | None = None,
 ) -> dict[str, Any]:
-    """RLlib in-process on the game's simulator for `minutes` (or `max_steps` env steps,
-    whichever comes first), with `croupier train`'s settings (the preset, `train` over it:
-    `bench strength`'s TRAIN_OVERRIDES), against the rules or the opponent `env_config`
-    names (`engine/seat_env.py`). Starts Ray unless it runs already (then leaves it)."""
+    """RLlib in-process on the game's simulator for `minutes`, with `croupier train`'s
+    settings (the preset, `train` over it: `bench strength`'s TRAIN_OVERRIDES) and, as
+    `croupier train` does by default, rules-anchored learning (`rules_anchor`, a
+    `RulesAnchor`; None: its defaults; disabled, or a game without rules: from scratch).
+
+    Curve: RLlib's smoothed training return after each iteration; with `eval_every_s`,
+    instead the policy evaluated against the rules (sampled, `eval_hands` on the same deals
+    each time, at 0 and every `eval_every_s` of training; evaluation time not counted).
+    `env_config`: the seat env's opponent (`engine/seat_env.py`; default the rules);
+    `max_steps`: stop at this many env steps if sooner. Starts Ray unless it runs already
+    (then leaves it)."""
     import ray
     import torch
+    from ray.rllib.core import DEFAULT_MODULE_ID
 
     from croupier.games.registry import load_adapter
     from croupier.policies.learned import PolicyVersions, module_weights
+    from croupier.trainer import rules_anchor as ra
     from croupier.trainer.algo import anchor_config, training_defaults
 
     torch.set_num_threads(1)
     spec, hyper = training_defaults(game, algo, train)  # as `croupier train`: like for like
-    started = not ray.is_initialized()
-    if started:
+    anchor = rules_anchor if rules_anchor is not None else ra.RulesAnchor()
+    if anchor.enabled and ra.anchorable(game) is not None:
+        anchor = replace(anchor, enabled=False)
+    served_keys = PolicyVersions(load_adapter(game), spec).weights(0).keys()
+    ray_started = ray_started or ray.is_initialized()
+    if not ray_started:
         ray.init(num_cpus=num_cpus, include_dashboard=False)
+    clone = None
     try:
         config = anchor_config(game, spec, hyper, env_config=env_config)
-        if seed is not None:
-            config = config.debugging(seed=seed)
-        algo_ = config.build_algo()
-        t0 = time.monotonic()
-        steps = 0
-        curve = []
-        while time.monotonic() - t0 < minutes * 60 and (max_steps is None or steps < max_steps):
-            result = algo_.train()
-            steps = int(result["num_env_steps_sampled_lifetime"])
-            curve.append(
-                {
-                    "seconds": time.monotonic() - t0,
-                    "env_steps": steps,
-                    "return": result["env_runners"].get("episode_return_mean"),
-                }
+        algo_ = config.debugging(seed=seed).build_algo()
+        if anchor.enabled:
+            t0 = time.monotonic()
+            full, clone = ra.distil(game, spec, anchor, gamma=hyper.gamma, seed=seed)
+            clone["seconds"] = time.monotonic() - t0  # before the clock starts, as the trainer's
+            ra.start_from(algo_, full, version=1)
+            ra.hold_reference(algo_, full)
+            ra.set_coefficients(algo_, anchor, 0)
+            algo_.env_runner_group.sync_weights(
+                from_worker_or_learner_group=algo_.learner_group, inference_only=True
             )
-        seconds = time.monotonic() - t0
-        weights = module_weights(algo_.get_module())
+
+        def served() -> dict[str, Any]:
+            weights = module_weights(algo_.get_module())
+            return {k: v for k, v in weights.items() if k in served_keys}
+
+        def evaluate(trained_s: float, steps: int) -> None:
+            score = payoff_vs(game, spec, served(), eval_hands, seed=seed)
+            point = {"seconds": trained_s, "env_steps": steps, **score, **learned}
+            curve.append(point)
+            print(f"  in-process {trained_s / 60:5.2f} min  {steps:>9,} steps  "
+                  f"{point['mean']:+.3f} ± {point['ci95']:.3f}  {learned}", flush=True)  # fmt: skip
+
+        steps, trained_s = 0, 0.0
+        learned: dict[str, float] = {}
+        curve: list[dict[str, Any]] = []
+        next_eval = 0.0 if eval_every_s else float("inf")
+        while True:
+            if trained_s >= next_eval:
+                evaluate(trained_s, steps)
+                next_eval = trained_s + (eval_every_s or 0.0)
+            if trained_s >= minutes * 60 or (max_steps is not None and steps >= max_steps):
+                break
+            t0 = time.monotonic()
+            result = algo_.train()
+            trained_s += time.monotonic() - t0
+            steps = int(result["num_env_steps_sampled_lifetime"])
+            # What the last update measured: the policy's entropy, the KL to the clone.
+            stats = result.get("learners", {}).get(DEFAULT_MODULE_ID, {})
+            learned = {k: round(float(stats[k]), 4) for k in ("entropy", ra.KL_KEY) if k in stats}
+            if anchor.enabled:
+                ra.set_coefficients(algo_, anchor, steps)
+            if not eval_every_s:
+                ret = result["env_runners"].get("episode_return_mean")
+                curve.append({"seconds": trained_s, "env_steps": steps, "return": ret})
+        if eval_every_s and curve[-1]["seconds"] < trained_s:
+            evaluate(trained_s, steps)
+        weights = served()
         algo_.stop()
     finally:
-        if started:
+        if not ray_started:
             ray.shutdown()
-    # The learner's module has a value head too; keep what the served (inference) module has.
-    served_keys = PolicyVersions(load_adapter(game), spec).weights(0).keys()
-    weights = {k: v for k, v in weights.items() if k in served_keys}
     return {
         "env_steps": steps,
-        "seconds": seconds,
-        "env_steps_per_s": steps / seconds,
+        "seconds": trained_s,
+        "env_steps_per_s": steps / max(trained_s, 1e-9),
+        # The learner's module has a value head too; the served (inference) module's part.
         "weights": weights,
         "spec": spec,
         "curve": curve,
+        "rules_anchor": anchor.to_dict(),
+        "clone": clone,
     }
 
 

@@ -78,6 +78,11 @@ class SeatEnv(gym.Env):
             return self._observation(*self.adapter.terminal_observation()), reward, True, False, {}
         return self._observe(), 0.0, False, False, {}
 
+    @property
+    def state(self) -> dict[str, Any]:
+        """The learner's current state, as the engine would send it."""
+        return self._state
+
     def _play_opponents(self) -> None:
         while not self.table.is_over() and self.table.current_player() != self._seat:
             player = self.table.current_player()

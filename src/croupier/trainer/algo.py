@@ -134,8 +134,13 @@ def base_config(
         }
     else:
         raise ValueError(f"unknown algorithm {spec.algo!r}: appo or ppo")
+    from croupier.trainer.rules_anchor import LEARNER_CLASSES
+
     return (
         config.rl_module(rl_module_spec=spec.rl_module_spec(observation_space, action_space))
+        # RLlib's own learner plus the rules anchor's KL term, which stays out of the loss
+        # until a reference is held (trainer/rules_anchor.py): one learner class either way.
+        .learners(learner_class=LEARNER_CLASSES[spec.algo])
         .training(
             lr=hyper.lr,
             gamma=hyper.gamma,

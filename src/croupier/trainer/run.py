@@ -35,6 +35,7 @@ from croupier.trainer import ray_processes
 from croupier.trainer.algo import Hyper
 from croupier.trainer.metrics import learner_trained_lifetime, serve_trainer_metrics
 from croupier.trainer.progress import PROGRESS
+from croupier.trainer.rules_anchor import RulesAnchor, sync_target_networks
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,10 @@ class TrainOptions:
     # A pretrain's output dir (`croupier pretrain`): start from its weights and version, unless
     # a checkpoint exists to resume from.
     init_weights: Path | None = None
+    # Rules-anchored learning (trainer/rules_anchor.py): a run with neither a checkpoint nor
+    # init weights starts from the rules' clone, when the game has rules and a simulator; the
+    # learner is held near what it started from by a decaying KL term.
+    rules_anchor: RulesAnchor = field(default_factory=RulesAnchor)
     # Without episodes for this long the trainer reports itself idle (log, /healthz).
     idle_after_s: float = 30.0
     # Without episodes for this long it checkpoints and stops; None: it waits forever.
@@ -141,15 +146,6 @@ def trained_share(stats: dict[str, Any]) -> float | None:
     return sampled / (sampled + lost) if sampled + lost else None
 
 
-def _sync_target_networks(learner: Any) -> None:
-    """APPO's target networks start as copies of freshly loaded weights, not of the old ones."""
-    from ray.rllib.core import DEFAULT_MODULE_ID
-
-    module = learner.module[DEFAULT_MODULE_ID]
-    for main, target in getattr(module, "get_target_network_pairs", list)():
-        target.load_state_dict(main.state_dict())
-
-
 def _histogram_delta(now: dict[int, int], before: dict[int, int]) -> dict[int, int]:
     return {k: v - before.get(k, 0) for k, v in now.items() if v - before.get(k, 0) > 0}
 
@@ -190,6 +186,10 @@ class Trainer:
         self.learner_nodes: list[str] = []
         self.restored: dict[str, Any] | None = None
         self.stop_reason: str | None = None
+        # Rules-anchored learning: the clone's report, and the env steps trained under the
+        # anchor before this run (the coefficient's clock); None: no anchor in this run.
+        self.anchor: dict[str, Any] | None = None
+        self._anchor_steps0 = self._anchor_steps = 0.0
         # Called right after ray.init (which replaces the SIGTERM handler with its own).
         self.after_ray_init: Any = None
         # Whether this trainer started Ray itself (a local session, not `--ray-address`):
@@ -266,12 +266,16 @@ class Trainer:
         # Read before restoring: what servers have seen, whatever the checkpoint says.
         published = published_version(Path(opts.checkpoint_dir))
         checkpoint = recover_checkpoint(Path(opts.checkpoint_dir))
+        from_rules = False
         if checkpoint is not None:
             self.algo.restore_from_path(str(checkpoint.resolve()))
         elif opts.init_weights is not None:
             self._start_from(Path(opts.init_weights), spec)
+        elif opts.rules_anchor.enabled:
+            from_rules = self._start_from_rules(adapter, spec)
+        self._hold_anchor()
         moved = self._continue_from_published(published)
-        if checkpoint is not None or opts.init_weights is not None or moved:
+        if checkpoint is not None or opts.init_weights is not None or moved or from_rules:
             # Hand the learner's weights (and their weights_seq_no) to the runners now, so
             # servers that connect before the first update get the resumed version.
             self.algo.env_runner_group.sync_weights(
@@ -333,7 +337,7 @@ class Trainer:
                     }
                 }
             )
-            group.foreach_learner(_sync_target_networks)
+            group.foreach_learner(sync_target_networks)
             self.restored["version"], self.restored["weights"] = published, "published"
             log.info("checkpoint at version %d; version %d was published after it: going on "
                      "from its weights", seq, published)  # fmt: skip
@@ -373,8 +377,52 @@ class Trainer:
             }
         )
 
-        group.foreach_learner(_sync_target_networks)
+        group.foreach_learner(sync_target_networks)
         log.info("starting from %s (version %d)", init_dir, version)
+        if self.options.rules_anchor.enabled:  # a pretrain clones the rules too: the reference
+            from croupier.trainer.rules_anchor import save_anchor
+
+            save_anchor(Path(self.options.checkpoint_dir), weights, {"from": str(init_dir)})
+
+    def _start_from_rules(self, adapter: Any, spec: Any) -> bool:
+        """A first start: the rules' clone, distilled through the game's simulator (or the
+        one an interrupted first start already distilled), becomes version 1. False (and a
+        log line saying why) for a game without rules or a simulator: it starts untrained."""
+        from croupier.trainer import rules_anchor as ra
+
+        opts = self.options
+        why = ra.anchorable(opts.game, adapter)
+        if why is not None:
+            log.info("no rules-anchored start: %s", why)
+            return False
+        directory = Path(opts.checkpoint_dir)
+        found = ra.load_anchor(directory)
+        if found is None:
+            log.info("distilling the rules of %s (%d decisions)...", opts.game,
+                     opts.rules_anchor.clone_decisions)  # fmt: skip
+            gamma = opts.hyper.gamma if opts.hyper else 1.0
+            weights, report = ra.distil(opts.game, spec, opts.rules_anchor, gamma=gamma)
+            ra.save_anchor(directory, weights, report)
+        else:
+            weights, report = found[0], found[1].get("clone", {})
+        ra.start_from(self.algo, weights, version=1)
+        log.info("starting from the rules' clone as version 1: %s", report)
+        return True
+
+    def _hold_anchor(self) -> None:
+        """The learners hold the clone the run started from (kept beside the checkpoint) as
+        the KL term's reference; a run that started otherwise has none."""
+        from croupier.trainer import rules_anchor as ra
+
+        anchor = self.options.rules_anchor
+        found = ra.load_anchor(Path(self.options.checkpoint_dir)) if anchor.enabled else None
+        if found is None:
+            return
+        weights, state = found
+        ra.hold_reference(self.algo, weights)
+        self._anchor_steps0 = self._anchor_steps = float(state.get("env_steps", 0.0))
+        self.anchor = state.get("clone") or {}
+        ra.set_coefficients(self.algo, anchor, self._anchor_steps0)
 
     def request_stop(self, reason: str = "stop requested") -> None:
         """End the run soon: the loop checkpoints and returns, a waiting sample gives up."""
@@ -540,6 +588,8 @@ class Trainer:
                 "learner_nodes": self.learner_nodes,
                 **{k: v for k, v in stats.items() if k not in ("lag_histogram",)},
             }
+            if self.anchor is not None:
+                last["rules_anchor"] = self._anchor_step(result, steps - first["steps_sampled"])
             t_last, steps_last, lag_before, trained_last = now, steps, lag_now, trained
             hands_last = (stats.get("hands_received", 0), stats.get("hand_payoff_received", 0.0))
             self.last_progress, self.last_lag_histogram = last, lag_now
@@ -562,6 +612,16 @@ class Trainer:
             log.info("stopped (%s) at iteration %d, version %d, checkpoint written",
                      self.stop_reason, self.iteration, self.weights_seq_no())  # fmt: skip
         return {**last, "stop_reason": self.stop_reason} if self.stop_reason else last
+
+    def _anchor_step(self, result: dict[str, Any], steps_this_run: int) -> dict[str, Any]:
+        """After an update: the KL term's coefficient for the next one (by the env steps
+        trained under the anchor), and what the learner measured in this one."""
+        from croupier.trainer import rules_anchor as ra
+
+        self._anchor_steps = self._anchor_steps0 + steps_this_run
+        coeff, _ = ra.set_coefficients(self.algo, self.options.rules_anchor, self._anchor_steps)
+        learned = ra.learner_stats(result)
+        return {"env_steps": self._anchor_steps, "next_kl_coeff": coeff, **learned}
 
     def _remote_runners_ready(self, steps: int) -> bool:
         """Remote runners: enough episodes wait for an update (PPO samples every runner and
@@ -620,6 +680,10 @@ class Trainer:
         shutil.rmtree(tmp, ignore_errors=True)
         self.algo.save_to_path(str(tmp))
         owner_only(tmp)  # RLlib writes with the umask's modes (0644): 0600, folders 0700
+        if self.anchor is not None:  # the coefficient's clock, for a restart
+            from croupier.trainer.rules_anchor import save_steps
+
+            save_steps(Path(self.options.checkpoint_dir), self._anchor_steps)
         old = target.with_name(CHECKPOINT + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if target.exists():
@@ -659,8 +723,17 @@ def format_progress(p: dict[str, Any]) -> str:
         f"lag p50/p90 {p['lag']['p50']:.0f}/{p['lag']['p90']:.0f}  "
         f"return {ret if ret is None else round(ret, 3)}  "
         f"per hand {per_hand if per_hand is None else round(per_hand, 3)}  "
-        f"servers {p['connected_servers']}" + _runners_text(p.get("runners"))
+        f"servers {p['connected_servers']}"
+        + _runners_text(p.get("runners"))
+        + _anchor_text(p.get("rules_anchor"))
     )
+
+
+def _anchor_text(anchor: dict[str, Any] | None) -> str:
+    """`  KL to the rules 0.012 (coeff 0.45)`: the rules anchor's term in the last update."""
+    if not anchor or "kl" not in anchor:
+        return ""
+    return f"  KL to the rules {anchor['kl']:.4f} (coeff {anchor.get('kl_coeff', 0.0):.3g})"
 
 
 def _runners_text(runners: list[dict[str, Any]] | None) -> str:

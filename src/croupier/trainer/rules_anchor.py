@@ -1,0 +1,529 @@
+"""Rules-anchored learning: start as the rules' clone, learn under a pull back toward it.
+
+A learned seat plays real players from its first hand, so it must not start as a random
+player, and a clone of the rules that cannot learn is no better than the rules. Two parts:
+
+1. **The clone** (`distil`): the rules play the rules in-process through the game's simulator
+   (any game with a simulator and a rules bot); every decision is encoded by the game's
+   adapter exactly as the server encodes it, and the network that is served (the masked
+   actor-critic or the candidate scorer, same class) is fitted to the rules' action by
+   cross-entropy with label smoothing (so the clone keeps some entropy to explore from) and
+   its value head to the hand's payoff (so PPO's first advantages are not noise: an untrained
+   value head was half of why the sharp clone of `croupier pretrain` learned slower after).
+   Nothing is served or recorded: no server is needed. It becomes the trainer's first version.
+2. **The anchor** (`AnchoredPPOLearner`, `AnchoredAPPOLearner`): RLlib's own PPO / APPO
+   learners with one term added to their loss, `coeff * KL(clone || policy)` on each
+   minibatch's states, the clone held frozen by the learner. The coefficient decays with the
+   env steps trained (`RulesAnchor.coefficient`, a half-life), so the policy is held near the
+   rules while its updates are noise and let go as they stop being so. The KL is the forward
+   one (clone first): it keeps the rules' move likely where the clone is sure of it and costs
+   nothing for moving mass among moves the clone spreads over, so the policy may add better
+   moves without dropping the rules' one first.
+
+Why these choices, with the measured numbers: docs/training.md, "Rules-anchored learning".
+
+Why ~520 lines in one module: one feature read in the order it happens (the rules' decisions,
+the clone, the learners' term, installing both in an Algorithm, keeping them beside the
+checkpoint), all driven by one `RulesAnchor`; apart, a reader would chase one schedule
+through four files.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from ray.rllib.algorithms.appo.torch.appo_torch_learner import APPOTorchLearner
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.columns import Columns
+from torch.nn import functional as F
+
+from croupier.games.candidates import is_candidate_game
+from croupier.policies.module import ModelSpec
+
+log = logging.getLogger(__name__)
+
+# Where a trainer keeps the clone it started from (beside its checkpoint), so a restart holds
+# the same reference; and the env steps trained so far under it (the coefficient's clock).
+ANCHOR_WEIGHTS = "rules-anchor.npz"
+ANCHOR_STATE = "rules-anchor.json"
+# Learner metrics (per module, in the result's "learners" section and the progress line).
+KL_KEY = "rules_kl"
+COEFF_KEY = "rules_kl_coeff"
+ENTROPY_BOOST_KEY = "rules_entropy_boost"
+# A deviation from the rules now and then while recording, so the clone also sees states the
+# rules alone never reach (the learner's own mistakes lead there); the label stays the rules'.
+DEVIATE = 0.1
+MAX_DECISIONS_PER_HAND = 10_000
+
+
+@dataclass(frozen=True)
+class RulesAnchor:
+    """Rules-anchored learning's settings (`croupier train --rules-anchor ...`)."""
+
+    enabled: bool = True
+    # Decisions of the rules against the rules the clone learns from (whole hands: the last
+    # one is played out). A budget in decisions, not hands: a doudizhu game is ~46 of them.
+    clone_decisions: int = 20_000
+    # Cross-entropy target: 1 - smoothing on the rules' move, the rest spread over the legal
+    # moves. 0: the sharpest clone.
+    smoothing: float = 0.05
+    # Passes over the recorded decisions (minibatches of 256, Adam 1e-3).
+    clone_epochs: int = 10
+    # The KL term's coefficient at the start (0: the clone alone, no pull back toward it).
+    kl_coeff: float = 0.05
+    # An entropy bonus on top of the algorithm's own at the start: the clone is sharp, and
+    # PPO's clipped steps grow a move it rarely plays only slowly; the bonus spreads mass
+    # where the advantages do not object, i.e. where deviating from the rules is cheap.
+    entropy_boost: float = 0.04
+    # Env steps trained over which both halve (0: they never decay).
+    half_life: float = 200_000.0
+
+    def _decayed(self, start: float, env_steps: float) -> float:
+        if not self.enabled or start <= 0:
+            return 0.0
+        if self.half_life <= 0:
+            return start
+        return start * 0.5 ** (max(env_steps, 0.0) / self.half_life)
+
+    def coefficient(self, env_steps: float) -> float:
+        """The KL coefficient after `env_steps` env steps trained under the anchor."""
+        return self._decayed(self.kl_coeff, env_steps)
+
+    def entropy_bonus(self, env_steps: float) -> float:
+        """The entropy bonus added to the algorithm's own after `env_steps` env steps."""
+        return self._decayed(self.entropy_boost, env_steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def anchorable(game: str, adapter: Any = None) -> str | None:
+    """None if `game` can start from its rules (a rules bot and a simulator), else why not."""
+    from croupier.games.registry import load_adapter, load_simulator
+
+    adapter = adapter or load_adapter(game)
+    if adapter.rules() is None:
+        return f"{adapter.name} has no rules bot"
+    try:
+        load_simulator(game)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+# --- the rules' decisions ------------------------------------------------------------------
+
+
+@dataclass
+class Decisions:
+    """The rules' decisions as the server encodes them: one row each."""
+
+    obs: np.ndarray  # float32[N, obs_size]
+    legal: list[np.ndarray]  # a mask float32[A] each, or a candidate game's features [K_i, F]
+    actions: np.ndarray  # int64[N]: the rules' action index
+    returns: np.ndarray  # float32[N]: the deciding seat's discounted payoff from there
+    candidates: bool
+    hands: int
+    seconds: float
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+def rules_decisions(
+    game: str, decisions: int, seed: int = 0, gamma: float = 1.0, deviate: float = DEVIATE
+) -> Decisions:
+    """The rules play the rules on `game`'s simulator until `decisions` decisions are made
+    (the last hand played out); each seat's every decision is encoded by the game's adapter,
+    labelled with the rules' action and the seat's payoff (discounted by its own later
+    decisions, as the learner's episodes count them). `deviate`: the share of moves played
+    at random instead (still labelled with the rules' move)."""
+    from croupier.games.base import rules_seeded
+    from croupier.games.registry import load_adapter, load_simulator
+
+    t0 = time.monotonic()
+    table = load_simulator(game)
+    adapter = load_adapter(game)
+    rules = adapter.rules()
+    if rules is None:
+        raise ValueError(f"{adapter.name} has no rules bot to clone")
+    rng = np.random.default_rng(seed)
+    obs_rows: list[np.ndarray] = []
+    legal_rows: list[np.ndarray] = []
+    actions: list[int] = []
+    returns: list[float] = []
+    hands = 0
+    with rules_seeded(seed):
+        while len(actions) < decisions:
+            hands += 1
+            if hands > 10 * decisions + 1000:  # bounded, even for a game of no decisions
+                break
+            table.reset(int(rng.integers(2**31)))
+            rows_of: dict[int, list[int]] = {}
+            for _ in range(MAX_DECISIONS_PER_HAND):
+                if table.is_over():
+                    break
+                seat = table.current_player()
+                state = table.state(seat)
+                action = rules(state)
+                obs, legal = adapter.encode(state)
+                rows_of.setdefault(seat, []).append(len(actions))
+                obs_rows.append(obs)
+                legal_rows.append(legal)
+                actions.append(adapter.action_index(action, state))
+                returns.append(0.0)
+                if deviate > 0 and rng.random() < deviate:
+                    options = state["legal_actions"]
+                    action = options[int(rng.integers(len(options)))]
+                table.step(action)
+            else:
+                raise RuntimeError(f"a hand of {adapter.name} ran past {MAX_DECISIONS_PER_HAND}")
+            payoffs = table.payoffs()
+            for seat, rows in rows_of.items():
+                for k, row in enumerate(rows):
+                    returns[row] = float(payoffs[seat]) * gamma ** (len(rows) - 1 - k)
+    return Decisions(
+        obs=np.asarray(obs_rows, np.float32),
+        legal=legal_rows,
+        actions=np.asarray(actions, np.int64),
+        returns=np.asarray(returns, np.float32),
+        candidates=is_candidate_game(adapter),
+        hands=hands,
+        seconds=time.monotonic() - t0,
+    )
+
+
+def _batch(data: Decisions, rows: np.ndarray) -> tuple[dict[str, Any], torch.Tensor]:
+    """A module batch of `rows` (candidate rows padded to the batch's longest list) and the
+    legal-action mask of its slots."""
+    obs = torch.from_numpy(data.obs[rows])
+    if not data.candidates:
+        mask = torch.from_numpy(np.stack([data.legal[i] for i in rows]))
+        return {Columns.OBS: {"observations": obs, "action_mask": mask}}, mask
+    cands = [data.legal[i] for i in rows]
+    k = max(len(c) for c in cands)
+    padded = np.zeros((len(rows), k, cands[0].shape[1]), np.float32)
+    mask = np.zeros((len(rows), k), np.float32)
+    for j, c in enumerate(cands):
+        padded[j, : len(c)] = c
+        mask[j, : len(c)] = 1.0
+    t_mask = torch.from_numpy(mask)
+    batch = {"observations": obs, "candidates": torch.from_numpy(padded), "candidate_mask": t_mask}
+    return {Columns.OBS: batch}, t_mask
+
+
+def smoothed_targets(actions: torch.Tensor, legal: torch.Tensor, smoothing: float) -> torch.Tensor:
+    """1 - smoothing on the rules' action, smoothing spread evenly over the legal actions."""
+    legal = (legal > 0).float()
+    onehot = F.one_hot(actions, legal.shape[1]).float()
+    return (1.0 - smoothing) * onehot + smoothing * legal / legal.sum(1, keepdim=True)
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per row -sum target * log softmax(logits); illegal slots (target 0) add nothing."""
+    logp = F.log_softmax(logits, dim=-1)
+    return -torch.where(targets > 0, targets * logp, torch.zeros_like(logp)).sum(-1)
+
+
+def distil(
+    game: str,
+    spec: ModelSpec,
+    anchor: RulesAnchor,
+    gamma: float = 1.0,
+    seed: int = 0,
+    data: Decisions | None = None,
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The rules' clone as the full training module's weights (policy and value heads), and a
+    report: decisions, seconds, final loss, greedy agreement with the rules and entropy."""
+    from croupier.games.registry import load_adapter
+    from croupier.policies.learned import module_weights
+
+    torch.set_num_threads(1)
+    data = data or rules_decisions(game, anchor.clone_decisions, seed=seed, gamma=gamma)
+    if not len(data):
+        raise ValueError(f"the rules of {game} made no decision in {data.hands} hands")
+    t0 = time.monotonic()
+    adapter = load_adapter(game)
+    torch.manual_seed(seed)
+    module = spec.rl_module_spec(adapter.observation_space, adapter.action_space).build()
+    module.train()
+    params = [p for p in module.parameters() if p.requires_grad]
+    optim = torch.optim.Adam(params, lr=1e-3)
+    rng = np.random.default_rng(seed)
+    n, size = len(data), 256
+    losses = []
+    for _ in range(anchor.clone_epochs):
+        order = rng.permutation(n)
+        for start in range(0, n, size):
+            rows = order[start : start + size]
+            batch, legal = _batch(data, rows)
+            out = module.forward_train(batch)
+            actions = torch.from_numpy(data.actions[rows])
+            targets = smoothed_targets(actions, legal, anchor.smoothing)
+            policy_loss = cross_entropy(out[Columns.ACTION_DIST_INPUTS], targets).mean()
+            values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS))
+            value_loss = F.mse_loss(values, torch.from_numpy(data.returns[rows]))
+            loss = policy_loss + 0.5 * value_loss
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+            losses.append((policy_loss.item(), value_loss.item()))
+    module.eval()
+    report = {
+        "decisions": n,
+        "hands": data.hands,
+        "record_s": round(data.seconds, 1),
+        "fit_s": round(time.monotonic() - t0, 1),
+        "policy_loss": losses[-1][0] if losses else None,
+        "value_loss": losses[-1][1] if losses else None,
+        **clone_fit(module, data),
+        "settings": anchor.to_dict(),
+    }
+    return module_weights(module), report
+
+
+@torch.no_grad()
+def clone_fit(module: Any, data: Decisions, rows: int = 4096) -> dict[str, float]:
+    """Over (up to) `rows` of `data`: how often the module's most likely action is the
+    rules', and its mean entropy over the decisions with a choice."""
+    idx = np.arange(min(rows, len(data)))
+    batch, legal = _batch(data, idx)
+    logits = module.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
+    agree = (logits.argmax(-1).numpy() == data.actions[idx]).mean()
+    p = F.softmax(logits, -1)
+    logp = F.log_softmax(logits, -1)
+    entropy = -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)
+    choice = (legal > 0).sum(-1) > 1
+    return {
+        "greedy_agreement": float(agree),
+        "entropy": float(entropy[choice].mean()) if bool(choice.any()) else 0.0,
+    }
+
+
+# --- the KL term and the learners that add it ---------------------------------------------
+
+
+def kl_to_reference(logits: torch.Tensor, ref_logits: torch.Tensor) -> torch.Tensor:
+    """Per row KL(reference || policy) over the actions: both logits masked alike (illegal and
+    padded slots at the most negative float: probability 0, adding nothing)."""
+    logp = F.log_softmax(logits, dim=-1)
+    ref_logp = F.log_softmax(ref_logits, dim=-1)
+    ref_p = ref_logp.exp()
+    terms = torch.where(ref_p > 0, ref_p * (ref_logp - logp), torch.zeros_like(logp))
+    return terms.sum(-1)
+
+
+class _AnchoredMixin:
+    """Adds `coeff * KL(reference || policy)` to the parent learner's loss for each module,
+    the reference a frozen copy of the module holding the clone's weights."""
+
+    _rules_reference: dict[str, Any]
+    _rules_coeff: float
+    _rules_entropy: float
+
+    def _anchor_init(self) -> None:
+        if not hasattr(self, "_rules_reference"):
+            self._rules_reference, self._rules_coeff, self._rules_entropy = {}, 0.0, 0.0
+
+    def set_rules_reference(self, weights: dict[str, np.ndarray], module_id: str) -> None:
+        """Hold `weights` (the clone: a full module state) as the frozen reference."""
+        self._anchor_init()
+        module = self.module[module_id].unwrapped()  # type: ignore[attr-defined]
+        reference = copy.deepcopy(module)
+        reference.set_state(weights)
+        reference.eval()
+        for p in reference.parameters():
+            p.requires_grad_(False)
+        self._rules_reference[module_id] = reference
+
+    def set_rules_coeff(self, coeff: float, entropy: float = 0.0) -> None:
+        """The KL term's coefficient and the extra entropy bonus for the next updates."""
+        self._anchor_init()
+        self._rules_coeff, self._rules_entropy = float(coeff), float(entropy)
+
+    def rules_coeff(self) -> float:
+        self._anchor_init()
+        return self._rules_coeff
+
+    def holds_reference(self) -> bool:
+        self._anchor_init()
+        return bool(self._rules_reference)
+
+    def _anchor_term(self, module_id: str, batch: dict[str, Any], fwd_out: dict[str, Any]) -> Any:
+        """The minibatch's mean KL(reference || policy) (None without a reference)."""
+        self._anchor_init()
+        reference = self._rules_reference.get(module_id)
+        if reference is None:
+            return None
+        with torch.no_grad():
+            ref_logits = reference.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
+        kl = kl_to_reference(fwd_out[Columns.ACTION_DIST_INPUTS], ref_logits)
+        mean_kl = _masked_mean(kl, batch)
+        self.metrics.log_dict(  # type: ignore[attr-defined]
+            {KL_KEY: mean_kl.detach(), COEFF_KEY: self._rules_coeff, ENTROPY_BOOST_KEY:
+             self._rules_entropy}, key=module_id, window=1,
+        )  # fmt: skip
+        return mean_kl
+
+    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+                                fwd_out: dict[str, Any]) -> Any:  # fmt: skip
+        loss = super().compute_loss_for_module(  # type: ignore[misc]
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        kl = self._anchor_term(module_id, batch, fwd_out)
+        if kl is not None and self._rules_coeff > 0:
+            loss = loss + self._rules_coeff * kl
+        if kl is not None and self._rules_entropy > 0:
+            logits = fwd_out[Columns.ACTION_DIST_INPUTS]
+            loss = loss - self._rules_entropy * _masked_mean(entropy(logits), batch)
+        return loss
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Per row entropy of softmax(logits); masked slots (probability 0) add nothing."""
+    logp = F.log_softmax(logits, dim=-1)
+    p = logp.exp()
+    return -torch.where(p > 0, p * logp, torch.zeros_like(logp)).sum(-1)
+
+
+def _masked_mean(x: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
+    """The mean over the batch's real rows (RLlib's loss mask, where it pads)."""
+    if Columns.LOSS_MASK in batch:
+        mask = batch[Columns.LOSS_MASK].float()
+        return (x * mask).sum() / mask.sum().clamp(min=1.0)
+    return x.mean()
+
+
+class AnchoredPPOLearner(_AnchoredMixin, PPOTorchLearner):
+    """RLlib's PPO torch learner with the rules anchor's KL term (none until a reference is
+    set: then it is RLlib's PPO loss unchanged)."""
+
+
+class AnchoredAPPOLearner(_AnchoredMixin, APPOTorchLearner):
+    """RLlib's APPO torch learner with the rules anchor's KL term."""
+
+
+LEARNER_CLASSES: dict[str, type] = {"ppo": AnchoredPPOLearner, "appo": AnchoredAPPOLearner}
+
+
+# --- installing it in an Algorithm ---------------------------------------------------------
+
+
+def start_from(algo: Any, weights: dict[str, np.ndarray], version: int) -> None:
+    """The learner(s) take `weights` (a full module) as version `version`; the caller then
+    hands them to the runners (`sync_weights`), which push them to servers."""
+    from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+    from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+    algo.learner_group.set_state(
+        {
+            COMPONENT_LEARNER: {
+                COMPONENT_RL_MODULE: {DEFAULT_MODULE_ID: weights},
+                WEIGHTS_SEQ_NO: version,
+            }
+        }
+    )
+    _on_learners(algo, sync_target_networks)
+
+
+def _on_learners(algo: Any, func: Any) -> list[Any]:
+    """`func(learner)` on every learner; an error in any raises here (RLlib hands remote
+    learners' errors back as results)."""
+    return [r.get() for r in algo.learner_group.foreach_learner(func)]
+
+
+def sync_target_networks(learner: Any) -> None:
+    """APPO's target networks start as copies of freshly loaded weights, not of the old ones."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    module = learner.module[DEFAULT_MODULE_ID]
+    for main, target in getattr(module, "get_target_network_pairs", list)():
+        target.load_state_dict(main.state_dict())
+
+
+def hold_reference(algo: Any, weights: dict[str, np.ndarray]) -> None:
+    """Every learner holds `weights` as the anchor's frozen reference."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    _on_learners(algo, lambda learner: learner.set_rules_reference(weights, DEFAULT_MODULE_ID))
+
+
+def set_coefficients(algo: Any, anchor: RulesAnchor, env_steps: float) -> tuple[float, float]:
+    """Every learner's KL coefficient and entropy bonus after `env_steps` under the anchor."""
+    coeff, bonus = anchor.coefficient(env_steps), anchor.entropy_bonus(env_steps)
+    _on_learners(algo, lambda learner: learner.set_rules_coeff(coeff, bonus))
+    return coeff, bonus
+
+
+def held(algo: Any) -> list[tuple[bool, float]]:
+    """Each learner: whether it holds a reference, and its coefficient now."""
+    return _on_learners(algo, lambda learner: (learner.holds_reference(), learner.rules_coeff()))
+
+
+def learner_stats(result: dict[str, Any]) -> dict[str, float]:
+    """The anchor's terms as the learner logged them in an RLlib result: {"kl", "kl_coeff",
+    "entropy_boost"} (absent before a learner holds a reference)."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    stats = result.get("learners", {}).get(DEFAULT_MODULE_ID, {})
+    out = {}
+    for key, name in (
+        (KL_KEY, "kl"),
+        (COEFF_KEY, "kl_coeff"),
+        (ENTROPY_BOOST_KEY, "entropy_boost"),
+    ):
+        value = stats.get(key)
+        if isinstance(value, int | float):
+            out[name] = float(value)
+    return out
+
+
+def save_anchor(directory: Path, weights: dict[str, np.ndarray], report: dict[str, Any]) -> None:
+    from croupier.files import write_atomic
+
+    write_atomic(directory / ANCHOR_WEIGHTS, lambda f: np.savez(f, **weights))
+    write_atomic(directory / ANCHOR_STATE, json.dumps({"clone": report, "env_steps": 0}))
+
+
+def load_anchor(directory: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    """The clone a trainer in `directory` started from and its state, or None."""
+    path = directory / ANCHOR_WEIGHTS
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        weights = {k: data[k] for k in data.files}
+    try:
+        state = json.loads((directory / ANCHOR_STATE).read_text())
+    except (OSError, ValueError):
+        state = {"env_steps": 0}
+    return weights, state
+
+
+def save_steps(directory: Path, env_steps: float) -> None:
+    """The coefficient's clock, kept at each checkpoint (a restart goes on from it)."""
+    from croupier.files import write_atomic
+
+    path = directory / ANCHOR_STATE
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        state = {}
+    state["env_steps"] = float(env_steps)
+    write_atomic(path, json.dumps(state))
+
+
+def served_weights(game: str, spec: ModelSpec, full: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Of a full module's weights, those the served (inference-only) module holds."""
+    from croupier.games.registry import load_adapter
+    from croupier.policies.learned import PolicyVersions
+
+    keys = PolicyVersions(load_adapter(game), spec).weights(0).keys()
+    return {k: full[k] for k in keys}

@@ -1,0 +1,234 @@
+"""Rules-anchored learning (`trainer/rules_anchor.py`): the rules' clone distilled through the
+simulator, the KL term toward it in RLlib's PPO and APPO learners (masked and candidate
+modules), its coefficient's schedule, and "minutes below the rules' record"."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.torch_utils import FLOAT_MIN
+
+from croupier.bench.record import evaluation_spans, window_spans
+from croupier.policies.learned import module_weights
+from croupier.policies.module import ModelSpec
+from croupier.stats import minutes_below, significantly_below
+from croupier.trainer import rules_anchor as ra
+from croupier.trainer.algo import Hyper, base_config
+
+GAME = "leduc-holdem"
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+# --- the clone -----------------------------------------------------------------------------
+
+
+def test_the_clones_greedy_action_is_the_rules_on_fresh_leduc_states():
+    """Leduc's rules are deterministic: the clone's most likely action is theirs, on states
+    it was not fitted on (rules against random play, other deals), and on its own data."""
+    from croupier.trainer.pretrain import rules_agreement
+
+    spec = ModelSpec(algo="ppo", hiddens=[64, 64])
+    anchor = ra.RulesAnchor(clone_decisions=4000, clone_epochs=10, smoothing=0.05)
+    weights, report = ra.distil(GAME, spec, anchor, seed=3)
+    assert report["decisions"] >= 4000 and report["greedy_agreement"] == 1.0
+    # Label smoothing keeps some entropy where there is a choice (a sharp clone has ~0).
+    assert 0.02 < report["entropy"] < 0.5
+    served = ra.served_weights(GAME, spec, weights)
+    fresh = rules_agreement(GAME, spec, served, hands=300, seed=11)
+    assert fresh["decisions"] > 300 and fresh["agreement"] == 1.0
+
+
+def test_rules_decisions_are_encoded_as_served_with_payoff_returns():
+    from croupier.games.registry import load_adapter
+
+    data = ra.rules_decisions(GAME, 200, seed=1, gamma=0.5, deviate=0.0)
+    adapter = load_adapter(GAME)
+    assert len(data) >= 200 and data.obs.shape == (len(data), adapter.obs_size)
+    assert all(mask[a] == 1.0 for mask, a in zip(data.legal, data.actions, strict=True))
+    # Leduc pays whole chips; discounted by the seat's own later decisions (gamma 0.5).
+    finals = {float(abs(r)) for r in data.returns}
+    assert any(v > 0 and v == int(v) for v in finals) and any(v != int(v) for v in finals)
+
+
+# --- the KL term ---------------------------------------------------------------------------
+
+
+def test_kl_is_zero_for_the_reference_itself_and_positive_otherwise():
+    torch.manual_seed(0)
+    mask = torch.tensor([[1, 1, 0, 1], [1, 0, 1, 0]], dtype=torch.float32)
+    illegal = torch.clamp(torch.log(mask), min=FLOAT_MIN)
+    ref = torch.randn(2, 4) + illegal
+    assert torch.allclose(ra.kl_to_reference(ref, ref), torch.zeros(2), atol=1e-6)
+    other = torch.randn(2, 4) + illegal
+    kl = ra.kl_to_reference(other, ref)
+    assert torch.isfinite(kl).all() and (kl > 0).all()
+
+
+def test_coefficient_schedule():
+    anchor = ra.RulesAnchor(kl_coeff=0.8, entropy_boost=0.04, half_life=1000)
+    assert anchor.coefficient(0) == 0.8 and anchor.entropy_bonus(0) == 0.04
+    assert anchor.coefficient(1000) == pytest.approx(0.4)
+    assert anchor.entropy_bonus(1000) == pytest.approx(0.02)
+    assert anchor.coefficient(3000) == pytest.approx(0.1)
+    assert anchor.coefficient(-5) == 0.8  # no clock yet: the full pull
+    assert ra.RulesAnchor(kl_coeff=0.8, half_life=0).coefficient(10**9) == 0.8
+    assert ra.RulesAnchor(kl_coeff=0.0).coefficient(0) == 0.0
+    off = ra.RulesAnchor(enabled=False)
+    assert off.coefficient(0) == 0.0 and off.entropy_bonus(0) == 0.0
+
+
+# --- the learners --------------------------------------------------------------------------
+
+OBS, FEAT, SLOTS = 6, 3, 5
+MASKED_SPACE = gym.spaces.Dict({
+    "observations": gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32),
+    "action_mask": gym.spaces.Box(0.0, 1.0, (SLOTS,), np.float32),
+})  # fmt: skip
+CANDIDATE_SPACE = gym.spaces.Dict({
+    "observations": gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32),
+    "candidates": gym.spaces.Box(-np.inf, np.inf, (SLOTS, FEAT), np.float32),
+    "candidate_mask": gym.spaces.Box(0.0, 1.0, (SLOTS,), np.float32),
+})  # fmt: skip
+
+
+def _learner(algo: str, space: gym.spaces.Dict) -> object:
+    action = gym.spaces.Discrete(SLOTS)
+    spec = ModelSpec(algo=algo, hiddens=[8], score_hidden=8)
+    config = base_config(spec, Hyper(train_batch_size=8, minibatch_size=8), space, action)
+    torch.manual_seed(0)
+    return config.build_learner(spaces={DEFAULT_MODULE_ID: (space, action)})
+
+
+def _batch(space: gym.spaces.Dict, rows: int = 8) -> dict:
+    rng = np.random.default_rng(0)
+    mask = (rng.random((rows, SLOTS)) < 0.7).astype(np.float32)
+    mask[:, 0] = 1.0
+    obs = {"observations": torch.from_numpy(rng.normal(size=(rows, OBS)).astype(np.float32))}
+    if "candidates" in space.spaces:
+        cands = rng.normal(size=(rows, SLOTS, FEAT)).astype(np.float32) * mask[..., None]
+        obs |= {"candidates": torch.from_numpy(cands), "candidate_mask": torch.from_numpy(mask)}
+    else:
+        obs["action_mask"] = torch.from_numpy(mask)
+    return {Columns.OBS: obs, Columns.ACTIONS: torch.zeros(rows, dtype=torch.int64)}
+
+
+@pytest.mark.integration  # builds RLlib learners in-process (no Ray session)
+@pytest.mark.parametrize(
+    ("algo", "space"),
+    [
+        ("ppo", MASKED_SPACE),
+        ("appo", MASKED_SPACE),
+        ("ppo", CANDIDATE_SPACE),
+        ("appo", CANDIDATE_SPACE),
+    ],  # fmt: skip
+    ids=["ppo-masked", "appo-masked", "ppo-candidates", "appo-candidates"],
+)
+def test_the_learner_holds_a_reference_and_measures_kl_to_it(algo, space):
+    learner = _learner(algo, space)
+    assert isinstance(learner, ra.LEARNER_CLASSES[algo])
+    module = learner.module[DEFAULT_MODULE_ID].unwrapped()
+    batch = _batch(space)
+    assert learner._anchor_term(DEFAULT_MODULE_ID, batch, module.forward_train(batch)) is None
+
+    learner.set_rules_reference(module_weights(module), DEFAULT_MODULE_ID)
+    same = learner._anchor_term(DEFAULT_MODULE_ID, batch, module.forward_train(batch))
+    assert float(same.detach()) == pytest.approx(0.0, abs=1e-6)
+    with torch.no_grad():  # the policy moves away from the reference (which stays put)
+        for p in module.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    moved = learner._anchor_term(DEFAULT_MODULE_ID, batch, module.forward_train(batch))
+    assert float(moved.detach()) > 1e-4
+    assert moved.requires_grad  # it trains the policy ...
+    reference = learner._rules_reference[DEFAULT_MODULE_ID]
+    assert not any(p.requires_grad for p in reference.parameters())  # ... never the reference
+
+
+@pytest.mark.integration
+def test_the_ppo_loss_gains_exactly_coeff_times_kl():
+    learner = _learner("ppo", MASKED_SPACE)
+    module = learner.module[DEFAULT_MODULE_ID].unwrapped()
+    batch = _batch(MASKED_SPACE)
+    with torch.no_grad():
+        logits = module.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
+    rows = len(logits)
+    batch |= {
+        Columns.ACTION_DIST_INPUTS: logits,
+        Columns.ACTION_LOGP: torch.log_softmax(logits, -1)[:, 0],
+        Postprocessing.ADVANTAGES: torch.linspace(-1, 1, rows),
+        Postprocessing.VALUE_TARGETS: torch.zeros(rows),
+    }
+    reference = module_weights(module)
+    reference = {k: v + 0.2 * np.random.default_rng(1).normal(size=v.shape).astype(v.dtype)
+                 if v.dtype.kind == "f" else v for k, v in reference.items()}  # fmt: skip
+    learner.set_rules_reference(reference, DEFAULT_MODULE_ID)
+    config = learner.config.get_config_for_module(DEFAULT_MODULE_ID)
+
+    def loss(coeff: float, bonus: float = 0.0) -> float:
+        learner.set_rules_coeff(coeff, bonus)
+        fwd = module.forward_train(batch)
+        total = learner.compute_loss_for_module(
+            module_id=DEFAULT_MODULE_ID, config=config, batch=batch, fwd_out=fwd
+        )
+        return float(total.detach())
+
+    with torch.no_grad():
+        fwd = module.forward_train(batch)
+        kl = float(learner._anchor_term(DEFAULT_MODULE_ID, batch, fwd))
+        h = float(ra.entropy(fwd[Columns.ACTION_DIST_INPUTS]).mean())
+    assert kl > 1e-4 and h > 0.1
+    assert loss(0.7) - loss(0.0) == pytest.approx(0.7 * kl, rel=1e-4, abs=1e-6)
+    # The entropy bonus: the loss falls by bonus x the policy's mean entropy.
+    assert loss(0.0, 0.05) - loss(0.0) == pytest.approx(-0.05 * h, rel=1e-4, abs=1e-6)
+
+
+# --- minutes below the rules' record --------------------------------------------------------
+
+
+def test_minutes_below_on_a_synthetic_curve():
+    record = 0.5  # not 0: a game that is not zero-sum has its own
+    curve = [
+        {"seconds": 0.0, "mean": 0.1, "ci95": 0.2},  # 0.3 < 0.5: below, for 30 s
+        {"seconds": 30.0, "mean": 0.35, "ci95": 0.2},  # 0.55: within the CI, not below
+        {"seconds": 90.0, "mean": 0.2, "ci95": 0.1},  # below, 90 -> 120 s
+        {"seconds": 120.0, "mean": 0.8, "ci95": 0.1},  # above, to the end (180 s)
+    ]
+    spans = evaluation_spans(curve, end_s=180.0)
+    assert [s[:2] for s in spans] == [(0.0, 30.0), (30.0, 90.0), (90.0, 120.0), (120.0, 180.0)]
+    assert minutes_below(spans, record) == pytest.approx(1.0)  # 30 s + 30 s
+    assert minutes_below(spans, 0.0) == 0.0
+    assert significantly_below(0.1, 0.2, 0.5) and not significantly_below(0.35, 0.2, 0.5)
+
+
+def test_minutes_below_of_training_windows_pooled_with_their_ci():
+    """Training hands pooled into windows (`demo.window_means`): each window's CI from its
+    points' own counts, means and CIs; a window covers the seconds it was played in."""
+    from croupier.demo import window_means
+    from croupier.stats import Z95, Mean
+
+    rng = np.random.default_rng(0)
+    points, stream = [], []
+    for i in range(12):  # 12 points 5 s apart: the first 6 lose 1.0 a hand, then win 0.2
+        x = rng.normal(-1.0 if i < 6 else 0.2, 1.0, size=400)
+        stream.append(x)
+        m = Mean()
+        for v in x:
+            m.add(float(v))
+        d = m.to_dict()
+        points.append({"seconds": 5.0 * (i + 1) - 0.1, "payoff": d["mean"], "ci95": d["ci95"],
+                       "window_hands": d["n"]})  # fmt: skip
+    windows = window_means(points, 30.0)
+    assert [w["hands"] for w in windows] == [2400, 2400]
+    first = np.concatenate(stream[:6])
+    assert windows[0]["payoff"] == pytest.approx(first.mean())
+    assert windows[0]["ci95"] == pytest.approx(Z95 * first.std(ddof=1) / np.sqrt(first.size))
+    spans = window_spans(windows, end_s=59.9)
+    assert minutes_below(spans, 0.0) == pytest.approx(0.5)  # the first 30 s only
