@@ -86,6 +86,50 @@ def test_coefficient_schedule():
     assert off.coefficient(0) == 0.0 and off.entropy_bonus(0) == 0.0
 
 
+def test_release_lets_go_after_updates_in_a_row_significantly_above_and_stays_gone():
+    anchor = ra.RulesAnchor(kl_coeff=0.05, entropy_boost=0.04, half_life=1000)
+    release = ra.Release(updates=3)
+    # Above but not significantly (the 95% interval reaches 0), then a run broken by a miss.
+    assert not release.observe(0.10, 0.06, 100)
+    assert not release.observe(0.30, 0.05, 200) and not release.observe(0.30, 0.05, 300)
+    assert not release.observe(0.30, 0.20, 400)  # one update's interval reaches 0: start over
+    assert release.above == 0 and not release.released
+    assert not release.observe(None, None, 450)  # an update without value targets (APPO)
+    assert not release.observe(0.30, 0.05, 500) and not release.observe(0.25, 0.05, 600)
+    assert anchor.coefficient(600, release.released) > 0
+    assert release.observe(0.20, 0.05, 700) and release.released_at == 700
+    assert anchor.coefficient(700, release.released) == 0.0
+    assert anchor.entropy_bonus(700, release.released) == 0.0
+    assert not release.observe(-5.0, 0.01, 800) and release.released  # for good
+    below = ra.Release(updates=2)
+    for steps in range(10):  # below the rules' values: the anchor holds, however long
+        assert not below.observe(-0.2, 0.05, steps)
+
+
+@pytest.mark.integration
+def test_the_learner_measures_its_gain_over_the_clones_values():
+    learner = _learner("ppo", MASKED_SPACE)
+    module = learner.module[DEFAULT_MODULE_ID].unwrapped()
+    batch = _batch(MASKED_SPACE, rows=64)
+    learner.set_rules_reference(module_weights(module), DEFAULT_MODULE_ID)
+    with torch.no_grad():
+        fwd = module.forward_train(batch)
+        values = module.compute_values(batch, embeddings=fwd.get(Columns.EMBEDDINGS))
+    targets = values + 0.5 + 0.1 * torch.randn(64, generator=torch.Generator().manual_seed(0))
+    learner.metrics.reduce()  # nothing logged before
+    with torch.no_grad():
+        learner._anchor_term(DEFAULT_MODULE_ID, batch | {Postprocessing.VALUE_TARGETS: targets},
+                             fwd)  # fmt: skip
+    stats = learner.metrics.reduce()[DEFAULT_MODULE_ID]
+    diff = (targets - values).numpy()
+    assert float(stats[ra.GAIN_KEY]) == pytest.approx(diff.mean(), abs=1e-5)
+    assert float(stats[ra.GAIN_SE_KEY]) == pytest.approx(diff.std(ddof=1) / 8, rel=1e-4)
+    with torch.no_grad():  # without value targets (APPO's batch) it measures no gain
+        learner._anchor_term(DEFAULT_MODULE_ID, batch, fwd)
+    again = learner.metrics.reduce()[DEFAULT_MODULE_ID].get(ra.GAIN_KEY, float("nan"))
+    assert np.isnan(float(again))
+
+
 # --- the learners --------------------------------------------------------------------------
 
 OBS, FEAT, SLOTS = 6, 3, 5
@@ -232,3 +276,9 @@ def test_minutes_below_of_training_windows_pooled_with_their_ci():
     assert windows[0]["ci95"] == pytest.approx(Z95 * first.std(ddof=1) / np.sqrt(first.size))
     spans = window_spans(windows, end_s=59.9)
     assert minutes_below(spans, 0.0) == pytest.approx(0.5)  # the first 30 s only
+
+
+def test_learner_stats_keeps_what_was_measured_and_drops_nan():
+    result = {"learners": {DEFAULT_MODULE_ID: {ra.KL_KEY: 0.01, ra.GAIN_KEY: float("nan"),
+                                               ra.GAIN_SE_KEY: 0.02}}}  # fmt: skip
+    assert ra.learner_stats(result) == {"kl": 0.01, "gain_se": 0.02}
