@@ -107,7 +107,7 @@ def test_release_lets_go_after_updates_in_a_row_significantly_above_and_stays_go
 
 
 @pytest.mark.integration
-def test_the_learner_measures_its_gain_over_the_clones_values():
+def test_the_learner_measures_its_gain_over_the_clones_values_across_an_update():
     learner = _learner("ppo", MASKED_SPACE)
     module = learner.module[DEFAULT_MODULE_ID].unwrapped()
     batch = _batch(MASKED_SPACE, rows=64)
@@ -115,19 +115,36 @@ def test_the_learner_measures_its_gain_over_the_clones_values():
     with torch.no_grad():
         fwd = module.forward_train(batch)
         values = module.compute_values(batch, embeddings=fwd.get(Columns.EMBEDDINGS))
-    targets = values + 0.5 + 0.1 * torch.randn(64, generator=torch.Generator().manual_seed(0))
+    noise = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    targets = values + 0.5 + 0.1 * noise
+    halves = (slice(0, 32), slice(32, 64))
     learner.metrics.reduce()  # nothing logged before
-    with torch.no_grad():
-        learner._anchor_term(DEFAULT_MODULE_ID, batch | {Postprocessing.VALUE_TARGETS: targets},
-                             fwd)  # fmt: skip
-    stats = learner.metrics.reduce()[DEFAULT_MODULE_ID]
-    diff = (targets - values).numpy()
-    assert float(stats[ra.GAIN_KEY]) == pytest.approx(diff.mean(), abs=1e-5)
-    assert float(stats[ra.GAIN_SE_KEY]) == pytest.approx(diff.std(ddof=1) / 8, rel=1e-4)
-    with torch.no_grad():  # without value targets (APPO's batch) it measures no gain
-        learner._anchor_term(DEFAULT_MODULE_ID, batch, fwd)
-    again = learner.metrics.reduce()[DEFAULT_MODULE_ID].get(ra.GAIN_KEY, float("nan"))
-    assert np.isnan(float(again))
+
+    def minibatch(rows: slice, with_targets: bool = True) -> None:
+        part = {Columns.OBS: {k: v[rows] for k, v in batch[Columns.OBS].items()},
+                Columns.ACTIONS: batch[Columns.ACTIONS][rows]}  # fmt: skip
+        if with_targets:
+            part[Postprocessing.VALUE_TARGETS] = targets[rows]
+        with torch.no_grad():
+            learner._anchor_term(DEFAULT_MODULE_ID, part, module.forward_train(part))
+
+    def update_result() -> dict:
+        """What an RLlib result holds of the learner's metrics after an update: numbers."""
+        reduced = learner.metrics.reduce()[DEFAULT_MODULE_ID]
+        return {"learners": {DEFAULT_MODULE_ID: {k: float(v.peek()) for k, v in reduced.items()}}}
+
+    for _ in range(2):  # two epochs over two minibatches: each row seen twice
+        for rows in halves:
+            minibatch(rows)
+    stats = ra.learner_stats(update_result(), epochs=2)
+    diff = (targets - values).numpy().astype(np.float64)
+    assert stats["gain"] == pytest.approx(diff.mean(), abs=1e-6)
+    assert stats["gain_se"] == pytest.approx(diff.std() / 8, rel=1e-3)  # 64 rows, not 128
+    minibatch(halves[0])  # the next update: its own rows alone, the last update's cleared
+    stats = ra.learner_stats(update_result())
+    assert stats["gain"] == pytest.approx(diff[:32].mean(), abs=1e-6)
+    minibatch(halves[0], with_targets=False)  # no value targets (APPO's batch): no gain
+    assert "gain" not in ra.learner_stats(update_result())
 
 
 # --- the learners --------------------------------------------------------------------------
@@ -279,6 +296,6 @@ def test_minutes_below_of_training_windows_pooled_with_their_ci():
 
 
 def test_learner_stats_keeps_what_was_measured_and_drops_nan():
-    result = {"learners": {DEFAULT_MODULE_ID: {ra.KL_KEY: 0.01, ra.GAIN_KEY: float("nan"),
-                                               ra.GAIN_SE_KEY: 0.02}}}  # fmt: skip
-    assert ra.learner_stats(result) == {"kl": 0.01, "gain_se": 0.02}
+    result = {"learners": {DEFAULT_MODULE_ID: {ra.KL_KEY: 0.01, ra.COEFF_KEY: float("nan"),
+                                               ra.GAIN_ROWS_KEY: 0.0}}}  # fmt: skip
+    assert ra.learner_stats(result) == {"kl": 0.01}

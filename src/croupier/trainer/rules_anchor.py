@@ -59,9 +59,13 @@ ANCHOR_STATE = "rules-anchor.json"
 KL_KEY = "rules_kl"
 COEFF_KEY = "rules_kl_coeff"
 ENTROPY_BOOST_KEY = "rules_entropy_boost"
-# The policy's value targets less the clone's values on the minibatch, and its standard error.
-GAIN_KEY = "rules_gain"
-GAIN_SE_KEY = "rules_gain_se"
+# The policy's value targets less the clone's values: summed over an update's minibatches
+# (its rows, their sum and sum of squares), from which `learner_stats` has the update's mean
+# and standard error. One minibatch alone is too few rows to tell: leduc's per-row spread
+# (~5.8) over 500 rows gives ±0.5 at 95%, more than the gain the anchor waits for.
+GAIN_ROWS_KEY = "rules_gain_rows"
+GAIN_SUM_KEY = "rules_gain_sum"
+GAIN_SQUARES_KEY = "rules_gain_squares"
 # A deviation from the rules now and then while recording, so the clone also sees states the
 # rules alone never reach (the learner's own mistakes lead there); the label stays the rules'.
 DEVIATE = 0.1
@@ -411,8 +415,10 @@ class _AnchoredMixin:
         )
         mean_kl = _masked_mean(kl, batch)
         metrics = {KL_KEY: mean_kl.detach(), COEFF_KEY: self._rules_coeff,
-                   ENTROPY_BOOST_KEY: self._rules_entropy, **gain}  # fmt: skip
+                   ENTROPY_BOOST_KEY: self._rules_entropy}  # fmt: skip
         self.metrics.log_dict(metrics, key=module_id, window=1)  # type: ignore[attr-defined]
+        if gain:  # summed over the update's minibatches (RLlib's "sum": cleared each update)
+            self.metrics.log_dict(gain, key=module_id, reduce="sum")  # type: ignore[attr-defined]
         return mean_kl
 
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
@@ -430,8 +436,8 @@ class _AnchoredMixin:
 
 
 def _gain(reference: Any, batch: dict[str, Any], ref_out: dict[str, Any]) -> dict[str, float]:
-    """The minibatch's mean of (the policy's value targets - the clone's values) and its
-    standard error: how much more than the rules the policy makes from the states it plays.
+    """The minibatch's (the policy's value targets - the clone's values): its rows, sum and
+    sum of squares; how much more than the rules the policy makes from the states it plays.
     Empty where the batch has no value targets (APPO computes its own inside the loss: there
     the anchor decays by its half-life alone)."""
     targets = batch.get(Postprocessing.VALUE_TARGETS)
@@ -441,10 +447,9 @@ def _gain(reference: Any, batch: dict[str, Any], ref_out: dict[str, Any]) -> dic
     diff = (targets - values).reshape(-1)
     if Columns.LOSS_MASK in batch:
         diff = diff[batch[Columns.LOSS_MASK].reshape(-1).bool()]
-    n = diff.numel()
-    if n < 2:
-        return {}
-    return {GAIN_KEY: float(diff.mean()), GAIN_SE_KEY: float(diff.std() / n**0.5)}
+    diff = diff.double()
+    return {GAIN_ROWS_KEY: float(diff.numel()), GAIN_SUM_KEY: float(diff.sum()),
+            GAIN_SQUARES_KEY: float((diff * diff).sum())}  # fmt: skip
 
 
 def entropy(logits: torch.Tensor) -> torch.Tensor:
@@ -532,7 +537,7 @@ def after_update(
 ) -> dict[str, Any]:
     """After an update: whether the anchor lets go (its gain over the clone's values), then
     every learner's coefficients for the next one; what the update measured."""
-    learned = learner_stats(result)
+    learned = learner_stats(result, int(getattr(algo.config, "num_epochs", 1) or 1))
     if anchor.release and release.observe(learned.get("gain"), learned.get("gain_se"), env_steps):
         log.info("the policy makes %+.3f ± %.3f more than the rules from the same states, "
                  "%d updates in a row: the rules anchor lets go at %.0f env steps",
@@ -548,23 +553,30 @@ def held(algo: Any) -> list[tuple[bool, float]]:
     return _on_learners(algo, lambda learner: (learner.holds_reference(), learner.rules_coeff()))
 
 
-def learner_stats(result: dict[str, Any]) -> dict[str, float]:
+def learner_stats(result: dict[str, Any], epochs: int = 1) -> dict[str, float]:
     """The anchor's terms as the learner logged them in an RLlib result: {"kl", "kl_coeff",
-    "entropy_boost"} (absent before a learner holds a reference)."""
+    "entropy_boost"} (absent before a learner holds a reference), and the update's "gain" over
+    the clone's values with its standard error "gain_se" (PPO: each of the batch's rows was
+    seen `epochs` times, which leaves the mean and spread as they are and divides the count)."""
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     stats = result.get("learners", {}).get(DEFAULT_MODULE_ID, {})
-    out = {}
-    for key, name in (
-        (KL_KEY, "kl"),
-        (COEFF_KEY, "kl_coeff"),
-        (ENTROPY_BOOST_KEY, "entropy_boost"),
-        (GAIN_KEY, "gain"),
-        (GAIN_SE_KEY, "gain_se"),
-    ):
+
+    def number(key: str) -> float | None:
         value = stats.get(key)
-        if isinstance(value, int | float) and np.isfinite(value):  # NaN: not measured anew
-            out[name] = float(value)
+        ok = isinstance(value, int | float) and np.isfinite(value)  # NaN: not measured anew
+        return float(value) if ok else None
+
+    out = {}
+    for key, name in ((KL_KEY, "kl"), (COEFF_KEY, "kl_coeff"),
+                      (ENTROPY_BOOST_KEY, "entropy_boost")):  # fmt: skip
+        if (value := number(key)) is not None:
+            out[name] = value
+    rows, total, squares = (number(k) for k in (GAIN_ROWS_KEY, GAIN_SUM_KEY, GAIN_SQUARES_KEY))
+    if rows is not None and total is not None and squares is not None and rows >= 2 * epochs:
+        mean = total / rows
+        spread = max(squares / rows - mean * mean, 0.0) ** 0.5
+        out["gain"], out["gain_se"] = mean, spread / (rows / max(epochs, 1)) ** 0.5
     return out
 
 
