@@ -336,6 +336,12 @@ class ServeProcess:
         "busy clients reusing a connection: resets)",
     )
     log_level: str = setting("warning", "debug | info | warning | error")
+    profile_stages: Path | None = setting(
+        None,
+        "Time each stage of a decision (parse, encode, forward, ...) in thread CPU and write "
+        "the totals to this JSON file on each SIGUSR1 (`croupier bench serve` reads it; ~20 "
+        "us a decision: croupier/stages.py)",
+    )
     event_loop: str = setting(
         "uvloop",
         "uvloop (~2x the decisions/s) | asyncio (saturated by no-model seats, no ~1 s p99 "

@@ -35,7 +35,7 @@ def bench_serve(
 ) -> None:
     """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API,
     two server processes vs one, and Ray Serve on the same module."""
-    from croupier.bench.serve import Result, format_table
+    from croupier.bench.serve import Result, format_stage_table, format_table
     from croupier.bench.serve import bench_serve as run
 
     chosen = [s.strip() for s in scenarios.split(",") if s.strip()] if scenarios else None
@@ -44,7 +44,9 @@ def bench_serve(
         raise typer.BadParameter("milliseconds in 0..60000", param_hint="--think-ms")
     report = run([int(g) for g in games.split(",")], seconds, out, rounds, chosen, game, thinks)
     typer.echo(f"medians over {rounds} rounds:")
-    typer.echo(format_table([Result(**r) for r in report["results"]]))
+    results = [Result(**r) for r in report["results"]]
+    typer.echo(format_table(results))
+    typer.echo(format_stage_table(results))
     typer.echo(json.dumps(report["ratios"], indent=2))
 
 

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 from rlcard.games.doudizhu.utils import ACTION_2_ID, CARD_TYPE, ID_2_ACTION, TYPE_CARD
 
+from croupier import stages
 from croupier.games.base import (
     CandidateAdapter,
     InvalidState,
@@ -521,12 +522,27 @@ class DoudizhuAdapter(NamedActionsAdapter, CandidateAdapter):
         return obs
 
     def encode_candidates(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        if not stages.ON:
+            p = self.parse(state)
+            return self.state_features(p), self.move_features(p)
+        t0 = stages.clock()
         p = self.parse(state)
-        return self.state_features(p), self.move_features(p)
+        t1 = stages.clock()
+        stages.add(stages.VALIDATE, t0)
+        obs = self.state_features(p)
+        t2 = stages.clock()
+        stages.add(stages.STATE_FEATURES, t1)
+        cands = self.move_features(p)
+        stages.add(stages.CANDIDATE_FEATURES, t2)
+        return obs, cands
 
     def candidate_count(self, state: dict[str, Any]) -> int:
         # The checks alone: parsing is ~40% of an encode (the features are the rest).
-        return len(self.parse(state)["ids"])
+        t0 = stages.clock() if stages.ON else 0
+        count = len(self.parse(state)["ids"])
+        if stages.ON:
+            stages.add(stages.VALIDATE, t0)
+        return count
 
     def move_features(self, p: dict[str, Any]) -> np.ndarray:
         """float32[K, candidate_size]: each legal move of a parsed state."""

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
+from croupier import stages
 from croupier.games.base import GameAdapter
 from croupier.games.candidates import is_candidate_game
 from croupier.policies.module import ModelSpec, PolicyNetwork, build_inference_module
@@ -263,7 +264,18 @@ class PolicyVersions:
         if self.candidates:
             return self._act_candidates(module, obs, masks, explore, greedy)
         # np.array over a list of equal-shape rows: ~5x faster than np.stack at these sizes.
-        return self.act(module, np.array(obs), np.array(masks), explore, greedy)
+        t0 = stages.clock() if stages.ON else 0
+        states, legal = np.array(obs), np.array(masks)
+        if not stages.ON:
+            return self.act(module, states, legal, explore, greedy)
+        t1 = stages.clock()
+        stages.add(stages.BATCH_ASSEMBLY, t0)
+        logits = self._logits(module, states, legal)
+        t0 = stages.clock()
+        stages.add(stages.FORWARD, t1)
+        res = self._sample(logits, legal, explore, greedy)
+        stages.add(stages.SAMPLING, t0)
+        return res
 
     def _act_candidates(
         self,
@@ -275,19 +287,27 @@ class PolicyVersions:
     ) -> ActResult:
         # The candidates go in as one flat [C, F] list (each row's own ones, no padding) and
         # come back as C scores: no padded [B, K, F] block to build and gather from.
+        t0 = stages.clock() if stages.ON else 0
         counts = np.fromiter((len(c) for c in cands), np.int64, len(cands))
         rows = np.repeat(np.arange(len(cands)), counts)
+        states, flat = np.array(obs), np.concatenate(cands)
+        if stages.ON:
+            t1 = stages.clock()
+            stages.add(stages.BATCH_ASSEMBLY, t0)
         with torch.inference_mode():
             net = module.net
-            h = net.embed(torch.from_numpy(np.array(obs)))
-            scores = net.score_pairs(
-                h, torch.from_numpy(np.concatenate(cands)), torch.from_numpy(rows)
-            ).numpy()
+            h = net.embed(torch.from_numpy(states))
+            scores = net.score_pairs(h, torch.from_numpy(flat), torch.from_numpy(rows)).numpy()
+        if stages.ON:
+            t0 = stages.clock()
+            stages.add(stages.FORWARD, t1)
         mask = np.arange(counts.max())[None, :] < counts[:, None]
         logits = np.full(mask.shape, FLOAT_MIN, np.float32)
         logits[mask] = scores  # row-major: row i's K_i scores in order
         res = self._sample(logits, mask, explore, greedy)
         trimmed = [row[:k] for row, k in zip(res.logits, counts.tolist(), strict=True)]
+        if stages.ON:
+            stages.add(stages.SAMPLING, t0)
         return ActResult(res.actions, res.logp, trimmed, res.valid)  # type: ignore[arg-type]
 
     def act(

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from croupier import stages
 from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter, InvalidState
 from croupier.policies.rollout import Rollout
@@ -281,6 +282,7 @@ class Decider:
         if reward is not None and (problem := self.adapter.reward_problem(reward)) is not None:
             self.refused_rewards += 1
             raise Unprocessable(problem, ("reward",))
+        t0 = stages.clock() if stages.ON else 0
         try:
             if policy.kind in _ANSWERED_HERE and not self.rollout.observes(game_id, seat):
                 # Rules and random act on the state and its legal moves; the observation is
@@ -290,6 +292,8 @@ class Decider:
                 obs, mask = self.adapter.encode(state)
         except InvalidState as e:
             raise Unprocessable(f"bad state: {e}", ("state",)) from None
+        if stages.ON:
+            stages.add(stages.ENCODE, t0)
         if session.teams is None:
             self._note_teams(session, state)
         if policy.kind == "rules":
@@ -373,6 +377,12 @@ class Decider:
         counts[older] = counts.get(older, 0) + counts.pop(oldest)
 
     def _record(self, step: _Step, model: ModelDecision) -> None:
+        t0 = stages.clock() if stages.ON else 0
+        self._record_step(step, model)
+        if stages.ON:
+            stages.add(stages.RECORD, t0)
+
+    def _record_step(self, step: _Step, model: ModelDecision) -> None:
         recorder = step.session.recorders.get(step.seat)
         # An abort or end may have landed while this waited on the batcher: record nothing.
         # A fallback step is not the learned policy's: never recorded (not called for it).
@@ -457,6 +467,7 @@ class Decider:
 
     def rules_index(self, state: dict[str, Any], mask: np.ndarray) -> int:
         assert self.rules is not None
+        t0 = stages.clock() if stages.ON else 0
         try:
             value = self.rules(state)
             index = self.adapter.action_index(value, state)
@@ -464,6 +475,9 @@ class Decider:
             raise Unprocessable(
                 f"the rules policy could not act on this state: {e}", ("state",)
             ) from None
+        finally:
+            if stages.ON:
+                stages.add(stages.RULES, t0)
         if not self.adapter.is_legal(mask, index):
             raise Unprocessable(f"the rules policy chose an illegal action {value!r}", ("state",))
         return index
