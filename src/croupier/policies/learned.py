@@ -28,6 +28,7 @@ from croupier import stages
 from croupier.games.base import GameAdapter
 from croupier.games.candidates import is_candidate_game
 from croupier.policies.module import ModelSpec, PolicyNetwork, build_inference_module
+from croupier.policies.onnx_scorer import CandidateScorer
 from croupier.policies.retention import Retention
 from croupier.policies.weights_file import (
     UnreadableWeights,
@@ -126,6 +127,10 @@ class PolicyVersions:
         self._networks: weakref.WeakKeyDictionary[Any, PolicyNetwork | None] = (
             weakref.WeakKeyDictionary()
         )
+        # Each candidate module's ONNX Runtime scorer (None: torch serves it), the same way.
+        self._scorers: weakref.WeakKeyDictionary[Any, CandidateScorer | None] = (
+            weakref.WeakKeyDictionary()
+        )
         self._latest = 0
         # A game of scored candidates: rows hold candidate features, not masks.
         self.candidates = is_candidate_game(adapter)
@@ -189,6 +194,8 @@ class PolicyVersions:
             module.load_state_dict(
                 {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}, strict=True
             )
+            if self.candidates:  # here (the link's thread), not in the version's first forward
+                self._scorer(module)
             kept = {v: m for v, m in self._modules.items() if v < version or v in self._pinned}
             kept[version] = module
             held = self._pinned | self.held_for_games()
@@ -294,10 +301,14 @@ class PolicyVersions:
         if stages.ON:
             t1 = stages.clock()
             stages.add(stages.BATCH_ASSEMBLY, t0)
-        with torch.inference_mode():
-            net = module.net
-            h = net.embed(torch.from_numpy(states))
-            scores = net.score_pairs(h, torch.from_numpy(flat), torch.from_numpy(rows)).numpy()
+        scorer = self._scorer(module)
+        if scorer is not None:
+            scores = scorer(states, flat, rows)
+        else:
+            with torch.inference_mode():
+                net = module.net
+                h = net.embed(torch.from_numpy(states))
+                scores = net.score_pairs(h, torch.from_numpy(flat), torch.from_numpy(rows)).numpy()
         if stages.ON:
             t0 = stages.clock()
             stages.add(stages.FORWARD, t1)
@@ -372,6 +383,17 @@ class PolicyVersions:
         }
         with torch.inference_mode():
             return forward_logits(module, batch).numpy()
+
+    def _scorer(self, module: Any) -> CandidateScorer | None:
+        """The module's ONNX Runtime scorer (None: torch serves it), made when the version is
+        installed or on its first forward (~10 ms the graph, ~40 ms the session and its check,
+        on a busy 2-core VM; the first in a process also imports onnx, ~1.7 s), gone with
+        the module."""
+        try:
+            return self._scorers[module]
+        except KeyError:  # two threads may both make it: harmless
+            scorer = self._scorers[module] = CandidateScorer.of(module)
+            return scorer
 
     def _build(self) -> Any:
         return build_inference_module(
