@@ -122,6 +122,11 @@ class ServerConfig:
         "(it follows every new version)",
     )
     max_batch: int = setting(256, "Most learned decisions in one forward")
+    onnx_forward: bool = setting(
+        True,
+        "A candidate game's forward in ONNX Runtime when installed and it reproduces the "
+        "module's scores (~2x less CPU; policies/onnx_scorer.py), else torch (--no-onnx-forward)",
+    )
     max_wait_ms: float = setting(0.0, "How long a batch waits for more decisions")
     forward_thread: bool = setting(
         True,

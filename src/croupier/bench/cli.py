@@ -19,7 +19,10 @@ def bench_serve(
     rounds: Annotated[int, typer.Option(help="Interleaved rounds; medians are reported")] = 3,
     scenarios: Annotated[
         str | None,
-        typer.Option(help="Scenarios to run, comma separated (a,b,c,c-inline,d,c2,ray); all"),
+        typer.Option(
+            help="Scenarios to run, comma separated (a,r,b,c,c-torch,c-inline,d,c2,ray); "
+            "all but r and c-torch"
+        ),
     ] = None,
     game: Annotated[
         str, typer.Option(help="A game of the reference engine (leduc-holdem, doudizhu, uno…)")

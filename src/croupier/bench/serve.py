@@ -7,7 +7,8 @@ Against the same server build, for each number of concurrent games:
                peasants)
   (b) unbatch  the learned policy, one forward per request on the event loop (`--max-batch 1`)
   (c) batched  the learned policy with dynamic batching (the default server: forwards on a
-               thread of their own, big batches inline); `c-inline` runs all on the event loop
+               thread of their own, big batches inline); `c-inline` runs all on the event loop;
+               `c-torch` a candidate game's forward in torch, not ONNX Runtime
   (d) batch    `POST /v1/decide:batch`, 64 decisions of different games per request
   (c2)         (c) on two server processes, each pinned to a core of its own, the games
                routed to them by id (rendezvous, as `RoutedClient`): against (c) on one
@@ -93,13 +94,21 @@ class Scenario:
     items_per_request: int = 1
     servers: int = 1  # croupier processes, games routed to them by id
     system: str = "croupier"  # or "ray-serve"
+    default: bool = True  # run without `--scenarios`
 
 
 SCENARIOS = [
     Scenario("a", "floor: no-model decide", "random", []),
-    Scenario("r", "rules seat decide", "rules", []),
+    Scenario("r", "rules seat decide", "rules", [], default=False),
     Scenario("b", "learned, unbatched", "learned", ["--max-batch", "1", "--no-forward-thread"]),
     Scenario("c", "learned, batched", "learned", []),
+    Scenario(
+        "c-torch",
+        "learned, batched, torch forward",
+        "learned",
+        ["--no-onnx-forward"],
+        default=False,
+    ),
     Scenario("c-inline", "learned, batched, inline", "learned", ["--no-forward-thread"]),
     Scenario("d", f"decide:batch x{BATCH_ITEMS}", "learned", [], BATCH_ITEMS),
     Scenario("c2", "learned, batched, 2 procs", "learned", [], servers=2),
@@ -588,9 +597,10 @@ def _median_stages(runs: list[dict[str, float]]) -> dict[str, float] | None:
 
 
 def select(names: list[str] | None) -> list[Scenario]:
-    """The scenarios named (all when None), in the bench's order; unknown names refused."""
+    """The scenarios named (the default ones when None: all but `r` and `c-torch`), in the
+    bench's order; unknown names refused."""
     if names is None:
-        return list(SCENARIOS)
+        return [sc for sc in SCENARIOS if sc.default]
     known = {sc.name for sc in SCENARIOS}
     unknown = [n for n in names if n not in known]
     if unknown:

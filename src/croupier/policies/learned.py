@@ -95,6 +95,7 @@ class PolicyVersions:
         behaviour_lag: int = 0,
         retention: Retention | None = None,
         max_pinned: int = 32,
+        onnx_forward: bool = True,
     ):
         if keep < 1 or behaviour_lag < 0 or max_pinned < 0:
             raise ValueError("keep must be at least 1, behaviour_lag and max_pinned at least 0")
@@ -127,7 +128,9 @@ class PolicyVersions:
         self._networks: weakref.WeakKeyDictionary[Any, PolicyNetwork | None] = (
             weakref.WeakKeyDictionary()
         )
-        # Each candidate module's ONNX Runtime scorer (None: torch serves it), the same way.
+        # Each candidate module's ONNX Runtime scorer (None: torch serves it), the same way;
+        # `onnx_forward` False: torch always (`croupier bench serve` compares the two).
+        self.onnx_forward = onnx_forward
         self._scorers: weakref.WeakKeyDictionary[Any, CandidateScorer | None] = (
             weakref.WeakKeyDictionary()
         )
@@ -389,6 +392,8 @@ class PolicyVersions:
         installed or on its first forward (~10 ms the graph, ~40 ms the session and its check,
         on a busy 2-core VM; the first in a process also imports onnx, ~1.7 s), gone with
         the module."""
+        if not self.onnx_forward:
+            return None
         try:
             return self._scorers[module]
         except KeyError:  # two threads may both make it: harmless
