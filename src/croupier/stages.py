@@ -116,6 +116,12 @@ def enable(path: Path | None = None) -> None:
         signal.signal(signal.SIGUSR1, write)
 
 
+def disable() -> None:
+    """Stop timing (the totals stay until `reset`)."""
+    global ON
+    ON = False
+
+
 def request_snapshot(pid: int, path: Path, seq: int, timeout_s: float = 30.0) -> dict[str, Any]:
     """Ask process `pid` (started with `--profile-stages path`) for its `seq`-th snapshot."""
     os.kill(pid, signal.SIGUSR1)

@@ -216,7 +216,8 @@ def _start_server(
 ) -> subprocess.Popen:
     proc = start_serve(["--game", game, "--data-dir", "none", *args], port, prefix=prefix or [])
     try:
-        wait_until_up(f"http://127.0.0.1:{port}", proc, timeout=60)
+        # Minutes, not seconds: on a shared 2-core box at load ~35 a server took over 60 s.
+        wait_until_up(f"http://127.0.0.1:{port}", proc, timeout=240)
     except BaseException:
         proc.kill()
         raise
