@@ -96,3 +96,47 @@ def test_onnx_scorer_of_other_weights_is_refused(served):
     scorer = CandidateScorer.of(other)
     assert scorer is not None and scorer.matches(other.net)
     assert not scorer.matches(module.net)
+
+
+def test_a_batch_request_builds_its_items_features_together(states, tmp_path):
+    """decide:batch's learned items are encoded together (`encode_many`); each recorded step
+    holds its own copy of what was built (not a view keeping the batch's arrays), equal to
+    the item's encode alone; a refused item fails alone."""
+    import asyncio
+
+    from croupier.api.components import build_components
+    from croupier.config import ServerConfig
+    from croupier.sessions.errors import Unprocessable
+
+    torch.set_num_threads(1)
+    parts = build_components(ServerConfig(game="doudizhu", data_dir=tmp_path))
+    adapter = parts.adapter
+    many = [s for s in states if len(s["legal_actions"]) > 1][:6]
+    encode_many = adapter.encode_many
+    calls: list[int] = []
+    adapter.encode_many = lambda xs: calls.append(len(xs)) or encode_many(xs)
+    bad = {**many[0], "num_cards_left": [0, 0, 0]}
+
+    async def run() -> list:
+        await parts.start()
+        try:
+            for i, state in enumerate(many):
+                seats = dict.fromkeys(("0", "1", "2"), "rules") | {str(state["self"]): "learned"}
+                parts.service.create_game("doudizhu", f"g{i}", seats)
+            items = [(f"g{i}", str(s["self"]), s, None) for i, s in enumerate(many)]
+            return await parts.service.decide_many(
+                [*items, ("g0", str(many[0]["self"]), bad, None)]
+            )
+        finally:
+            await parts.stop()
+
+    out = asyncio.run(run())
+    assert calls == [len(many) + 1]
+    assert isinstance(out[-1], Unprocessable)
+    for i, state in enumerate(many):
+        assert out[i].policy == "learned" and out[i].action in state["legal_actions"]
+        recorder = parts.service.decider.games.get(f"g{i}").recorders[str(state["self"])]
+        obs, cands = adapter.encode(state)
+        np.testing.assert_array_equal(recorder.obs[0], obs)
+        np.testing.assert_array_equal(recorder.masks[0], cands)
+        assert recorder.obs[0].base is None and recorder.masks[0].base is None
