@@ -53,6 +53,22 @@ def bench_serve(
     typer.echo(json.dumps(report["ratios"], indent=2))
 
 
+@bench_app.command("forward")
+def bench_forward(
+    game: Annotated[str, typer.Option(help="A candidate game (doudizhu, uno)")] = "doudizhu",
+    batches: Annotated[str, typer.Option(help="Decisions per forward, comma separated")] = (
+        "1,2,4,8,16,64"
+    ),
+    reps: Annotated[int, typer.Option(help="Alternated repetitions; medians reported")] = 6,
+    out: Path = Path("bench/results"),
+) -> None:
+    """A candidate game's served forward: CPU per decision in torch and in ONNX Runtime, and
+    whether their logits agree."""
+    from croupier.bench.forward import bench_forward as run
+
+    run(game, [int(b) for b in batches.split(",")], reps, out)
+
+
 @bench_app.command("train")
 def bench_train(
     game: str = "leduc-holdem",
