@@ -231,6 +231,8 @@ class PolicyVersions:
                 module.load_state_dict(
                     {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}, strict=True
                 )
+                if self.candidates:  # as `install`: not in the version's first forward
+                    self._scorer(module)
                 self._modules = {**self._modules, version: module}
                 if version > self._latest:
                     self._latest = version
