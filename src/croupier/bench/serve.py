@@ -49,7 +49,7 @@ core and a run measures that. The scenarios run in `rounds` interleaved rounds (
 a, b, c, …) and each number is the median over rounds, ratios taken within each round: this
 box's speed drifts by ±20% over minutes, and interleaving spreads the drift over all scenarios.
 
-Why ~590 lines in one module: every scenario is measured by the same load, pinning and CPU
+Why ~670 lines in one module: every scenario is measured by the same load, pinning and CPU
 accounting in one run (the ratios are only worth what is shared); Ray Serve's app is
 `bench/ray_serve_app.py`.
 """

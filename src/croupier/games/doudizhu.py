@@ -29,7 +29,7 @@ game's 27,472 (not any card string), made of cards in the hand; the hand and the
 together hold no more of a card than the deck; `legal_actions` and RLCard's `actions`, both
 given, agree; and RLCard's rule agent can act on the state (it cannot follow a lone "pass").
 
-Why ~520 lines in one module: the move tables, the state's checks and both feature layouts are
+Why ~720 lines in one module: the move tables, the state's checks and both feature layouts are
 one definition of the game's wire format and its observation; split, a feature would be read
 in one file and checked in another.
 """

@@ -4,7 +4,7 @@ Readers take a reference to the current `{version: module}` mapping once and kee
 new version builds a fresh module off to the side and then replaces the mapping in a single
 assignment. In-flight forwards finish on the weights they started with and nobody waits.
 
-Why ~450 lines in one module: installing, resolving and running a version share the one
+Why ~500 lines in one module: installing, resolving and running a version share the one
 mapping that makes the swap atomic; the module itself is `policies/module.py`, retention
 `policies/retention.py`.
 """
