@@ -1,5 +1,8 @@
 """`croupier bench …`: one command per benchmark, each only parsing and wiring; the
-benchmarks themselves are the modules beside this one."""
+benchmarks themselves are the modules beside this one.
+
+Why ~430 lines in one module: the `bench` command group is one typer app; each command is
+its flags and a call, and a reader finds every benchmark's command line in one place."""
 
 from __future__ import annotations
 
