@@ -3,13 +3,16 @@
 A served doudizhu decision's forward (`CandidateNet.embed` + `score_pairs`, preset 256x256
 state MLP, scorer 128, 161-float candidates) is a few small matmuls; at serving batch sizes
 torch's per-op dispatch costs as much as the arithmetic. The same graph, written here as ONNX
-nodes from the module's weights and run by ONNX Runtime (one thread), measured on this 2-core
-VM (`PolicyVersions.act_rows`' forward alone, median of 100, real doudizhu states, 2026-12-03):
+nodes from the module's weights and run by ONNX Runtime (one thread): `croupier bench forward`
+(`PolicyVersions.act_rows`: assembly, forward, sampling; real doudizhu states, ~9 legal moves
+each; CPU µs a decision, the two alternated; a loaded 2-core VM, 2026-12-03):
 
-    batch (candidates)      1 (53)   4 (134)   16 (311)   64 (966)
-    torch, µs                 148       422        715      1,995
-    ONNX Runtime, µs           74       185        395      1,017
-    numpy (BLAS), µs          113       180        502    (13,380: BLAS threads)
+    decisions a forward      1     2     4     8    16    64
+    torch                  278   199   112    62    48    34
+    ONNX Runtime           126    68    45    30    24    22
+
+(The same arithmetic in numpy's BLAS matmuls fell between the two up to 16 decisions and far
+behind at 64, where OpenBLAS's threads fought over the 2 cores.)
 
 Exactness (`policies.module.LOGITS_RTOL`): the graph is the same arithmetic in another
 summation order, so it agrees with the module's own torch forward to float32 rounding, not bit
