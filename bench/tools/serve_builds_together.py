@@ -16,6 +16,9 @@ Usage (from a croupier checkout; needs wrk, taskset and two cores):
         --reps 3 --seconds 8 --out together.jsonl
     python bench/tools/serve_builds_together.py report together.jsonl [more.jsonl ...]
 
+`--game G` serves another game of the reference engine (seat 0 deciding, as `bench serve`),
+`--think-ms T` has each game think T ms (mean, exponential) between its decisions.
+
 `run` appends one JSON line per cell and repetition (both builds' decisions/s, server CPU a
 decision, the server's cores, p99, errors, fallbacks); `report` prints, per cell, each run's
 server CPU a decision new/old and the medians. Each server runs from its tree's `src` with the
@@ -53,9 +56,9 @@ BODIES = (
     "import sys\n"
     "from croupier.bench import serve as s\n"
     "sc = next(x for x in s.SCENARIOS if x.name == sys.argv[1])\n"
-    "url, games = sys.argv[2], int(sys.argv[3])\n"
+    "url, games, game = sys.argv[2], int(sys.argv[3]), sys.argv[5]\n"
     "try:\n"
-    "    lines = s._bodies([url], sc, games)[url]\n"
+    "    lines = s._bodies([url], sc, games, game)[url]\n"
     "except TypeError:\n"
     "    lines = s._bodies(url, sc, games)\n"
     "open(sys.argv[4], 'w').write('\\n'.join(lines) + '\\n')\n"
@@ -77,7 +80,7 @@ def env_of(tree: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(tree / "src"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
-def wait_healthy(url: str, timeout_s: float = 120.0) -> None:
+def wait_healthy(url: str, timeout_s: float = 240.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -99,7 +102,15 @@ def fallbacks(url: str) -> float:
     )
 
 
-def cell(trees: dict[str, Path], games: int, scen: str, seconds: float, tmp: str) -> dict:
+def cell(
+    trees: dict[str, Path],
+    games: int,
+    scen: str,
+    seconds: float,
+    tmp: str,
+    game: str = "leduc-holdem",
+    think_ms: float = 0.0,
+) -> dict:
     """One (games, scenario) cell, both builds at once: {build: figures}."""
     lua = trees["new"] / "src/croupier/bench/decide.lua"
     procs: dict[str, subprocess.Popen] = {}
@@ -109,7 +120,7 @@ def cell(trees: dict[str, Path], games: int, scen: str, seconds: float, tmp: str
             port = free_port()
             procs[build] = subprocess.Popen(
                 ["taskset", "-c", "0", sys.executable, "-m", "croupier", "serve",
-                 "--game", "leduc-holdem", "--port", str(port), "--data-dir", "none",
+                 "--game", game, "--port", str(port), "--data-dir", "none",
                  *SERVE_ARGS[scen]],
                 cwd=tree, env=env_of(tree), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
@@ -117,7 +128,8 @@ def cell(trees: dict[str, Path], games: int, scen: str, seconds: float, tmp: str
         for build, url in urls.items():
             wait_healthy(url)
             subprocess.run(
-                [sys.executable, "-c", BODIES, scen, url, str(games), f"{tmp}/{build}.tsv"],
+                [sys.executable, "-c", BODIES, scen, url, str(games), f"{tmp}/{build}.tsv",
+                 game],
                 cwd=trees[build], env=env_of(trees[build]), check=True, capture_output=True,
             )  # fmt: skip
         conns = max(2, -(-games // ITEMS.get(scen, 1)))
@@ -143,7 +155,7 @@ def cell(trees: dict[str, Path], games: int, scen: str, seconds: float, tmp: str
                         **os.environ,
                         "BENCH_BODIES": f"{tmp}/{b}.tsv",
                         "BENCH_OUT": f"{tmp}/{b}-{tag}.json",
-                        "BENCH_THINK_MS": "0",
+                        "BENCH_THINK_MS": f"{think_ms:g}",
                     },
                     stdout=open(f"{tmp}/{b}-{tag}.log", "w"),
                     stderr=subprocess.STDOUT,
@@ -191,9 +203,10 @@ def run(args: argparse.Namespace) -> None:
             for games, scen in cells:
                 with tempfile.TemporaryDirectory() as tmp:
                     t0 = time.time()
-                    r = cell(trees, games, scen, args.seconds, tmp)
+                    r = cell(trees, games, scen, args.seconds, tmp, args.game, args.think_ms)
                 load = float(Path("/proc/loadavg").read_text().split()[0])
-                rec = {"rep": rep, "games": games, "scenario": scen, "t": t0, "load": load, **r}
+                rec = {"rep": rep, "games": games, "scenario": scen, "t": t0, "load": load,
+                       "game": args.game, "think_ms": args.think_ms, **r}  # fmt: skip
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
                 o, n = r["old"], r["new"]
@@ -237,6 +250,8 @@ def main() -> None:
     r.add_argument("--seconds", type=float, default=8.0, help="measured seconds per cell")
     r.add_argument("--games", default="100,1000", help="concurrent games, comma separated")
     r.add_argument("--scenarios", default=",".join(SCENARIOS), help="of a,b,c,c-inline,d")
+    r.add_argument("--game", default="leduc-holdem", help="a game of the reference engine")
+    r.add_argument("--think-ms", type=float, default=0.0, help="each game's mean think time")
     r.add_argument("--out", required=True, help="JSON lines file (appended)")
     p = sub.add_parser("report", help="the new/old table of one or more files")
     p.add_argument("files", nargs="+")

@@ -53,6 +53,11 @@ def serve(values: dict[str, Any]) -> None:
 
     from croupier.api.early import EarlyHealth
 
+    if process.profile_stages is not None:
+        from croupier import stages
+
+        stages.enable(process.profile_stages)
+
     _setup_logging(process.log_level)
     if values["fallback"] not in ("rules", "random"):
         raise typer.BadParameter("--fallback must be rules or random")

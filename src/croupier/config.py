@@ -122,6 +122,11 @@ class ServerConfig:
         "(it follows every new version)",
     )
     max_batch: int = setting(256, "Most learned decisions in one forward")
+    onnx_forward: bool = setting(
+        True,
+        "A candidate game's forward in ONNX Runtime when installed and it reproduces the "
+        "module's scores (~2x less CPU; policies/onnx_scorer.py), else torch (--no-onnx-forward)",
+    )
     max_wait_ms: float = setting(0.0, "How long a batch waits for more decisions")
     forward_thread: bool = setting(
         True,
@@ -336,6 +341,12 @@ class ServeProcess:
         "busy clients reusing a connection: resets)",
     )
     log_level: str = setting("warning", "debug | info | warning | error")
+    profile_stages: Path | None = setting(
+        None,
+        "Time each stage of a decision (parse, encode, forward, ...) in thread CPU and write "
+        "the totals to this JSON file on each SIGUSR1 (`croupier bench serve` reads it; ~20 "
+        "us a decision: croupier/stages.py)",
+    )
     event_loop: str = setting(
         "uvloop",
         "uvloop (~2x the decisions/s) | asyncio (saturated by no-model seats, no ~1 s p99 "

@@ -93,6 +93,7 @@ def build_components(config: ServerConfig) -> Components:
         behaviour_lag=config.behaviour_lag,
         retention=Retention(config.weights_keep_last, config.weights_keep_every),
         max_pinned=config.max_pinned_versions,
+        onnx_forward=config.onnx_forward,
     )
     batcher = InferenceBatcher(
         versions,

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 
+from croupier import stages
 from croupier.api.auth import require_engine_key
 from croupier.api.errors import problem_of
 from croupier.api.fast_lane import (
@@ -175,11 +176,20 @@ def _refuse(misfits: list[tuple[str, str]]) -> None:
 )
 async def decide(request: Request, game_id: str) -> Response:
     """The seat's next action for this state."""
-    body = parse_body(DecideRequest, await request.body())
+    raw = await request.body()
+    t0 = stages.clock() if stages.ON else 0
+    body = parse_body(DecideRequest, raw)
+    if stages.ON:
+        stages.add(stages.PARSE, t0)
+        stages.decisions()
     if body.seat not in _seats(request):  # the document's seat enum, as decide:batch's items
         _refuse([("seat", "seat must be one of this game's seats")])
     decision = await service(request).decide(game_id, body.seat, body.state, body.reward, body.turn)
-    return json_response(decision.to_dict())
+    t0 = stages.clock() if stages.ON else 0
+    answer = json_response(decision.to_dict())
+    if stages.ON:
+        stages.add(stages.RESPONSE, t0)
+    return answer
 
 
 @hot_router.post(
@@ -191,10 +201,14 @@ async def decide_batch(request: Request) -> Response:
     """Many games' decisions in one request (an engine running many tables in one process
     amortises HTTP). Learned decisions among them share forward passes."""
     raw = await request.body()
+    t0 = stages.clock() if stages.ON else 0
     requests: list[DecideArgs] | None = well_formed_batch(raw)  # the common case
     if requests is None:  # anything the schema refuses answers 422, located by item
         body = parse_body(DecideBatchRequest, raw)
         requests = [(it.game_id, it.seat, it.state, it.reward, it.turn) for it in body.items]
+    if stages.ON:
+        stages.add(stages.PARSE, t0)
+        stages.decisions(len(requests))
     seats = _seats(request)
     _refuse_items(
         ("items", i, "seat", "seat must be one of this game's seats")
@@ -202,7 +216,11 @@ async def decide_batch(request: Request) -> Response:
         if args[1] not in seats
     )
     outcomes = await service(request).decide_many(list(requests))
-    return json_response({"results": _item_results(request, "items", outcomes)})
+    t0 = stages.clock() if stages.ON else 0
+    answer = json_response({"results": _item_results(request, "items", outcomes)})
+    if stages.ON:
+        stages.add(stages.RESPONSE, t0)
+    return answer
 
 
 def _seats(request: Request) -> frozenset[str]:

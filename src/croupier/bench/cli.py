@@ -1,5 +1,8 @@
 """`croupier bench …`: one command per benchmark, each only parsing and wiring; the
-benchmarks themselves are the modules beside this one."""
+benchmarks themselves are the modules beside this one.
+
+Why ~430 lines in one module: the `bench` command group is one typer app; each command is
+its flags and a call, and a reader finds every benchmark's command line in one place."""
 
 from __future__ import annotations
 
@@ -19,7 +22,10 @@ def bench_serve(
     rounds: Annotated[int, typer.Option(help="Interleaved rounds; medians are reported")] = 3,
     scenarios: Annotated[
         str | None,
-        typer.Option(help="Scenarios to run, comma separated (a,b,c,c-inline,d,c2,ray); all"),
+        typer.Option(
+            help="Scenarios to run, comma separated (a,r,b,c,c-torch,c-inline,d,c2,ray); "
+            "all but r and c-torch"
+        ),
     ] = None,
     game: Annotated[
         str, typer.Option(help="A game of the reference engine (leduc-holdem, doudizhu, uno…)")
@@ -35,7 +41,7 @@ def bench_serve(
 ) -> None:
     """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API,
     two server processes vs one, and Ray Serve on the same module."""
-    from croupier.bench.serve import Result, format_table
+    from croupier.bench.serve import Result, format_stage_table, format_table
     from croupier.bench.serve import bench_serve as run
 
     chosen = [s.strip() for s in scenarios.split(",") if s.strip()] if scenarios else None
@@ -44,8 +50,26 @@ def bench_serve(
         raise typer.BadParameter("milliseconds in 0..60000", param_hint="--think-ms")
     report = run([int(g) for g in games.split(",")], seconds, out, rounds, chosen, game, thinks)
     typer.echo(f"medians over {rounds} rounds:")
-    typer.echo(format_table([Result(**r) for r in report["results"]]))
+    results = [Result(**r) for r in report["results"]]
+    typer.echo(format_table(results))
+    typer.echo(format_stage_table(results))
     typer.echo(json.dumps(report["ratios"], indent=2))
+
+
+@bench_app.command("forward")
+def bench_forward(
+    game: Annotated[str, typer.Option(help="A candidate game (doudizhu, uno)")] = "doudizhu",
+    batches: Annotated[str, typer.Option(help="Decisions per forward, comma separated")] = (
+        "1,2,4,8,16,64"
+    ),
+    reps: Annotated[int, typer.Option(help="Alternated repetitions; medians reported")] = 6,
+    out: Path = Path("bench/results"),
+) -> None:
+    """A candidate game's served forward: CPU per decision in torch and in ONNX Runtime, and
+    whether their logits agree."""
+    from croupier.bench.forward import bench_forward as run
+
+    run(game, [int(b) for b in batches.split(",")], reps, out)
 
 
 @bench_app.command("train")

@@ -3,9 +3,12 @@
 Against the same server build, for each number of concurrent games:
 
   (a) floor    a decide that skips the model (a `random` seat): the HTTP stack's own cost
+  (r) rules    a decide the game's rules policy answers (doudizhu: the reference engine's
+               peasants)
   (b) unbatch  the learned policy, one forward per request on the event loop (`--max-batch 1`)
   (c) batched  the learned policy with dynamic batching (the default server: forwards on a
-               thread of their own, big batches inline); `c-inline` runs all on the event loop
+               thread of their own, big batches inline); `c-inline` runs all on the event loop;
+               `c-torch` a candidate game's forward in torch, not ONNX Runtime
   (d) batch    `POST /v1/decide:batch`, 64 decisions of different games per request
   (c2)         (c) on two server processes, each pinned to a core of its own, the games
                routed to them by id (rendezvous, as `RoutedClient`): against (c) on one
@@ -28,6 +31,12 @@ statement at a load; these points say which.
 scoring; seat 0 decides, the others are `rules` seats that never get a request): every
 scenario but `ray`, whose app serves leduc only.
 
+Every croupier server runs with `--profile-stages`: each result also says the server CPU per
+decision of each stage of the decide path (parse, encode and, for doudizhu, its validate /
+state features / candidate features, rules, batch assembly, forward, sampling, record,
+response, and `other`: the process's CPU less those), in thread CPU time (`croupier/stages.py`;
+the timers cost ~20 µs a decision on this VM, in every scenario alike). `stages` in the JSON.
+
 The load generator is wrk (one thread, keep-alive connections, one request in flight per
 connection = per game) with a Lua script that only replays prepared bodies, so it costs the
 server's core nothing. Server CPU per decision comes from /proc/<pid>/stat; each result also
@@ -40,7 +49,7 @@ core and a run measures that. The scenarios run in `rounds` interleaved rounds (
 a, b, c, …) and each number is the median over rounds, ratios taken within each round: this
 box's speed drifts by ±20% over minutes, and interleaving spreads the drift over all scenarios.
 
-Why ~590 lines in one module: every scenario is measured by the same load, pinning and CPU
+Why ~670 lines in one module: every scenario is measured by the same load, pinning and CPU
 accounting in one run (the ratios are only worth what is shared); Ray Serve's app is
 `bench/ray_serve_app.py`.
 """
@@ -69,6 +78,7 @@ from croupier.bench.plotting import pyplot, save
 from croupier.client import route_game
 from croupier.engine.rlcard_games import RLCardTable
 from croupier.local_server import free_port, start_serve, wait_until_up
+from croupier.stages import STAGES, SUB_STAGES, difference, request_snapshot
 
 LUA = Path(__file__).with_name("decide.lua")
 GAME = "leduc-holdem"  # the default; the Ray Serve app serves this one only
@@ -84,12 +94,21 @@ class Scenario:
     items_per_request: int = 1
     servers: int = 1  # croupier processes, games routed to them by id
     system: str = "croupier"  # or "ray-serve"
+    default: bool = True  # run without `--scenarios`
 
 
 SCENARIOS = [
     Scenario("a", "floor: no-model decide", "random", []),
+    Scenario("r", "rules seat decide", "rules", [], default=False),
     Scenario("b", "learned, unbatched", "learned", ["--max-batch", "1", "--no-forward-thread"]),
     Scenario("c", "learned, batched", "learned", []),
+    Scenario(
+        "c-torch",
+        "learned, batched, torch forward",
+        "learned",
+        ["--no-onnx-forward"],
+        default=False,
+    ),
     Scenario("c-inline", "learned, batched, inline", "learned", ["--no-forward-thread"]),
     Scenario("d", f"decide:batch x{BATCH_ITEMS}", "learned", [], BATCH_ITEMS),
     Scenario("c2", "learned, batched, 2 procs", "learned", [], servers=2),
@@ -115,6 +134,10 @@ class Result:
     # 2 cores, c2's servers get what wrk leaves, and that bounds c2/c here (docs/performance.md).
     server_cores: float = 0.0
     load_cores: float = 0.0
+    # Server CPU per decision by stage (`croupier/stages.py`, `--profile-stages`), µs, with
+    # `other` (the process's CPU less the top-level stages: HTTP stack, event loop, batcher
+    # hand-off); None where not measured (Ray Serve).
+    stages_us: dict[str, float] | None = None
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -193,7 +216,8 @@ def _start_server(
 ) -> subprocess.Popen:
     proc = start_serve(["--game", game, "--data-dir", "none", *args], port, prefix=prefix or [])
     try:
-        wait_until_up(f"http://127.0.0.1:{port}", proc, timeout=60)
+        # Minutes, not seconds: on a shared 2-core box at load ~35 a server took over 60 s.
+        wait_until_up(f"http://127.0.0.1:{port}", proc, timeout=240)
     except BaseException:
         proc.kill()
         raise
@@ -297,6 +321,9 @@ def run_scenario(
 ) -> Result:
     server_cpus, load_cpu = _pinning(scenario.servers)
     procs: list[subprocess.Popen] = []
+    # Each croupier server writes its stage totals here at exit (`--profile-stages`).
+    tmp = tempfile.TemporaryDirectory()
+    profile_dir, profiles = Path(tmp.name), []
     try:
         if scenario.system == "ray-serve":
             replicas = len(os.sched_getaffinity(0)) if not server_cpus[0] else 1
@@ -314,12 +341,15 @@ def run_scenario(
             urls = []
             for prefix in server_cpus:
                 port = free_port()
-                procs.append(_start_server(port, scenario.server_args, prefix, game))
+                profile = profile_dir / f"stages-{port}.json"
+                profiles.append(profile)
+                args = [*scenario.server_args, "--profile-stages", str(profile)]
+                procs.append(_start_server(port, args, prefix, game))
                 urls.append(f"http://127.0.0.1:{port}")
             lines = _bodies(urls, scenario, games, game)
             cpu_of = _cpu_seconds
-        w, cpu, load_cpu_s = _load(
-            lines, scenario, games, seconds, load_cpu, procs, cpu_of, think_ms
+        w, cpu, load_cpu_s, profiled = _load(
+            lines, scenario, games, seconds, load_cpu, procs, cpu_of, think_ms, profiles
         )
     finally:
         for proc in procs:
@@ -328,9 +358,11 @@ def run_scenario(
             else:
                 proc.terminate()
                 proc.wait(timeout=30)
+        tmp.cleanup()
     secs = w["duration_us"] / 1e6
     decisions = w["requests"] * scenario.items_per_request
     errors = sum(w[k] for k in w if k.startswith("errors_"))
+    cpu_us = cpu / max(decisions, 1) * 1e6
     return Result(
         scenario=scenario.name,
         label=scenario.label,
@@ -339,12 +371,53 @@ def run_scenario(
         requests_per_s=w["requests"] / secs,
         p50_ms=w["p50_us"] / 1000,
         p99_ms=w["p99_us"] / 1000,
-        server_cpu_us_per_decision=cpu / max(decisions, 1) * 1e6,
+        server_cpu_us_per_decision=cpu_us,
         errors=errors,
         think_ms=think_ms,
         server_cores=cpu / secs,
         load_cores=load_cpu_s / secs,
+        stages_us=stage_costs(profiled, cpu_us) if profiled else None,
     )
+
+
+def stage_costs(profiles: list[dict[str, Any]], cpu_us: float) -> dict[str, float]:
+    """µs per decision by stage from what the servers' stages timed over the measurement
+    (`croupier.stages.difference`), and `other`: `cpu_us` (the processes' CPU per decision
+    over the same window, from /proc) less the top-level stages."""
+    decisions = sum(p["decisions"] for p in profiles)
+    out = {
+        stage: sum(p["ns"][stage] for p in profiles) / max(decisions, 1) / 1000 for stage in STAGES
+    }
+    out["other"] = cpu_us - sum(v for k, v in out.items() if k not in SUB_STAGES)
+    return out
+
+
+def stage_table(results: list[Result]) -> dict[str, dict[str, dict[str, float]]]:
+    """{load point: {scenario: {stage: µs per decision}}}, for the results that have stages."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for r in results:
+        if r.stages_us is not None:
+            load = f"think {r.think_ms:g} ms" if r.think_ms else "saturated"
+            point = f"{r.games} games, {load}"
+            out.setdefault(point, {})[r.scenario] = dict(r.stages_us)
+    return out
+
+
+def format_stage_table(results: list[Result]) -> str:
+    """The stage table as text: one column per (load point, scenario), one row per stage."""
+    cols = [r for r in results if r.stages_us is not None]
+    if not cols:
+        return ""
+    rows = [*STAGES, "other"]
+    heads = [f"{r.scenario}@{r.games}/{r.think_ms:g}ms" for r in cols]
+    lines = [f"{'server CPU us/decision':<24}" + "".join(f"{h:>16}" for h in heads)]
+    for stage in rows:
+        name = ("  " if stage in SUB_STAGES else "") + stage
+        cells = "".join(f"{r.stages_us[stage]:>16.1f}" for r in cols)  # type: ignore[index]
+        lines.append(f"{name:<24}{cells}")
+    lines.append(f"{'total (/proc)':<24}" + "".join(
+        f"{r.server_cpu_us_per_decision:>16.1f}" for r in cols))  # fmt: skip
+    return "\n".join(lines)
 
 
 def _load(
@@ -356,9 +429,11 @@ def _load(
     procs: list[subprocess.Popen],
     cpu_of: Any,
     think_ms: float = 0.0,
-) -> tuple[dict[str, Any], float, float]:
-    """wrk against the server(s) (one thread each): its numbers, and the servers' and wrk's
-    own CPU seconds while it measured."""
+    profiles: list[Path] | None = None,
+) -> tuple[dict[str, Any], float, float, list[dict[str, Any]]]:
+    """wrk against the server(s) (one thread each): its numbers, the servers' and wrk's own
+    CPU seconds while it measured, and what each server's stages (`profiles[i]`: its
+    `--profile-stages` file) timed meanwhile."""
     urls = list(lines)
     with tempfile.TemporaryDirectory() as tmp:
         bodies, out = Path(tmp) / "bodies.tsv", Path(tmp) / "out.json"
@@ -384,11 +459,16 @@ def _load(
             check=True,
             capture_output=True,
         )
+        profiled = list(zip(procs, profiles or [], strict=False))
+        before = [request_snapshot(p.pid, path, 1) for p, path in profiled]
         cpu0, reaped0 = sum(cpu_of(p.pid) for p in procs), _children_cpu_seconds()
         subprocess.run([*cmd, "-s", str(LUA), urls[0]], env=env, check=True, capture_output=True)
         cpu = sum(cpu_of(p.pid) for p in procs) - cpu0
+        reaped = _children_cpu_seconds() - reaped0
+        after = [request_snapshot(p.pid, path, 2) for p, path in profiled]
+        stages = [difference(a, b) for a, b in zip(after, before, strict=True)]
         # wrk is the only child reaped in between (taskset execs it: one process).
-        return json.loads(out.read_text()), cpu, _children_cpu_seconds() - reaped0
+        return json.loads(out.read_text()), cpu, reaped, stages
 
 
 def _children_cpu_seconds() -> float:
@@ -505,15 +585,23 @@ def medians(results: list[Result]) -> list[Result]:
                 think_ms=think_ms,
                 server_cores=statistics.median(r.server_cores for r in runs),
                 load_cores=statistics.median(r.load_cores for r in runs),
+                stages_us=_median_stages([r.stages_us for r in runs if r.stages_us]),
             )
         )
     return out
 
 
+def _median_stages(runs: list[dict[str, float]]) -> dict[str, float] | None:
+    if not runs:
+        return None
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
 def select(names: list[str] | None) -> list[Scenario]:
-    """The scenarios named (all when None), in the bench's order; unknown names refused."""
+    """The scenarios named (the default ones when None: all but `r` and `c-torch`), in the
+    bench's order; unknown names refused."""
     if names is None:
-        return list(SCENARIOS)
+        return [sc for sc in SCENARIOS if sc.default]
     known = {sc.name for sc in SCENARIOS}
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -573,6 +661,8 @@ def bench_serve(
             games: {k: statistics.median(r[k] for r in per_round) for k in per_round[0]}
             for games, per_round in round_ratios.items()
         },
+        # Server CPU µs per decision by stage, medians over rounds (`croupier/stages.py`).
+        "stages": stage_table(results),
         "runs": [asdict(r) for r in runs],
     }
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -368,6 +368,19 @@ class CandidateAdapter(ABC):
     def candidate_value(self, k: int, state: dict[str, Any]) -> Any:
         """The engine's own value of candidate k (what the engine applies)."""
 
+    def encode_candidates_many(
+        self, states: list[dict[str, Any]]
+    ) -> list[tuple[np.ndarray, np.ndarray] | InvalidState]:
+        """`encode_candidates` of each state (a refused one: its InvalidState, in its place).
+        By default one at a time; a game may build the features of all at once."""
+        out: list[tuple[np.ndarray, np.ndarray] | InvalidState] = []
+        for state in states:
+            try:
+                out.append(self.encode_candidates(state))
+            except InvalidState as e:
+                out.append(e)
+        return out
+
     def candidate_count(self, state: dict[str, Any]) -> int:
         """K, the number of legal actions, with `state` validated as `encode_candidates`
         validates it (raises InvalidState). By default the whole encode."""

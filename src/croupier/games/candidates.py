@@ -48,6 +48,24 @@ class CandidateGame(GameAdapter):
         self.inner.checked_count(len(cands))
         return obs, np.ascontiguousarray(cands, np.float32)
 
+    def encode_many(
+        self, states: list[dict[str, Any]]
+    ) -> list[tuple[np.ndarray, np.ndarray] | InvalidState]:
+        """`encode` of each state, the features built together where the game can
+        (`CandidateAdapter.encode_candidates_many`); a refused state: its InvalidState."""
+        out: list[tuple[np.ndarray, np.ndarray] | InvalidState] = []
+        for item in self.inner.encode_candidates_many(states):
+            if isinstance(item, InvalidState):
+                out.append(item)
+                continue
+            try:
+                self.inner.checked_count(len(item[1]))
+            except InvalidState as e:
+                out.append(e)
+                continue
+            out.append((item[0], np.ascontiguousarray(item[1], np.float32)))
+        return out
+
     def check(self, state: dict[str, Any]) -> np.ndarray:
         """The candidates without their features: K rows of nothing, all that `legal_indices`
         and `is_legal` read (a rules seat's decision needs no features)."""

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from rlcard.games.uno.utils import ACTION_LIST, TRAIT_MAP, encode_hand, encode_target
 
+from croupier import stages
 from croupier.games.base import (
     CandidateAdapter,
     InvalidState,
@@ -400,7 +401,21 @@ class UnoCandidatesAdapter(UnoAdapter, CandidateAdapter):
     max_candidates = MAX_CANDIDATES
 
     def encode_candidates(self, state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-        obs, _ = self.encode(state)  # validates the state and its legal actions
+        t0 = stages.clock() if stages.ON else 0
+        p = self.parse(state)  # validates the state and its legal actions
+        if stages.ON:
+            t1 = stages.clock()
+            stages.add(stages.VALIDATE, t0)
+        obs = self.features(p)
+        if stages.ON:
+            t0 = stages.clock()
+            stages.add(stages.STATE_FEATURES, t1)
+        cands = self._candidates(state, obs)
+        if stages.ON:
+            stages.add(stages.CANDIDATE_FEATURES, t0)
+        return obs, cands
+
+    def _candidates(self, state: dict[str, Any], obs: np.ndarray) -> np.ndarray:
         legal = state["legal_actions"]
         colored = [c for c in state["hand"] if c[2:] not in _WILD_TRAITS]
         per_color = Counter(c[0] for c in colored)
@@ -422,10 +437,13 @@ class UnoCandidatesAdapter(UnoAdapter, CandidateAdapter):
                 row[21] = (per_trait[trait] - 1) / 4.0
             row[22] = obs[drew + color]
             row[23] = obs[wild + color]
-        return obs, cands
+        return cands
 
     def candidate_count(self, state: dict[str, Any]) -> int:
+        t0 = stages.clock() if stages.ON else 0
         self.parse(state)  # the checks alone: a rules seat needs no features
+        if stages.ON:
+            stages.add(stages.VALIDATE, t0)
         return len(state["legal_actions"])
 
     def candidate_value(self, k: int, state: dict[str, Any]) -> str:

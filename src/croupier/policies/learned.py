@@ -4,7 +4,7 @@ Readers take a reference to the current `{version: module}` mapping once and kee
 new version builds a fresh module off to the side and then replaces the mapping in a single
 assignment. In-flight forwards finish on the weights they started with and nobody waits.
 
-Why ~450 lines in one module: installing, resolving and running a version share the one
+Why ~500 lines in one module: installing, resolving and running a version share the one
 mapping that makes the swap atomic; the module itself is `policies/module.py`, retention
 `policies/retention.py`.
 """
@@ -24,9 +24,11 @@ import numpy as np
 import torch
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
+from croupier import stages
 from croupier.games.base import GameAdapter
 from croupier.games.candidates import is_candidate_game
 from croupier.policies.module import ModelSpec, PolicyNetwork, build_inference_module
+from croupier.policies.onnx_scorer import CandidateScorer
 from croupier.policies.retention import Retention
 from croupier.policies.weights_file import (
     UnreadableWeights,
@@ -93,6 +95,7 @@ class PolicyVersions:
         behaviour_lag: int = 0,
         retention: Retention | None = None,
         max_pinned: int = 32,
+        onnx_forward: bool = True,
     ):
         if keep < 1 or behaviour_lag < 0 or max_pinned < 0:
             raise ValueError("keep must be at least 1, behaviour_lag and max_pinned at least 0")
@@ -123,6 +126,12 @@ class PolicyVersions:
         # Each module's plain policy network (None: serve through the module's `_forward`),
         # made on its first forward; it goes when the module does.
         self._networks: weakref.WeakKeyDictionary[Any, PolicyNetwork | None] = (
+            weakref.WeakKeyDictionary()
+        )
+        # Each candidate module's ONNX Runtime scorer (None: torch serves it), the same way;
+        # `onnx_forward` False: torch always (`croupier bench serve` compares the two).
+        self.onnx_forward = onnx_forward
+        self._scorers: weakref.WeakKeyDictionary[Any, CandidateScorer | None] = (
             weakref.WeakKeyDictionary()
         )
         self._latest = 0
@@ -188,6 +197,8 @@ class PolicyVersions:
             module.load_state_dict(
                 {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}, strict=True
             )
+            if self.candidates:  # here (the link's thread), not in the version's first forward
+                self._scorer(module)
             kept = {v: m for v, m in self._modules.items() if v < version or v in self._pinned}
             kept[version] = module
             held = self._pinned | self.held_for_games()
@@ -220,6 +231,8 @@ class PolicyVersions:
                 module.load_state_dict(
                     {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}, strict=True
                 )
+                if self.candidates:  # as `install`: not in the version's first forward
+                    self._scorer(module)
                 self._modules = {**self._modules, version: module}
                 if version > self._latest:
                     self._latest = version
@@ -263,7 +276,18 @@ class PolicyVersions:
         if self.candidates:
             return self._act_candidates(module, obs, masks, explore, greedy)
         # np.array over a list of equal-shape rows: ~5x faster than np.stack at these sizes.
-        return self.act(module, np.array(obs), np.array(masks), explore, greedy)
+        t0 = stages.clock() if stages.ON else 0
+        states, legal = np.array(obs), np.array(masks)
+        if not stages.ON:
+            return self.act(module, states, legal, explore, greedy)
+        t1 = stages.clock()
+        stages.add(stages.BATCH_ASSEMBLY, t0)
+        logits = self._logits(module, states, legal)
+        t0 = stages.clock()
+        stages.add(stages.FORWARD, t1)
+        res = self._sample(logits, legal, explore, greedy)
+        stages.add(stages.SAMPLING, t0)
+        return res
 
     def _act_candidates(
         self,
@@ -275,19 +299,31 @@ class PolicyVersions:
     ) -> ActResult:
         # The candidates go in as one flat [C, F] list (each row's own ones, no padding) and
         # come back as C scores: no padded [B, K, F] block to build and gather from.
+        t0 = stages.clock() if stages.ON else 0
         counts = np.fromiter((len(c) for c in cands), np.int64, len(cands))
         rows = np.repeat(np.arange(len(cands)), counts)
-        with torch.inference_mode():
-            net = module.net
-            h = net.embed(torch.from_numpy(np.array(obs)))
-            scores = net.score_pairs(
-                h, torch.from_numpy(np.concatenate(cands)), torch.from_numpy(rows)
-            ).numpy()
+        states, flat = np.array(obs), np.concatenate(cands)
+        if stages.ON:
+            t1 = stages.clock()
+            stages.add(stages.BATCH_ASSEMBLY, t0)
+        scorer = self._scorer(module)
+        if scorer is not None:
+            scores = scorer(states, flat, rows)
+        else:
+            with torch.inference_mode():
+                net = module.net
+                h = net.embed(torch.from_numpy(states))
+                scores = net.score_pairs(h, torch.from_numpy(flat), torch.from_numpy(rows)).numpy()
+        if stages.ON:
+            t0 = stages.clock()
+            stages.add(stages.FORWARD, t1)
         mask = np.arange(counts.max())[None, :] < counts[:, None]
         logits = np.full(mask.shape, FLOAT_MIN, np.float32)
         logits[mask] = scores  # row-major: row i's K_i scores in order
         res = self._sample(logits, mask, explore, greedy)
         trimmed = [row[:k] for row, k in zip(res.logits, counts.tolist(), strict=True)]
+        if stages.ON:
+            stages.add(stages.SAMPLING, t0)
         return ActResult(res.actions, res.logp, trimmed, res.valid)  # type: ignore[arg-type]
 
     def act(
@@ -352,6 +388,19 @@ class PolicyVersions:
         }
         with torch.inference_mode():
             return forward_logits(module, batch).numpy()
+
+    def _scorer(self, module: Any) -> CandidateScorer | None:
+        """The module's ONNX Runtime scorer (None: torch serves it), made when the version is
+        installed or on its first forward (~10 ms the graph, ~40 ms the session and its check,
+        on a busy 2-core VM; the first in a process also imports onnx, ~1.7 s), gone with
+        the module."""
+        if not self.onnx_forward:
+            return None
+        try:
+            return self._scorers[module]
+        except KeyError:  # two threads may both make it: harmless
+            scorer = self._scorers[module] = CandidateScorer.of(module)
+            return scorer
 
     def _build(self) -> Any:
         return build_inference_module(

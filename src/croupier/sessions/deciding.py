@@ -15,7 +15,7 @@ its gradient none), and RLCard's UNO offers one legal action in ~61% of decision
 that arrives with it is added to the seat's last recorded step, as any reward between two of
 its decisions is. An engine may equally apply forced moves itself (docs/your-game.md).
 
-Why ~460 lines in one module: the four paths share one step record and end in one `_finish`,
+Why ~520 lines in one module: the four paths share one step record and end in one `_finish`,
 which counts, records and answers; split, a path's recording would be read apart from the
 answer it belongs to.
 """
@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from croupier import stages
 from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter, InvalidState
 from croupier.policies.rollout import Rollout
@@ -119,6 +120,12 @@ _ANSWERED_HERE = ("rules", "random")  # seat kinds that need no model
 _ANSWERED, _QUEUED, _FORWARDED, _REPLAY = StepPath
 
 
+def _own(rows: np.ndarray) -> np.ndarray:
+    """`rows` itself, or a copy when it is a view into a bigger array (a batch's)."""
+    base = rows.base
+    return rows.copy() if base is not None and base.nbytes > rows.nbytes else rows
+
+
 def _model_result(future: asyncio.Future[ModelDecision | None]) -> ModelDecision | None:
     """The model's answer, or None when it was late or failed (the fallback answers then)."""
     if not future.done() or future.cancelled() or future.exception() is not None:
@@ -197,14 +204,15 @@ class Decider:
         forward where versions agree) without a task or a future per item; a failing item
         fails alone."""
         queued = self.batcher.queued  # batch items are not queued: it stays this long
+        encoded = self._encode_for_model(requests)
         # `each`'s loop written out: its lambda cost ~0.4 us of a ~35 us batch item.
         steps: list[_Step | Exception] = []
-        for request in requests:
+        for i, request in enumerate(requests):
             if isinstance(request, Exception):
                 steps.append(request)
                 continue
             try:
-                steps.append(self._prepare(*request, queued=queued))
+                steps.append(self._prepare(*request, queued=queued, encoded=encoded.get(i)))
             except CLIENT_ERRORS as e:
                 steps.append(e)
         forwarded = [s for s in steps if isinstance(s, _Step) and s.path is _FORWARDED]
@@ -224,6 +232,37 @@ class Decider:
             for s in steps:  # most items carry no turn: no call for them (~0.2 us an item)
                 if type(s) is _Step and s.turn_result is not None:
                     self._forget_unfinished_turn(s)
+
+    def _encode_for_model(
+        self, requests: list[Any]
+    ) -> dict[int, tuple[np.ndarray, np.ndarray] | InvalidState]:
+        """The encodes of a batch request's items a model will score, built together where the
+        game can (`encode_many`: doudizhu's features as array operations over all the items),
+        by item index; the rest are prepared one by one (`_prepare`)."""
+        encode_many = getattr(self.adapter, "encode_many", None)
+        if encode_many is None:
+            return {}
+        at, states = [], []
+        for i, request in enumerate(requests):
+            if isinstance(request, Exception):
+                continue
+            game_id, seat, state = request[0], request[1], request[2]
+            try:
+                policy = self.games.get(game_id).seats.get(seat)
+            except CLIENT_ERRORS:
+                continue  # `_prepare` says what is wrong with it
+            if policy is not None and (
+                policy.kind not in _ANSWERED_HERE or self.rollout.observes(game_id, seat)
+            ):
+                at.append(i)
+                states.append(state)
+        if len(states) < 2:
+            return {}
+        t0 = stages.clock() if stages.ON else 0
+        encoded = dict(zip(at, encode_many(states), strict=True))
+        if stages.ON:
+            stages.add(stages.ENCODE, t0)
+        return encoded
 
     async def _forward_now(self, steps: list[_Step]) -> None:
         """The items' forward: on the event loop, or on the forward thread when it is big (a
@@ -265,10 +304,12 @@ class Decider:
         reward: float | None,
         turn: int | None = None,
         queued: int | None = None,
+        encoded: tuple[np.ndarray, np.ndarray] | InvalidState | None = None,
     ) -> _Step:
         """Validate and act where no model is needed; queue the model's work otherwise.
         A batch request's items pass `queued` (the queue's length: they are forwarded
-        together, unqueued); a lone decide does not (it is queued)."""
+        together, unqueued); a lone decide does not (it is queued). `encoded`: the state's
+        encode, already built with the batch's others (`_encode_for_model`)."""
         session = self.games.get(game_id)
         policy = session.seats.get(seat)
         if policy is None:
@@ -281,8 +322,13 @@ class Decider:
         if reward is not None and (problem := self.adapter.reward_problem(reward)) is not None:
             self.refused_rewards += 1
             raise Unprocessable(problem, ("reward",))
+        t0 = stages.clock() if stages.ON else 0
         try:
-            if policy.kind in _ANSWERED_HERE and not self.rollout.observes(game_id, seat):
+            if encoded is not None:
+                if isinstance(encoded, InvalidState):
+                    raise encoded
+                obs, mask = encoded
+            elif policy.kind in _ANSWERED_HERE and not self.rollout.observes(game_id, seat):
                 # Rules and random act on the state and its legal moves; the observation is
                 # for a model or a recording (doudizhu: the features are ~60% of an encode).
                 obs, mask = _NO_OBS, self.adapter.check(state)
@@ -290,6 +336,8 @@ class Decider:
                 obs, mask = self.adapter.encode(state)
         except InvalidState as e:
             raise Unprocessable(f"bad state: {e}", ("state",)) from None
+        if stages.ON:
+            stages.add(stages.ENCODE, t0)
         if session.teams is None:
             self._note_teams(session, state)
         if policy.kind == "rules":
@@ -373,6 +421,12 @@ class Decider:
         counts[older] = counts.get(older, 0) + counts.pop(oldest)
 
     def _record(self, step: _Step, model: ModelDecision) -> None:
+        t0 = stages.clock() if stages.ON else 0
+        self._record_step(step, model)
+        if stages.ON:
+            stages.add(stages.RECORD, t0)
+
+    def _record_step(self, step: _Step, model: ModelDecision) -> None:
         recorder = step.session.recorders.get(step.seat)
         # An abort or end may have landed while this waited on the batcher: record nothing.
         # A fallback step is not the learned policy's: never recorded (not called for it).
@@ -381,22 +435,18 @@ class Decider:
         recorder.add_reward(step.reward or 0.0)
         if len(recorder) >= self.max_episode_steps:
             recorder = self._cut_episode(step, recorder)
-        logits = model.logits
-        base = logits.base
-        if base is not None and base.nbytes > logits.nbytes:
-            # A row of the batch's logits: kept, it would keep the whole batch's (up to 256 x
-            # 512 floats for a candidate game) while the budget counts its own bytes only.
-            logits = logits.copy()
-        nbytes = step_nbytes(step.obs, step.mask, logits)
+        # A row of the batch's logits (or of a batch request's features, `encode_many`): kept,
+        # it would keep the whole batch's (up to 256 x 512 floats for a candidate game) while
+        # the budget counts its own bytes only. So the record copies what was built, once.
+        logits, obs, mask = _own(model.logits), _own(step.obs), _own(step.mask)
+        nbytes = step_nbytes(obs, mask, logits)
         if self.budget is not None and self.budget.refuses(recorder, nbytes):
             # Answered, not recorded: the episode so far ends here, truncated, as where a
             # fallback answered (`_end_fragment`); the next learned decision starts anew.
             if len(recorder):
                 self._truncate(step, recorder)
             return
-        recorder.add_decision(
-            step.obs, step.mask, step.index, model.logp, logits, model.version, nbytes
-        )
+        recorder.add_decision(obs, mask, step.index, model.logp, logits, model.version, nbytes)
 
     def _carry_reward(self, step: _Step) -> None:
         """A forced move's reward: onto the seat's last recorded step (not a step itself)."""
@@ -457,6 +507,7 @@ class Decider:
 
     def rules_index(self, state: dict[str, Any], mask: np.ndarray) -> int:
         assert self.rules is not None
+        t0 = stages.clock() if stages.ON else 0
         try:
             value = self.rules(state)
             index = self.adapter.action_index(value, state)
@@ -464,6 +515,9 @@ class Decider:
             raise Unprocessable(
                 f"the rules policy could not act on this state: {e}", ("state",)
             ) from None
+        finally:
+            if stages.ON:
+                stages.add(stages.RULES, t0)
         if not self.adapter.is_legal(mask, index):
             raise Unprocessable(f"the rules policy chose an illegal action {value!r}", ("state",))
         return index
