@@ -571,14 +571,26 @@ class CardGame:
 
     def set_features(self, counts: np.ndarray, max_cards: int) -> np.ndarray:
         """float32[n, set_size] of int[n, deck] counts: per card / copies, per rank and per
-        suit / the deck's, the size / `max_cards`."""
-        _, _, by_rank, by_suit = self._tables
-        c = counts.astype(np.float32)
+        suit / the deck's, the size / `max_cards`. Sums over the deck's rank-major layout,
+        not a matrix product: a BLAS call for these tiny shapes cost ~0.3 ms a state on the
+        loaded 2-core box, the sums ~10x less."""
         d = self.deck
-        per_rank = c @ by_rank / (d.copies * by_rank.sum(0))
-        per_suit = c @ by_suit / (d.copies * np.maximum(by_suit.sum(0), 1))
-        size = c.sum(1, keepdims=True) / max(max_cards, 1)
-        return np.concatenate([c / d.copies, per_rank, per_suit, size], axis=1)
+        n, suits = len(counts), max(len(d.suits), 1)
+        c = counts.astype(np.float32) / d.copies
+        out = np.empty((n, self.set_size), np.float32)
+        out[:, : d.size] = c
+        plain = len(d.ranks) * suits
+        o = d.size
+        out[:, o : o + len(d.ranks)] = c[:, :plain].reshape(n, len(d.ranks), suits).sum(2) / suits
+        o += len(d.ranks)
+        out[:, o : o + len(d.jokers)] = c[:, plain:]
+        o += len(d.jokers)
+        if d.suits:
+            out[:, o : o + suits] = c[:, :plain].reshape(n, len(d.ranks), suits).sum(1) / len(
+                d.ranks
+            )
+        out[:, -1] = counts.sum(1) / max(max_cards, 1)
+        return out
 
     def features(self, p: Parsed) -> np.ndarray:
         obs = np.zeros(self.obs_size, np.float32)
