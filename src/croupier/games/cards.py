@@ -23,8 +23,8 @@ engineered by hand:
   `payoff_range`): what the server's OpenAPI document publishes, as strict as JSON Schema can
   say, never stricter than the checks (`tests/test_cards.py` holds both ways).
 
-What JSON Schema cannot say stays a 422 (see `semantic_problem`): a legal move's cards in the
-hand, the deck's copies across zones and within one move.
+What JSON Schema cannot say stays a 422: a legal move's cards in the hand, the deck's copies
+across the counted zones and within one move.
 
 A game through the toolkit is `examples/limit_holdem/`, `examples/crazy_eights/`,
 `examples/president/` (docs/your-game.md leads with it).
@@ -527,8 +527,8 @@ class CardGame:
         kind = self.kinds[kinds.index(name)]
         lo, hi = kind.cards
         if not lo <= len(cards) <= hi or x != " ".join([name, *cards]):
-            raise InvalidState(f"{what!r}: {name!r} takes {lo}..{hi} cards, spelled "
-                               f"'{name} C1 C2': got {x!r}")  # fmt: skip
+            raise InvalidState(f"{what!r}: {name!r} takes {lo}..{hi} cards, one space before "
+                               f"each: got {x!r}")  # fmt: skip
         counts, ids = self.read_cards(cards, hi, what)
         move = Move(kinds.index(name), counts, ids[0] if ids else -1)
         if len(self._moves) > 100_000:  # bounded: only valid moves are kept
@@ -692,7 +692,8 @@ class CardGame:
         alts = []
         for k in self.kinds:
             lo, hi = k.cards
-            alts.append(re.escape(k.name) + (f"(?: {card}){{{lo},{hi}}}" if hi else ""))
+            name = k.name.replace(".", r"\.")  # (letters, digits, _ . - only: see __post_init__)
+            alts.append(name + (f"(?: {card}){{{lo},{hi}}}" if hi else ""))
         return "^(?:" + "|".join(alts) + ")$"
 
     def move_schema(self) -> dict[str, Any]:
@@ -709,15 +710,6 @@ class CardGame:
         }  # fmt: skip
         required = [z.field for z in self.zones if z.required] + [self.legal_field]
         return {"type": "object", "required": required, "properties": props}
-
-    def semantic_problem(self, state: dict[str, Any]) -> str | None:
-        """For a state the schema admits: what the checks refuse that JSON Schema cannot say
-        (None: nothing). The test suite's oracle; the adapter's checks are `parse`."""
-        try:
-            self.parse(state)
-        except InvalidState as e:
-            return str(e)
-        return None
 
 
 # --- the adapters ------------------------------------------------------------------------------
