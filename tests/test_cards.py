@@ -66,8 +66,12 @@ TOY = CardGame(
         Choice("phase", options=("bid", "play")),
         History("moves", last=2, max_moves=10),
     ),
-    kinds=(Kind("pass"), Kind("play", cards=(1, 1)), Kind("pair", cards=(2, 2)),
-           Kind("bid.up", from_hand=False)),  # fmt: skip
+    kinds=(
+        Kind("pass"),
+        Kind("play", cards=(1, 1)),
+        Kind("pair", cards=(2, 2)),
+        Kind("bid.up", from_hand=False),
+    ),  # fmt: skip
     answers="trick",
     payoff_range=(-3.0, 3.0),
     max_legal=16,
@@ -215,7 +219,7 @@ def test_the_checks_refuse_what_the_game_cannot_have(change: dict, why: str) -> 
         Toy().encode(toy_state(**change))
 
 
-def test_the_checks_take_what_json_takes() -> None:
+def test_the_checks_take_what_jsontakes() -> None:
     a = Toy()
     a.encode(toy_state(seat=1.0, round=2.0, top="9S"))  # a float without a fraction is an integer
     state = toy_state()
@@ -268,6 +272,7 @@ def semantics(game: CardGame, state: dict[str, Any]) -> bool:
     )
 
 
+EXAMPLES_PER_GAME = 60  # per direction: ~10-30 s a game on the loaded 2-core box
 SCHEMA_GAMES = [
     pytest.param("tests.test_cards:Toy", id="toy"),
     pytest.param("examples.limit_holdem.adapter:LimitHoldem", id="limit-holdem"),
@@ -281,23 +286,26 @@ SCHEMA_GAMES = [
 def test_what_the_schema_admits_the_game_takes_unless_a_semantic_check_fails(game: str) -> None:
     from hypothesis import HealthCheck, given, settings
 
-    from tests.test_state_schema import GenerationMode, _boundary_states, _states, _takes
+    pytest.importorskip("schemathesis", reason="pip install -e '.[dev]'")
+    from tests.helpers.state_schema import GenerationMode, boundary_states, states, takes
 
     adapter = load_adapter(game)
     schema = adapter.state_schema()
     validator = jsonschema_rs.Draft202012Validator(schema)
     seen = Counter()
 
-    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(_states(schema, GenerationMode.POSITIVE))
+    @settings(
+        max_examples=EXAMPLES_PER_GAME, deadline=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(states(schema, GenerationMode.POSITIVE))
     def check(state: Any) -> None:
         assert validator.is_valid(state), state
-        taken = _takes(adapter, state)
+        taken = takes(adapter, state)
         assert taken == semantics(adapter.game, state), state
         seen[taken] += 1
 
     check()
-    for state in _boundary_states(schema, GenerationMode.POSITIVE):
+    for state in boundary_states(schema, GenerationMode.POSITIVE):
         check.hypothesis.inner_test(state)
     assert seen[True] > 0, seen  # the check can fail both ways: some states are taken
 
@@ -307,23 +315,26 @@ def test_what_the_schema_admits_the_game_takes_unless_a_semantic_check_fails(gam
 def test_what_the_schema_refuses_the_game_refuses(game: str) -> None:
     from hypothesis import HealthCheck, given, settings
 
-    from tests.test_state_schema import GenerationMode, _boundary_states, _states, _takes
+    pytest.importorskip("schemathesis", reason="pip install -e '.[dev]'")
+    from tests.helpers.state_schema import GenerationMode, boundary_states, states, takes
 
     adapter = load_adapter(game)
     schema = adapter.state_schema()
     validator = jsonschema_rs.Draft202012Validator(schema)
     refused = []
 
-    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(_states(schema, GenerationMode.NEGATIVE))
+    @settings(
+        max_examples=EXAMPLES_PER_GAME, deadline=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(states(schema, GenerationMode.NEGATIVE))
     def check(state: Any) -> None:
         if not isinstance(state, dict) or validator.is_valid(state):
             return
-        assert not _takes(adapter, state), state
+        assert not takes(adapter, state), state
         refused.append(state)
 
     check()
-    boundary = _boundary_states(schema, GenerationMode.NEGATIVE)
+    boundary = boundary_states(schema, GenerationMode.NEGATIVE)
     for state in boundary:
         check.hypothesis.inner_test(state)
     assert len(refused) >= 20 + len(boundary) // 2, (len(refused), len(boundary))
@@ -366,18 +377,14 @@ def test_every_engine_state_validates_and_both_heads_take_it(game: str, hands: i
 
 
 def test_each_development_game_is_declared_in_under_100_lines_with_a_short_bot() -> None:
+    from examples.crazy_eights.adapter import eights_rules  # (no OpenSpiel needed here)
     from examples.limit_holdem.adapter import holdem_rules
     from examples.president.adapter import president_rules
 
     for name in ("limit_holdem", "president", "crazy_eights"):
         lines = (ROOT / f"examples/{name}/adapter.py").read_text().splitlines()
         assert len(lines) < 100, (name, len(lines))
-    bots = [holdem_rules, president_rules]
-    if importlib.util.find_spec("pyspiel") is not None:
-        from examples.crazy_eights.adapter import eights_rules
-
-        bots.append(eights_rules)
-    for bot in bots:
+    for bot in (holdem_rules, president_rules, eights_rules):
         assert len(inspect.getsource(bot).splitlines()) <= 30, bot.__name__
 
 

@@ -37,8 +37,12 @@ GAME = CardGame(
         SeatNumbers("num_cards", high=51),
         History("moves", last=8, max_moves=16),
     ),
-    kinds=(Kind("play", cards=(1, 1)), Kind("draw"), Kind("pass"),
-           *(Kind(f"suit-{s}") for s in SUITS)),  # fmt: skip
+    kinds=(
+        Kind("play", cards=(1, 1)),
+        Kind("draw"),
+        Kind("pass"),
+        *(Kind(f"suit-{s}") for s in SUITS),
+    ),  # fmt: skip
     answers="top",
     # The first out wins the other's points, at most the deck's 508 (OpenSpiel's / 100).
     payoff_range=(-5.08, 5.08),

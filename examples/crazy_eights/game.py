@@ -19,8 +19,10 @@ SCALE = 100.0  # OpenSpiel's points per payoff unit: a hand of points is ~0.5 to
 
 
 def _spiel() -> Any:
-    import pyspiel  # the optional `games` extra
-
+    try:
+        import pyspiel  # the optional `games` extra
+    except ImportError:
+        raise ValueError("crazy eights is OpenSpiel's: pip install 'croupier[games]'") from None
     return pyspiel.load_game("crazy_eights", {"players": 2})
 
 

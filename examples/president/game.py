@@ -53,9 +53,10 @@ class PresidentSimulator(Simulator):
         return moves
 
     def state(self, seat: int) -> dict[str, Any]:
+        legal = self.legal_actions() if seat == self.turn else ["pass"]
         return {"seat": seat, "hand": list(self.hands[seat]), "to_beat": list(self.to_beat),
                 "num_cards": [len(h) for h in self.hands], "moves": self.moves[-32:],
-                "legal_actions": self.legal_actions() if seat == self.turn else ["pass"]}  # fmt: skip
+                "legal_actions": legal}  # fmt: skip
 
     def _next(self, seat: int) -> int:
         seat = (seat + 1) % SEATS
