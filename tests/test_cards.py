@@ -157,6 +157,20 @@ def test_the_fixed_head_has_a_slot_per_kind_card_or_rank_and_inverts() -> None:
         a.action_value(2, state)  # play 9S: not legal here
 
 
+def test_the_fixed_head_tells_a_pair_from_a_single_of_one_rank() -> None:
+    """President's plays take 1-4 cards: a slot per rank and count, so the head can lead all
+    its 7s (a slot per rank alone would stand for the first listed, the single 7)."""
+    a = load_adapter("examples.president.adapter:President")
+    assert a.num_actions == 1 + 13 * 4
+    state = {"seat": 0, "hand": ["7C", "7H", "9S"], "to_beat": [], "num_cards": [3, 3, 3, 3],
+             "moves": [], "legal_actions": ["play 7C", "play 7C 7H", "play 9S"]}  # fmt: skip
+    _, mask = a.encode(state)
+    slots = [a.action_index(m, state) for m in state["legal_actions"]]
+    assert len(set(slots)) == 3 and list(np.flatnonzero(mask)) == sorted(slots)
+    assert slots[:2] == [1 + 4 * 4, 1 + 4 * 4 + 1]  # rank 7 is the 5th: 1 card, 2 cards
+    assert [a.action_value(i, state) for i in slots] == state["legal_actions"]
+
+
 def test_candidates_say_the_kind_the_cards_what_is_left_and_what_they_answer() -> None:
     a = ToyCandidates()
     state = toy_state(hand=["9H", "KS"], legal_actions=["pass", "play 9H", "play KS", "bid.up"])

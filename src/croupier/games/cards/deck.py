@@ -75,8 +75,11 @@ class Deck:
 class Kind:
     """A kind of move: `cards` (fewest, most) it takes; `from_hand`: its cards must be in the
     hand; `head`: how the fixed head tells its moves apart, "card" (one slot per card: a kind
-    of one card), "rank" (per main rank: the rank it holds most of) or "none" (one slot).
-    Default: none for a cardless kind, card for a one-card kind, rank otherwise."""
+    of one card), "rank" (per main rank: the rank it holds most of), "rank-count" (per main
+    rank and number of cards: a pair of 7s is not three 7s) or "none" (one slot). Default:
+    none for a cardless kind, card for a one-card kind, rank-count otherwise. (With "rank",
+    a four-seat president's fixed head led a single 7 where its rules led all its 7s: the
+    rules' clone agreed on every slot and still played another move.)"""
 
     name: str
     cards: tuple[int, int] = (0, 0)
@@ -84,13 +87,15 @@ class Kind:
     head: str = ""
 
     def slots(self, deck: Deck) -> int:
-        return {"none": 1, "card": deck.size, "rank": deck.num_ranks}[self.head_kind]
+        counts = self.cards[1] - self.cards[0] + 1
+        return {"none": 1, "card": deck.size, "rank": deck.num_ranks,
+                "rank-count": deck.num_ranks * counts}[self.head_kind]  # fmt: skip
 
     @property
     def head_kind(self) -> str:
         if self.head:
             return self.head
-        return "none" if self.cards[1] == 0 else "card" if self.cards[1] == 1 else "rank"
+        return "none" if self.cards[1] == 0 else "card" if self.cards[1] == 1 else "rank-count"
 
 
 @dataclass(frozen=True)

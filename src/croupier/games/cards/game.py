@@ -59,9 +59,11 @@ class CardGame:
                 "none",
                 "card",
                 "rank",
+                "rank-count",
             ):
                 raise ValueError(
-                    f"kind {k.name!r}: a name of letters, digits, _ . -; a head of none, card, rank"
+                    f"kind {k.name!r}: a name of letters, digits, _ . -; a head of none, card, "
+                    "rank, rank-count"
                 )
         hands = [z for z in self.zones if type(z) is Hand]
         if len(hands) > 1 or (any(k.from_hand and k.cards[1] for k in self.kinds) and not hands):
@@ -245,9 +247,12 @@ class CardGame:
         head = kind.head_kind
         if head == "card":
             return offset + max(m.first, 0)
-        if head == "rank" and m.first >= 0:
-            per_rank = m.counts @ self._tables[2]
-            return offset + int(np.argmax(per_rank))
+        if head in ("rank", "rank-count") and m.first >= 0:
+            rank = int(np.argmax(m.counts @ self._tables[2]))
+            if head == "rank":
+                return offset + rank
+            lo, hi = kind.cards
+            return offset + rank * (hi - lo + 1) + int(m.counts.sum()) - lo
         return offset
 
     def mask(self, p: Parsed) -> np.ndarray:
