@@ -44,7 +44,7 @@ SPIEL = pytest.mark.skipif(
 )
 # The development games: (fixed head, scored candidates, hands of random play to check).
 EXAMPLES = [
-    pytest.param("examples.limit_holdem.adapter:LimitHoldem", 150, id="limit-holdem"),
+    pytest.param("examples.limit_holdem.adapter:LimitHoldem", 80, id="limit-holdem"),
     pytest.param("examples.president.adapter:President", 4, id="president"),
     pytest.param("examples.crazy_eights.adapter:CrazyEights", 6, id="crazy-eights", marks=SPIEL),
 ]
@@ -286,7 +286,7 @@ def semantics(game: CardGame, state: dict[str, Any]) -> bool:
     )
 
 
-EXAMPLES_PER_GAME = 60  # per direction: ~10-30 s a game on the loaded 2-core box
+EXAMPLES_PER_GAME = 50  # per direction: 15-45 s a game at load ~30 on the 2-core box
 SCHEMA_GAMES = [
     pytest.param("tests.test_cards:Toy", id="toy"),
     pytest.param("examples.limit_holdem.adapter:LimitHoldem", id="limit-holdem"),
