@@ -402,6 +402,17 @@ def test_each_development_game_is_declared_in_under_100_lines_with_a_short_bot()
         assert len(inspect.getsource(bot).splitlines()) <= 30, bot.__name__
 
 
+def test_the_state_docs_your_game_shows_is_taken() -> None:
+    """The president state of docs/your-game.md, section 0, as written."""
+    import json
+
+    doc = (ROOT / "docs/your-game.md").read_text().split("## 0. Declare your card game")[1]
+    state = json.loads(doc.split("```json\n")[1].split("```")[0])
+    fixed = load_adapter("examples.president.adapter:President")
+    _, mask = fixed.encode(state)
+    assert [fixed.action_value(i, state) for i in np.flatnonzero(mask)] == ["pass", "play 4C 4S"]
+
+
 def test_the_limit_holdem_chips_bound_holds_when_every_seat_raises() -> None:
     """`MAX_CHIPS`: a hand where both seats raise whenever they may reaches it exactly."""
     from examples.limit_holdem.adapter import MAX_CHIPS
