@@ -22,13 +22,19 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from croupier.games.base import GameAdapter, InvalidState
+from croupier.games.base import GameAdapter
 from croupier.games.registry import load_adapter, load_simulator
 
 hypothesis = pytest.importorskip("hypothesis")
 schemathesis = pytest.importorskip("schemathesis", reason="pip install -e '.[dev]'")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
-from schemathesis.generation.modes import GenerationMode  # noqa: E402
+
+from tests.helpers.state_schema import (  # noqa: E402
+    GenerationMode,
+    boundary_states,
+    states,
+    takes,
+)
 
 GAMES = {
     "leduc-holdem": {},
@@ -87,58 +93,6 @@ def _playable(move: str, to_beat: str | None) -> bool:
 SEMANTIC = {"doudizhu": _doudizhu_semantics}
 
 
-def _operation(schema: dict[str, Any]) -> tuple[Any, Any]:
-    """A one-route API whose request body is a state: schemathesis's schema and operation."""
-    doc = {
-        "openapi": "3.1.0",
-        "info": {"title": "state", "version": "1"},
-        "paths": {
-            "/state": {
-                "post": {
-                    "requestBody": {
-                        "required": True,
-                        "content": {"application/json": {"schema": schema}},
-                    },
-                    "responses": {"200": {"description": "taken"}},
-                }
-            }
-        },
-    }
-    api = schemathesis.openapi.from_dict(doc)
-    return api, api["/state"]["POST"]
-
-
-def _states(schema: dict[str, Any], mode: GenerationMode) -> Any:
-    """Random states (the fuzzing phase's strategy for the request body)."""
-    return _operation(schema)[1].as_strategy(mode).map(lambda case: case.body)
-
-
-def _boundary_states(schema: dict[str, Any], mode: GenerationMode) -> list[Any]:
-    """The coverage phase's states: each constraint at its bound (positive) or just past it,
-    a wrong type, a missing field (negative): deterministic, ~50-200 a game."""
-    api, operation = _operation(schema)
-    cases = api.iter_coverage_cases(
-        operation,
-        generation_modes=[mode],
-        generation_config=api.config.generation_for(operation=operation),
-    )
-    return [case.body for case in cases if isinstance(case.body, dict)]
-
-
-def _takes(adapter: GameAdapter, state: Any) -> bool:
-    """Whether the adapter takes the state, as the server reads it (`check` for a rules or
-    random seat, `encode` for a learned one): both, or neither."""
-    verdicts = []
-    for read in (adapter.check, adapter.encode):
-        try:
-            read(state)
-            verdicts.append(True)
-        except InvalidState:
-            verdicts.append(False)
-    assert verdicts[0] == verdicts[1], (verdicts, state)
-    return verdicts[0]
-
-
 @pytest.mark.integration  # in-process, but ~10 s of CPU in all (generation)
 @pytest.mark.parametrize("game", list(GAMES))
 def test_what_the_schema_admits_the_adapter_takes(game: str) -> None:
@@ -154,15 +108,15 @@ def test_what_the_schema_admits_the_adapter_takes(game: str) -> None:
         deadline=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(_states(schema, GenerationMode.POSITIVE))
+    @given(states(schema, GenerationMode.POSITIVE))
     def check(state: Any) -> None:
         assert validator.is_valid(state), state  # the generator keeps to the schema
-        taken = _takes(adapter, state)
+        taken = takes(adapter, state)
         assert taken == semantic(state), state
         seen["taken" if taken else "refused"] += 1
 
     check()
-    for state in _boundary_states(schema, GenerationMode.POSITIVE):
+    for state in boundary_states(schema, GenerationMode.POSITIVE):
         check.hypothesis.inner_test(state)
     if adapter.name not in SEMANTIC:
         assert seen["refused"] == 0
@@ -180,16 +134,16 @@ def test_what_the_schema_refuses_the_adapter_refuses(game: str) -> None:
     examples = SLOW.get(game, EXAMPLES)
 
     @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(_states(schema, GenerationMode.NEGATIVE))
+    @given(states(schema, GenerationMode.NEGATIVE))
     def check(state: Any) -> None:
         # The server's request model takes only an object as a state; anything else is its 422.
         if not isinstance(state, dict) or validator.is_valid(state):
             return
-        assert not _takes(adapter, state), state
+        assert not takes(adapter, state), state
         refused.append(state)
 
     check()
-    boundary = _boundary_states(schema, GenerationMode.NEGATIVE)
+    boundary = boundary_states(schema, GenerationMode.NEGATIVE)
     for state in boundary:
         check.hypothesis.inner_test(state)
     assert len(refused) >= examples // 3 + len(boundary) // 2, (len(refused), len(boundary))
@@ -223,7 +177,7 @@ def test_every_engine_state_validates(game: str, hands: int) -> None:
     for state in states:
         errors = [e.message for e in validator.iter_errors(state)]
         assert not errors, (errors[:3], state)
-        assert _takes(adapter, state)
+        assert takes(adapter, state)
         if adapter.name in SEMANTIC:
             assert SEMANTIC[adapter.name](state), state
 
@@ -247,18 +201,18 @@ def test_a_real_state_with_one_field_the_schema_refuses_is_refused(game: str) ->
         bases = [states[0], states[len(states) // 2], states[-1]]
     else:  # the vector game: made by hand
         bases = [{"obs": [0.5, -1, 2, 0, 3], "legal_actions": [0, 2]}]
-    assert all(_takes(adapter, s) for s in bases)
+    assert all(takes(adapter, s) for s in bases)
     tried = 0
     for field, spec in schema["properties"].items():
         one = {"type": "object", "required": [field], "properties": {field: spec}}
-        values = [s[field] for s in _boundary_states(one, GenerationMode.NEGATIVE) if field in s]
+        values = [s[field] for s in boundary_states(one, GenerationMode.NEGATIVE) if field in s]
         for base in bases:
             variants = [{**base, field: v} for v in values]
             if field in schema.get("required", ()):
                 variants.append({k: v for k, v in base.items() if k != field})
             for state in variants:
                 if not validator.is_valid(state):
-                    assert not _takes(adapter, state), (field, state.get(field, "(missing)"))
+                    assert not takes(adapter, state), (field, state.get(field, "(missing)"))
                     tried += 1
     assert tried >= 10 * len(bases), tried
 
@@ -268,12 +222,12 @@ def test_a_float_without_a_fraction_is_an_integer() -> None:
     leduc = _adapter("leduc-holdem")
     state = {"hand": "SK", "public_card": None, "all_chips": [2.0, 1], "my_chips": 1.0,
              "legal_actions": ["call", "raise", "fold"]}  # fmt: skip
-    assert _takes(leduc, state)
-    assert not _takes(leduc, {**state, "my_chips": 1.5})
-    assert not _takes(leduc, {**state, "my_chips": True})
+    assert takes(leduc, state)
+    assert not takes(leduc, {**state, "my_chips": 1.5})
+    assert not takes(leduc, {**state, "my_chips": True})
     vector = _adapter("vector")
     good = {"obs": [0, 1.5, -2, 3, 4], "legal_actions": [0, 3.0]}
-    assert _takes(vector, good)
+    assert takes(vector, good)
     for bad in ({"legal_actions": [True]}, {"legal_actions": ["1"]}, {"obs": [0, 1, "2", 3, 4]},
                 {"obs": [0, 1, True, 3, 4]}, {"obs": [1e39, 0, 0, 0, 0]}):  # fmt: skip
-        assert not _takes(vector, {**good, **bad}), bad
+        assert not takes(vector, {**good, **bad}), bad

@@ -1,0 +1,74 @@
+"""The card-game toolkit: declare a card game, get its adapter.
+
+A studio describes its game as data (`CardGame`): the deck (`Deck`: ranks, suits, jokers,
+copies), the zones a state holds (`Hand`, `Pile`, `TopCard`, `SeatPiles`, `SeatNumbers`,
+`Number`, `Choice`, `Seat`, `History`: the own hand, the discard top or pile, melds, the cards
+each seat played, counts per seat, the recent moves) and its moves, each a set of cards with a
+kind (`Kind`: "play 7H", "pair 7H 7S", "fold"). From that croupier builds, with nothing
+engineered by hand:
+
+- the state features: each zone in declaration order (`CardGame.obs_size`); a set of cards as
+  counts per card, per rank and per suit, and its size; per-seat zones read from the acting
+  seat round the table; the last `History.last` moves newest first (seat, kind, cards);
+- two action heads from the one declaration: a fixed head (`CardGameAdapter`: one slot per
+  cardless kind, per card or per main rank of a card kind, `Kind.head`; a slot stands for the
+  first legal move listed in it) and scored candidates (`CardCandidatesAdapter`: what
+  doudizhu's move context does, in general form: each legal move's kind, its cards, what it
+  leaves in the hand, and how it answers the zone named `answers`: the trick, the move to
+  beat, the top of the discard);
+- the legal-move checks: every legal move is spelled `"<kind>[ <card>...]"` with a known kind
+  and as many cards as the kind takes, listed once, made of cards in the hand (a `from_hand`
+  kind); the zones together hold no more of a card than the deck (`counted` zones);
+- the JSON Schema of the state (`state_schema`), of an action and of a payoff (from
+  `payoff_range`): what the server's OpenAPI document publishes, as strict as JSON Schema can
+  say, never stricter than the checks (`tests/test_cards.py` holds both ways).
+
+What JSON Schema cannot say stays a 422: a legal move's cards in the hand, the deck's copies
+across the counted zones and within one move.
+
+A game through the toolkit is `examples/limit_holdem/`, `examples/crazy_eights/`,
+`examples/president/` (docs/your-game.md leads with it).
+
+The package: `deck.py` (the deck, kinds of moves), `zones.py` (each zone's checks, features
+and schema side by side), `game.py` (`CardGame`: the state's checks, features, head, candidates,
+schema), `adapters.py` (the two adapters).
+"""
+
+from croupier.games.cards.adapters import CardCandidatesAdapter, CardGameAdapter
+from croupier.games.cards.deck import Deck, Kind, Move
+from croupier.games.cards.game import ANSWER_SIZE, CardGame, Parsed
+from croupier.games.cards.zones import (
+    Choice,
+    Hand,
+    History,
+    Number,
+    Numbers,
+    Pile,
+    Seat,
+    SeatNumbers,
+    SeatPiles,
+    TopCard,
+    Zone,
+)
+
+__all__ = [
+    "ANSWER_SIZE",
+    "CardCandidatesAdapter",
+    "CardGame",
+    "CardGameAdapter",
+    "Choice",
+    "Deck",
+    "Hand",
+    "History",
+    "Kind",
+    "Move",
+    "Number",
+    "Numbers",
+    "Parsed",
+    "Pile",
+    "Seat",
+    "SeatNumbers",
+    "SeatPiles",
+    "TopCard",
+    "Zone",
+]

@@ -1,0 +1,274 @@
+"""The zones a card game's state holds: each one field's checks, features and JSON Schema
+side by side (`croupier.games.cards`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from croupier.games.base import InvalidState
+from croupier.games.cards.deck import Move
+
+if TYPE_CHECKING:
+    from croupier.games.cards.game import CardGame
+
+# --- zones ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Zone:
+    """One field of the state. `required`: the state must have it (else its default: empty,
+    0, the first choice)."""
+
+    field: str
+    required: bool = True
+
+    def size(self, g: CardGame) -> int:
+        return 0
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        return {}
+
+    def read(self, x: Any, g: CardGame) -> Any:
+        return x
+
+    def default(self, g: CardGame) -> Any:
+        raise InvalidState(f"the state has no {self.field!r}")
+
+    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Seat(Zone):
+    """The acting seat (0-based): per-seat zones and the history are read from it round the
+    table, so one layout serves every seat."""
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        return {"type": "integer", "minimum": 0, "maximum": g.players - 1}
+
+    def read(self, x: Any, g: CardGame) -> int:
+        return g.int_in(x, 0, g.players - 1, self.field)
+
+    def default(self, g: CardGame) -> int:
+        return 0
+
+
+@dataclass(frozen=True)
+class Pile(Zone):
+    """A list of cards (the discard pile, the public cards, the current trick, melds).
+    `counted`: the deck's copies bound it together with the other counted zones (False for a
+    pile that may repeat cards, e.g. a discard pile reshuffled into the stock)."""
+
+    max_cards: int = 52
+    counted: bool = True
+
+    def size(self, g: CardGame) -> int:
+        return g.set_size
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        return g.cards_schema(self.max_cards)
+
+    def read(self, x: Any, g: CardGame) -> tuple[np.ndarray, list[int]]:
+        return g.read_cards(x, self.max_cards, self.field)
+
+    def default(self, g: CardGame) -> tuple[np.ndarray, list[int]]:
+        return g.read_cards([], self.max_cards, self.field)
+
+    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+        out[:] = g.set_features(value[0][None], self.max_cards)[0]
+
+
+@dataclass(frozen=True)
+class Hand(Pile):
+    """The acting seat's own cards: `from_hand` moves are made of them."""
+
+
+@dataclass(frozen=True)
+class TopCard(Pile):
+    """One card or null (the top of the discard pile), read as a pile of at most one."""
+
+    max_cards: int = 1
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        return {"anyOf": [{"type": "null"}, g.card_schema()]}
+
+    def read(self, x: Any, g: CardGame) -> tuple[np.ndarray, list[int]]:
+        if x is not None and not isinstance(x, str):
+            raise InvalidState(f"{self.field!r} must be a card or null, got {x!r}")
+        return g.read_cards([] if x is None else [x], 1, self.field)
+
+
+@dataclass(frozen=True)
+class SeatPiles(Zone):
+    """A list of cards per seat (what each seat played), in seat order."""
+
+    max_cards: int = 52
+    counted: bool = True
+
+    def size(self, g: CardGame) -> int:
+        return g.players * g.deck.size
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        return g.per_seat(g.cards_schema(self.max_cards))
+
+    def read(self, x: Any, g: CardGame) -> tuple[np.ndarray, list[int]]:
+        piles = g.seat_list(x, self.field)
+        counts = [g.read_cards(p, self.max_cards, self.field)[0] for p in piles]
+        return np.stack(counts), []
+
+    def default(self, g: CardGame) -> tuple[np.ndarray, list[int]]:
+        return np.zeros((g.players, g.deck.size), np.int64), []
+
+    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+        out[:] = (np.roll(value[0], -seat, axis=0) / g.deck.copies).reshape(-1)
+
+
+@dataclass(frozen=True)
+class SeatNumbers(Zone):
+    """A number per seat (cards held, chips in), in seat order, in [low, high]."""
+
+    low: float = 0
+    high: float = 52
+    integer: bool = True
+
+    def size(self, g: CardGame) -> int:
+        return g.players
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        return g.per_seat(g.number_schema(self.low, self.high, self.integer))
+
+    def read(self, x: Any, g: CardGame) -> np.ndarray:
+        values = g.seat_list(x, self.field)
+        return np.array(
+            [g.number(v, self.low, self.high, self.integer, self.field) for v in values], np.float64
+        )
+
+    def default(self, g: CardGame) -> np.ndarray:
+        return np.full(g.players, self.low, np.float64)
+
+    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+        out[:] = (np.roll(value, -seat) - self.low) / max(self.high - self.low, 1e-9)
+
+
+@dataclass(frozen=True)
+class Number(Zone):
+    """One number in [low, high] (the pot, the round), scaled to 0..1."""
+
+    low: float = 0
+    high: float = 1
+    integer: bool = False
+
+    def size(self, g: CardGame) -> int:
+        return 1
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        return g.number_schema(self.low, self.high, self.integer)
+
+    def read(self, x: Any, g: CardGame) -> float:
+        return g.number(x, self.low, self.high, self.integer, self.field)
+
+    def default(self, g: CardGame) -> float:
+        return float(self.low)
+
+    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+        out[0] = (value - self.low) / max(self.high - self.low, 1e-9)
+
+
+@dataclass(frozen=True)
+class Numbers(Number):
+    """A fixed-length list of numbers in [low, high] (raises per betting round)."""
+
+    length: int = 1
+
+    def size(self, g: CardGame) -> int:
+        return self.length
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        one = g.number_schema(self.low, self.high, self.integer)
+        return {
+            "type": "array",
+            "prefixItems": [one] * self.length,
+            "minItems": self.length,
+            "maxItems": self.length,
+        }
+
+    def read(self, x: Any, g: CardGame) -> np.ndarray:
+        if type(x) is not list or len(x) != self.length:
+            raise InvalidState(f"{self.field!r} must be a list of {self.length} numbers")
+        return np.array([g.number(v, self.low, self.high, self.integer, self.field) for v in x])
+
+    def default(self, g: CardGame) -> np.ndarray:
+        return np.full(self.length, self.low, np.float64)
+
+    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+        out[:] = (value - self.low) / max(self.high - self.low, 1e-9)
+
+
+@dataclass(frozen=True)
+class Choice(Zone):
+    """One of a few names (the phase, the suit called), one-hot."""
+
+    options: tuple[str, ...] = ()
+
+    def size(self, g: CardGame) -> int:
+        return len(self.options)
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.options)}
+
+    def read(self, x: Any, g: CardGame) -> int:
+        if not isinstance(x, str) or x not in self.options:
+            raise InvalidState(f"{self.field!r} must be one of {list(self.options)}, got {x!r}")
+        return self.options.index(x)
+
+    def default(self, g: CardGame) -> int:
+        return 0
+
+    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+        out[value] = 1.0
+
+
+@dataclass(frozen=True)
+class History(Zone):
+    """The moves so far, oldest first, each `[seat, move]` (at most `max_moves`); the last
+    `last` are features, newest first: the seat round the table, the kind, the cards."""
+
+    last: int = 8
+    max_moves: int = 400
+
+    def size(self, g: CardGame) -> int:
+        return self.last * g.move_size
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        pair = [Seat("").schema(g), g.move_schema()]
+        return {
+            "type": "array",
+            "maxItems": self.max_moves,
+            "items": {"type": "array", "prefixItems": pair, "minItems": 2, "maxItems": 2},
+        }
+
+    def read(self, x: Any, g: CardGame) -> list[tuple[int, Move]]:
+        if type(x) is not list or len(x) > self.max_moves:
+            raise InvalidState(f"{self.field!r} must be a list of at most {self.max_moves} moves")
+        out = []
+        for entry in x:
+            if type(entry) is not list or len(entry) != 2:
+                raise InvalidState(f"each of {self.field!r} must be [seat, move], got {entry!r}")
+            out.append(
+                (g.int_in(entry[0], 0, g.players - 1, self.field), g.move(entry[1], self.field))
+            )
+        return out
+
+    def default(self, g: CardGame) -> list[tuple[int, Move]]:
+        return []
+
+    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+        n, k = g.players, len(g.kinds)
+        for i, (who, move) in enumerate(reversed(value[-self.last :] if self.last else [])):
+            o = i * g.move_size
+            out[o + (who - seat) % n] = 1.0
+            out[o + n + move.kind] = 1.0
+            out[o + n + k : o + g.move_size] = move.counts / g.deck.copies
