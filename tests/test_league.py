@@ -90,10 +90,11 @@ def test_a_server_seats_league_opponents_from_its_whole_history(inprocess):
 
 
 def test_bench_league_modes_and_settings():
-    assert mode_setting("rules", 4, 0.25) == {"seats": ["learned", "rules"], "server_args": []}
+    history = ["--weights-keep-every", "4"]
+    assert mode_setting("rules", 4, 0.25) == {"seats": ["learned", "rules"], "server_args": history}
     fsp = mode_setting("fsp-rules", 4, 0.25)
     assert fsp["seats"] == ["learned", "league"]
-    assert fsp["server_args"] == ["--league-sampling", "fsp", "--league-every", "4",
+    assert fsp["server_args"] == [*history, "--league-sampling", "fsp", "--league-every", "4",
                                   "--league-rules-share", "0.25"]  # fmt: skip
     assert LeagueBench(game="leduc").game == HISTORY
     with pytest.raises(ValueError, match="unknown modes"):

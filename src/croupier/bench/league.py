@@ -40,10 +40,13 @@ MODES = ("rules", "fsp", "fsp-rules")
 
 
 def mode_setting(mode: str, league_every: int, rules_share: float) -> dict[str, Any]:
-    """The engine's seats and the server's flags for a mode (see the module doc)."""
-    league = ["--league-sampling", "fsp", "--league-every", str(league_every)]
+    """The engine's seats and the server's flags for a mode (see the module doc). Every mode
+    keeps the league's history on disk too (`--weights-keep-every`): the population a
+    `league` seat draws from, measured after the run."""
+    history = ["--weights-keep-every", str(league_every)]
+    league = [*history, "--league-sampling", "fsp", "--league-every", str(league_every)]
     if mode == "rules":
-        return {"seats": ["learned", "rules"], "server_args": []}
+        return {"seats": ["learned", "rules"], "server_args": history}
     if mode == "fsp":
         return {"seats": ["learned", "league"], "server_args": league}
     if mode == "fsp-rules":
@@ -104,6 +107,43 @@ def score(game: str, snapshots: list[dict[str, Any]], folder: Path) -> list[dict
     return curve
 
 
+def score_average(
+    game: str, snapshots: list[dict[str, Any]], folder: Path, weights_dir: Path
+) -> list[dict[str, Any]]:
+    """At each snapshot, the league's average: one version drawn per hand among those the
+    server kept for its league up to then (its history on disk, `--weights-keep-every`, and
+    the snapshot's own version), as `arena/exploitability.py` `mixture`: what a `league`
+    seat (`--league-sampling fsp`) plays, and fictitious play's average strategy."""
+    from croupier.arena.exploitability import measure_probs, mixture
+    from croupier.games.registry import load_adapter
+    from croupier.games.tree import game_tree
+    from croupier.policies.distribution import from_module, load_policy
+    from croupier.policies.module import ModelSpec
+    from croupier.policies.weights_file import read_weights, version_of
+
+    tree, adapter = game_tree(game), load_adapter(game)
+    rules = load_policy("rules", game)[0]
+    files = {v: p for p in weights_dir.glob("*.npz") if (v := version_of(p)) is not None}
+    probs: dict[int, Any] = {}
+
+    def of(version: int, path: Path, spec: dict[str, Any]) -> Any:
+        if version not in probs:
+            policy = from_module(adapter, ModelSpec.from_dict(spec), read_weights(path))
+            probs[version] = tree.slot_probs(policy)
+        return probs[version]
+
+    curve = []
+    for snap in snapshots:
+        v = snap["version"]
+        members = [of(u, files[u], snap["spec"]) for u in sorted(files) if u < v]
+        members.append(of(v, folder / snap["file"], snap["spec"]))
+        r = measure_probs(game, mixture(tree, members), f"league up to v{v}", rules)
+        curve.append({"seconds": snap["seconds"], "version": v, "members": len(members),
+                      "exploitability": r.exploitability, "vs_rules": r.vs_rules,
+                      "vs_equilibrium": r.vs_equilibrium})  # fmt: skip
+    return curve
+
+
 def run_mode(bench: LeagueBench, mode: str, run_dir: Path) -> dict[str, Any]:
     from croupier.demo import ExternalRun, run_external
 
@@ -124,13 +164,22 @@ def run_mode(bench: LeagueBench, mode: str, run_dir: Path) -> dict[str, Any]:
             )
         )  # fmt: skip
     print(f"{mode}: measuring {len(snapshots.taken)} snapshots on the tree...", flush=True)
-    curve = score(bench.game, snapshots.taken, snapshots.folder)
+    (run_dir / "snapshots.json").write_text(json.dumps(snapshots.taken))
+    # The clock from the first version served (the trainer's start-up, minutes on a busy
+    # machine, is no training time).
+    taken = snapshots.taken
+    start = taken[0]["seconds"] if taken else 0.0
+    shifted = [{**t, "seconds": t["seconds"] - start} for t in taken]
+    curve = score(bench.game, shifted, snapshots.folder)
+    average = score_average(bench.game, shifted, snapshots.folder, run_dir / "weights")
     trainer = report.get("trainer_last") or {}
     return {
         "seats": setting["seats"],
         "server_args": setting["server_args"],
         "curve": curve,
+        "average": average,
         "final": curve[-1] if curve else None,
+        "final_average": average[-1] if average else None,
         "best": min(curve, key=lambda p: p["exploitability"]) if curve else None,
         "final_version": report["final_version"],
         "final_vs_rules_http": report["final_vs_rules"],
@@ -163,7 +212,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for i, (mode, r) in enumerate(report["modes"].items()):
         xs = [p["seconds"] / 60 for p in r["curve"]]
         top.plot(xs, [p["exploitability"] for p in r["curve"]], c=f"C{i}", marker=".",
-                 label=mode)  # fmt: skip
+                 label=f"{mode}: the version served")  # fmt: skip
+        avg = r.get("average") or []
+        top.plot([p["seconds"] / 60 for p in avg], [p["exploitability"] for p in avg],
+                 c=f"C{i}", ls="--", label=f"{mode}: its league, a version per hand")  # fmt: skip
         bottom.plot(xs, [p["vs_rules"] for p in r["curve"]], c=f"C{i}", marker=".",
                     label=f"{mode} vs the rules")  # fmt: skip
         bottom.plot(xs, [p["vs_equilibrium"] for p in r["curve"]], c=f"C{i}", ls=":",
@@ -198,6 +250,14 @@ def format_report(report: dict[str, Any]) -> str:
             + (f" {worst:>7.1%}" if worst is not None else f" {'-':>7}")
             + f" {r['env_steps'] or 0:>10,}"
         )
+    for mode, r in report["modes"].items():
+        a = r.get("final_average")
+        if a is not None:
+            lines.append(
+                f"{mode + ' avg':<10} {a['exploitability']:>9.3f} {'':>7} {a['vs_rules']:>+9.3f} "
+                f"{a['vs_equilibrium']:>+8.3f}   (its league: one of {a['members']} versions "
+                "drawn per hand)"
+            )
     lines.append("(final version, sampled; best: the least exploitable snapshot)")
     lines.append(f"saved: {report.get('saved')}")
     return "\n".join(lines)
