@@ -124,3 +124,46 @@ def test_snapshots_are_scored_exactly_once_per_version(tmp_path):
     assert 0.8 < first["exploitability"] < 2.0
     assert first["vs_rules"] < 0 and first["vs_equilibrium"] < 0
     assert 0 < first["folds_when_check_free"] < 1 and first["folds_worst"]["max"] > 0
+
+
+def test_the_engine_plays_league_seats_through_a_real_server(server_factory):
+    """The training games of a league run, without the trainer: the engine's `learned,league`
+    tables against `croupier serve --league-sampling fsp --league-rules-share 0.5`, the history
+    observation: every hand plays, the league seats are the rules or a loaded version."""
+    import asyncio
+
+    from croupier.engine.runner import run_engine
+
+    flags = ["--game", HISTORY, "--seats", "learned,league", "--league-sampling", "fsp",
+             "--league-rules-share", "0.5", "--data-dir", "none"]  # fmt: skip
+    with server_factory(*flags) as url:
+        summary = asyncio.run(run_engine(url, HISTORY, 8, ["learned", "league"], 200, None))
+    assert summary.errors == 0, summary.error_samples
+    assert summary.hands == 200
+    # version 0 is the only one loaded: the league seats are it or the rules
+    assert set(summary.policies) == {"learned", "rules", "frozen@0"}, summary.policies
+    assert 60 < summary.policies["rules"].n < 140  # binomial(200, 0.5): ±5.7 sd
+
+
+@pytest.mark.long
+def test_bench_league_short_run(tmp_path):
+    """`croupier bench league` end to end, a few seconds per mode: both modes' curves, exact."""
+    from typer.testing import CliRunner
+
+    from croupier.cli import app
+
+    result = CliRunner().invoke(app, [
+        "bench", "league", "--minutes", "0.4", "--modes", "rules,fsp", "--every", "10",
+        "--eval-hands", "100", "--tables", "16", "--out", str(tmp_path),
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    import json
+
+    [saved] = tmp_path.glob("league-leduc-*.json")
+    report = json.loads(saved.read_text())
+    assert set(report["modes"]) == {"rules", "fsp"}
+    for r in report["modes"].values():
+        assert r["curve"] and r["average"]
+        assert all(0 < p["exploitability"] < 2 for p in r["curve"] + r["average"])
+        assert r["curve"][0]["seconds"] == 0.0
+    assert saved.with_suffix(".png").exists()
