@@ -9,7 +9,9 @@ one after the other; only the training games' opponents differ:
 - `fsp`: the learned seat against a `league` seat drawn uniformly from every version the
   server keeps (`--league-sampling fsp`: the newest ones and one per `league_every` version
   numbers since the start): fictitious play over the run's own history;
-- `fsp-rules`: the same, a `rules_share` of the league seats played by the rules instead.
+- `fsp-rules`: the same, a `rules_share` of the league seats played by the rules instead;
+- `self`: both seats the learner itself (plain self-play: the league of one, its newest
+  version), both recorded.
 
 The version a server serves is copied every `every_s` seconds (`bench/curve.py` `Snapshots`);
 after training each copy is measured on the game's whole tree (`arena/exploitability.py`,
@@ -36,7 +38,7 @@ from croupier.bench.plotting import pyplot, save
 HISTORY = "croupier.games.leduc:LeducHistoryAdapter"
 # `--game leduc`: Leduc through the betting-history observation.
 ALIASES = {"leduc": HISTORY}
-MODES = ("rules", "fsp", "fsp-rules")
+MODES = ("rules", "fsp", "fsp-rules", "self")
 
 
 def mode_setting(mode: str, league_every: int, rules_share: float) -> dict[str, Any]:
@@ -47,6 +49,8 @@ def mode_setting(mode: str, league_every: int, rules_share: float) -> dict[str, 
     league = [*history, "--league-sampling", "fsp", "--league-every", str(league_every)]
     if mode == "rules":
         return {"seats": ["learned", "rules"], "server_args": history}
+    if mode == "self":
+        return {"seats": ["learned", "learned"], "server_args": history}
     if mode == "fsp":
         return {"seats": ["learned", "league"], "server_args": league}
     if mode == "fsp-rules":
