@@ -293,6 +293,21 @@ class ServerConfig:
     )
     # Rollout (policies/rollout.py): the rest of the canary games get the rules.
     canary_share: float = setting(0.0, "Share of new games whose `canary` seats get production")
+    # League seats (policies/rollout/league.py): the opponents a league training run meets.
+    league_sampling: str = setting(
+        "recent",
+        "What a `league` seat plays: recent (half the time one of the newest 4 versions, half "
+        "one of the 2 strongest by the last league's ratings) | fsp (any loaded version, "
+        "uniformly: fictitious play over the run's history, kept by --league-every)",
+    )
+    league_every: int = setting(
+        0,
+        "Also keep one version per N version numbers in memory (0: none): the history "
+        "`league` seats draw from",
+    )
+    league_rules_share: float = setting(
+        0.0, "Share of `league` seats the game's rules play instead of a version"
+    )
     # None: `record: rules` games are refused.
     offline_dir: Path | None = setting(
         None, "Where `record: rules` games' rules decisions are written as offline episodes"

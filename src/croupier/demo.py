@@ -158,6 +158,9 @@ class ExternalRun:
     # The servers' HTTP ports (one per server), e.g. for a scraper that must know its targets
     # before the run; None: free ports.
     http_ports: list[int] | None = None
+    # The training games' seats, rotated every hand (`league` for a league run: its opponent
+    # drawn per game by the server, `--league-sampling` in `server_args`).
+    seats: list[str] = field(default_factory=lambda: ["learned", "rules"])
 
 
 class TrainerProcess:
@@ -249,7 +252,7 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
                 "--game",
                 run.game,
                 "--seats",
-                "learned,rules",
+                ",".join(run.seats),
                 "--trainer",
                 f"127.0.0.1:{link_port + offsets[i]}",
                 "--weights-dir",
@@ -294,7 +297,7 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
 
         play_s = max(10.0, run.minutes * 60 - (time.monotonic() - started))
         training = uvloop.run(
-            run_engine(",".join(urls), run.game, run.tables, ["learned", "rules"], None,
+            run_engine(",".join(urls), run.game, run.tables, run.seats, None,
                        play_s, progress=show, batch=True)
         )  # fmt: skip
         if run.outage_at_s is not None:

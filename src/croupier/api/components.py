@@ -21,7 +21,7 @@ from croupier.games.candidates import is_candidate_game
 from croupier.games.registry import load_adapter, load_rules
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.retention import Retention
-from croupier.policies.rollout import Channels, Rollout
+from croupier.policies.rollout import Channels, LeagueSampling, Rollout
 from croupier.sessions.batcher import InferenceBatcher
 from croupier.sessions.expiry import expire_idle_games
 from croupier.sessions.service import DecisionService
@@ -94,6 +94,7 @@ def build_components(config: ServerConfig) -> Components:
         retention=Retention(config.weights_keep_last, config.weights_keep_every),
         max_pinned=config.max_pinned_versions,
         onnx_forward=config.onnx_forward,
+        history_every=config.league_every,
     )
     batcher = InferenceBatcher(
         versions,
@@ -125,6 +126,7 @@ def build_components(config: ServerConfig) -> Components:
         weights_dir,
         offline,
         config.seed,
+        league=LeagueSampling(config.league_sampling, config.league_rules_share),
     )
     # The decider checks every state before a rules seat acts (`checked_rules`); a user's own
     # rules file is given the checked state too.

@@ -13,6 +13,7 @@ version trained so far reads these 36 floats.
 `LeducHistoryAdapter` (`--game croupier.games.leduc:LeducHistoryAdapter`, the same game)
 adds the seat's blind and every move: no policy on RLCard's 36 floats can be less exploitable
 than 0.18 a hand (CFR+ restricted to them, docs/robustness.md); on these, 0.
+`LeducNoFreeFoldAdapter` is the history observation with `fold` masked where `check` is legal.
 Actions: RLCard's order, ["call", "raise", "fold", "check"]; an action's engine value is its name.
 The state's JSON Schema (`LeducAdapter.state_schema`) says all of what `encode` checks.
 """
@@ -205,6 +206,26 @@ class LeducHistoryAdapter(LeducAdapter):
             obs[at + len(ACTIONS)] = float(seat == me)
             count[round_] += 1
         return obs, mask
+
+
+_FOLD, _CHECK = ACTIONS.index("fold"), ACTIONS.index("check")
+
+
+class LeducNoFreeFoldAdapter(LeducHistoryAdapter):
+    """The history observation, with `fold` masked out wherever `check` is legal: folding
+    when checking is free is never better than checking (a check keeps every later choice,
+    folding to a bet included), so a policy on this adapter cannot have the habit at all
+    (`croupier eval --exploitability` reports it; docs/robustness.md has the measurements).
+    The engine's state is unchanged: only what the policy may choose is."""
+
+    def legal_mask(self, legal: Any) -> np.ndarray:
+        mask = super().legal_mask(legal)
+        if not (mask[_FOLD] and mask[_CHECK]):
+            return mask
+        kept = mask.copy()  # the base's masks are cached and shared: never written to
+        kept[_FOLD] = 0.0
+        kept.flags.writeable = False
+        return kept
 
 
 def rule_v2(state: dict[str, Any]) -> str:

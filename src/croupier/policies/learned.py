@@ -96,9 +96,12 @@ class PolicyVersions:
         retention: Retention | None = None,
         max_pinned: int = 32,
         onnx_forward: bool = True,
+        history_every: int = 0,
     ):
-        if keep < 1 or behaviour_lag < 0 or max_pinned < 0:
-            raise ValueError("keep must be at least 1, behaviour_lag and max_pinned at least 0")
+        if keep < 1 or behaviour_lag < 0 or max_pinned < 0 or history_every < 0:
+            raise ValueError(
+                "keep must be at least 1, behaviour_lag, max_pinned and history_every at least 0"
+            )
         self.adapter = adapter
         # Without one, the game's preset network (`ModelSpec.for_game`): what its trainer will
         # most likely send, and what benchmarks of a server alone should measure.
@@ -120,6 +123,9 @@ class PolicyVersions:
         # ~1.8 MiB each for doudizhu). An older pin then resolves like any evicted version.
         self.in_use: Callable[[], Iterable[int]] = tuple
         self.max_pinned = max_pinned
+        # A history kept in memory besides the newest `keep`: one version per `history_every`
+        # version numbers (`Retention`'s rule), what `league` seats draw from (FSP).
+        self.history = Retention(keep_last=1, keep_every=history_every) if history_every else None
         self._install_lock = threading.Lock()  # writers only; readers never lock
         self._rng = np.random.default_rng(seed)
         self._modules: dict[int, Any] = {}
@@ -202,6 +208,8 @@ class PolicyVersions:
             kept = {v: m for v, m in self._modules.items() if v < version or v in self._pinned}
             kept[version] = module
             held = self._pinned | self.held_for_games()
+            if self.history is not None:
+                held |= self.history.kept(kept)
             evictable = [v for v in sorted(kept) if v not in held and v != version]
             for old in evictable[: max(0, len(evictable) + 1 - self.keep)]:
                 del kept[old]

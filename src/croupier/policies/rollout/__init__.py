@@ -6,5 +6,13 @@ seats (`policies.seats`)."""
 
 from croupier.policies.rollout.channels import ChannelError, Channels
 from croupier.policies.rollout.core import OfflineEpisodes, Rollout, ShadowForward
+from croupier.policies.rollout.league import LeagueSampling
 
-__all__ = ["ChannelError", "Channels", "OfflineEpisodes", "Rollout", "ShadowForward"]
+__all__ = [
+    "ChannelError",
+    "Channels",
+    "LeagueSampling",
+    "OfflineEpisodes",
+    "Rollout",
+    "ShadowForward",
+]

@@ -29,7 +29,7 @@ import numpy as np
 
 from croupier.policies.learned import ModelDecision
 from croupier.policies.rollout.channels import Channels
-from croupier.policies.rollout.league import LeaguePool
+from croupier.policies.rollout.league import LeaguePool, LeagueSampling
 from croupier.policies.rollout.live import LiveArena
 from croupier.policies.rollout.outcomes import Mean, ShadowStats
 from croupier.policies.seats import (
@@ -91,6 +91,7 @@ class Rollout:
         weights_dir: Path | None = None,
         offline: OfflineEpisodes | None = None,
         seed: int = 0,
+        league: LeagueSampling | None = None,
     ):
         self.channels = channels  # holds the canary share (changed at run time by an admin)
         if canary_share is not None:
@@ -98,7 +99,7 @@ class Rollout:
         self.shadow_forward = shadow_forward
         self.offline = offline  # for `record: rules`, or None
         self._rng = np.random.default_rng(seed + 7919)
-        self.league = LeaguePool(Path(weights_dir) if weights_dir else None, self._rng)
+        self.league = LeaguePool(Path(weights_dir) if weights_dir else None, self._rng, league)
         # Every ended game's players and payoffs (`GameKeeper` feeds it; `/v1/arena/live`).
         self.live = LiveArena(Path(weights_dir) if weights_dir else None)
         self._games: OrderedDict[str, _GameState] = OrderedDict()
@@ -125,8 +126,10 @@ class Rollout:
             if not parsed.rollout:
                 return resolve_plain(parsed, latest=latest, pin=pin, loaded=loaded)
             policy = resolve_rollout(parsed, latest, loaded)
-            # `production:greedy`, `league:greedy`: the same version, its most likely action.
-            return dataclasses.replace(policy, greedy=True) if parsed.greedy else policy
+            # `production:greedy`, `league:greedy`: the same version, its most likely action
+            # (a league seat drawn to the rules plays them as they are).
+            greedy = parsed.greedy and policy.uses_model
+            return dataclasses.replace(policy, greedy=True) if greedy else policy
 
         def resolve_rollout(parsed: SeatSpec, latest: int, loaded: list[int]) -> SeatPolicy:
             production = self.channels.production
@@ -144,7 +147,8 @@ class Rollout:
             if parsed.name == "shadow":
                 version = self._shadow_version(parsed, latest, loaded)
                 return SeatPolicy("rules", version, channel="shadow")
-            return SeatPolicy("frozen", self.league.version(loaded))  # league
+            drawn = self.league.draw(loaded)  # league
+            return SeatPolicy("rules") if drawn is None else SeatPolicy("frozen", drawn)
 
         return parse
 

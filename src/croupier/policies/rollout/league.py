@@ -1,10 +1,23 @@
-"""League seats: a frozen opponent drawn from the recent and the strongest loaded versions."""
+"""League seats: what a `league` seat plays, drawn per game from a population.
+
+Two sampling schedules (`croupier serve --league-sampling`):
+- `recent`: half the time one of the most recent loaded versions, half the time one of the
+  strongest by the last league's ratings (`croupier eval --league`): a sparring partner near
+  the learner's level;
+- `fsp`: any loaded version, uniformly: fictitious play, where the learner answers the
+  average of its past selves rather than its latest (which cycles in a game like poker).
+  The server keeps one version per `--league-every` version numbers in memory besides the
+  newest ones, so "loaded" spans the whole run.
+Either way `--league-rules-share` of the league seats are played by the game's rules instead
+(a fixed point of reference in the population: the opponent a studio's players meet today).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -14,14 +27,45 @@ log = logging.getLogger(__name__)
 RATINGS_FILE = "ratings.json"
 LEAGUE_RECENT = 4
 LEAGUE_STRONGEST = 2
+SAMPLINGS = ("recent", "fsp")
+
+
+@dataclass(frozen=True)
+class LeagueSampling:
+    """How `league` seats are drawn (the server's `--league-sampling`, `--league-rules-share`)."""
+
+    sampling: str = "recent"
+    rules_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"league sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+        if not (isinstance(self.rules_share, int | float) and 0.0 <= self.rules_share <= 1.0):
+            raise ValueError(
+                f"league rules share must be between 0 and 1, got {self.rules_share!r}"
+            )
 
 
 class LeaguePool:
-    def __init__(self, weights_dir: Path | None, rng: np.random.Generator):
+    def __init__(
+        self,
+        weights_dir: Path | None,
+        rng: np.random.Generator,
+        sampling: LeagueSampling | None = None,
+    ):
         self.weights_dir = Path(weights_dir) if weights_dir else None
         self._rng = rng  # the rollout's own: one stream for canary draws and league picks
+        self.sampling = sampling or LeagueSampling()
         self._ratings: dict[str, float] = {}
         self._ratings_mtime = 0.0
+
+    def draw(self, loaded: list[int]) -> int | None:
+        """A league seat's opponent: a loaded version, or None for the game's rules."""
+        if self.sampling.rules_share and self._rng.random() < self.sampling.rules_share:
+            return None
+        if self.sampling.sampling == "fsp":
+            return int(loaded[int(self._rng.integers(len(loaded)))])
+        return self.version(loaded)
 
     def version(self, loaded: list[int]) -> int:
         """A frozen opponent: half the time one of the most recent versions, half the time one
