@@ -220,6 +220,10 @@ def test_calibration_is_refreshed_after_a_promotion(live):
     assert isinstance(saved["ordered"], bool) and saved["hands"] == 100
     state = httpx.get(f"{live.url}/v1/tiers", headers=headers).json()
     assert state["calibrated_for"] == 2 and not state["stale"]
+    # The dashboard shows them: its data carries the same view, its page has the table.
+    data = httpx.get(f"{live.url}/dashboard/data.json", headers=headers).json()
+    assert data["tiers"]["calibration"]["tiers"] == saved["tiers"]
+    assert 'id="tiers"' in httpx.get(f"{live.url}/dashboard").text
 
     # Served end to end: the top tier plays the new production, answers name the tier.
     info = seat(live, "tier:5", decide=True)

@@ -800,6 +800,7 @@ def tiers_calibrate(
                 api_key=api_key,
                 tables=tables,
                 seed=seed,
+                progress=lambda line: typer.echo(line, err=True),
             )  # fmt: skip
         )
     except (ArenaError, CroupierError, ValueError, OSError) as e:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,6 +153,7 @@ async def measure(
     api_key: str | None = None,
     tables: int = 16,
     seed: int = 0,
+    progress: Callable[[str], None] | None = None,
 ) -> list[Measured]:
     """Each setting against the yardstick in the arena, on the same deals (`seed`)."""
     out = []
@@ -163,6 +164,11 @@ async def measure(
         if r.errors:
             raise ArenaError(f"{setting.spec()}: {r.errors} arena hands failed: {r.error_samples}")
         out.append(Measured(setting, r.mean, r.ci95, r.hands))
+        if progress is not None:
+            progress(
+                f"  {setting.spec():<32} {r.mean:+.3f} ± {r.ci95:.3f} ({r.hands} hands, "
+                f"{r.hands_per_s:.0f}/s)"
+            )
     return out
 
 
@@ -178,6 +184,7 @@ async def calibrate(
     seed: int = 0,
     settings: Sequence[TierSetting] | None = None,
     candidates: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Calibrate the tiers on the server at `url` (see the module doc); written into its
     `weights_dir` (its `--weights-dir`: the server re-reads it) when given. `settings`: the

@@ -82,14 +82,16 @@ async def _run(
             await client.promote(best, {"by": "croupier bench tiers"})
     calibration = await calibrate(
         url, game, weights_dir=served, hands=hands, verify_hands=verify_hands, tables=tables,
-        seed=seed,
+        seed=seed, progress=_say,
     )  # fmt: skip
+    _say(f"each tier served as tier:N, {check_hands} hands each:")
     served_tiers = []
     for tier in range(1, TIERS + 1):
         r = await play_arena(url, game, f"tier:{tier}", YARDSTICK, check_hands, tables=tables,
                              seed=seed + 2)  # fmt: skip
         setting = TierSetting.of(calibration["tiers"][tier - 1])
         served_tiers.append(Measured(setting, r.mean, r.ci95, r.hands))
+        _say(f"  tier:{tier} {r.mean:+.3f} ± {r.ci95:.3f}")
     by_spec = {c["spec"]: c for c in calibration["candidates"]}
     best_sampled = by_spec.get(TierSetting(best).spec())
     return {
@@ -104,6 +106,10 @@ async def _run(
         "best_sampled": best_sampled,
         "top_candidate": max(calibration["candidates"], key=lambda c: c["score"]),
     }
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
