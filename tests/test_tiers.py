@@ -13,6 +13,7 @@ import pytest
 from croupier.arena.arena import ArenaError, play_arena
 from croupier.arena.promote import auto_promote
 from croupier.arena.tiers import Measured, candidate_settings, choose, ordered
+from croupier.policies.rollout.live import player_of
 from croupier.policies.seats import (
     BadPolicySpec,
     parse_seat_mix,
@@ -78,6 +79,11 @@ def test_tier_and_tuned_specs_parse_and_bad_ones_are_refused():
     again = resumed_seat_policy(tuned.label(), 12, record=True, served=lambda v: v)
     assert again == tuned
     assert parse_seat_mix("tier:1,rules") == ["tier:1", "rules"]
+    # The live arena names a tuned seat by what it played, never as the plain version (whose
+    # rows are `promote --evidence live`'s evidence); a tier seat too.
+    assert player_of(tuned) == "frozen@12:temp=2:rules=0.25"
+    assert player_of(TierSetting(3, 0.0, 0.5).policy(2)) == "frozen@3:greedy:rules=0.5"
+    assert TierSetting(3, 0.0, 0.5).policy(2).label() == "tier:2"
     for spec in BAD:
         with pytest.raises(BadPolicySpec):
             parse_spec(spec)
