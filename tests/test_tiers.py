@@ -164,6 +164,8 @@ def arena(live, a, b, hands, **kw):
     return asyncio.run(play_arena(live.url, GAME, a, b, hands, api_key="adm", **kw))
 
 
+# A live server (arena hands over HTTP): the integration tier, with test_arena.
+@pytest.mark.integration
 def test_tuned_seats_play_what_they_say(live):
     # All decisions to the rules: exactly the rules (every duplicate set scores 0).
     rules = arena(live, "frozen@2:rules=1", "rules", 100)
@@ -177,6 +179,8 @@ def test_tuned_seats_play_what_they_say(live):
         arena(live, "tier:2", "rules", 10)  # nothing calibrated yet
 
 
+# A live server (arena hands over HTTP): the integration tier, with test_arena.
+@pytest.mark.integration
 def test_a_tier_seat_is_refused_clearly_before_a_calibration(live):
     headers = {"Authorization": "Bearer adm"}
     for spec, status in [("tier:7", 422), ("tier:2", 409), ("frozen@2:rules=3", 422)]:
@@ -188,6 +192,8 @@ def test_a_tier_seat_is_refused_clearly_before_a_calibration(live):
     assert state["calibrated"] is False and state["calibration"] is None
 
 
+# A live server (arena hands over HTTP): the integration tier, with test_arena.
+@pytest.mark.integration
 def test_calibration_is_refreshed_after_a_promotion(live):
     """Tiers for production 1; a promotion of 2 by hand makes them stale; `promote --auto`
     with tiers calibrates them again for 2: the file, the server's view and the seats move."""
@@ -253,3 +259,23 @@ def seat(live, spec: str, decide: bool = False) -> dict:
         json={"seat": "0", "state": state},
     ).json()  # fmt: skip
     return {"policy": answer["policy"], "version": answer["version"]}
+
+
+# A live server (arena hands over HTTP): the integration tier, with test_arena.
+@pytest.mark.integration
+def test_croupier_serve_refuses_a_bad_tier_at_start_up():
+    """`--seats tier:9`: one line naming the tiers and exit 2, before anything is served."""
+    import os
+    import subprocess
+    import sys
+
+    from croupier.local_server import free_port
+
+    done = subprocess.run(
+        [sys.executable, "-m", "croupier", "serve", "--seats", "rules,tier:9",
+         "--port", str(free_port())],
+        capture_output=True, text=True, timeout=120, env={**os.environ},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "tier:9" in done.stderr and "tier:5" in done.stderr
+    assert "Traceback" not in done.stderr

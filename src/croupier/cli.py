@@ -70,7 +70,10 @@ def serve(values: dict[str, Any]) -> None:
     from croupier.api.app import create_app
     from croupier.api.exposure import exposure_warnings
 
-    config: ServerConfig = build(ServerConfig, values)
+    try:  # a bad setting (e.g. --seats tier:9): one line and exit 2, never a traceback
+        config: ServerConfig = build(ServerConfig, values)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     if config.trainer:
         from croupier.link.client import check_link_config
 
