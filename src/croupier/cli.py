@@ -1,7 +1,7 @@
 """The `croupier` command line: one function per command, each only parsing and wiring.
 
 Over 400 lines because it lists every command (serve, engine, train, eval, promote, status,
-score, pretrain, openapi, settings-doc); `serve` and `train` take their options from the
+score, pretrain, tiers, openapi, settings-doc); `serve` and `train` take their options from the
 settings models in config.py, the others' few options stay beside their code. The `bench`
 commands are `croupier.bench.cli`."""
 
@@ -75,7 +75,10 @@ def serve(values: dict[str, Any]) -> None:
     from croupier.api.app import create_app
     from croupier.api.exposure import exposure_warnings
 
-    config: ServerConfig = build(ServerConfig, values)
+    try:  # a bad setting (e.g. --seats tier:9): one line and exit 2, never a traceback
+        config: ServerConfig = build(ServerConfig, values)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     if config.trainer:
         from croupier.link.client import check_link_config
 
@@ -591,6 +594,13 @@ def promote(
     ),
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
     admin_key: Annotated[str | None, typer.Option(envvar="CROUPIER_ADMIN_KEY")] = None,
+    tiers_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="--auto: after a promotion, calibrate the difficulty tiers for it into this "
+            "server's --weights-dir (croupier tiers calibrate)"
+        ),
+    ] = None,
 ) -> None:
     """Move the production channel of one server or a fleet: --auto (with evidence), --version
     N, --rollback, or --canary-share S. Every server is checked before any is changed, each is
@@ -632,6 +642,7 @@ def promote(
             return await auto_promote(
                 urls[0], game, hands, admin_key=admin_key, tables=tables, seed=seed,
                 log_path=log, fleet=urls, play=play,
+                tiers=None if tiers_dir is None else {"weights_dir": tiers_dir},
             )  # fmt: skip
         if rollback:
             return await change_fleet(urls, "rollback", admin_key=admin_key, evidence=evidence)
@@ -750,6 +761,66 @@ def pretrain(
     typer.echo(json.dumps(report, indent=2, default=float))
 
 
+tiers_app = typer.Typer(help="Difficulty tiers: tier:1 (easiest) to tier:5, by the arena.")
+
+
+@tiers_app.command("calibrate")
+def tiers_calibrate(
+    url: Annotated[str, typer.Option(help="The server whose versions the tiers play")] = (
+        "http://127.0.0.1:8000"
+    ),
+    game: Annotated[str, typer.Option(help="Any game with a simulator (see eval)")] = (
+        "leduc-holdem"
+    ),
+    weights_dir: Annotated[
+        Path | None,
+        typer.Option(help="The server's --weights-dir: the calibration is written there"),
+    ] = None,
+    hands: Annotated[int, typer.Option(min=2, help="Arena hands per candidate")] = 2000,
+    verify_hands: Annotated[
+        int, typer.Option(min=2, help="Arena hands per chosen tier, on fresh deals")
+    ] = 6000,
+    tables: int = 16,
+    seed: int = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the calibration as JSON")] = (
+        False
+    ),
+    api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+) -> None:
+    """Measure candidate settings (versions of the history, temperatures, shares of the
+    rules) against the rules in the arena, choose five strictly ordered tiers from about the
+    rules' level to the best version, measure them again and write them for the server (it
+    re-reads the file). Run it after every promotion (or promote --auto --tiers-dir DIR).
+    Exit 1 when the five are not strictly ordered with 95% CIs apart."""
+    import uvloop
+
+    from croupier.arena.arena import ArenaError
+    from croupier.arena.tiers import calibrate, format_calibration
+    from croupier.client import CroupierError
+
+    try:
+        calibration = uvloop.run(
+            calibrate(
+                url,
+                game,
+                weights_dir=weights_dir,
+                hands=hands,
+                verify_hands=verify_hands,
+                api_key=api_key,
+                tables=tables,
+                seed=seed,
+                progress=lambda line: typer.echo(line, err=True),
+            )  # fmt: skip
+        )
+    except (ArenaError, CroupierError, ValueError, OSError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(json.dumps(calibration, indent=2) if json_out else format_calibration(calibration))
+    if not calibration["ordered"]:
+        raise typer.Exit(1)
+
+
+app.add_typer(tiers_app, name="tiers")
 app.add_typer(bench_app, name="bench")
 
 

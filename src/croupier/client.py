@@ -233,6 +233,10 @@ class CroupierClient:
         """{"latest", "production", "history", ...}."""
         return await self._request("GET", "/v1/policies/channels")
 
+    async def tiers(self) -> dict[str, Any]:
+        """The difficulty tiers' calibration: {"calibrated", "stale", "calibration", ...}."""
+        return await self._request("GET", "/v1/tiers")
+
     async def promote(self, version: int, evidence: dict[str, Any] | None = None) -> Any:
         body = _drop_none({"version": version, "evidence": evidence})
         return await self._request("POST", "/v1/policies/promote", body)

@@ -378,6 +378,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start the learner untrained (default: from the rules' clone, as croupier train)",
     )
+    ap.add_argument(
+        "--keep-every",
+        type=int,
+        default=0,
+        help="keep one version per N version numbers on disk (the server's "
+        "--weights-keep-every): a version history, e.g. for croupier bench tiers",
+    )
     args = ap.parse_args(argv)
     run = ExternalRun(
         game=args.game,
@@ -387,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         eval_hands=args.eval_hands,
         run_dir=args.runs_dir / time.strftime("%Y%m%d-%H%M%S"),
         train_args=["--no-rules-anchor"] if args.no_rules_anchor else [],
+        server_args=["--weights-keep-every", str(args.keep_every)] if args.keep_every else [],
         # Play once the trainer serves its first version: from the first hand, the rules'
         # clone (distilled before the trainer's link opens), not the untrained model.
         wait_for_trainer=True,

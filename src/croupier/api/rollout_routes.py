@@ -113,3 +113,12 @@ async def canary(request: Request) -> dict[str, Any]:
 async def rollout_stats(request: Request) -> dict[str, Any]:
     """Canary arms' games and payoffs, shadowed versions' disagreement and outcomes."""
     return rollout(request).stats()
+
+
+@rollout_router.get("/v1/tiers", dependencies=[Depends(require_read_key)])
+async def tiers(request: Request) -> dict[str, Any]:
+    """The difficulty tiers `tier:1`..`tier:5` serve (`croupier tiers calibrate`): each one's
+    version, temperature, rules share and strength against the rules with its 95% CI; the
+    production version they were calibrated for, and `stale` once production moved on."""
+    table = rollout(request)
+    return table.tiers.state(table.channels.production)

@@ -9,8 +9,10 @@ rates over hands (A's team against the other teams' mean). Games are created unr
 
 Policy names: `rules`, `random`, `learned@latest` (the newest version when the run starts,
 played fixed), `frozen@<version>` (as the server's seat spec names a fixed version;
-`learned@<version>` is accepted as a deprecated alias) and `production`. A model's name may end
-in `:greedy`: that seat plays the version's most likely legal action.
+`learned@<version>` is accepted as a deprecated alias), `production` and `tier:N` (a
+calibrated difficulty tier). A model's name may end in `:greedy`: that seat plays the
+version's most likely legal action; or in `:temp=T` and/or `:rules=P` (a tier's knobs:
+`policies/seats.py`).
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ from croupier.engine.runner import HAND_ERRORS, play_decisions
 from croupier.games.registry import load_simulator
 from croupier.games.simulator import Simulator
 from croupier.local_server import serving
+from croupier.policies.seats import BadPolicySpec, parse_spec
 
 log = logging.getLogger(__name__)
 
 _MAX_ERROR_SAMPLES = 5
+TUNED_NAMES = ("learned", "frozen", "production")  # names `:temp=T` / `:rules=P` may follow
 
 
 class ArenaError(ValueError):
@@ -106,6 +110,22 @@ async def seat_spec(client: CroupierClient, name: str) -> str:
     """The server's seat spec for an arena policy name (checked against what it has loaded);
     `<name>:greedy` for a model's name gives its spec with `:greedy`."""
     name = name.strip()
+    if name.startswith("tier:"):  # a difficulty tier, as the server calibrated it
+        try:
+            parse_spec(name)
+        except BadPolicySpec as e:
+            raise ArenaError(str(e)) from None
+        if not (await client.tiers())["calibrated"]:
+            raise ArenaError("the server has no tiers calibrated (croupier tiers calibrate)")
+        return name
+    head, colon, modes = name.partition(":")
+    if colon and modes != "greedy" and head.partition("@")[0] in TUNED_NAMES:
+        # `frozen@12:temp=2:rules=0.3`, `production:greedy:rules=0.5`: a tier's knobs.
+        try:
+            parse_spec(f"frozen@0:{modes}")
+        except BadPolicySpec as e:
+            raise ArenaError(str(e)) from None
+        return f"{await seat_spec(client, head)}:{modes}"
     base, sep, mode = name.rpartition(":")
     if sep:
         if mode != "greedy" or base.strip() in ("rules", "random"):

@@ -37,10 +37,13 @@ async def auto_promote(
     log_path: Path | None = None,
     fleet: list[str] | None = None,
     play: str = "sampled",
+    tiers: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The arena runs against `url`; a win promotes there, or on every server of `fleet`
     (`croupier.arena.fleet`: all or none checked first, each reported). `play`: sampled or
-    greedy (both sides, see the module docstring)."""
+    greedy (both sides, see the module docstring). `tiers`: after a promotion, calibrate the
+    difficulty tiers for the new production version (`arena/tiers.py` `calibrate`'s keyword
+    arguments: `weights_dir`, the server's, where it re-reads them; `hands`, ...)."""
     if play not in PLAYS:
         raise ValueError(f"play must be one of {PLAYS}, got {play!r}")
     async with CroupierClient(url, api_key=admin_key) as client:
@@ -84,6 +87,8 @@ async def auto_promote(
             async with CroupierClient(url, api_key=admin_key) as client:
                 decision["server"] = await client.promote(latest, evidence)
             decision["promoted"] = True
+        if decision["promoted"] and tiers is not None:
+            decision["tiers"] = await recalibrate(url, game, admin_key, tables, seed, tiers)
     else:
         decision["reason"] = (
             f"{candidate} did not beat {baseline}: strength score {result.mean:+.4f} ± "
@@ -108,6 +113,17 @@ async def promote_fleet(
     decision["promoted"] = report["ok"]
     if not report["ok"]:
         decision["reason"] += "; the fleet did not take it everywhere (see fleet)"
+
+
+async def recalibrate(
+    url: str, game: str, key: str | None, tables: int, seed: int, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The tiers calibrated again for the production just promoted: what the decision logs
+    (each tier's setting and strength; the candidates stay in the calibration file)."""
+    from croupier.arena.tiers import calibrate
+
+    calibration = await calibrate(url, game, api_key=key, tables=tables, seed=seed, **options)
+    return {k: v for k, v in calibration.items() if k != "candidates"}
 
 
 def log_decision(decision: dict[str, Any], log_path: Path | None) -> dict[str, Any]:

@@ -427,6 +427,46 @@ def bench_league(
     typer.echo(format_report(report))
 
 
+@bench_app.command("tiers")
+def bench_tiers(
+    weights_dir: Annotated[
+        Path, typer.Option(help="A version history (a server's or the demo's weights dir)")
+    ],
+    game: Annotated[str, typer.Option(help="Any game with a simulator and rules")] = (
+        "leduc-holdem"
+    ),
+    production: Annotated[
+        int | None, typer.Option(help="The best version, promoted (default: the newest)")
+    ] = None,
+    hands: Annotated[int, typer.Option(min=2, help="Arena hands per candidate")] = 2000,
+    verify_hands: Annotated[
+        int, typer.Option(min=2, help="Arena hands per chosen tier (calibration)")
+    ] = 6000,
+    check_hands: Annotated[
+        int, typer.Option(min=2, help="Arena hands per tier served as tier:N")
+    ] = 6000,
+    tables: int = 16,
+    seed: int = 0,
+    name: Annotated[str | None, typer.Option(help="File name's tail (default: the time)")] = (None),
+    out: Path = Path("bench/results"),
+) -> None:
+    """Five difficulty tiers calibrated in the arena on a version history, then each served
+    as tier:N and measured against the rules again: strictly ordered with 95% CIs apart?
+    JSON + PNG under --out (the weights dir is copied, never changed)."""
+    from croupier.bench.tiers import bench_tiers as run
+    from croupier.bench.tiers import format_report
+
+    if not (weights_dir / "latest.json").exists():
+        raise typer.BadParameter(f"{weights_dir} holds no versions (no latest.json)")
+    report = run(
+        game, weights_dir, out, production=production, hands=hands, verify_hands=verify_hands,
+        check_hands=check_hands, tables=tables, seed=seed, name=name,
+    )  # fmt: skip
+    typer.echo(format_report(report))
+    if not report["ordered"]:
+        raise typer.Exit(1)
+
+
 @bench_app.command("equilibrium")
 def bench_equilibrium(
     game: Annotated[str, typer.Option(help="A game small enough to walk: kuhn, leduc")] = (

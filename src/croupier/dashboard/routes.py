@@ -39,12 +39,14 @@ async def dashboard_data(request: Request) -> dict[str, Any]:
     Behind a key (a read key will do): it holds the arena results and the trainer link's
     address and last error, which `/v1/arena/results` and the link keep to key holders."""
     state = request.app.state
+    rollout = state.components.rollout
     return {
         "now": time.time(),
         "history": list(state.history.samples),
         "current": state.snapshot(),
         "arena": [r.model_dump() for r in state.arena.all()],
         "live_arena": state.components.rollout.live.table(),
+        "tiers": rollout.tiers.state(rollout.channels.production),
     }
 
 

@@ -13,12 +13,18 @@
   for production play. Never recorded: a greedy action was not drawn from the policy, so its
   log-prob is not the behaviour's (the learner's importance ratios would be wrong), and the
   learner's targets come from sampled play only
+- `<spec>:temp=T` and/or `…:rules=P` (after `frozen@…` and `production`; `:rules=P` may follow
+  `:greedy` too): the version sampled from its softmax at temperature T (above 1 plays
+  weaker and wider, towards uniform; below 1 sharper, towards greedy), and with probability P
+  per decision the rules' action instead. Never recorded (neither is the learner's sample).
+  The knobs a difficulty tier is built from (`policies/tiers.py`)
 
 Rollout specs (the same grammar; `policies/rollout/` resolves them to the above, per game):
 `production` (the version the production channel points at), `canary` (production for a
 configured share of new games, the rules for the rest), `shadow`/`shadow@latest`/`shadow@N`
-(the rules act; a learned version is computed beside them and compared) and `league` (a frozen
-version from the league pool).
+(the rules act; a learned version is computed beside them and compared), `league` (a frozen
+version from the league pool) and `tier:N` (N = 1 easiest .. 5: a difficulty level, the
+version, temperature and rules share the arena calibrated for it: `policies/tiers.py`).
 
 One grammar (`parse_spec`) checks every spec's syntax, for a game's seats and for the
 server's `--seat-mix` alike; resolving a spec against the loaded versions comes after.
@@ -35,10 +41,14 @@ from typing import Literal
 
 PolicyKind = Literal["rules", "random", "learned", "frozen"]
 PIN_CHOICES = ("created", "latest")
-ROLLOUT_SPECS = ("production", "canary", "shadow", "league")
+ROLLOUT_SPECS = ("production", "canary", "shadow", "league", "tier")
 # The specs a `:greedy` suffix may follow: those that play a learned version.
 GREEDY_SPECS = ("learned", "frozen", "production", "league")
 GREEDY = "greedy"
+# The specs `:temp=T` and `:rules=P` may follow: a fixed version, not recorded.
+TUNED_SPECS = ("frozen", "production")
+TIERS = 5  # difficulty tiers: tier:1 (easiest) .. tier:5 (the best version)
+MAX_TEMPERATURE = 100.0  # past ~10 a leduc version is already uniform to 1e-2
 
 
 class BadPolicySpec(ValueError):
@@ -52,9 +62,11 @@ class SeatUnavailable(BadPolicySpec):
 
 
 # Every well-formed seat spec (`parse_spec`'s grammar), as the API documents it.
+_NUMBER = r"[0-9]{1,3}(?:\.[0-9]{1,6})?"
 SEAT_SPEC_PATTERN = (
-    r"^(?:(?:production|league|learned(?:@latest)?|frozen@-?[0-9]+)(?::greedy)?"
-    r"|rules|random|canary|shadow(?:@latest|@[0-9]+)?)$"
+    r"^(?:(?:league|learned(?:@latest)?)(?::greedy)?"
+    rf"|(?:production|frozen@-?[0-9]+)(?::greedy|:temp={_NUMBER})?(?::rules={_NUMBER})?"
+    rf"|tier:[1-{TIERS}]|rules|random|canary|shadow(?:@latest|@[0-9]+)?)$"
 )
 _SPEC = re.compile(SEAT_SPEC_PATTERN.removeprefix("^").removesuffix("$"))
 
@@ -73,11 +85,18 @@ class SeatPolicy:
     channel: str | None = None
     # The model's most likely legal action, not a sample (never recorded: see the module doc).
     greedy: bool = False
+    # Sampled from softmax(logits / temperature) (1: as trained; never recorded otherwise).
+    temperature: float = 1.0
+    # The probability, per decision, that the rules act instead (a tier's mix; not recorded).
+    rules_share: float = 0.0
 
     def __post_init__(self) -> None:
-        # Asked at every decision (the decisions-by-policy counter): built once.
-        text = f"{self._label()}:{GREEDY}" if self.greedy else self._label()
-        object.__setattr__(self, "_label_text", text)
+        # Asked at every decision (the decisions-by-policy counter): built once. A tier seat
+        # is named by its tier alone: its settings are the calibration's, not the engine's.
+        label = self._label()
+        if not (self.channel or "").startswith("tier:"):
+            label += tuning_suffix(self.greedy, self.temperature, self.rules_share)
+        object.__setattr__(self, "_label_text", label)
 
     @property
     def uses_model(self) -> bool:
@@ -105,10 +124,42 @@ class SeatSpec:
     version: int | None = None  # frozen@N / frozen@-K (then `relative`), shadow@N
     relative: bool = False
     greedy: bool = False  # `…:greedy`
+    temperature: float = 1.0  # `…:temp=T`
+    rules_share: float = 0.0  # `…:rules=P`
+    tier: int | None = None  # tier:N
 
     @property
     def rollout(self) -> bool:
         return self.name in ROLLOUT_SPECS
+
+
+def tuning_suffix(greedy: bool, temperature: float, rules_share: float) -> str:
+    """`:greedy`, `:temp=T`, `:rules=P` as a spec spells them (`parse_spec` reads them back)."""
+    out = f":{GREEDY}" if greedy else (f":temp={temperature:g}" if temperature != 1.0 else "")
+    return out + (f":rules={rules_share:g}" if rules_share else "")
+
+
+def _tuning(spec: SeatSpec, text: str, modes: str) -> SeatSpec:
+    """`spec` with its `:greedy` / `:temp=T` / `:rules=P` (`modes`: what followed its name)."""
+    changes: dict[str, object] = {}
+    for mode in modes.split(":"):
+        key, eq, value = mode.partition("=")
+        if mode == GREEDY:
+            changes["greedy"] = True
+        elif eq and key == "temp":
+            temperature = float(value)
+            if not 0.0 < temperature <= MAX_TEMPERATURE:
+                raise BadPolicySpec(
+                    f"{text!r}: a temperature is above 0 and at most {MAX_TEMPERATURE:g} "
+                    "(0 is :greedy)"
+                )
+            changes["temperature"] = temperature
+        elif eq and key == "rules":
+            share = float(value)
+            if not 0.0 <= share <= 1.0:
+                raise BadPolicySpec(f"{text!r}: a rules share is a probability, 0 to 1")
+            changes["rules_share"] = share
+    return dataclasses.replace(spec, **changes)  # type: ignore[arg-type]
 
 
 # A server sees a handful of distinct specs (its seat mix, the engines' few), parsed per seat of
@@ -116,18 +167,30 @@ class SeatSpec:
 @functools.lru_cache(maxsize=1024)
 def parse_spec(text: str) -> SeatSpec:
     """The one grammar of seat specs (plain and rollout); `BadPolicySpec` if it is not one."""
+    if text.startswith("tier:"):
+        if not well_formed_spec(text):
+            raise BadPolicySpec(
+                f"unknown seat policy {text!r}: the tiers are tier:1 (easiest) to tier:{TIERS}"
+            )
+        return SeatSpec("tier", tier=int(text.removeprefix("tier:")))
     body, colon, mode = text.partition(":")
     if colon:
         spec = parse_spec(body)
-        if mode != GREEDY or spec.name not in GREEDY_SPECS:
+        if spec.name not in GREEDY_SPECS or (mode != GREEDY and spec.name not in TUNED_SPECS):
             raise BadPolicySpec(
-                f"unknown seat policy {text!r}: only {', '.join(GREEDY_SPECS)} take ':greedy'"
+                f"unknown seat policy {text!r}: only {', '.join(GREEDY_SPECS)} take ':greedy', "
+                f"only {' and '.join(TUNED_SPECS)} ':temp=T' and ':rules=P' (in that order)"
             )
-        return dataclasses.replace(spec, greedy=True)
+        if not well_formed_spec(text):
+            raise BadPolicySpec(
+                f"unknown seat policy {text!r}: a model's spec may end in ':greedy' or "
+                "':temp=T', then ':rules=P' (T above 0, P from 0 to 1)"
+            )
+        return _tuning(spec, text, mode)
     if not well_formed_spec(body):  # exactly: no spaces, ASCII digits only (no "+5", "٣")
         raise BadPolicySpec(
             f"unknown seat policy {text!r}: use rules, random, learned, learned@latest, "
-            "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league)"
+            "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league, tier:N)"
         )
     name, _, arg = body.partition("@")
     if name in ("rules", "random", "production", "canary", "league") and not arg:
@@ -152,8 +215,8 @@ def parse_spec(text: str) -> SeatSpec:
             raise BadPolicySpec(f"shadow@ needs latest or a version, got {arg!r}") from None
     raise BadPolicySpec(
         f"unknown seat policy {text!r}: use rules, random, learned, learned@latest, "
-        "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league), a model's "
-        "spec optionally followed by ':greedy'"
+        "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league, tier:N), a "
+        "model's spec optionally followed by ':greedy'"
     )
 
 
@@ -172,11 +235,17 @@ def resolve_plain(
             return SeatPolicy("learned", None, record=record, greedy=greedy)
         return SeatPolicy("learned", latest, record=record, greedy=greedy)
     if spec.name == "frozen" and spec.version is not None:
-        if not spec.relative:
-            return SeatPolicy("frozen", spec.version, greedy=spec.greedy)
-        versions = sorted(loaded or [latest])
-        version = versions[max(0, len(versions) - 1 + spec.version)]
-        return SeatPolicy("frozen", version, greedy=spec.greedy)
+        version = spec.version
+        if spec.relative:
+            versions = sorted(loaded or [latest])
+            version = versions[max(0, len(versions) - 1 + spec.version)]
+        return SeatPolicy(
+            "frozen",
+            version,
+            greedy=spec.greedy,
+            temperature=spec.temperature,
+            rules_share=spec.rules_share,
+        )
     raise BadPolicySpec(f"{spec.name!r} is a rollout seat: a server resolves it per game")
 
 
@@ -206,6 +275,17 @@ def resumed_seat_policy(
     `version`): the inverse of `SeatPolicy.label`. A model version this server does not hold
     is replaced by `served(version)` (the server's pick: `PolicyVersions.resolve`)."""
     suffix = f":{GREEDY}"
+    name, colon, modes = label.partition(":")
+    if colon and name.partition("@")[0] in TUNED_SPECS and modes != GREEDY:
+        # `frozen@12:temp=2:rules=0.3`, `production:rules=0.5`: the version, tuned as before.
+        tuned = _tuning(SeatSpec(name), label, modes)
+        policy = resumed_seat_policy(name, version, record=False, served=served)
+        return dataclasses.replace(
+            policy,
+            greedy=tuned.greedy,
+            temperature=tuned.temperature,
+            rules_share=tuned.rules_share,
+        )
     if label.endswith(suffix):  # a model's seat, greedy: never recorded
         policy = resumed_seat_policy(
             label.removesuffix(suffix), version, record=False, served=served

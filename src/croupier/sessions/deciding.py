@@ -347,6 +347,10 @@ class Decider:
         elif policy.kind == "random":
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
             step.index = self._random_index(mask)
+        elif policy.rules_share and self._rng.random() < policy.rules_share:
+            # A tier's (or a `:rules=P` seat's) share of the rules: they act, no forward.
+            step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
+            step.index = self.rules_index(state, mask)
         elif len(legal := self.adapter.legal_indices(mask)) == 1:
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
             step.index = int(legal[0])
@@ -395,7 +399,11 @@ class Decider:
                 self._end_fragment(step)
             else:
                 step.index, version = model.action, model.version
+                if step.policy.temperature != 1.0:  # never a recorded seat (`seats.py`)
+                    step.index = self._tempered_index(model.logits, step)
                 self._record(step, model)
+        elif step.policy.uses_model:  # a model's seat the rules answered (its rules share)
+            version = step.policy.version
         try:  # the label seen before: one dict update, as before the cap
             self.decisions_by_policy[label] += 1
         except KeyError:
@@ -500,6 +508,15 @@ class Decider:
             except Unprocessable:
                 pass  # the rules cannot act here: random still can
         return self._random_index(mask), "random"
+
+    def _tempered_index(self, logits: np.ndarray, step: _Step) -> int:
+        """An action drawn from softmax(logits / T) over the legal actions (a tier's or a
+        `:temp=T` seat's temperature T)."""
+        legal = self.adapter.legal_indices(step.mask)
+        row = np.asarray(logits, np.float64)[legal] / step.policy.temperature
+        probs = np.exp(row - row.max())
+        drawn = np.searchsorted(np.cumsum(probs), self._rng.random() * probs.sum(), side="right")
+        return int(legal[min(int(drawn), len(legal) - 1)])
 
     def _random_index(self, mask: np.ndarray) -> int:
         legal = self.adapter.legal_indices(mask)  # a candidate game: 0..K-1

@@ -91,7 +91,7 @@ class GameKeeper:
                 raise Unavailable(str(e)) from None
             except BadPolicySpec as e:
                 raise Unprocessable(str(e), ("seats", seat)) from None
-            if policy.kind == "rules" and not self.has_rules:
+            if (policy.kind == "rules" or policy.rules_share) and not self.has_rules:
                 raise Unavailable(f"{self.adapter.name!r} has no rules policy")
             if policy.kind == "frozen" and policy.version not in loaded:
                 raise Unavailable(f"version {policy.version} is not loaded; loaded: {loaded}")
@@ -174,10 +174,18 @@ class GameKeeper:
                 return given
 
             try:
-                policy = resumed_seat_policy(label, asked, record=bool(record), served=served)
+                if label.startswith("tier:"):  # the tier as this server calibrated it now
+                    policy = self.rollout.parser(False)(
+                        label, latest=self.versions.current, pin="created",
+                        loaded=self.versions.versions(),
+                    )  # fmt: skip
+                else:
+                    policy = resumed_seat_policy(label, asked, record=bool(record), served=served)
+            except SeatUnavailable as e:
+                raise Unavailable(str(e)) from None
             except BadPolicySpec as e:
                 raise Unprocessable(str(e), ("seats", seat)) from None
-            if policy.kind == "rules" and not self.has_rules:
+            if (policy.kind == "rules" or policy.rules_share) and not self.has_rules:
                 raise Unprocessable(f"{self.adapter.name!r} has no rules policy", ("seats", seat))
             plan[seat] = policy
         recorders = self._recorders(game_id, plan)

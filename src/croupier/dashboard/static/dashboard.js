@@ -131,6 +131,7 @@ function render(data) {
   })), { xLabel: "version", yMin: 0, empty: "no arena results yet (POST /v1/arena/results or croupier score)" });
 
   renderLive(data.live_arena);
+  renderTiers(data.tiers);
 
   text("game", cur.game);
   text("updated", `updated ${new Date(data.now * 1000).toLocaleTimeString()}`);
@@ -168,6 +169,30 @@ function renderLive(live) {
     for (const cell of [r.player, r.opponents.join(", "), r.games.toLocaleString(), sign(r.mean), `± ${r.ci95.toFixed(3)}`]) {
       const td = document.createElement("td");
       td.textContent = cell;  // textContent: policy names never become markup
+      tr.append(td);
+    }
+    body.append(tr);
+  }
+}
+
+function renderTiers(tiers) {
+  const body = document.querySelector("#tiers tbody");
+  body.replaceChildren();
+  const cal = tiers ? tiers.calibration : null;
+  let state = "not calibrated: croupier tiers calibrate (or promote --auto --tiers-dir)";
+  if (cal) {
+    state = `calibrated for production v${tiers.calibrated_for}` +
+      (tiers.stale ? `: STALE, production is now v${tiers.production} (calibrate again)` : "") +
+      (cal.ordered ? "; strictly ordered, CIs apart" : "; NOT strictly ordered with CIs apart");
+  }
+  if (tiers && tiers.problem) state += `; file refused: ${tiers.problem}`;
+  text("tiers-state", state);
+  const sign = (v) => (v >= 0 ? "+" : "") + v.toFixed(3);
+  for (const t of cal ? cal.tiers : []) {
+    const tr = document.createElement("tr");
+    for (const cell of [`tier:${t.tier}`, t.spec, sign(t.score), `± ${t.ci95.toFixed(3)}`, t.hands.toLocaleString()]) {
+      const td = document.createElement("td");
+      td.textContent = cell;
       tr.append(td);
     }
     body.append(tr);

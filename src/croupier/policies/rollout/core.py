@@ -39,6 +39,7 @@ from croupier.policies.seats import (
     parse_spec,
     resolve_plain,
 )
+from croupier.policies.tiers import TierTable
 
 GAMES_TRACKED = 100_000  # games with rollout state; older ones (never ended) are forgotten
 # Shadow outcomes are kept per learned version: the newest this many versions' (plus the
@@ -102,6 +103,12 @@ class Rollout:
         self.league = LeaguePool(Path(weights_dir) if weights_dir else None, self._rng, league)
         # Every ended game's players and payoffs (`GameKeeper` feeds it; `/v1/arena/live`).
         self.live = LiveArena(Path(weights_dir) if weights_dir else None)
+        # `tier:N` seats: the arena's calibration in the weights dir (`policies/tiers.py`).
+        self.tiers = TierTable(
+            Path(weights_dir) if weights_dir else None,
+            channels.versions,
+            held=lambda: {v for v in (channels.production, *channels.history) if v is not None},
+        )
         self._games: OrderedDict[str, _GameState] = OrderedDict()
         self.canary_games = {"production": 0, "rules": 0}
         self.canary_payoff = {"production": Mean(), "rules": Mean()}
@@ -126,10 +133,18 @@ class Rollout:
             if not parsed.rollout:
                 return resolve_plain(parsed, latest=latest, pin=pin, loaded=loaded)
             policy = resolve_rollout(parsed, latest, loaded)
-            # `production:greedy`, `league:greedy`: the same version, its most likely action
-            # (a league seat drawn to the rules plays them as they are).
-            greedy = parsed.greedy and policy.uses_model
-            return dataclasses.replace(policy, greedy=True) if greedy else policy
+            if parsed.name == "tier" or not policy.uses_model:
+                # A tier plays as it was calibrated; a seat drawn to the rules (a league's, a
+                # canary's) plays them as they are.
+                return policy
+            # `production:greedy`, `league:greedy`: the same version, its most likely action;
+            # `production:temp=T:rules=P`: tuned as a frozen version is.
+            return dataclasses.replace(
+                policy,
+                greedy=parsed.greedy,
+                temperature=parsed.temperature,
+                rules_share=parsed.rules_share,
+            )
 
         def resolve_rollout(parsed: SeatSpec, latest: int, loaded: list[int]) -> SeatPolicy:
             production = self.channels.production
@@ -147,6 +162,9 @@ class Rollout:
             if parsed.name == "shadow":
                 version = self._shadow_version(parsed, latest, loaded)
                 return SeatPolicy("rules", version, channel="shadow")
+            if parsed.name == "tier":
+                assert parsed.tier is not None
+                return self.tiers.policy(parsed.tier)
             drawn = self.league.draw(loaded)  # league
             return SeatPolicy("rules") if drawn is None else SeatPolicy("frozen", drawn)
 

@@ -8,7 +8,8 @@ simulator. One row per (player, the other seats' players):
 
 A player is a seat's policy with its version resolved: every seat that played a fixed version
 N (`learned` pinned at N, `frozen@N`, `production`, a canary or league seat) is `frozen@N`, one
-name for one policy, and `frozen@N:greedy` when it played the argmax; `learned@latest` (its
+name for one policy, and `frozen@N:greedy` when it played the argmax (a tuned seat, a tier's:
+`frozen@N:temp=2:rules=0.4`); `learned@latest` (its
 version moves), `rules` and `random` are themselves.
 The table only grows by games (a version's weights never change, so old games stay evidence);
 it is bounded in rows (the least recently played row goes first) and, with a weights dir, saved
@@ -34,7 +35,7 @@ from typing import Any
 import orjson
 
 from croupier.files import write_atomic
-from croupier.policies.seats import GREEDY, SeatPolicy
+from croupier.policies.seats import SeatPolicy, tuning_suffix
 from croupier.stats import Z95, Mean
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,9 @@ def player_of(policy: SeatPolicy) -> str:
         name = "learned@latest"
     else:
         name = policy.kind
-    return f"{name}:{GREEDY}" if policy.greedy else name
+    # A tuned seat (a tier: `:temp=T`, `:rules=P`) plays yet another policy: its own name,
+    # never mixed into the plain version's evidence (`promote --evidence live` reads that).
+    return name + tuning_suffix(policy.greedy, policy.temperature, policy.rules_share)
 
 
 def row_dict(player: str, opponents: tuple[str, ...], cell: Mean) -> dict[str, Any]:
