@@ -393,6 +393,14 @@ def tune_cmd(
     clone_decisions: Annotated[
         int | None, typer.Option(min=1, help="Rules decisions the clone is fitted to")
     ] = None,
+    space: Annotated[
+        str | None,
+        typer.Option(
+            help='JSON: choices for some searched fields, e.g. {"hiddens": ["64,64"], '
+            '"train_batch_size": [500, 1000]} (fields: lr, train_batch_size, minibatches, '
+            "num_epochs, entropy_coeff, hiddens, score_hidden)"
+        ),
+    ] = None,
     compare: Annotated[
         bool,
         typer.Option(
@@ -401,6 +409,10 @@ def tune_cmd(
     ] = False,
     compare_minutes: Annotated[
         float | None, typer.Option(min=0.01, help="The comparison's training minutes")
+    ] = None,
+    start: Annotated[
+        Path | None,
+        typer.Option(help="Start from this preset file instead of the game's current preset"),
     ] = None,
     compare_only: Annotated[
         Path | None,
@@ -414,7 +426,14 @@ def tune_cmd(
 ) -> None:
     """Find a game's training preset with Ray Tune (ASHA or PBT) over its simulator; write it
     as JSON for `croupier train --preset` and `bench strength --preset`."""
-    from croupier.bench.tune import SCHEDULERS, TuneRun, format_report, tune_game
+    from croupier.bench.tune import (
+        SCHEDULERS,
+        TuneRun,
+        current_preset,
+        format_report,
+        search_space,
+        tune_game,
+    )
     from croupier.games.registry import load_simulator
 
     if scheduler not in SCHEDULERS:
@@ -424,13 +443,20 @@ def tune_cmd(
     except (ValueError, TypeError, ImportError, AttributeError) as e:
         raise typer.BadParameter(str(e), param_hint="--game") from None
     tuned = preset_file(compare_only, game, "--compare-only")
+    base = preset_file(start, game, "--start")
+    try:
+        choices = json.loads(space) if space else {}
+        search_space(base or current_preset(game), scheduler, choices)  # before Ray starts
+    except (ValueError, TypeError, AttributeError) as e:
+        raise typer.BadParameter(str(e), param_hint="--space") from None
     anchor: dict[str, Any] = {"enabled": rules_anchor}
     if clone_decisions is not None:
         anchor["clone_decisions"] = clone_decisions
     run = TuneRun(game=game, minutes=minutes, scheduler=scheduler, trials=trials,
                   trial_minutes=trial_minutes, eval_every_s=eval_every, eval_hands=eval_hands,
                   final_hands=final_hands, address=address, cpus=cpus, seed=seed,
-                  rules_anchor=anchor, compare=compare or tuned is not None,
+                  rules_anchor=anchor, space=choices, start=base,
+                  compare=compare or tuned is not None,
                   compare_minutes=compare_minutes)  # fmt: skip
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in game)
     preset_out = out or Path("runs/tune") / f"{safe}.json"

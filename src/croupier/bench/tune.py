@@ -14,9 +14,10 @@ rules, `trainer/algo.py` `anchor_config`; from the rules' clone under the decayi
   (the hidden sizes stay those it was sampled with: weights cannot change shape).
 
 The first trial is always the game's current preset (its own, else the defaults `croupier
-train` uses), so the search starts from what is shipped. The winner is the best last score
-among the trials that trained their full `trial_minutes` (else those that trained longest);
-for PBT it is the settings the best member ended with (not the schedule that led there).
+train` uses), so the search starts from what is shipped (or from a preset file: `start`). The
+winner is the best last score among the trials that trained their full `trial_minutes` (else
+those that trained longest); for PBT, the settings the best member ended with (not the
+schedule that led there).
 `--minutes` bounds the whole search (Ray Tune's time budget). A Ray cluster (`--address`)
 runs as many trials at once as it has CPUs: one CPU a trial.
 
@@ -69,6 +70,12 @@ class TuneRun:
     # Rules-anchored learning as `croupier train` (its settings, `RulesAnchor` fields).
     rules_anchor: dict[str, Any] = field(default_factory=dict)
     num_envs: int = 64
+    # Choices over the default search for some of its fields (`SEARCHED`), e.g.
+    # {"hiddens": ["64,64"], "train_batch_size": [500, 1000]}: a narrower search.
+    space: dict[str, list[Any]] = field(default_factory=dict)
+    # The preset the search starts from (its first trial) and the comparison sets the tuned
+    # one beside; None: the game's current preset (`current_preset`).
+    start: TrainingPreset | None = None
     compare: bool = False
     compare_minutes: float | None = None  # None: trial_minutes
 
@@ -121,9 +128,19 @@ def preset_of(base: TrainingPreset, config: dict[str, Any], evidence: str = "") 
     )  # fmt: skip
 
 
-def search_space(base: TrainingPreset, scheduler: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The sampled space around `base`, and (PBT) the mutations of a trial's settings."""
+def search_space(
+    base: TrainingPreset, scheduler: str, choices: dict[str, list[Any]] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The sampled space around `base`, and (PBT) the mutations of a trial's settings;
+    `choices` replace the default domains of the fields they name."""
     from ray import tune
+
+    choices = choices or {}
+    unknown = sorted(set(choices) - set(SEARCHED))
+    bad = sorted(k for k, v in choices.items() if not isinstance(v, list) or not v)
+    if unknown or bad:
+        raise ValueError(f"space: lists of choices for {list(SEARCHED)}; "
+                         f"unknown {unknown}, not a non-empty list {bad}")  # fmt: skip
 
     wide = ["64,64", "128,128", "256,256"]
     space = {
@@ -144,6 +161,10 @@ def search_space(base: TrainingPreset, scheduler: str) -> tuple[dict[str, Any], 
         "num_epochs": [1, 2, 4, 8],
         "entropy_coeff": tune.loguniform(1e-3, 0.05),
     }
+    for key, values in choices.items():
+        space[key] = tune.choice(values)
+        if key in mutations:
+            mutations[key] = list(values)
     return space, (mutations if scheduler == "pbt" else {})
 
 
@@ -317,9 +338,9 @@ def search(run: TuneRun, storage: Path) -> dict[str, Any]:
 
     if run.scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler: one of {list(SCHEDULERS)}, got {run.scheduler!r}")
-    base = current_preset(run.game)
+    base = run.start or current_preset(run.game)
     trial_s = run.trial_minutes * 60
-    space, mutations = search_space(base, run.scheduler)
+    space, mutations = search_space(base, run.scheduler, run.space)
     first = trial_config(base)
     if run.scheduler == "asha":
         scheduler: Any = ASHAScheduler(
@@ -360,7 +381,7 @@ def compare(run: TuneRun, tuned: TrainingPreset, storage: Path) -> dict[str, Any
 
     from croupier.bench.evaluate import rules_record
 
-    base = current_preset(run.game)
+    base = run.start or current_preset(run.game)
     minutes = run.compare_minutes or run.trial_minutes
     sides = {"current": trial_config(base), "tuned": trial_config(tuned)}
     space, _ = search_space(base, "asha")  # the two points below are all that is sampled
