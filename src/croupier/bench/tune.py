@@ -482,13 +482,16 @@ def plot(report: dict[str, Any], path: Path) -> None:
             best = found["winner"]["preset"] if found["winner"] else None
             for i, t in enumerate(found["trials"]):
                 pts = t["reports"]
+                if not pts:  # never started: the search's minutes ran out first
+                    continue
                 preset = asdict(preset_of(TrainingPreset(**found["current"]), t["config"]))
                 style = {"c": "k", "lw": 2, "label": "the current preset"} if i == 0 else \
                     {"c": "C1", "lw": 2, "label": "the winner"} if preset == best else \
                     {"c": "gray", "lw": 0.8, "alpha": 0.6}  # fmt: skip
                 ax.plot([p["trained_s"] / 60 for p in pts], [p["score"] for p in pts],
                         marker=".", **style)  # fmt: skip
-            ax.set_title(f"{report['run']['game']}: {len(found['trials'])} trials "
+            started = sum(1 for t in found["trials"] if t["reports"])
+            ax.set_title(f"{report['run']['game']}: {started} trials started "
                          f"({report['run']['scheduler']})")  # fmt: skip
         else:
             cmp = report["compare"]
@@ -516,7 +519,9 @@ def format_report(report: dict[str, Any]) -> str:
     rows = []
     if "search" in report:
         found = report["search"]
-        rows.append(f"{len(found['trials'])} trials in {found['seconds'] / 60:.1f} min")
+        started = sum(1 for t in found["trials"] if t["reports"])
+        rows.append(f"{started} of {len(found['trials'])} trials started in "
+                    f"{found['seconds'] / 60:.1f} min")  # fmt: skip
         w = found["winner"]
         if w:
             last = w["last"]

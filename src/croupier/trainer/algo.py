@@ -96,14 +96,14 @@ def training_defaults(
     algorithm). What `croupier train` and the in-process anchors all use: like for like."""
     from croupier.games.presets import DEFAULT_ALGO, preset_for
 
-    if preset is None:
-        preset = preset_for(game)
-        spec = ModelSpec.for_game(game, algo)
-    else:
-        spec = ModelSpec(algo=algo or preset.algo, hiddens=list(preset.hiddens),
-                         score_hidden=preset.score_hidden)  # fmt: skip
+    given = preset
+    preset = preset_for(game) if given is None else given
     algo = algo or (preset.algo if preset else DEFAULT_ALGO)
     hyper = Hyper.defaults(algo)
+    if given is None:
+        spec = ModelSpec.for_game(game, algo)
+    else:
+        spec = ModelSpec(algo=algo, hiddens=list(given.hiddens), score_hidden=given.score_hidden)
     if preset is not None and preset.algo == algo:
         hyper.lr, hyper.entropy_coeff = preset.lr, preset.entropy_coeff
         hyper.gamma, hyper.train_batch_size = preset.gamma, preset.train_batch_size
