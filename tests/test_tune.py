@@ -9,7 +9,16 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from croupier.bench.tune import TuneRun, current_preset, preset_of, trial_config, tune_game, winner
+from croupier.bench.tune import (
+    TuneRun,
+    current_preset,
+    format_report,
+    preset_of,
+    search_space,
+    trial_config,
+    tune_game,
+    winner,
+)
 from croupier.cli import app, train_options
 from croupier.config import TrainSettings
 from croupier.games.presets import TrainingPreset, load_preset
@@ -25,7 +34,13 @@ def test_the_current_preset_is_a_trial_config_and_back() -> None:
     config = trial_config(base)
     assert config["hiddens"] == "128,128" and config["minibatches"] == 8
     assert preset_of(base, config) == base
-    assert current_preset("uno").policy == "candidates"  # a game's own preset, as shipped
+    uno = current_preset("uno")  # a game's own preset, as shipped
+    assert uno.policy == "candidates" and uno.hiddens == [256, 256]
+    space, mutations = search_space(uno, "pbt", {"hiddens": ["256,256"]})
+    assert hasattr(space["score_hidden"], "sample") and not mutations.keys() & {"hiddens"}
+    assert preset_of(uno, trial_config(uno)) == uno
+    # a masked game does not search a scorer it has no use for
+    assert search_space(base, "asha")[0]["score_hidden"] == base.score_hidden
 
 
 def test_the_winner_trained_longest_then_scored_best() -> None:
@@ -49,9 +64,9 @@ def test_a_tiny_tune_writes_a_preset_train_takes(tmp_path) -> None:
              "hiddens": ["16,16"]}  # fmt: skip
     start = TrainingPreset(algo="ppo", policy="masked", hiddens=[16, 16], lr=1e-3,
                            train_batch_size=256, minibatch_size=128, num_epochs=1)  # fmt: skip
-    run = TuneRun(game=KUHN, minutes=3, trials=2, trial_minutes=0.05, eval_every_s=1,
+    run = TuneRun(game=KUHN, minutes=3, trials=2, trial_minutes=0.04, eval_every_s=1,
                   eval_hands=100, final_hands=200, rules_anchor={"clone_decisions": 400},
-                  num_envs=8, space=small, start=start)  # fmt: skip
+                  num_envs=8, space=small, start=start, compare=True)  # fmt: skip
     out = tmp_path / "kuhn.json"
     report = tune_game(run, out, tmp_path / "results", tmp_path / "tune")
 
@@ -72,6 +87,17 @@ def test_a_tiny_tune_writes_a_preset_train_takes(tmp_path) -> None:
     assert "croupier tune" in preset.evidence
     (saved,) = (tmp_path / "results").glob("tune-*.json")
     assert saved.with_suffix(".png").stat().st_size > 0
+
+    # Then the start and the winner side by side, the same minutes, scored on the same deals.
+    cmp = report["compare"]
+    assert list(cmp["sides"]) == ["current", "tuned"] and cmp["rules_record"]["n"] == 200
+    assert cmp["sides"]["tuned"]["preset"] == report["tuned"]
+    for side in cmp["sides"].values():
+        assert side["error"] is None and side["env_steps"] > 0
+        assert side["curve"][0]["trained_s"] == 0 and side["curve"][-1]["trained_s"] >= 0.04 * 60
+        assert side["final"]["hands"] == 200 and 0 <= side["minutes_below"] <= 1
+        assert all(math.isfinite(side["final"][how]["mean"]) for how in ("sampled", "greedy"))
+    assert "current: sampled" in format_report(report)
 
     values = {o.param: o.default for o in options(TrainSettings)}
     opts = train_options(build(TrainSettings, values | {"game": KUHN, "preset": out}))

@@ -383,7 +383,8 @@ def compare(run: TuneRun, tuned: TrainingPreset, storage: Path) -> dict[str, Any
 
     base = run.start or current_preset(run.game)
     minutes = run.compare_minutes or run.trial_minutes
-    sides = {"current": trial_config(base), "tuned": trial_config(tuned)}
+    presets = {"current": base, "tuned": tuned}
+    sides = {name: trial_config(preset) for name, preset in presets.items()}
     space, _ = search_space(base, "asha")  # the two points below are all that is sampled
     points = BasicVariantGenerator(points_to_evaluate=list(sides.values()), max_concurrent=2)
     config = tune.TuneConfig(num_samples=2, search_alg=points)
@@ -399,7 +400,7 @@ def compare(run: TuneRun, tuned: TrainingPreset, storage: Path) -> dict[str, Any
         end_s = curve[-1]["trained_s"] if curve else 0.0
         last = curve[-1] if curve else {}
         out["sides"][name] = {
-            "preset": asdict(preset_of(base, t["config"])),
+            "preset": asdict(presets[name]),
             "curve": curve,
             "error": t["error"],
             "minutes_below": minutes_below(
@@ -428,9 +429,10 @@ def tune_game(
 
     if tuned is None and run.trials < 1:
         raise ValueError("trials: at least 1")
-    if run.address:
+    started = not ray.is_initialized()  # a caller's own Ray session is left running
+    if started and run.address:
         ray.init(address=run.address, include_dashboard=False, log_to_driver=False)
-    else:
+    elif started:
         ray.init(num_cpus=run.cpus, include_dashboard=False, log_to_driver=False)
     report: dict[str, Any] = {"run": asdict(run)}
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -461,7 +463,8 @@ def tune_game(
                   "training min each...", flush=True)  # fmt: skip
             report["compare"] = compare(run, tuned, storage)
     finally:
-        ray.shutdown()
+        if started:
+            ray.shutdown()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"tune-{safe}-{stamp}.json"
     path.write_text(json.dumps(report, indent=2, default=float))
