@@ -26,6 +26,10 @@ CPU each, the same load on both) for the same training minutes, each evaluated e
 `eval_every_s` and finally over `final_hands` duplicate hands, sampled and greedy, with their
 95% CIs, the rules' own record and the minutes each curve spent below it (JSON + PNG under
 bench/results/).
+
+Why ~560 lines in one module: the search, its trial, the comparison and their one report
+share the trial's config format (`trial_config`, `preset_of`) and its reports; apart, the
+report's reader would chase that format through three files.
 """
 
 from __future__ import annotations
