@@ -1,7 +1,7 @@
 """The `croupier` command line: one function per command, each only parsing and wiring.
 
 Over 400 lines because it lists every command (serve, engine, train, eval, promote, status,
-score, pretrain, openapi, settings-doc); `serve` and `train` take their options from the
+score, pretrain, tune, openapi, settings-doc); `serve` and `train` take their options from the
 settings models in config.py, the others' few options stay beside their code. The `bench`
 commands are `croupier.bench.cli`."""
 
