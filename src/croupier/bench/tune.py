@@ -255,7 +255,8 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
         algo.stop()
 
 
-def _setup(run: TuneRun, base: TrainingPreset, trial_s: float, checkpoints: bool) -> dict:
+def trial_setup(run: TuneRun, base: TrainingPreset, trial_s: float, checkpoints: bool) -> dict:
+    """What every trial of a search or comparison shares (`trial`'s `setup`)."""
     from croupier.trainer import rules_anchor as ra
 
     anchor = ra.RulesAnchor(**run.rules_anchor)
@@ -361,7 +362,7 @@ def search(run: TuneRun, storage: Path) -> dict[str, Any]:
         time_budget_s=run.minutes * 60,
         search_alg=BasicVariantGenerator(points_to_evaluate=[first]),
     )  # fmt: skip
-    setup = _setup(run, base, trial_s, checkpoints=run.scheduler == "pbt")
+    setup = trial_setup(run, base, trial_s, checkpoints=run.scheduler == "pbt")
     t0 = time.monotonic()
     trials = _run_trials(run, setup, config, space, f"tune-{run.scheduler}", storage)
     best = winner(trials)
@@ -392,7 +393,7 @@ def compare(run: TuneRun, tuned: TrainingPreset, storage: Path) -> dict[str, Any
     space, _ = search_space(base, "asha")  # the two points below are all that is sampled
     points = BasicVariantGenerator(points_to_evaluate=list(sides.values()), max_concurrent=2)
     config = tune.TuneConfig(num_samples=2, search_alg=points)
-    setup = _setup(run, base, minutes * 60, checkpoints=False)
+    setup = trial_setup(run, base, minutes * 60, checkpoints=False)
     trials = _run_trials(run, setup, config, space, "compare", storage)
     # Tune keeps its trials in the order they were made: the points' order.
     if [trial_config(preset_of(base, t["config"])) for t in trials] != list(sides.values()):
