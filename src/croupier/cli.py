@@ -1,7 +1,7 @@
 """The `croupier` command line: one function per command, each only parsing and wiring.
 
 Over 400 lines because it lists every command (serve, engine, train, eval, promote, status,
-score, pretrain, tiers, openapi, settings-doc); `serve` and `train` take their options from the
+score, pretrain, tiers, tune, openapi, settings-doc); `serve` and `train` take their options from the
 settings models in config.py, the others' few options stay beside their code. The `bench`
 commands are `croupier.bench.cli`."""
 
@@ -263,6 +263,18 @@ def _resources(text: str | None, flag: str) -> dict[str, float]:
     return {k: float(v) for k, v in value.items()}
 
 
+def preset_file(path: Path | None, game: str, flag: str = "--preset") -> Any:
+    """The `TrainingPreset` in `path` (None: none given); a bad file is a usage error."""
+    from croupier.games.presets import PresetError, load_preset
+
+    if path is None:
+        return None
+    try:
+        return load_preset(path, game)
+    except PresetError as e:
+        raise typer.BadParameter(str(e), param_hint=flag) from None
+
+
 def train_options(s: TrainSettings) -> Any:
     """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
     from croupier.link.secret import TokenSource
@@ -276,8 +288,8 @@ def train_options(s: TrainSettings) -> Any:
         given["hiddens"] = layer_sizes(s.hiddens)
     if s.score_hidden:
         given["score_hidden"] = s.score_hidden
-    # The game's preset, if it has one; a flag given overrides it.
-    spec, hyper = training_defaults(s.game, s.algo, given)
+    # The preset file's, else the game's preset, if it has one; a flag given overrides it.
+    spec, hyper = training_defaults(s.game, s.algo, given, preset_file(s.preset, s.game))
     if s.max_sample_batches is not None:
         hyper.max_sample_batches = s.max_sample_batches or None
     if s.max_sample_lag is not None:
@@ -351,6 +363,113 @@ def train(values: dict[str, Any]) -> None:
     options = train_options(s)
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))
+
+
+@app.command("tune")
+def tune_cmd(
+    game: Annotated[str, typer.Option(help="Any game with a simulator (see eval)")] = (
+        "leduc-holdem"
+    ),
+    minutes: Annotated[
+        float, typer.Option(min=0.01, help="The whole search's wall-clock budget")
+    ] = 10.0,
+    scheduler: Annotated[str, typer.Option(help="asha or pbt (population-based training)")] = (
+        "asha"
+    ),
+    trials: Annotated[
+        int, typer.Option(min=1, help="Configurations tried (asha) or the population (pbt)")
+    ] = 8,
+    trial_minutes: Annotated[
+        float,
+        typer.Option(
+            min=0.01, help="Training minutes a trial runs at most (the horizon tuned for)"
+        ),
+    ] = 2.0,
+    eval_every: Annotated[
+        float, typer.Option(min=1.0, help="Training seconds between a trial's evaluations")
+    ] = 20.0,
+    eval_hands: Annotated[int, typer.Option(min=2, help="Duplicate hands per evaluation")] = 2000,
+    final_hands: Annotated[
+        int, typer.Option(min=2, help="A trial's last evaluation, and the comparison's")
+    ] = 4000,
+    address: Annotated[
+        str | None, typer.Option(help="A Ray cluster (ray start): one trial per CPU it has")
+    ] = None,
+    cpus: Annotated[int, typer.Option(min=1, help="CPUs of the local Ray (no --address)")] = 2,
+    rules_anchor: Annotated[
+        bool, typer.Option(help="Trials start from the rules' clone, as `croupier train` does")
+    ] = True,
+    clone_decisions: Annotated[
+        int | None, typer.Option(min=1, help="Rules decisions the clone is fitted to")
+    ] = None,
+    space: Annotated[
+        str | None,
+        typer.Option(
+            help='JSON: choices for some searched fields, e.g. {"hiddens": ["64,64"], '
+            '"train_batch_size": [500, 1000]} (fields: lr, train_batch_size, minibatches, '
+            "num_epochs, entropy_coeff, hiddens, score_hidden)"
+        ),
+    ] = None,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            help="Then train the current and the tuned preset side by side and score both"
+        ),
+    ] = False,
+    compare_minutes: Annotated[
+        float | None, typer.Option(min=0.01, help="The comparison's training minutes")
+    ] = None,
+    start: Annotated[
+        Path | None,
+        typer.Option(help="Start from this preset file instead of the game's current preset"),
+    ] = None,
+    compare_only: Annotated[
+        Path | None,
+        typer.Option(help="No search: compare this preset file with the current preset"),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="The preset file written (default runs/tune/GAME.json)")
+    ] = None,
+    results: Annotated[Path, typer.Option(help="Where the report goes")] = Path("bench/results"),
+    seed: int = 1,
+) -> None:
+    """Find a game's training preset with Ray Tune (ASHA or PBT) over its simulator; write it
+    as JSON for `croupier train --preset` and `bench strength --preset`."""
+    from croupier.bench.tune import (
+        SCHEDULERS,
+        TuneRun,
+        current_preset,
+        format_report,
+        search_space,
+        tune_game,
+    )
+    from croupier.games.registry import load_simulator
+
+    if scheduler not in SCHEDULERS:
+        raise typer.BadParameter(f"one of {list(SCHEDULERS)}", param_hint="--scheduler")
+    try:
+        load_simulator(game)
+    except (ValueError, TypeError, ImportError, AttributeError) as e:
+        raise typer.BadParameter(str(e), param_hint="--game") from None
+    tuned = preset_file(compare_only, game, "--compare-only")
+    base = preset_file(start, game, "--start")
+    try:
+        choices = json.loads(space) if space else {}
+        search_space(base or current_preset(game), scheduler, choices)  # before Ray starts
+    except (ValueError, TypeError, AttributeError) as e:
+        raise typer.BadParameter(str(e), param_hint="--space") from None
+    anchor: dict[str, Any] = {"enabled": rules_anchor}
+    if clone_decisions is not None:
+        anchor["clone_decisions"] = clone_decisions
+    run = TuneRun(game=game, minutes=minutes, scheduler=scheduler, trials=trials,
+                  trial_minutes=trial_minutes, eval_every_s=eval_every, eval_hands=eval_hands,
+                  final_hands=final_hands, address=address, cpus=cpus, seed=seed,
+                  rules_anchor=anchor, space=choices, start=base,
+                  compare=compare or tuned is not None,
+                  compare_minutes=compare_minutes)  # fmt: skip
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in game)
+    preset_out = out or Path("runs/tune") / f"{safe}.json"
+    typer.echo(format_report(tune_game(run, preset_out, results, tuned=tuned)))
 
 
 @app.command()

@@ -382,6 +382,11 @@ class TrainSettings:
     algo: str | None = setting(
         None, "ppo or appo (V-trace); default: the game's preset (its adapter's `preset`), else ppo"
     )
+    preset: Path | None = setting(
+        None,
+        "A preset JSON file (`croupier tune` writes one) in place of the game's preset; the "
+        "flags below still override its fields",
+    )
     listen: str = setting("127.0.0.1:5555", "host:port policy servers connect to")
     checkpoint_dir: Path = setting(Path("runs/trainer"), "Checkpoints; resumes if present")
     minutes: float | None = setting(None, "Stop after this long")

@@ -148,6 +148,10 @@ def bench_strength(
         str | None,
         typer.Option(help="ppo or appo for the trainer (default: the game's preset, else ppo)"),
     ] = None,
+    preset: Annotated[
+        Path | None,
+        typer.Option(help="A preset file (`croupier tune`'s) in place of the game's, both sides"),
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
     """External path vs an in-process anchor, same wall-clock: strength against the rules.
@@ -175,6 +179,7 @@ def bench_strength(
         tables=tables,
         algo=algo,
         train={k: v for k, v in given.items() if v is not None},
+        preset=None if preset is None else str(preset),
     )
     try:
         report = run(settings, out)

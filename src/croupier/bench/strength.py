@@ -90,6 +90,9 @@ class StrengthRun:
     # Rules-anchored learning (`croupier train`'s default): the external trainer and the
     # in-process RLlib anchor start from the rules' clone; False: both from scratch.
     rules_anchor: bool = True
+    # A preset file (`croupier tune`'s) in place of the game's preset, for the external
+    # trainer (`croupier train --preset`) and the anchor alike; `train` still overrides it.
+    preset: str | None = None
 
 
 def new_run_dir(out_dir: Path, label: str) -> Path:
@@ -140,7 +143,7 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
         ["--game", run.game, "--listen", f"127.0.0.1:{port}",
          "--checkpoint-dir", str(run_dir / "trainer"), "--minutes", str(run.minutes * 3 + 5),
          "--log-level", "info", *(["--algo", run.algo] if run.algo else []),
-         *train_flags(run.train), *anchor_flags(run)],
+         *train_flags(run.train), *anchor_flags(run), *preset_flags(run)],
         stdout=log,
     )  # fmt: skip
     curve: list[dict[str, Any]] = []
@@ -205,7 +208,7 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
     from croupier.games.doudizhu import SERVED_FEATURES
     from croupier.games.presets import preset_for
 
-    preset = preset_for(run.game)
+    preset = run_preset(run) or preset_for(run.game)
     assert preset is not None
     preset = replace(preset, **run.train)  # what the external trainer gets as flags
     cfg = PPOConfig(
@@ -244,6 +247,7 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     if not (run.external or run.anchor or run.dmc):
         raise ValueError("nothing to run: --no-external with --no-anchor and no --dmc")
     train_flags(run.train)  # an unknown setting fails here, before any run
+    run_preset(run)  # and a bad preset file
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     report: dict[str, Any] = {"run": asdict(run)}
@@ -274,6 +278,19 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     path.write_text(json.dumps(report, indent=2, default=float))
     plot(report, path.with_suffix(".png"))
     return report
+
+
+def run_preset(run: StrengthRun) -> Any:
+    """The run's preset file's `TrainingPreset` (None: the game's own); PresetError (a
+    ValueError, a clear CLI error) for a bad file."""
+    from croupier.games.presets import load_preset
+
+    return None if run.preset is None else load_preset(Path(run.preset), run.game)
+
+
+def preset_flags(run: StrengthRun) -> list[str]:
+    """`croupier train` flags for the run's preset file."""
+    return [] if run.preset is None else ["--preset", run.preset]
 
 
 def anchor_flags(run: StrengthRun) -> list[str]:
@@ -320,7 +337,8 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     run_dir = new_run_dir(out_dir, stamp)
     from croupier.trainer.rules_anchor import RulesAnchor
 
-    train_args = train_flags(run.train) + anchor_flags(run)
+    preset = run_preset(run)  # a bad file fails before any run
+    train_args = train_flags(run.train) + anchor_flags(run) + preset_flags(run)
     print(f"the rules' own record ({run.final_games} hands)...", flush=True)
     record = rules_record(run.game, run.final_games, seed=1)  # the deals `_scored` plays
     print(f"external path: {run.minutes:g} min, learned seat vs the rules...", flush=True)
@@ -372,7 +390,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         anchor = run_rllib_anchor(
             run.game, spec.algo, run.minutes, run.ray_cpus, run.train,
             rules_anchor=RulesAnchor(enabled=run.rules_anchor),
-            eval_every_s=run.eval_every_s, eval_hands=run.eval_games,
+            eval_every_s=run.eval_every_s, eval_hands=run.eval_games, preset=preset,
         )  # fmt: skip
         spans = evaluation_spans(anchor["curve"], anchor["seconds"])
         report["anchor"] = {

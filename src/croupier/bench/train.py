@@ -36,6 +36,7 @@ def run_anchor(
     ray_started: bool = False,
     env_config: dict[str, Any] | None = None,
     max_steps: int | None = None,
+    preset: Any = None,
 ) -> dict[str, Any]:
     """RLlib in-process on the game's simulator for `minutes`, with `croupier train`'s
     settings (the preset, `train` over it: `bench strength`'s TRAIN_OVERRIDES) and, as
@@ -46,7 +47,8 @@ def run_anchor(
     instead the policy evaluated against the rules (sampled, `eval_hands` on the same deals
     each time, at 0 and every `eval_every_s` of training; evaluation time not counted).
     `env_config`: the seat env's opponent (`engine/seat_env.py`; default the rules);
-    `max_steps`: stop at this many env steps if sooner. Starts Ray unless it runs already
+    `max_steps`: stop at this many env steps if sooner; `preset`: a `TrainingPreset` in
+    place of the game's (a preset file's). Starts Ray unless it runs already
     (then leaves it)."""
     import ray
     import torch
@@ -58,7 +60,7 @@ def run_anchor(
     from croupier.trainer.algo import anchor_config, training_defaults
 
     torch.set_num_threads(1)
-    spec, hyper = training_defaults(game, algo, train)  # as `croupier train`: like for like
+    spec, hyper = training_defaults(game, algo, train, preset)  # as `croupier train`
     anchor = rules_anchor if rules_anchor is not None else ra.RulesAnchor()
     if anchor.enabled and ra.anchorable(game) is not None:
         anchor = replace(anchor, enabled=False)

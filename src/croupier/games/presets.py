@@ -7,11 +7,17 @@ A game without a preset trains `DEFAULT_ALGO` with its own defaults (`Hyper.defa
 
 A studio's game ships its own preset as its adapter's `preset` attribute (a `TrainingPreset`;
 docs/your-game.md): `--game pkg.module:Adapter` (or its simulator) finds it there.
+
+A preset is also a JSON file (`save_preset`, `load_preset`): what `croupier tune` writes and
+`croupier train --preset FILE` and `bench strength --preset FILE` take in place of the game's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 # The algorithm a game without a preset trains, everywhere (`croupier train`, `bench
@@ -36,7 +42,8 @@ class TrainingPreset:
     num_epochs: int = 4
     gamma: float = 1.0
     lambda_: float = 0.95
-    # Several learned seats of one side: one role-conditioned policy or one per seat.
+    # Several learned seats of one side: one role-conditioned policy ("shared") or one per
+    # seat ("separate").
     team_policies: str = "shared"
     evidence: str = ""  # where the measurement behind it is written down
 
@@ -100,3 +107,107 @@ def preset_for(game: str) -> TrainingPreset | None:
     if preset is not None and not isinstance(preset, TrainingPreset):
         raise TypeError(f"{game}.preset must be a croupier.games.presets.TrainingPreset")
     return preset
+
+
+# --- a preset as a JSON file ---------------------------------------------------------------
+
+ALGOS = ("ppo", "appo")
+POLICIES = ("masked", "candidates")
+TEAM_POLICIES = ("shared", "separate")  # as `bench/strength_anchors.py` `peasant_policies`
+# Keys a preset file may hold besides the preset's fields: the game it was found for, and how
+# (`croupier tune`'s search: scheduler, trials, the score it won with); neither changes training.
+FILE_KEYS = ("game", "found_by")
+MAX_LAYERS = 16  # as the served module (`policies/module.py` refuses more, and wider layers)
+
+
+class PresetError(ValueError):
+    """A preset file that cannot be used: says which file, which field and what is expected."""
+
+
+def _check(preset: TrainingPreset) -> None:
+    """ValueError naming the first field out of range."""
+    p = preset
+    if p.algo not in ALGOS:
+        raise ValueError(f"algo: one of {list(ALGOS)}, got {p.algo!r}")
+    if p.policy not in POLICIES:
+        raise ValueError(f"policy: one of {list(POLICIES)}, got {p.policy!r}")
+    if p.team_policies not in TEAM_POLICIES:
+        raise ValueError(f"team_policies: one of {list(TEAM_POLICIES)}, got {p.team_policies!r}")
+    if not isinstance(p.hiddens, list) or not 1 <= len(p.hiddens) <= MAX_LAYERS:
+        raise ValueError(f"hiddens: a list of 1 to {MAX_LAYERS} layer sizes, got {p.hiddens!r}")
+    ints = {"score_hidden": p.score_hidden, "train_batch_size": p.train_batch_size,
+            "minibatch_size": p.minibatch_size, "num_epochs": p.num_epochs}  # fmt: skip
+    ints.update({f"hiddens[{i}]": h for i, h in enumerate(p.hiddens)})
+    for name, value in ints.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: a positive integer, got {value!r}")
+    if p.minibatch_size > p.train_batch_size:
+        raise ValueError(f"minibatch_size ({p.minibatch_size}) larger than train_batch_size "
+                         f"({p.train_batch_size})")  # fmt: skip
+    ranges = {"lr": (p.lr, 0.0, 1.0), "entropy_coeff": (p.entropy_coeff, 0.0, 1.0),
+              "gamma": (p.gamma, 0.0, 1.0), "lambda_": (p.lambda_, 0.0, 1.0)}  # fmt: skip
+    for name, (value, low, high) in ranges.items():
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value) or not low <= value <= high:
+            raise ValueError(f"{name}: a number in [{low:g}, {high:g}], got {value!r}")
+    if p.lr == 0:
+        raise ValueError("lr: a number in (0, 1], got 0")
+
+
+def preset_from_dict(data: Any) -> TrainingPreset:
+    """A preset from plain data (a preset file's object): ValueError on an unknown key, a
+    missing `algo`/`policy`, a wrong type or a value out of range."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON object of preset fields, got {type(data).__name__}")
+    names = {f.name for f in fields(TrainingPreset)}
+    unknown = sorted(set(data) - names - set(FILE_KEYS))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; a preset has {sorted(names)}")
+    missing = [k for k in ("algo", "policy") if k not in data]
+    if missing:
+        raise ValueError(f"missing {missing}")
+    values = {k: v for k, v in data.items() if k in names}
+    if isinstance(values.get("hiddens"), list):
+        values["hiddens"] = list(values["hiddens"])
+    for name in ("lr", "entropy_coeff", "gamma", "lambda_"):  # JSON may write 1 for 1.0
+        if type(values.get(name)) is int:
+            values[name] = float(values[name])
+    preset = TrainingPreset(**values)
+    _check(preset)
+    return preset
+
+
+def load_preset(path: Path, game: str | None = None) -> TrainingPreset:
+    """The preset in the JSON file `path` (`croupier tune`'s output); PresetError, naming the
+    file and what is wrong, if it is unreadable, not JSON, not a valid preset, or found for
+    another game than `game` (when both say)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise PresetError(f"preset file {path}: cannot read it ({e.strerror or e})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PresetError(f"preset file {path}: not JSON ({e})") from None
+    try:
+        preset = preset_from_dict(data)
+    except (TypeError, ValueError) as e:
+        raise PresetError(f"preset file {path}: {e}") from None
+    found_for = data.get("game")
+    if game is not None and found_for is not None and found_for != game:
+        raise PresetError(f"preset file {path} was found for {found_for!r}, not {game!r}")
+    return preset
+
+
+def save_preset(
+    preset: TrainingPreset, path: Path, game: str | None = None, found_by: Any = None
+) -> Path:
+    """Write `preset` as JSON (its fields, and the game and search that found it)."""
+    _check(preset)
+    data: dict[str, Any] = asdict(preset)
+    if game is not None:
+        data["game"] = game
+    if found_by is not None:
+        data["found_by"] = found_by
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=float) + "\n")
+    return path

@@ -17,6 +17,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 
 from croupier.games.base import GameAdapter
 from croupier.games.candidates import is_candidate_game
+from croupier.games.presets import TrainingPreset
 from croupier.policies.module import ModelSpec
 from croupier.trainer.candidate_slots import candidate_slots
 from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
@@ -82,20 +83,27 @@ MODEL_SETTINGS = ("hiddens", "score_hidden")
 
 
 def training_defaults(
-    game: str, algo: str | None = None, overrides: dict[str, Any] | None = None
+    game: str,
+    algo: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    preset: TrainingPreset | None = None,
 ) -> tuple[ModelSpec, Hyper]:
-    """The network and hyperparameters a run of `game` starts from: its preset
-    (`games/presets.py`), else the algorithm's own defaults, then `overrides` over them
-    (`MODEL_SETTINGS` for the network, else `Hyper` field names; ValueError on any other).
-    `algo` other than the preset's keeps the preset's network but that algorithm's defaults
-    (a preset is measured for one algorithm). What `croupier train` and the in-process
-    anchors all use: like for like."""
+    """The network and hyperparameters a run of `game` starts from: `preset` if given (a
+    preset file's: `croupier train --preset`), else the game's (`games/presets.py`), else the
+    algorithm's own defaults, then `overrides` over them (`MODEL_SETTINGS` for the network,
+    else `Hyper` field names; ValueError on any other). `algo` other than the preset's keeps
+    the preset's network but that algorithm's defaults (a preset is measured for one
+    algorithm). What `croupier train` and the in-process anchors all use: like for like."""
     from croupier.games.presets import DEFAULT_ALGO, preset_for
 
-    preset = preset_for(game)
+    given = preset
+    preset = preset_for(game) if given is None else given
     algo = algo or (preset.algo if preset else DEFAULT_ALGO)
     hyper = Hyper.defaults(algo)
-    spec = ModelSpec.for_game(game, algo)
+    if given is None:
+        spec = ModelSpec.for_game(game, algo)
+    else:
+        spec = ModelSpec(algo=algo, hiddens=list(given.hiddens), score_hidden=given.score_hidden)
     if preset is not None and preset.algo == algo:
         hyper.lr, hyper.entropy_coeff = preset.lr, preset.entropy_coeff
         hyper.gamma, hyper.train_batch_size = preset.gamma, preset.train_batch_size
