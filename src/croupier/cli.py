@@ -1,9 +1,9 @@
 """The `croupier` command line: one function per command, each only parsing and wiring.
 
 Over 400 lines because it lists every command (serve, engine, train, eval, promote, status,
-score, pretrain, tiers, tune, openapi, settings-doc); `serve` and `train` take their options from the
-settings models in config.py, the others' few options stay beside their code. The `bench`
-commands are `croupier.bench.cli`."""
+score, pretrain, tiers, tune, openapi, settings-doc); `serve` and `train` take their options
+from the settings models in config.py, the others' few options stay beside their code. The
+`bench` commands are `croupier.bench.cli`."""
 
 from __future__ import annotations
 
