@@ -806,7 +806,7 @@ def export_cmd(
     try:
         info = export_onnx(weights_dir, version, load_adapter(game), out)
     except ImportError as e:  # torch.onnx needs the onnx package
-        typer.echo(f"error: {e} (pip install 'croupier[export]')", err=True)
+        typer.echo(f"error: {e} (pip install onnx onnxruntime)", err=True)
         raise typer.Exit(1) from None
     except (ValueError, TypeError, KeyError, RuntimeError, OSError) as e:
         # what the exporter or torch.onnx refuses: one line, never a traceback
