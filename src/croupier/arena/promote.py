@@ -120,9 +120,14 @@ async def recalibrate(
 ) -> dict[str, Any]:
     """The tiers calibrated again for the production just promoted: what the decision logs
     (each tier's setting and strength; the candidates stay in the calibration file)."""
+    from croupier.arena.arena import ArenaError
     from croupier.arena.tiers import calibrate
 
-    calibration = await calibrate(url, game, api_key=key, tables=tables, seed=seed, **options)
+    try:
+        calibration = await calibrate(url, game, api_key=key, tables=tables, seed=seed, **options)
+    except (ArenaError, ValueError, OSError) as e:
+        # The promotion stands: the old tiers keep serving, said stale, until a calibration.
+        return {"error": f"the tiers were not calibrated again: {e}"}
     return {k: v for k, v in calibration.items() if k != "candidates"}
 
 

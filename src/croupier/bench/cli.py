@@ -1,5 +1,9 @@
 """`croupier bench …`: one command per benchmark, each only parsing and wiring; the
-benchmarks themselves are the modules beside this one."""
+benchmarks themselves are the modules beside this one.
+
+Over 400 lines because it lists every benchmark's options (serve, train, lag, strength,
+outage, exploit, tiers, equilibrium, ...), each beside its own command; split, a command's
+flags would be read apart from the module it wires."""
 
 from __future__ import annotations
 
