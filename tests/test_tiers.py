@@ -16,6 +16,7 @@ from croupier.arena.tiers import Measured, candidate_settings, choose, ordered
 from croupier.policies.rollout.live import player_of
 from croupier.policies.seats import (
     BadPolicySpec,
+    SeatUnavailable,
     parse_seat_mix,
     parse_seat_policy,
     parse_spec,
@@ -106,6 +107,39 @@ def test_a_calibration_file_is_checked():
     ):
         with pytest.raises(BadCalibration):
             check_calibration(bad)
+
+
+def test_the_server_re_reads_the_file_and_keeps_the_last_good_one(tmp_path):
+    import os
+
+    from croupier.games.registry import load_adapter
+    from croupier.policies.learned import PolicyVersions
+    from croupier.policies.tiers import TierTable
+
+    versions = PolicyVersions(load_adapter(GAME), weights_dir=tmp_path)
+    base = versions.weights()
+    for v in (1, 2, 3):
+        versions.install(v, {k: w + np.float32(0.01 * v) for k, w in base.items()})
+    table = TierTable(tmp_path, versions)
+    with pytest.raises(SeatUnavailable):
+        table.policy(1)  # nothing calibrated
+    tiers = [{"tier": i + 1, **TierSetting(1 + i // 2, 1.0, round(0.2 * (4 - i), 1)).to_dict()}
+             for i in range(5)]  # fmt: skip
+    write_calibration(tmp_path, {"format": 1, "production": 3, "tiers": tiers})
+    policy = table.policy(2)
+    assert (policy.version, policy.rules_share, policy.label()) == (1, 0.6, "tier:2")
+    # Kept while the calibration names it: nine newer versions later, in memory and on disk.
+    for v in range(4, 13):
+        versions.install(v, {k: w + np.float32(0.01 * v) for k, w in base.items()})
+    assert 1 in versions.versions() and (tmp_path / "v00000001.npz").exists()
+    assert 4 not in versions.versions()  # what no tier names goes as before
+    # A file the server will not serve: the last good calibration serves, and says why.
+    path = tmp_path / CALIBRATION_FILE
+    path.write_text('{"format": 1, "tiers": []}')
+    os.utime(path, (1, 1))  # a new mtime, whatever the clock's resolution
+    assert table.policy(5).version == 3
+    assert "tiers 1 to 5" in table.state(3)["problem"]
+    assert table.state(4)["stale"] and not table.state(3)["stale"]
 
 
 # --- the choice ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from croupier.arena.arena import play_arena
+from croupier.arena.arena import ArenaError, play_arena
 from croupier.arena.fleet import change_fleet
 from croupier.client import CroupierClient
 
@@ -120,7 +120,6 @@ async def recalibrate(
 ) -> dict[str, Any]:
     """The tiers calibrated again for the production just promoted: what the decision logs
     (each tier's setting and strength; the candidates stay in the calibration file)."""
-    from croupier.arena.arena import ArenaError
     from croupier.arena.tiers import calibrate
 
     try:
