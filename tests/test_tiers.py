@@ -315,3 +315,25 @@ def test_croupier_serve_refuses_a_bad_tier_at_start_up():
     assert done.returncode == 2, done.stderr[-2000:]
     assert "tier:9" in done.stderr and "tier:5" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_stored_bench_report_reads_and_draws(tmp_path):
+    """bench/results' tiers report: ordered with CIs apart as docs/tiers.md says, and the
+    bench's table and figure are made from it."""
+    from pathlib import Path
+
+    from croupier.bench.tiers import format_report, plot
+
+    path = Path(__file__).resolve().parents[1] / "bench/results/tiers-leduc-holdem-demo-v23.json"
+    report = json.loads(path.read_text())
+    served = [
+        Measured(TierSetting.of(t), t["score"], t["ci95"], t["hands"]) for t in report["served"]
+    ]
+    assert report["ordered"] and ordered(served) and served[0].score < 0.1 < served[1].score
+    assert [t["spec"] for t in report["served"]] == [
+        t["spec"] for t in report["calibration"]["tiers"]
+    ]
+    text = format_report(report)
+    assert "tier:5  frozen@23:greedy" in text and "strictly ordered" in text
+    plot(report, tmp_path / "tiers.png")
+    assert (tmp_path / "tiers.png").stat().st_size > 10_000
