@@ -16,6 +16,7 @@ from croupier.arena.tiers import Measured, candidate_settings, choose, ordered
 from croupier.policies.rollout.live import player_of
 from croupier.policies.seats import (
     BadPolicySpec,
+    SeatUnavailable,
     parse_seat_mix,
     parse_seat_policy,
     parse_spec,
@@ -106,6 +107,39 @@ def test_a_calibration_file_is_checked():
     ):
         with pytest.raises(BadCalibration):
             check_calibration(bad)
+
+
+def test_the_server_re_reads_the_file_and_keeps_the_last_good_one(tmp_path):
+    import os
+
+    from croupier.games.registry import load_adapter
+    from croupier.policies.learned import PolicyVersions
+    from croupier.policies.tiers import TierTable
+
+    versions = PolicyVersions(load_adapter(GAME), weights_dir=tmp_path)
+    base = versions.weights()
+    for v in (1, 2, 3):
+        versions.install(v, {k: w + np.float32(0.01 * v) for k, w in base.items()})
+    table = TierTable(tmp_path, versions)
+    with pytest.raises(SeatUnavailable):
+        table.policy(1)  # nothing calibrated
+    tiers = [{"tier": i + 1, **TierSetting(1 + i // 2, 1.0, round(0.2 * (4 - i), 1)).to_dict()}
+             for i in range(5)]  # fmt: skip
+    write_calibration(tmp_path, {"format": 1, "production": 3, "tiers": tiers})
+    policy = table.policy(2)
+    assert (policy.version, policy.rules_share, policy.label()) == (1, 0.6, "tier:2")
+    # Kept while the calibration names it: nine newer versions later, in memory and on disk.
+    for v in range(4, 13):
+        versions.install(v, {k: w + np.float32(0.01 * v) for k, w in base.items()})
+    assert 1 in versions.versions() and (tmp_path / "v00000001.npz").exists()
+    assert 4 not in versions.versions()  # what no tier names goes as before
+    # A file the server will not serve: the last good calibration serves, and says why.
+    path = tmp_path / CALIBRATION_FILE
+    path.write_text('{"format": 1, "tiers": []}')
+    os.utime(path, (1, 1))  # a new mtime, whatever the clock's resolution
+    assert table.policy(5).version == 3
+    assert "tiers 1 to 5" in table.state(3)["problem"]
+    assert table.state(4)["stale"] and not table.state(3)["stale"]
 
 
 # --- the choice ----------------------------------------------------------------------------
@@ -217,9 +251,10 @@ def test_calibration_is_refreshed_after_a_promotion(live):
 
     options = {
         "weights_dir": live.weights_dir,
-        "hands": 60,
+        "hands": 100,
         "verify_hands": 100,
-        "candidates": {"history": 2, "temperatures": (0.0, 4.0), "rules_shares": (0.5,)},
+        # v0 (untrained), v1 (the clone), v2 sampled, greedy, at T=4 and half the rules: six.
+        "candidates": {"history": 3, "temperatures": (0.0, 4.0), "rules_shares": (0.5,)},
     }
     decision = asyncio.run(
         auto_promote(live.url, GAME, 200, admin_key="adm", tables=8, tiers=options)
@@ -228,8 +263,9 @@ def test_calibration_is_refreshed_after_a_promotion(live):
     assert decision["tiers"]["production"] == 2
     saved = json.loads((live.weights_dir / CALIBRATION_FILE).read_text())
     assert saved["production"] == 2 and saved["tiers"][-1]["version"] == 2
-    assert {t["spec"] for t in saved["tiers"]} == {c["spec"] for c in saved["candidates"]}
+    assert {t["spec"] for t in saved["tiers"]} <= {c["spec"] for c in saved["candidates"]}
     assert isinstance(saved["ordered"], bool) and saved["hands"] == 100
+    assert len(saved["candidates"]) == 6
     state = httpx.get(f"{live.url}/v1/tiers", headers=headers).json()
     assert state["calibrated_for"] == 2 and not state["stale"]
     # The dashboard shows them: its data carries the same view, its page has the table.
@@ -279,3 +315,25 @@ def test_croupier_serve_refuses_a_bad_tier_at_start_up():
     assert done.returncode == 2, done.stderr[-2000:]
     assert "tier:9" in done.stderr and "tier:5" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_stored_bench_report_reads_and_draws(tmp_path):
+    """bench/results' tiers report: ordered with CIs apart as docs/tiers.md says, and the
+    bench's table and figure are made from it."""
+    from pathlib import Path
+
+    from croupier.bench.tiers import format_report, plot
+
+    path = Path(__file__).resolve().parents[1] / "bench/results/tiers-leduc-holdem-demo-v23.json"
+    report = json.loads(path.read_text())
+    served = [
+        Measured(TierSetting.of(t), t["score"], t["ci95"], t["hands"]) for t in report["served"]
+    ]
+    assert report["ordered"] and ordered(served) and served[0].score < 0.1 < served[1].score
+    assert [t["spec"] for t in report["served"]] == [
+        t["spec"] for t in report["calibration"]["tiers"]
+    ]
+    text = format_report(report)
+    assert "tier:5  frozen@23:greedy" in text and "strictly ordered" in text
+    plot(report, tmp_path / "tiers.png")
+    assert (tmp_path / "tiers.png").stat().st_size > 10_000

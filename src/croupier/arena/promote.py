@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from croupier.arena.arena import play_arena
+from croupier.arena.arena import ArenaError, play_arena
 from croupier.arena.fleet import change_fleet
 from croupier.client import CroupierClient
 
@@ -122,7 +122,11 @@ async def recalibrate(
     (each tier's setting and strength; the candidates stay in the calibration file)."""
     from croupier.arena.tiers import calibrate
 
-    calibration = await calibrate(url, game, api_key=key, tables=tables, seed=seed, **options)
+    try:
+        calibration = await calibrate(url, game, api_key=key, tables=tables, seed=seed, **options)
+    except (ArenaError, ValueError, OSError) as e:
+        # The promotion stands: the old tiers keep serving, said stale, until a calibration.
+        return {"error": f"the tiers were not calibrated again: {e}"}
     return {k: v for k, v in calibration.items() if k != "candidates"}
 
 

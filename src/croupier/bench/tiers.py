@@ -137,9 +137,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     tiers.axhline(0, c="k", lw=0.8, ls="--", label="the rules' level")
     top = report["top_candidate"]
     tiers.axhline(top["score"], c="C2", lw=0.8, ls=":", label=f"best: {top['spec']}")
-    tiers.set_xticks(range(1, TIERS + 1), [
-        f"tier:{t['tier']}\n{t['spec']}" for t in report["calibration"]["tiers"]
-    ], fontsize=7)  # fmt: skip
+    labels = [f"tier:{t['tier']}\n{t['spec']}" for t in report["calibration"]["tiers"]]
+    tiers.set_xticks(range(1, TIERS + 1), labels, rotation=20, fontsize=7)
     tiers.set_ylabel("strength score vs the rules, 95% CI")
     tiers.legend(fontsize=8)
     tiers.set_title("the five tiers" + (" (ordered, CIs apart)" if report["ordered"] else ""))

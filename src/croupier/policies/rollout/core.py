@@ -109,6 +109,7 @@ class Rollout:
             channels.versions,
             held=lambda: {v for v in (channels.production, *channels.history) if v is not None},
         )
+        self.tiers.refresh()  # now: their versions held from the start, before any is pruned
         self._games: OrderedDict[str, _GameState] = OrderedDict()
         self.canary_games = {"production": 0, "rules": 0}
         self.canary_payoff = {"production": Mean(), "rules": Mean()}
