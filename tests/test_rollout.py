@@ -132,7 +132,7 @@ def test_shadow_counts_disagreement_and_outcomes(inprocess):
         service.versions.install(4, weights)
         created = await _play(client, service, {"0": "shadow", "1": "rules"}, hands=30)
         # Shadow forwards finish off the answers' path: wait (bounded) for the last ones.
-        for _ in range(100):
+        for _ in range(600):  # 30 s: a loaded 2-core box took over 5
             stats = (await client.get("/v1/rollout")).json()
             if stats["shadow"].get("4", {}).get("games", {}).get("n") == 30:
                 break
@@ -159,7 +159,7 @@ def test_shadow_outcomes_are_kept_for_a_bounded_number_of_versions(inprocess):
         for v in range(1, SHADOW_VERSIONS + 5):
             _install(service, v)
             await _play(client, service, {"0": f"shadow@{v}", "1": "rules"}, seed=v)
-            for _ in range(100):  # shadow forwards finish off the answers' path
+            for _ in range(600):  # shadow forwards finish off the answers' path (30 s)
                 if v in service.rollout.shadow:
                     break
                 await asyncio.sleep(0.01)
