@@ -196,11 +196,15 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
     algo = anchor_config(game, spec, hyper, num_envs=setup["num_envs"])
     algo = algo.debugging(seed=seed).build_algo()
     steps0, trained_s, reference = 0, 0.0, None
+    release = ra.Release()  # the anchor lets go once the policy beats the rules, as in `train`
     restored = tune.get_checkpoint()  # PBT: the weights of the trial this one copies
     if restored is not None:
         with restored.as_directory() as folder, np.load(Path(folder) / CHECKPOINT) as saved:
             arrays = dict(saved)
         steps0, trained_s = int(arrays.pop("__steps")), float(arrays.pop("__trained_s"))
+        released_at = float(arrays.pop("__released_at"))
+        release = replace(release, above=int(arrays.pop("__above")),
+                          released_at=None if math.isnan(released_at) else released_at)  # fmt: skip
         reference = {k[4:]: v for k, v in arrays.items() if k.startswith("ref/")}
         ra.start_from(algo, {k: v for k, v in arrays.items() if "/" not in k}, version=1)
     elif anchor.enabled:
@@ -208,7 +212,7 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
         ra.start_from(algo, reference, version=1)
     if anchor.enabled and reference:
         ra.hold_reference(algo, reference)
-        ra.set_coefficients(algo, anchor, steps0)
+        ra.set_coefficients(algo, anchor, steps0, release.released)
     algo.env_runner_group.sync_weights(
         from_worker_or_learner_group=algo.learner_group, inference_only=True
     )
@@ -231,7 +235,9 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
             tune.report(metrics)
             return
         with tempfile.TemporaryDirectory() as folder:
-            extra = {"__steps": np.array(steps), "__trained_s": np.array(trained_s)}
+            extra = {"__steps": np.array(steps), "__trained_s": np.array(trained_s),
+                     "__above": np.array(release.above),
+                     "__released_at": np.array(release.released_at or math.nan)}  # fmt: skip
             ref = {f"ref/{k}": v for k, v in (reference or {}).items()}
             np.savez(Path(folder) / CHECKPOINT, **full, **ref, **extra)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
@@ -251,7 +257,7 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
             trained_s += time.monotonic() - t0
             steps = steps0 + int(result["num_env_steps_sampled_lifetime"])
             if anchor.enabled:
-                ra.set_coefficients(algo, anchor, steps)
+                ra.after_update(algo, anchor, release, steps, result)
     finally:
         algo.stop()
 
