@@ -15,15 +15,16 @@ $(VENV_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(VENV_STAMP)
 
-# Tools the tests call when present (tests/test_metrics.py installs them through here when
-# missing): promtool, from Debian's prometheus package; the TypeScript client check's npm
-# packages, pinned by tests/typescript/package-lock.json (tests/test_typescript_client.py runs
-# the same `npm ci` when they are missing; it skips without npm).
+# Tools the tests need, installed when missing (the tests install them the same way through
+# apt-get when run without this): promtool, from Debian's prometheus package; Node and npm,
+# from Debian's nodejs and npm, then the TypeScript client check's npm packages, pinned by
+# tests/typescript/package-lock.json (tests/test_typescript_client.py runs the same `npm ci`).
 tools:
 	command -v promtool >/dev/null || apt-get install -y prometheus \
 		|| (apt-get update && apt-get install -y prometheus)
-	if command -v npm >/dev/null; then cd tests/typescript && npm ci --no-audit --no-fund; \
-		else echo "npm not found: tests/test_typescript_client.py will skip"; fi
+	command -v npm >/dev/null || apt-get install -y nodejs npm \
+		|| (apt-get update && apt-get install -y nodejs npm)
+	cd tests/typescript && npm ci --no-audit --no-fund
 
 # Modules run on parallel workers (one worker per core, up to 4), each module whole on one
 # worker (its Ray session and servers are module-scoped): the suite waits on processes

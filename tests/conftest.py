@@ -38,6 +38,31 @@ def _stop(proc: subprocess.Popen) -> None:
     stop(proc, STOP_TIMEOUT_S)
 
 
+APT_TIMEOUT_S = 600
+
+
+def apt_tool(binaries: tuple[str, ...], packages: tuple[str, ...]) -> list[str]:
+    """The paths of `binaries`, installed from Debian's `packages` first when one is missing
+    (a fresh CI machine: the project's tests install the tools they need); a skip saying why
+    where apt-get cannot run (not root, no apt) or the install fails."""
+    import shutil
+
+    found = [shutil.which(b) for b in binaries]
+    if all(found):
+        return [str(f) for f in found]
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip(f"{'/'.join(binaries)} not installed and apt-get cannot run here (not root)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *packages]):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=APT_TIMEOUT_S)
+        if done.returncode != 0:
+            pytest.skip(f"installing {packages} failed: {' '.join(cmd)}: {done.stderr[-500:]}")
+    found = [shutil.which(b) for b in binaries]
+    if not all(found):
+        pytest.skip(f"apt-get installed {packages} but {binaries} are not all on PATH")
+    return [str(f) for f in found]
+
+
 @contextlib.contextmanager
 def running_server(*args: str, timeout_s: float = STARTUP_TIMEOUT_S) -> Iterator[str]:
     """Run `python -m croupier serve --port <free> *args`; yield its base URL; stop it after.

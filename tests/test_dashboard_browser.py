@@ -7,7 +7,6 @@ Chromium is Debian's `chromium` package; when it is missing the test installs it
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shutil
 import subprocess
@@ -17,27 +16,14 @@ import httpx
 import pytest
 
 from croupier.dashboard.score import score_loop
-from tests.conftest import BackgroundPlay, running_server, wait_for
+from tests.conftest import APT_TIMEOUT_S, BackgroundPlay, apt_tool, running_server, wait_for
 
 BROWSER_TIMEOUT_S = 90
-APT_TIMEOUT_S = 600
 
 
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("chromium is not installed and apt-get cannot run here (not root / no apt)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=APT_TIMEOUT_S)
-        if done.returncode != 0:
-            pytest.skip(f"installing chromium failed: {' '.join(cmd)}: {done.stderr[-500:]}")
-    found = shutil.which("chromium")
-    if not found:
-        pytest.skip("apt-get installed chromium but no chromium binary is on PATH")
-    return found
+    return found or apt_tool(("chromium",), ("chromium",))[0]
 
 
 def browser(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,14 @@ def run_engine_cli(url: str, *args: str) -> dict:
     return json.loads(proc.stdout)
 
 
+def _counter(exposition: str, name: str) -> int:
+    """A counter's value summed over its labels, from a Prometheus text exposition."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in exposition.splitlines()
+              if line.startswith((name + " ", name + "{"))]  # fmt: skip
+    assert values, f"{name} not exposed"
+    return int(sum(values))
+
+
 def test_rules_beat_random(leduc_server):
     s = run_engine_cli(
         leduc_server, "--game", "leduc-holdem", "--seats", "rules,random", "--hands", "2000",
@@ -40,6 +48,7 @@ def test_uno_end_to_end(server_factory):
     with server_factory("--game", "uno", "--seats", "learned,rules") as url:
         s = run_engine_cli(url, "--game", "uno", "--hands", "30", "--games", "8")
         health = httpx.get(url + "/healthz", timeout=10).json()
+        metrics = httpx.get(url + "/metrics", timeout=10).text
     assert s["errors"] == 0, s["error_samples"]
     assert s["hands"] == 30
     assert set(s["policies"]) == {"learned", "rules"}
@@ -48,4 +57,8 @@ def test_uno_end_to_end(server_factory):
     assert health["games_in_flight"] == 0
     assert health["decisions"]["learned"] + health["decisions"]["rules"] == s["decisions"]
     assert 0 < health["episodes"]["recorded"] <= 30
-    assert health["episodes"]["pending_steps"] == health["decisions"]["learned"]
+    # Every learned decision is a step, but a forced one (one legal move: UNO's lone draw),
+    # answered without a forward and recorded as no step (sessions/deciding.py).
+    forced = _counter(metrics, "croupier_forced_moves_total")
+    assert 0 < forced < health["decisions"]["learned"]
+    assert health["episodes"]["pending_steps"] == health["decisions"]["learned"] - forced

@@ -295,16 +295,17 @@ def test_a_server_gone_mid_answer_is_unavailable_an_overloaded_one_is_not() -> N
     import aiohttp
 
     from croupier.client import CroupierError
-    from croupier.routing import unavailable
+    from croupier.routing import STARTING, unavailable
 
     assert unavailable(aiohttp.ServerDisconnectedError())
     assert unavailable(aiohttp.ClientConnectorError(None, OSError(111, "refused")))  # type: ignore[arg-type]
     # Killed after the headers: the body is cut short.
     assert unavailable(aiohttp.ClientPayloadError("Not enough data to satisfy content length"))
     assert unavailable(CroupierError(502, "bad gateway"))
-    assert unavailable(CroupierError(503, {"type": "urn:croupier:problem:starting"}))
+    # As the client raises a `Problem` (its detail a sentence, its type kept apart).
+    assert unavailable(CroupierError(503, "the server is starting", STARTING))
     assert unavailable(CroupierError(503, {"status": "starting"}))  # a server before Problems
     assert not unavailable(CroupierError(503, {"status": "overloaded"}))
-    assert not unavailable(CroupierError(503, {"type": "urn:croupier:problem:overloaded"}))
+    assert not unavailable(CroupierError(503, "overloaded", "urn:croupier:problem:overloaded"))
     assert not unavailable(CroupierError(404, "unknown game"))
     assert not unavailable(ValueError("not a transport error"))

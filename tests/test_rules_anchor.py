@@ -86,6 +86,67 @@ def test_coefficient_schedule():
     assert off.coefficient(0) == 0.0 and off.entropy_bonus(0) == 0.0
 
 
+def test_release_lets_go_after_updates_in_a_row_significantly_above_and_stays_gone():
+    anchor = ra.RulesAnchor(kl_coeff=0.05, entropy_boost=0.04, half_life=1000)
+    release = ra.Release(updates=3)
+    # Above but not significantly (the 95% interval reaches 0), then a run broken by a miss.
+    assert not release.observe(0.10, 0.06, 100)
+    assert not release.observe(0.30, 0.05, 200) and not release.observe(0.30, 0.05, 300)
+    assert not release.observe(0.30, 0.20, 400)  # one update's interval reaches 0: start over
+    assert release.above == 0 and not release.released
+    assert not release.observe(None, None, 450)  # an update without value targets (APPO)
+    assert not release.observe(0.30, 0.05, 500) and not release.observe(0.25, 0.05, 600)
+    assert anchor.coefficient(600, release.released) > 0
+    assert release.observe(0.20, 0.05, 700) and release.released_at == 700
+    assert anchor.coefficient(700, release.released) == 0.0
+    assert anchor.entropy_bonus(700, release.released) == 0.0
+    assert not release.observe(-5.0, 0.01, 800) and release.released  # for good
+    below = ra.Release(updates=2)
+    for steps in range(10):  # below the rules' values: the anchor holds, however long
+        assert not below.observe(-0.2, 0.05, steps)
+
+
+@pytest.mark.integration
+def test_the_learner_measures_its_gain_over_the_clones_values_across_an_update():
+    learner = _learner("ppo", MASKED_SPACE)
+    module = learner.module[DEFAULT_MODULE_ID].unwrapped()
+    batch = _batch(MASKED_SPACE, rows=64)
+    learner.set_rules_reference(module_weights(module), DEFAULT_MODULE_ID)
+    with torch.no_grad():
+        fwd = module.forward_train(batch)
+        values = module.compute_values(batch, embeddings=fwd.get(Columns.EMBEDDINGS))
+    noise = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    targets = values + 0.5 + 0.1 * noise
+    halves = (slice(0, 32), slice(32, 64))
+    learner.metrics.reduce()  # nothing logged before
+
+    def minibatch(rows: slice, with_targets: bool = True) -> None:
+        part = {Columns.OBS: {k: v[rows] for k, v in batch[Columns.OBS].items()},
+                Columns.ACTIONS: batch[Columns.ACTIONS][rows]}  # fmt: skip
+        if with_targets:
+            part[Postprocessing.VALUE_TARGETS] = targets[rows]
+        with torch.no_grad():
+            learner._anchor_term(DEFAULT_MODULE_ID, part, module.forward_train(part))
+
+    def update_result() -> dict:
+        """What an RLlib result holds of the learner's metrics after an update: numbers."""
+        reduced = learner.metrics.reduce()[DEFAULT_MODULE_ID]
+        return {"learners": {DEFAULT_MODULE_ID: {k: float(v.peek()) for k, v in reduced.items()}}}
+
+    for _ in range(2):  # two epochs over two minibatches: each row seen twice
+        for rows in halves:
+            minibatch(rows)
+    stats = ra.learner_stats(update_result(), epochs=2)
+    diff = (targets - values).numpy().astype(np.float64)
+    assert stats["gain"] == pytest.approx(diff.mean(), abs=1e-6)
+    assert stats["gain_se"] == pytest.approx(diff.std() / 8, rel=1e-3)  # 64 rows, not 128
+    minibatch(halves[0])  # the next update: its own rows alone, the last update's cleared
+    stats = ra.learner_stats(update_result())
+    assert stats["gain"] == pytest.approx(diff[:32].mean(), abs=1e-6)
+    minibatch(halves[0], with_targets=False)  # no value targets (APPO's batch): no gain
+    assert "gain" not in ra.learner_stats(update_result())
+
+
 # --- the learners --------------------------------------------------------------------------
 
 OBS, FEAT, SLOTS = 6, 3, 5
@@ -232,3 +293,9 @@ def test_minutes_below_of_training_windows_pooled_with_their_ci():
     assert windows[0]["ci95"] == pytest.approx(Z95 * first.std(ddof=1) / np.sqrt(first.size))
     spans = window_spans(windows, end_s=59.9)
     assert minutes_below(spans, 0.0) == pytest.approx(0.5)  # the first 30 s only
+
+
+def test_learner_stats_keeps_what_was_measured_and_drops_nan():
+    result = {"learners": {DEFAULT_MODULE_ID: {ra.KL_KEY: 0.01, ra.COEFF_KEY: float("nan"),
+                                               ra.GAIN_ROWS_KEY: 0.0}}}  # fmt: skip
+    assert ra.learner_stats(result) == {"kl": 0.01}

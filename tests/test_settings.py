@@ -197,11 +197,13 @@ def test_every_old_train_flag_still_exists():
 def test_train_defaults_are_the_trainers_own():
     """`croupier train` with no flags runs what `TrainOptions()` means (its hyperparameters
     `Hyper.defaults(algo)`): the settings model and the trainer's defaults cannot drift."""
+    from croupier.games.presets import DEFAULT_ALGO
     from croupier.trainer.algo import Hyper
     from croupier.trainer.run import TrainOptions
 
-    assert train_parse() == TrainOptions(hyper=Hyper.defaults("appo"))
-    assert train_parse("--algo", "ppo") == TrainOptions(algo="ppo", hyper=Hyper.defaults("ppo"))
+    assert train_parse() == TrainOptions(hyper=Hyper.defaults(DEFAULT_ALGO))
+    for algo in ("ppo", "appo"):
+        assert train_parse("--algo", algo) == TrainOptions(algo=algo, hyper=Hyper.defaults(algo))
 
 
 def test_train_flags_convert(monkeypatch):

@@ -54,11 +54,34 @@ def _doudizhu_semantics(state: dict[str, Any]) -> bool:
     hand, others = Counter(state["current_hand"]), Counter(state["others_hand"])
     deck = {r: 1 if r in "BR" else 4 for r in "3456789TJQKA2BR"}
     moves = [*state["legal_actions"], *(move for _, move in state["trace"])]
+    if not all(m in ACTION_2_ID for m in moves):
+        return False
+    # The move to beat: the last real move of the last two (None: both others passed, or
+    # nothing was played yet: the seat leads, and may not pass).
+    to_beat = next((m for _, m in reversed(state["trace"][-2:]) if m != "pass"), None)
     return (
-        all(m in ACTION_2_ID for m in moves)
-        and all(hand[r] + others[r] <= n for r, n in deck.items())
+        all(hand[r] + others[r] <= n for r, n in deck.items())
         and all(Counter(m) <= hand for m in state["legal_actions"] if m != "pass")
+        and all(_playable(m, to_beat) for m in state["legal_actions"])
     )
+
+
+def _playable(move: str, to_beat: str | None) -> bool:
+    """Doudizhu's rule, from RLCard's own table of move kinds: a lead is any real move; an
+    answer is a pass, the rocket, a bomb over anything less, or the same kind ranked higher."""
+    from rlcard.games.doudizhu.utils import CARD_TYPE
+
+    if to_beat is None:
+        return move != "pass"
+    if move == "pass" or to_beat == "BR":  # nothing beats the rocket
+        return move == "pass"
+    if move == "BR":
+        return True
+    kinds, beaten = CARD_TYPE[0][move], CARD_TYPE[0][to_beat]
+    bomb = [int(r) for k, r in kinds if k == "bomb"]
+    if bomb:
+        return all(k != "bomb" or bomb[0] > int(r) for k, r in beaten)
+    return any(k == j and int(r) > int(q) for k, r in kinds for j, q in beaten)
 
 
 SEMANTIC = {"doudizhu": _doudizhu_semantics}

@@ -37,7 +37,11 @@ def test_bench_strength_takes_a_game_through_its_simulator(tmp_path):
         assert side["env_steps"] > 0, key  # each side trained on the simulator's game
         for how in ("sampled", "greedy"):
             f = side["final"][how]
-            assert f["n"] >= 400 and math.isfinite(f["mean"]) and 0 < f["ci95"] < 1, (key, how)
+            assert f["n"] >= 400 and math.isfinite(f["mean"]) and 0 <= f["ci95"] < 1, (key, how)
+            # Sampled play varies deal to deal. Greedy play may not: a version still at the
+            # rules' clone plays the rules' own move on every deal, each deal's score then
+            # exactly 0 (duplicate deals, less the deal's par) and so is its CI.
+            assert f["ci95"] > 0 or (how == "greedy" and f["mean"] == 0), (key, how, f)
     # The external side is the version the servers played, learned from the engine's games.
     assert "version 0" not in report["external"]["setting"]
     # Its curve: the served versions, snapshot from minute 0, each scored against the rules.

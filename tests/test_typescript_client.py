@@ -5,18 +5,19 @@ into types; `tsc` then compiles tests/typescript/examples.ts, the README's minim
 with openapi-fetch for leduc, UNO and doudizhu: optional request fields left out, each game's
 state and action typed, and lines marked `@ts-expect-error` (a wrong state, action, payoff or
 problem type) refused. The npm packages are pinned by tests/typescript/package-lock.json and
-installed there on first run (`npm ci`; `make tools` does the same).
+installed there on first run (`npm ci`; `make tools` does the same); Node and npm themselves
+from Debian's packages when missing, as the other tools the tests need.
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from croupier.api.openapi_export import PUBLISHED
+from tests.conftest import APT_TIMEOUT_S, apt_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "tests" / "typescript"
@@ -25,14 +26,15 @@ pytestmark = pytest.mark.integration  # node processes
 
 
 def _installed() -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node/npm are not installed: the TypeScript client cannot be generated")
+    # Debian's Node (18 on bookworm) runs openapi-typescript 7 and tsc 5 (the pinned ones).
+    node, npm = apt_tool(("node", "npm"), ("nodejs", "npm"))
     if not (PROJECT / "node_modules" / ".package-lock.json").exists():
         subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=PROJECT, check=True, timeout=600)
     return Path(node)
 
 
+# Installing Node and the npm packages on a fresh machine may take minutes: over the default.
+@pytest.mark.timeout(APT_TIMEOUT_S * 2 + 900)
 def test_generated_types_compile_the_readme_examples() -> None:
     node = _installed()
     out = subprocess.run(

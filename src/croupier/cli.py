@@ -308,6 +308,7 @@ def train_options(s: TrainSettings) -> Any:
             kl_coeff=s.rules_kl,
             entropy_boost=s.rules_entropy_boost,
             half_life=s.rules_anchor_half_life,
+            release=s.rules_anchor_release,
         ),
         max_idle_s=_duration_s(s.max_idle, "--max-idle"),
         idle_after_s=s.idle_after,

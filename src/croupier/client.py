@@ -26,12 +26,14 @@ GAME_ID_HEADER = "X-Croupier-Game-Id"
 
 
 class CroupierError(Exception):
-    """The server answered with a non-2xx status."""
+    """The server answered with a non-2xx status: its `detail`, and a `Problem`'s `type`
+    (`urn:croupier:problem:...`) when the answer was one, e.g. a starting server's 503."""
 
-    def __init__(self, status: int, detail: Any):
+    def __init__(self, status: int, detail: Any, problem_type: str | None = None):
         super().__init__(f"HTTP {status}: {detail}")
         self.status = status
         self.detail = detail
+        self.problem_type = problem_type
 
 
 def _score(url: str, game_id: str) -> tuple[int, str]:
@@ -131,8 +133,12 @@ class CroupierClient:
         except orjson.JSONDecodeError:
             payload = raw.decode(errors="replace")
         if not 200 <= status < 300:
-            detail = payload.get("detail", payload) if isinstance(payload, dict) else payload
-            raise CroupierError(status, detail)
+            if not isinstance(payload, dict):
+                raise CroupierError(status, payload)
+            kind = payload.get("type")
+            raise CroupierError(
+                status, payload.get("detail", payload), kind if isinstance(kind, str) else None
+            )
         return payload
 
     # --- the API --------------------------------------------------------------------------

@@ -451,6 +451,11 @@ class TrainSettings:
         200_000.0,
         "Env steps trained over which the KL coefficient and the entropy bonus halve (0: never)",
     )
+    rules_anchor_release: bool = setting(
+        True,
+        "Drop the KL term and the entropy bonus for good once the policy's returns beat the "
+        "clone's values (the rules' own) significantly, 3 updates in a row (PPO)",
+    )
     max_idle: str = setting(
         "none",
         "Without episodes this long (900, 15m, 2h) checkpoint and stop; 0 or none: wait for "

@@ -72,11 +72,13 @@ def unavailable(exc: BaseException) -> bool:
         return False
     if exc.status in (502, 504):
         return True
-    detail = exc.detail
-    if exc.status != 503 or not isinstance(detail, dict):
+    if exc.status != 503:
         return False
     # A `Problem` of type `starting`; a server before it answered {"status": "starting"}.
-    return detail.get("type") == STARTING or detail.get("status") == "starting"
+    detail = exc.detail
+    return exc.problem_type == STARTING or (
+        isinstance(detail, dict) and detail.get("status") == "starting"
+    )
 
 
 def _lost(outcome: Any) -> bool:

@@ -250,7 +250,7 @@ def bench_rules_anchor(
     ),
     eval_hands: int = 2000,
     final_hands: int = 4000,
-    algo: Annotated[str | None, typer.Option(help="Default: the game's preset, else appo")] = None,
+    algo: Annotated[str | None, typer.Option(help="Default: the game's preset, else ppo")] = None,
     clone_smoothing: Annotated[float | None, typer.Option(help="Default: croupier train's")] = None,
     clone_epochs: Annotated[int | None, typer.Option(help="Default: croupier train's")] = None,
     rules_kl: Annotated[float | None, typer.Option(help="Default: croupier train's")] = None,

@@ -43,7 +43,8 @@ class Snapshots:
             elapsed = time.monotonic() - self._t0
             if elapsed >= due:
                 # until the server wrote its first version, try again every second
-                due = elapsed + self.every_s if self.take(elapsed) else elapsed + 1.0
+                taken = self.take(elapsed)
+                due = time.monotonic() - self._t0 + (self.every_s if taken else 1.0)
             self._stop.wait(min(1.0, max(0.0, due - elapsed)))
 
     def take(self, elapsed: float) -> bool:
@@ -58,6 +59,12 @@ class Snapshots:
             shutil.copyfile(source, target)
         except (OSError, ValueError, KeyError):  # no version written yet (or one replacing it)
             return False
+        if not self.taken:
+            # Minute 0 is the first version served (play starts there: a run waits for it),
+            # not this thread's start: a trainer distilling the rules' clone first took
+            # 10-75 s to serve it, which is no part of the curve.
+            self._t0 += elapsed
+            elapsed = 0.0
         self.taken.append({"seconds": elapsed, "version": version, "file": target.name,
                            "spec": meta["spec"]})  # fmt: skip
         return True

@@ -5,8 +5,10 @@ simulator (learned seat vs the rules), the same module and settings as `croupier
 Variants, run one after the other for the same training minutes each (evaluations excluded):
 - `cold`: from scratch (what training did before rules-anchored learning);
 - `clone`: from the rules' clone, no KL term;
-- `kl`: from the clone, KL(clone || policy) with the default coefficient and half-life;
-- `kl-hold`: the same coefficient, never decaying.
+- `kl`: from the clone, KL(clone || policy) with the default coefficient and half-life, let go
+  once the policy beats the clone's values (`croupier train`'s default);
+- `kl-no-release`: the same, never let go (decaying by its half-life alone);
+- `kl-hold`: the same coefficient, never decaying nor let go.
 
 Every `eval_every_s` of training (and at 0: the first version), the policy plays the rules
 in-process over `eval_hands` hands, actions sampled (`bench/evaluate.py`, the same deals at
@@ -27,7 +29,7 @@ from croupier.bench.plotting import pyplot, save
 from croupier.bench.record import evaluation_spans
 from croupier.stats import minutes_below
 
-VARIANTS = ("cold", "clone", "clone-entropy", "kl", "kl-hold")
+VARIANTS = ("cold", "clone", "clone-entropy", "kl", "kl-no-release", "kl-hold")
 
 
 def variant_anchor(name: str, base: Any) -> Any:
@@ -40,8 +42,10 @@ def variant_anchor(name: str, base: Any) -> Any:
         return replace(base, enabled=True, kl_coeff=0.0)
     if name == "kl":
         return replace(base, enabled=True)
+    if name == "kl-no-release":
+        return replace(base, enabled=True, release=False)
     if name == "kl-hold":
-        return replace(base, enabled=True, half_life=0.0)
+        return replace(base, enabled=True, half_life=0.0, release=False)
     raise ValueError(f"unknown variant {name!r}; one of {list(VARIANTS)}")
 
 
@@ -53,7 +57,7 @@ class AnchorBench:
     eval_every_s: float = 30.0
     eval_hands: int = 2000
     final_hands: int = 4000
-    algo: str | None = None  # the game's preset's, else appo
+    algo: str | None = None  # the game's preset's, else DEFAULT_ALGO
     seed: int = 1
     ray_cpus: int | None = None
     # Over `RulesAnchor`'s defaults, for every variant (e.g. {"smoothing": 0.2}).

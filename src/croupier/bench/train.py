@@ -80,6 +80,7 @@ def run_anchor(
             algo_.env_runner_group.sync_weights(
                 from_worker_or_learner_group=algo_.learner_group, inference_only=True
             )
+        release = ra.Release()
 
         def served() -> dict[str, Any]:
             weights = module_weights(algo_.get_module())
@@ -110,7 +111,7 @@ def run_anchor(
             stats = result.get("learners", {}).get(DEFAULT_MODULE_ID, {})
             learned = {k: round(float(stats[k]), 4) for k in ("entropy", ra.KL_KEY) if k in stats}
             if anchor.enabled:
-                ra.set_coefficients(algo_, anchor, steps)
+                ra.after_update(algo_, anchor, release, steps, result)
             if not eval_every_s:
                 ret = result["env_runners"].get("episode_return_mean")
                 curve.append({"seconds": trained_s, "env_steps": steps, "return": ret})
@@ -129,7 +130,7 @@ def run_anchor(
         "weights": weights,
         "spec": spec,
         "curve": curve,
-        "rules_anchor": anchor.to_dict(),
+        "rules_anchor": {**anchor.to_dict(), "released_at": release.released_at},
         "clone": clone,
     }
 

@@ -43,6 +43,7 @@ import torch
 from ray.rllib.algorithms.appo.torch.appo_torch_learner import APPOTorchLearner
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
 from torch.nn import functional as F
 
 from croupier.games.candidates import is_candidate_game
@@ -58,6 +59,13 @@ ANCHOR_STATE = "rules-anchor.json"
 KL_KEY = "rules_kl"
 COEFF_KEY = "rules_kl_coeff"
 ENTROPY_BOOST_KEY = "rules_entropy_boost"
+# The policy's value targets less the clone's values: summed over an update's minibatches
+# (its rows, their sum and sum of squares), from which `learner_stats` has the update's mean
+# and standard error. One minibatch alone is too few rows to tell: leduc's per-row spread
+# (~5.8) over 500 rows gives ±0.5 at 95%, more than the gain the anchor waits for.
+GAIN_ROWS_KEY = "rules_gain_rows"
+GAIN_SUM_KEY = "rules_gain_sum"
+GAIN_SQUARES_KEY = "rules_gain_squares"
 # A deviation from the rules now and then while recording, so the clone also sees states the
 # rules alone never reach (the learner's own mistakes lead there); the label stays the rules'.
 DEVIATE = 0.1
@@ -85,6 +93,10 @@ class RulesAnchor:
     entropy_boost: float = 0.04
     # Env steps trained over which both halve (0: they never decay).
     half_life: float = 200_000.0
+    # Let both go for good once the policy is clearly better than the rules (`Release`):
+    # the anchor's job, never serving worse than the rules, is then done, and its terms only
+    # slow the policy down (the anchored demo ended +0.86 where the untrained one reached +1.12).
+    release: bool = True
 
     def _decayed(self, start: float, env_steps: float) -> float:
         if not self.enabled or start <= 0:
@@ -93,16 +105,48 @@ class RulesAnchor:
             return start
         return start * 0.5 ** (max(env_steps, 0.0) / self.half_life)
 
-    def coefficient(self, env_steps: float) -> float:
+    def coefficient(self, env_steps: float, released: bool = False) -> float:
         """The KL coefficient after `env_steps` env steps trained under the anchor."""
-        return self._decayed(self.kl_coeff, env_steps)
+        return 0.0 if released else self._decayed(self.kl_coeff, env_steps)
 
-    def entropy_bonus(self, env_steps: float) -> float:
+    def entropy_bonus(self, env_steps: float, released: bool = False) -> float:
         """The entropy bonus added to the algorithm's own after `env_steps` env steps."""
-        return self._decayed(self.entropy_boost, env_steps)
+        return 0.0 if released else self._decayed(self.entropy_boost, env_steps)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class Release:
+    """When the anchor lets go: the policy's returns beat the rules' own from the same states,
+    significantly, in `updates` updates in a row.
+
+    "The rules' own" is the clone's value head: fitted to the payoffs the rules earn against
+    the rules from each state (`distil`), it says what the rules would make from wherever the
+    policy now plays, seat by seat (a landlord and a peasant differ), against whichever
+    opponents the rules faced. The learner measures, on each minibatch, the policy's value
+    targets less the clone's values (`GAIN_KEY`, with its standard error). Three updates in a
+    row, not one: a single minibatch's 95% interval is wrong one time in forty."""
+
+    updates: int = 3
+    z: float = 1.96
+    above: int = 0  # updates in a row significantly above so far
+    released_at: float | None = None  # the env steps trained when it let go
+
+    @property
+    def released(self) -> bool:
+        return self.released_at is not None
+
+    def observe(self, gain: float | None, se: float | None, env_steps: float) -> bool:
+        """One update's gain over the clone's values; True when this one lets go."""
+        if self.released or gain is None or se is None:
+            return False
+        self.above = self.above + 1 if gain - self.z * se > 0 else 0
+        if self.above >= self.updates:
+            self.released_at = float(env_steps)
+            return True
+        return False
 
 
 def anchorable(game: str, adapter: Any = None) -> str | None:
@@ -364,13 +408,17 @@ class _AnchoredMixin:
         if reference is None:
             return None
         with torch.no_grad():
-            ref_logits = reference.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
-        kl = kl_to_reference(fwd_out[Columns.ACTION_DIST_INPUTS], ref_logits)
+            ref_out = reference.forward_train(batch)
+            gain = _gain(reference, batch, ref_out)
+        kl = kl_to_reference(
+            fwd_out[Columns.ACTION_DIST_INPUTS], ref_out[Columns.ACTION_DIST_INPUTS]
+        )
         mean_kl = _masked_mean(kl, batch)
-        self.metrics.log_dict(  # type: ignore[attr-defined]
-            {KL_KEY: mean_kl.detach(), COEFF_KEY: self._rules_coeff, ENTROPY_BOOST_KEY:
-             self._rules_entropy}, key=module_id, window=1,
-        )  # fmt: skip
+        metrics = {KL_KEY: mean_kl.detach(), COEFF_KEY: self._rules_coeff,
+                   ENTROPY_BOOST_KEY: self._rules_entropy}  # fmt: skip
+        self.metrics.log_dict(metrics, key=module_id, window=1)  # type: ignore[attr-defined]
+        if gain:  # summed over the update's minibatches (RLlib's "sum": cleared each update)
+            self.metrics.log_dict(gain, key=module_id, reduce="sum")  # type: ignore[attr-defined]
         return mean_kl
 
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
@@ -385,6 +433,23 @@ class _AnchoredMixin:
             logits = fwd_out[Columns.ACTION_DIST_INPUTS]
             loss = loss - self._rules_entropy * _masked_mean(entropy(logits), batch)
         return loss
+
+
+def _gain(reference: Any, batch: dict[str, Any], ref_out: dict[str, Any]) -> dict[str, float]:
+    """The minibatch's (the policy's value targets - the clone's values): its rows, sum and
+    sum of squares; how much more than the rules the policy makes from the states it plays.
+    Empty where the batch has no value targets (APPO computes its own inside the loss: there
+    the anchor decays by its half-life alone)."""
+    targets = batch.get(Postprocessing.VALUE_TARGETS)
+    if targets is None:
+        return {}
+    values = reference.compute_values(batch, embeddings=ref_out.get(Columns.EMBEDDINGS))
+    diff = (targets - values).reshape(-1)
+    if Columns.LOSS_MASK in batch:
+        diff = diff[batch[Columns.LOSS_MASK].reshape(-1).bool()]
+    diff = diff.double()
+    return {GAIN_ROWS_KEY: float(diff.numel()), GAIN_SUM_KEY: float(diff.sum()),
+            GAIN_SQUARES_KEY: float((diff * diff).sum())}  # fmt: skip
 
 
 def entropy(logits: torch.Tensor) -> torch.Tensor:
@@ -456,11 +521,31 @@ def hold_reference(algo: Any, weights: dict[str, np.ndarray]) -> None:
     _on_learners(algo, lambda learner: learner.set_rules_reference(weights, DEFAULT_MODULE_ID))
 
 
-def set_coefficients(algo: Any, anchor: RulesAnchor, env_steps: float) -> tuple[float, float]:
-    """Every learner's KL coefficient and entropy bonus after `env_steps` under the anchor."""
-    coeff, bonus = anchor.coefficient(env_steps), anchor.entropy_bonus(env_steps)
+def set_coefficients(
+    algo: Any, anchor: RulesAnchor, env_steps: float, released: bool = False
+) -> tuple[float, float]:
+    """Every learner's KL coefficient and entropy bonus after `env_steps` under the anchor
+    (both 0 once it let go)."""
+    coeff = anchor.coefficient(env_steps, released)
+    bonus = anchor.entropy_bonus(env_steps, released)
     _on_learners(algo, lambda learner: learner.set_rules_coeff(coeff, bonus))
     return coeff, bonus
+
+
+def after_update(
+    algo: Any, anchor: RulesAnchor, release: Release, env_steps: float, result: dict[str, Any]
+) -> dict[str, Any]:
+    """After an update: whether the anchor lets go (its gain over the clone's values), then
+    every learner's coefficients for the next one; what the update measured."""
+    learned = learner_stats(result, int(getattr(algo.config, "num_epochs", 1) or 1))
+    if anchor.release and release.observe(learned.get("gain"), learned.get("gain_se"), env_steps):
+        log.info("the policy makes %+.3f ± %.3f more than the rules from the same states, "
+                 "%d updates in a row: the rules anchor lets go at %.0f env steps",
+                 learned["gain"], release.z * learned["gain_se"], release.updates,
+                 env_steps)  # fmt: skip
+    coeff, _ = set_coefficients(algo, anchor, env_steps, release.released)
+    return {"env_steps": env_steps, "next_kl_coeff": coeff, "released_at": release.released_at,
+            **learned}  # fmt: skip
 
 
 def held(algo: Any) -> list[tuple[bool, float]]:
@@ -468,21 +553,30 @@ def held(algo: Any) -> list[tuple[bool, float]]:
     return _on_learners(algo, lambda learner: (learner.holds_reference(), learner.rules_coeff()))
 
 
-def learner_stats(result: dict[str, Any]) -> dict[str, float]:
+def learner_stats(result: dict[str, Any], epochs: int = 1) -> dict[str, float]:
     """The anchor's terms as the learner logged them in an RLlib result: {"kl", "kl_coeff",
-    "entropy_boost"} (absent before a learner holds a reference)."""
+    "entropy_boost"} (absent before a learner holds a reference), and the update's "gain" over
+    the clone's values with its standard error "gain_se" (PPO: each of the batch's rows was
+    seen `epochs` times, which leaves the mean and spread as they are and divides the count)."""
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     stats = result.get("learners", {}).get(DEFAULT_MODULE_ID, {})
-    out = {}
-    for key, name in (
-        (KL_KEY, "kl"),
-        (COEFF_KEY, "kl_coeff"),
-        (ENTROPY_BOOST_KEY, "entropy_boost"),
-    ):
+
+    def number(key: str) -> float | None:
         value = stats.get(key)
-        if isinstance(value, int | float):
-            out[name] = float(value)
+        ok = isinstance(value, int | float) and np.isfinite(value)  # NaN: not measured anew
+        return float(value) if ok else None
+
+    out = {}
+    for key, name in ((KL_KEY, "kl"), (COEFF_KEY, "kl_coeff"),
+                      (ENTROPY_BOOST_KEY, "entropy_boost")):  # fmt: skip
+        if (value := number(key)) is not None:
+            out[name] = value
+    rows, total, squares = (number(k) for k in (GAIN_ROWS_KEY, GAIN_SUM_KEY, GAIN_SQUARES_KEY))
+    if rows is not None and total is not None and squares is not None and rows >= 2 * epochs:
+        mean = total / rows
+        spread = max(squares / rows - mean * mean, 0.0) ** 0.5
+        out["gain"], out["gain_se"] = mean, spread / (rows / max(epochs, 1)) ** 0.5
     return out
 
 
@@ -507,8 +601,9 @@ def load_anchor(directory: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]
     return weights, state
 
 
-def save_steps(directory: Path, env_steps: float) -> None:
-    """The coefficient's clock, kept at each checkpoint (a restart goes on from it)."""
+def save_steps(directory: Path, env_steps: float, released_at: float | None = None) -> None:
+    """The coefficient's clock, and when the anchor let go, kept at each checkpoint (a
+    restart goes on from them)."""
     from croupier.files import write_atomic
 
     path = directory / ANCHOR_STATE
@@ -517,6 +612,8 @@ def save_steps(directory: Path, env_steps: float) -> None:
     except (OSError, ValueError):
         state = {}
     state["env_steps"] = float(env_steps)
+    if released_at is not None:
+        state["released_at"] = float(released_at)
     write_atomic(path, json.dumps(state))
 
 

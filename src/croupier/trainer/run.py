@@ -190,6 +190,7 @@ class Trainer:
         # anchor before this run (the coefficient's clock); None: no anchor in this run.
         self.anchor: dict[str, Any] | None = None
         self._anchor_steps0 = self._anchor_steps = 0.0
+        self._anchor_release: Any = None  # rules_anchor.Release: when the anchor lets go
         # Called right after ray.init (which replaces the SIGTERM handler with its own).
         self.after_ray_init: Any = None
         # Whether this trainer started Ray itself (a local session, not `--ray-address`):
@@ -422,7 +423,11 @@ class Trainer:
         ra.hold_reference(self.algo, weights)
         self._anchor_steps0 = self._anchor_steps = float(state.get("env_steps", 0.0))
         self.anchor = state.get("clone") or {}
-        ra.set_coefficients(self.algo, anchor, self._anchor_steps0)
+        released_at = state.get("released_at")
+        self._anchor_release = ra.Release(
+            released_at=float(released_at) if isinstance(released_at, int | float) else None
+        )
+        ra.set_coefficients(self.algo, anchor, self._anchor_steps0, self._anchor_release.released)
 
     def request_stop(self, reason: str = "stop requested") -> None:
         """End the run soon: the loop checkpoints and returns, a waiting sample gives up."""
@@ -619,9 +624,8 @@ class Trainer:
         from croupier.trainer import rules_anchor as ra
 
         self._anchor_steps = self._anchor_steps0 + steps_this_run
-        coeff, _ = ra.set_coefficients(self.algo, self.options.rules_anchor, self._anchor_steps)
-        learned = ra.learner_stats(result)
-        return {"env_steps": self._anchor_steps, "next_kl_coeff": coeff, **learned}
+        return ra.after_update(self.algo, self.options.rules_anchor, self._anchor_release,
+                               self._anchor_steps, result)  # fmt: skip
 
     def _remote_runners_ready(self, steps: int) -> bool:
         """Remote runners: enough episodes wait for an update (PPO samples every runner and
@@ -683,7 +687,8 @@ class Trainer:
         if self.anchor is not None:  # the coefficient's clock, for a restart
             from croupier.trainer.rules_anchor import save_steps
 
-            save_steps(Path(self.options.checkpoint_dir), self._anchor_steps)
+            released = self._anchor_release.released_at if self._anchor_release else None
+            save_steps(Path(self.options.checkpoint_dir), self._anchor_steps, released)
         old = target.with_name(CHECKPOINT + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if target.exists():
