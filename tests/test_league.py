@@ -167,3 +167,19 @@ def test_bench_league_short_run(tmp_path):
         assert all(0 < p["exploitability"] < 2 for p in r["curve"] + r["average"])
         assert r["curve"][0]["seconds"] == 0.0
     assert saved.with_suffix(".png").exists()
+
+
+@pytest.mark.integration
+def test_serve_refuses_a_bad_league_setting_in_one_line():
+    import subprocess
+    import sys
+
+    from croupier.local_server import free_port
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "croupier", "serve", "--league-sampling", "psro", "--port",
+         str(free_port()), "--data-dir", "none"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "league sampling" in proc.stderr, proc.stderr[-500:]
+    assert "Traceback" not in proc.stderr

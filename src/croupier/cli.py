@@ -71,6 +71,12 @@ def serve(values: dict[str, Any]) -> None:
     from croupier.api.exposure import exposure_warnings
 
     config: ServerConfig = build(ServerConfig, values)
+    from croupier.policies.rollout import LeagueSampling
+
+    try:  # a one-line usage error, not a traceback from the app's start
+        LeagueSampling(config.league_sampling, config.league_rules_share)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     if config.trainer:
         from croupier.link.client import check_link_config
 
