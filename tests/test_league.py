@@ -146,6 +146,7 @@ def test_the_engine_plays_league_seats_through_a_real_server(server_factory):
 
 
 @pytest.mark.long
+@pytest.mark.system
 def test_bench_league_short_run(tmp_path):
     """`croupier bench league` end to end, a few seconds per mode: both modes' curves, exact."""
     from typer.testing import CliRunner
