@@ -74,9 +74,11 @@ def serve(values: dict[str, Any]) -> None:
 
     from croupier.api.app import create_app
     from croupier.api.exposure import exposure_warnings
+    from croupier.policies.rollout import LeagueSampling
 
-    try:  # a bad setting (e.g. --seats tier:9): one line and exit 2, never a traceback
+    try:  # a bad setting (--seats tier:9, a league sampling): one line and exit 2, no traceback
         config: ServerConfig = build(ServerConfig, values)
+        LeagueSampling(config.league_sampling, config.league_rules_share)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     if config.trainer:
