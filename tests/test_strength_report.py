@@ -88,7 +88,7 @@ def test_no_external_runs_the_anchor_alone(monkeypatch, tmp_path):
         "final_greedy": {**point, "win_rate": 0.65}})  # fmt: skip
     run = StrengthRun(learn="peasants", external=False, final_games=40)
     report = strength.bench_strength(run, tmp_path)
-    assert set(report) == {"run", "rules_record", "rules_record_detail", "anchor"}
+    assert set(report) == {"run", "rules_record", "rules_record_detail", "anchor", "saved"}
     # the rules' own record, drawn from the game: the rule agent in the peasants' seats
     assert report["rules_record_detail"]["games"] == 40
     assert 0 < report["rules_record"] < 1

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.bench.curve import Snapshots
-from croupier.bench.plotting import pyplot, save
+from croupier.bench.plotting import pyplot, save, save_report
 
 HISTORY = "croupier.games.leduc:LeducHistoryAdapter"
 # `--game leduc`: Leduc through the betting-history observation.
@@ -204,10 +204,7 @@ def bench_league(bench: LeagueBench, out_dir: Path) -> dict[str, Any]:
         run_dir = out_dir / f"league-runs/{stamp}-{mode}"
         report["modes"][mode] = run_mode(bench, mode, run_dir)
     path = out_dir / f"league-leduc-{stamp}.json"
-    path.write_text(json.dumps(report, indent=2, default=float))
-    plot(report, path.with_suffix(".png"))
-    report["saved"] = str(path)
-    return report
+    return save_report(report, path, plot)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,3 +23,14 @@ def save(fig: Any, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     pyplot().close(fig)
+
+
+def save_report(
+    report: dict[str, Any], path: Path, plot: Callable[[dict[str, Any], Path], None]
+) -> dict[str, Any]:
+    """A benchmark's result as `path` (JSON) and its figure beside it (`plot`, same name,
+    .png); the report, with where it was saved."""
+    path.write_text(json.dumps(report, indent=2, default=float))
+    plot(report, path.with_suffix(".png"))
+    report["saved"] = str(path)
+    return report

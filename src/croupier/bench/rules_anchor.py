@@ -19,13 +19,12 @@ the rules' record. The last version is also played greedy over `final_hands`.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from croupier.bench.plotting import pyplot, save
+from croupier.bench.plotting import pyplot, save, save_report
 from croupier.bench.record import evaluation_spans
 from croupier.stats import minutes_below
 
@@ -121,10 +120,7 @@ def bench_rules_anchor(bench: AnchorBench, out_dir: Path) -> dict[str, Any]:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in bench.game)
     path = out_dir / f"rules-anchor-{safe}-{stamp}.json"
-    path.write_text(json.dumps(report, indent=2, default=float))
-    plot(report, path.with_suffix(".png"))
-    report["saved"] = str(path)
-    return report
+    return save_report(report, path, plot)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.bench.curve import Snapshots, score_snapshots
-from croupier.bench.plotting import pyplot, save
+from croupier.bench.plotting import pyplot, save, save_report
 from croupier.bench.record import evaluation_spans
 from croupier.demo import TRAINER_BUILD_TIMEOUT_S, wait_for_links
 from croupier.engine.runner import run_engine
@@ -275,9 +275,7 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         print(f"anchor (RLCard's DMC, self-play): {run.minutes:g} min...", flush=True)
         report["dmc"] = run_dmc(run.minutes, run.final_games)
     path = out_dir / f"strength-{run.game}-{run.learn}-{stamp}.json"
-    path.write_text(json.dumps(report, indent=2, default=float))
-    plot(report, path.with_suffix(".png"))
-    return report
+    return save_report(report, path, plot)
 
 
 def run_preset(run: StrengthRun) -> Any:
@@ -404,9 +402,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         }
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
     path = out_dir / f"strength-{safe}-{stamp}.json"
-    path.write_text(json.dumps(report, indent=2, default=float))
-    plot_simulated(report, path.with_suffix(".png"))
-    return report
+    return save_report(report, path, plot_simulated)
 
 
 def plot_simulated(report: dict[str, Any], path: Path) -> None:

@@ -34,7 +34,6 @@ report's reader would chase that format through three files.
 
 from __future__ import annotations
 
-import json
 import math
 import tempfile
 import time
@@ -44,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from croupier.bench.plotting import pyplot, save
+from croupier.bench.plotting import pyplot, save, save_report
 from croupier.bench.record import evaluation_spans
 from croupier.games.presets import TrainingPreset, save_preset
 from croupier.settings import parse_layer_sizes
@@ -479,10 +478,7 @@ def tune_game(
             ray.shutdown()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"tune-{safe}-{stamp}.json"
-    path.write_text(json.dumps(report, indent=2, default=float))
-    plot(report, path.with_suffix(".png"))
-    report["saved"] = str(path)
-    return report
+    return save_report(report, path, plot)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
