@@ -461,7 +461,7 @@ class TrainSettings:
         0.05, "The KL(clone || policy) coefficient at the start (0: the clone, no pull back)"
     )
     rules_entropy_boost: float = setting(
-        0.04, "An entropy bonus over the algorithm's own at the start, to explore from the clone"
+        0.1, "An entropy bonus over the algorithm's own at the start, to explore from the clone"
     )
     rules_anchor_half_life: float = setting(
         200_000.0,
