@@ -298,60 +298,24 @@ SCHEMA_GAMES = [
 @pytest.mark.integration  # in-process, ~5-10 s of CPU a game (generation)
 @pytest.mark.parametrize("game", SCHEMA_GAMES)
 def test_what_the_schema_admits_the_game_takes_unless_a_semantic_check_fails(game: str) -> None:
-    from hypothesis import HealthCheck, given, settings
-
     pytest.importorskip("schemathesis", reason="pip install -e '.[dev]'")
-    from tests.helpers.state_schema import GenerationMode, boundary_states, states, takes
+    from tests.helpers.state_schema import admitted_states_taken
 
     adapter = load_adapter(game)
-    schema = adapter.state_schema()
-    validator = jsonschema_rs.Draft202012Validator(schema)
-    seen = Counter()
-
-    @settings(
-        max_examples=EXAMPLES_PER_GAME, deadline=None, suppress_health_check=list(HealthCheck)
+    seen = admitted_states_taken(
+        adapter, lambda state: semantics(adapter.game, state), EXAMPLES_PER_GAME
     )
-    @given(states(schema, GenerationMode.POSITIVE))
-    def check(state: Any) -> None:
-        assert validator.is_valid(state), state
-        taken = takes(adapter, state)
-        assert taken == semantics(adapter.game, state), state
-        seen[taken] += 1
-
-    check()
-    for state in boundary_states(schema, GenerationMode.POSITIVE):
-        check.hypothesis.inner_test(state)
     assert seen[True] > 0, seen  # the check can fail both ways: some states are taken
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("game", SCHEMA_GAMES)
 def test_what_the_schema_refuses_the_game_refuses(game: str) -> None:
-    from hypothesis import HealthCheck, given, settings
-
     pytest.importorskip("schemathesis", reason="pip install -e '.[dev]'")
-    from tests.helpers.state_schema import GenerationMode, boundary_states, states, takes
+    from tests.helpers.state_schema import refused_states_refused
 
-    adapter = load_adapter(game)
-    schema = adapter.state_schema()
-    validator = jsonschema_rs.Draft202012Validator(schema)
-    refused = []
-
-    @settings(
-        max_examples=EXAMPLES_PER_GAME, deadline=None, suppress_health_check=list(HealthCheck)
-    )
-    @given(states(schema, GenerationMode.NEGATIVE))
-    def check(state: Any) -> None:
-        if not isinstance(state, dict) or validator.is_valid(state):
-            return
-        assert not takes(adapter, state), state
-        refused.append(state)
-
-    check()
-    boundary = boundary_states(schema, GenerationMode.NEGATIVE)
-    for state in boundary:
-        check.hypothesis.inner_test(state)
-    assert len(refused) >= 20 + len(boundary) // 2, (len(refused), len(boundary))
+    refused, boundary = refused_states_refused(load_adapter(game), EXAMPLES_PER_GAME)
+    assert refused >= 20 + boundary // 2, (refused, boundary)
 
 
 # --- the development games ---------------------------------------------------------------------

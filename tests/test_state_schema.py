@@ -27,12 +27,11 @@ from croupier.games.registry import load_adapter, load_simulator
 
 hypothesis = pytest.importorskip("hypothesis")
 schemathesis = pytest.importorskip("schemathesis", reason="pip install -e '.[dev]'")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-
 from tests.helpers.state_schema import (  # noqa: E402
     GenerationMode,
+    admitted_states_taken,
     boundary_states,
-    states,
+    refused_states_refused,
     takes,
 )
 
@@ -97,56 +96,19 @@ SEMANTIC = {"doudizhu": _doudizhu_semantics}
 @pytest.mark.parametrize("game", list(GAMES))
 def test_what_the_schema_admits_the_adapter_takes(game: str) -> None:
     adapter = _adapter(game)
-    schema = adapter.state_schema()
-    assert schema is not None, game
-    validator = jsonschema_rs.Draft202012Validator(schema)
     semantic = SEMANTIC.get(adapter.name, lambda state: True)
-    seen = {"taken": 0, "refused": 0}
-
-    @settings(
-        max_examples=SLOW.get(game, EXAMPLES),
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(states(schema, GenerationMode.POSITIVE))
-    def check(state: Any) -> None:
-        assert validator.is_valid(state), state  # the generator keeps to the schema
-        taken = takes(adapter, state)
-        assert taken == semantic(state), state
-        seen["taken" if taken else "refused"] += 1
-
-    check()
-    for state in boundary_states(schema, GenerationMode.POSITIVE):
-        check.hypothesis.inner_test(state)
+    seen = admitted_states_taken(adapter, semantic, SLOW.get(game, EXAMPLES))
     if adapter.name not in SEMANTIC:
-        assert seen["refused"] == 0
-    print(f"\n{game}: {seen}")
+        assert seen[False] == 0
+    print(f"\n{game}: taken {seen[True]}, refused {seen[False]}")
 
 
 @pytest.mark.integration  # in-process, but ~15 s of CPU in all (generation)
 @pytest.mark.parametrize("game", list(GAMES))
 def test_what_the_schema_refuses_the_adapter_refuses(game: str) -> None:
-    adapter = _adapter(game)
-    schema = adapter.state_schema()
-    assert schema is not None
-    validator = jsonschema_rs.Draft202012Validator(schema)
-    refused = []
     examples = SLOW.get(game, EXAMPLES)
-
-    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(states(schema, GenerationMode.NEGATIVE))
-    def check(state: Any) -> None:
-        # The server's request model takes only an object as a state; anything else is its 422.
-        if not isinstance(state, dict) or validator.is_valid(state):
-            return
-        assert not takes(adapter, state), state
-        refused.append(state)
-
-    check()
-    boundary = boundary_states(schema, GenerationMode.NEGATIVE)
-    for state in boundary:
-        check.hypothesis.inner_test(state)
-    assert len(refused) >= examples // 3 + len(boundary) // 2, (len(refused), len(boundary))
+    refused, boundary = refused_states_refused(_adapter(game), examples)
+    assert refused >= examples // 3 + boundary // 2, (refused, boundary)
 
 
 def _engine_states(game: str, hands: int, seed: int = 5) -> list[dict[str, Any]]:

@@ -4,8 +4,11 @@ tests (`test_state_schema.py`, `test_cards.py`)."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
+import jsonschema_rs
 import schemathesis
 from schemathesis.generation.modes import GenerationMode
 
@@ -64,3 +67,55 @@ def takes(adapter: GameAdapter, state: Any) -> bool:
             verdicts.append(False)
     assert verdicts[0] == verdicts[1], (verdicts, state)
     return verdicts[0]
+
+
+def admitted_states_taken(
+    adapter: GameAdapter, semantic: Callable[[Any], bool], examples: int
+) -> Counter[bool]:
+    """Every state the schema admits (random, then each bound) is taken by the adapter exactly
+    when `semantic` (what no schema can state) holds; how many were taken and refused."""
+    from hypothesis import HealthCheck, given, settings
+
+    schema = adapter.state_schema()
+    assert schema is not None, adapter.name
+    validator = jsonschema_rs.Draft202012Validator(schema)
+    seen: Counter[bool] = Counter()
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(states(schema, GenerationMode.POSITIVE))
+    def check(state: Any) -> None:
+        assert validator.is_valid(state), state  # the generator keeps to the schema
+        taken = takes(adapter, state)
+        assert taken == semantic(state), state
+        seen[taken] += 1
+
+    check()
+    for state in boundary_states(schema, GenerationMode.POSITIVE):
+        check.hypothesis.inner_test(state)
+    return seen
+
+
+def refused_states_refused(adapter: GameAdapter, examples: int) -> tuple[int, int]:
+    """Every object state the schema refuses (random, then each bound just past it) the
+    adapter refuses too; how many such states were tried, and how many were boundary ones."""
+    from hypothesis import HealthCheck, given, settings
+
+    schema = adapter.state_schema()
+    assert schema is not None, adapter.name
+    validator = jsonschema_rs.Draft202012Validator(schema)
+    refused = []
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(states(schema, GenerationMode.NEGATIVE))
+    def check(state: Any) -> None:
+        # The server's request model takes only an object as a state; anything else is its 422.
+        if not isinstance(state, dict) or validator.is_valid(state):
+            return
+        assert not takes(adapter, state), state
+        refused.append(state)
+
+    check()
+    boundary = boundary_states(schema, GenerationMode.NEGATIVE)
+    for state in boundary:
+        check.hypothesis.inner_test(state)
+    return len(refused), len(boundary)
