@@ -61,6 +61,7 @@ def test_simulator_contract(game: str) -> None:
             # move, a copy listed twice (UNO) included)
             listed = len(legal) if is_candidate_game(adapter) else len(set(legal))
             assert len(adapter.legal_indices(mask)) == listed
+            assert adapter.legal_count(mask) == listed  # the forced-move check's count
             assert all(adapter.is_legal(mask, adapter.action_index(a, state)) for a in legal)
         # The same seed and the same actions replay the same hand (duplicate deals need it).
         again = load_simulator(game)

@@ -90,6 +90,9 @@ class CandidateGame(GameAdapter):
     def legal_indices(self, mask: np.ndarray) -> np.ndarray:
         return np.arange(len(mask))
 
+    def legal_count(self, mask: np.ndarray) -> int:
+        return len(mask)
+
     def is_legal(self, mask: np.ndarray, index: int) -> bool:
         return 0 <= index < len(mask)
 

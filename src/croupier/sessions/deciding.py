@@ -351,9 +351,9 @@ class Decider:
             # A tier's (or a `:rules=P` seat's) share of the rules: they act, no forward.
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
             step.index = self.rules_index(state, mask)
-        elif len(legal := self.adapter.legal_indices(mask)) == 1:
+        elif self.adapter.legal_count(mask) == 1:
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
-            step.index = int(legal[0])
+            step.index = int(self.adapter.legal_indices(mask)[0])
             step.forced_version = (
                 policy.version if policy.version is not None else self.batcher.versions.latest
             )
