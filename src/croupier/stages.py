@@ -69,11 +69,15 @@ def _mine() -> list[int]:
         return acc
 
 
-def add(stage: int, t0: int) -> None:
-    """Charge the CPU this thread used since `t0` (`clock()`) to `stage`."""
+def add(stage: int, t0: int) -> int:
+    """Charge the CPU this thread used since `t0` (`clock()`) to `stage`; returns the clock
+    it read, the next stage's start (`t1 = add(A, t0); add(B, t1)`): one read a stage, not
+    two (each is a system call here, 1.6 us)."""
     acc = _mine()
-    acc[stage] += clock() - t0
+    now = clock()
+    acc[stage] += now - t0
     acc[len(STAGES) + stage] += 1
+    return now
 
 
 def decisions(n: int = 1) -> None:

@@ -404,12 +404,10 @@ class UnoCandidatesAdapter(UnoAdapter, CandidateAdapter):
         t0 = stages.clock() if stages.ON else 0
         p = self.parse(state)  # validates the state and its legal actions
         if stages.ON:
-            t1 = stages.clock()
-            stages.add(stages.VALIDATE, t0)
+            t0 = stages.add(stages.VALIDATE, t0)
         obs = self.features(p)
         if stages.ON:
-            t0 = stages.clock()
-            stages.add(stages.STATE_FEATURES, t1)
+            t0 = stages.add(stages.STATE_FEATURES, t0)
         cands = self._candidates(state, obs)
         if stages.ON:
             stages.add(stages.CANDIDATE_FEATURES, t0)

@@ -121,9 +121,10 @@ _ANSWERED, _QUEUED, _FORWARDED, _REPLAY = StepPath
 
 
 def _own(rows: np.ndarray) -> np.ndarray:
-    """`rows` itself, or a copy when it is a view into a bigger array (a batch's)."""
+    """`rows` itself, or a copy when it is a view into a bigger array (a batch's). A base
+    that is not an array (ONNX Runtime's output of a lone decision) holds just these rows."""
     base = rows.base
-    return rows.copy() if base is not None and base.nbytes > rows.nbytes else rows
+    return rows.copy() if isinstance(base, np.ndarray) and base.nbytes > rows.nbytes else rows
 
 
 def _model_result(future: asyncio.Future[ModelDecision | None]) -> ModelDecision | None:
