@@ -138,6 +138,11 @@ class ServerConfig:
         "Batches at least this big run inline even with the forward thread: a queue that long "
         "means a saturated event loop, where the thread's round trip costs more",
     )
+    forward_thread_from_rows: int = setting(
+        64,
+        "Batches with fewer scored rows than this (candidates, in a candidate game) run inline "
+        "even with the forward thread: so small a forward costs less than the round trip",
+    )
     keep_versions: int = setting(
         8, "Weights versions kept in memory (besides production, its history and live games')"
     )

@@ -39,6 +39,11 @@ __all__ = ["InferenceBatcher", "ModelDecision", "Row"]
 FORWARD_INLINE_MAX_ROWS = 4096
 
 
+def _scored(mask: np.ndarray) -> int:
+    """Rows the forward scores for one decision: a candidate game's candidates, else one."""
+    return len(mask) if mask.ndim == 2 else 1
+
+
 # Plain slotted class: a frozen dataclass's __init__ costs more than the rest done per request.
 @dataclass(slots=True)
 class _Request:
@@ -59,6 +64,7 @@ class InferenceBatcher:
         max_wait_ms: float = 0.0,
         forward_thread: bool = True,
         forward_inline_from: int = 128,
+        forward_thread_from_rows: int = 0,
         deadline_s: float | None = None,
     ):
         if max_batch < 1:
@@ -83,6 +89,11 @@ class InferenceBatcher:
         # saturated, and a thread's result waits a whole (long) loop turn to be picked up
         # (at 1000 games: ~30 forwards/s on the thread against ~100/s inline). Inline then.
         self.forward_inline_from = forward_inline_from
+        # A batch this small (scored rows: a candidate game's candidates) runs inline too: its
+        # forward is shorter than the thread's round trip (future, self-pipe wake-up, the GIL
+        # handed over and back: ~50 us of server CPU a doudizhu decision at think 100 ms), so
+        # the loop is held for less than the hand-off would cost it.
+        self.forward_thread_from_rows = forward_thread_from_rows
         # torch's intra-op thread count is per thread: without this the forward thread ran
         # with one OpenMP worker per core, spinning, and a forward cost twice the CPU.
         self._executor = ThreadPoolExecutor(
@@ -247,7 +258,11 @@ class InferenceBatcher:
     def _on_thread(self, batch: list[_Request]) -> bool:
         """The thread keeps single decisions flowing while a forward runs. Inline instead for
         a batch this big: the loop is saturated (see `forward_inline_from`)."""
-        return self.forward_thread and len(batch) < self.forward_inline_from
+        if not self.forward_thread or len(batch) >= self.forward_inline_from:
+            return False
+        if self.forward_thread_from_rows <= len(batch):
+            return True
+        return sum(_scored(req.mask) for req in batch) >= self.forward_thread_from_rows
 
     def _forward(
         self, batch: list[Row], greedy: list[bool] | None = None
