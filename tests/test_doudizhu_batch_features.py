@@ -140,3 +140,51 @@ def test_a_batch_request_builds_its_items_features_together(states, tmp_path):
         np.testing.assert_array_equal(recorder.obs[0], obs)
         np.testing.assert_array_equal(recorder.masks[0], cands)
         assert recorder.obs[0].base is None and recorder.masks[0].base is None
+
+
+def _remove(hand: str, move: str) -> str:
+    """The hand's card string after `move` (RLCard spells both from low to high)."""
+    left = list(hand)
+    for card in move:
+        left.remove(card)
+    return "".join(left)
+
+
+def test_served_candidates_and_state_match_rlcards_own_card_vectors(states):
+    """The served features (the checks' card counts reused: `parse`'s `after`, one bincount
+    for all five card strings) against RLCard's own `_cards2array`, string by string: a
+    candidate's cards, the hand it leaves and that hand's size; the state's own hand, the
+    others' hands and each relative seat's played cards."""
+    from rlcard.envs.doudizhu import _cards2array
+
+    adapter = DoudizhuAdapter(SERVED_FEATURES)
+    kind = SERVED_FEATURES.candidate_size - 54 - 21 - 54  # cards | kind | hand after | size
+    checked = 0
+    for state in states:
+        p = adapter.parse(state)
+        rows = adapter.move_features(p)
+        obs = adapter.state_features(p)
+        np.testing.assert_array_equal(obs[:54], _cards2array(state["current_hand"]))
+        np.testing.assert_array_equal(obs[54:108], _cards2array(state["others_hand"]))
+        me = state["self"]
+        for r in range(3):
+            played = state["played_cards"][(me + r) % 3]
+            np.testing.assert_array_equal(obs[163 + 54 * r : 217 + 54 * r], _cards2array(played))
+        for row, move in zip(rows, state["legal_actions"], strict=True):
+            cards = "" if move == "pass" else move
+            left = _remove(state["current_hand"], cards)
+            np.testing.assert_array_equal(row[:54], _cards2array(cards))
+            np.testing.assert_array_equal(row[54 + kind : 108 + kind], _cards2array(left))
+            size = row[108 + kind :]
+            assert size.sum() == 1.0 and size[len(left)] == 1.0
+            checked += 1
+    assert checked > 500  # real lists, many moves: a wrong column would show
+
+
+def test_the_one_gather_card_vectors_equal_the_row_by_row_ones():
+    from croupier.games.doudizhu import _hot_columns, _multi_hot_many
+
+    rng = np.random.default_rng(0)
+    counts = np.concatenate([rng.integers(0, 5, (500, 13)), rng.integers(0, 2, (500, 2))], 1)
+    np.testing.assert_array_equal(_hot_columns(counts), _multi_hot_many(counts))
+    assert not np.array_equal(_hot_columns(counts[::-1]), _multi_hot_many(counts))
