@@ -221,3 +221,34 @@ def test_small_batches_run_on_the_forward_thread_big_ones_inline(versions):
     for decision, logits, m in zip(now, alone, mask, strict=True):  # in the rows' order
         np.testing.assert_allclose(decision.logits, logits, rtol=1e-5, atol=1e-5)
         assert m[decision.action] == 1
+
+
+def test_a_batch_of_few_scored_rows_runs_inline(versions):
+    """Below `forward_thread_from_rows` scored rows (a candidate game's candidates, else one a
+    decision) a forward costs less than the thread's round trip: it runs inline; from there
+    to `forward_inline_from` decisions, on the thread; past that, inline again."""
+    from croupier.sessions.batcher import _Request
+
+    batcher = InferenceBatcher(
+        versions, forward_thread=True, forward_inline_from=8, forward_thread_from_rows=5
+    )
+    try:
+        obs = np.zeros(3, np.float32)
+
+        def batch(*rows: int) -> list[_Request]:  # per decision: candidates (0: a mask row)
+            return [
+                _Request(obs, np.zeros((k, 2), np.float32) if k else np.ones(4, np.float32),
+                         None, None, 0.0)  # type: ignore[arg-type]
+                for k in rows
+            ]  # fmt: skip
+
+        assert not batcher._on_thread(batch(4))  # one decision, 4 candidates
+        assert batcher._on_thread(batch(5))  # 5 candidates
+        assert batcher._on_thread(batch(2, 3))  # 5 candidates in two decisions
+        assert not batcher._on_thread(batch(0, 0, 0, 0))  # 4 mask rows
+        assert batcher._on_thread(batch(0, 0, 0, 0, 0))  # 5 mask rows
+        assert not batcher._on_thread(batch(*[9] * 8))  # forward_inline_from decisions
+        batcher.forward_thread = False
+        assert not batcher._on_thread(batch(50))
+    finally:
+        batcher._executor.shutdown(wait=False)

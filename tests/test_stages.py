@@ -112,3 +112,20 @@ def test_the_stage_table_has_every_stage_and_the_rest():
     assert stage_table([result]) == {"100 games, think 100 ms": {"c": costs}}
     text = format_stage_table([result])
     assert "  validate" in text and "other" in text and "total (/proc)" in text
+
+
+def test_chained_stages_share_their_clock_reads(timing):
+    """`add` returns the clock it read: the next stage starts there, so chained stages add up
+    to exactly the time from the first start to the last read, with one read a stage."""
+    before = stages.snapshot()["ns"]
+    t0 = stages.clock()
+    t = t0
+    for stage in (stages.VALIDATE, stages.STATE_FEATURES, stages.CANDIDATE_FEATURES):
+        sum(i * i for i in range(2_000))
+        t_next = stages.add(stage, t)
+        assert t_next >= t
+        t = t_next
+    ns = stages.snapshot()["ns"]
+    spent = {s: ns[s] - before[s] for s in ("validate", "state_features", "candidate_features")}
+    assert all(v > 0 for v in spent.values())
+    assert sum(spent.values()) == t - t0
