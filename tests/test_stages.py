@@ -129,3 +129,27 @@ def test_chained_stages_share_their_clock_reads(timing):
     spent = {s: ns[s] - before[s] for s in ("validate", "state_features", "candidate_features")}
     assert all(v > 0 for v in spent.values())
     assert sum(spent.values()) == t - t0
+
+
+def test_the_http_stages_are_timed_on_the_fast_lane(timing, inprocess, leduc_states, tmp_path):
+    """`http_in` (the lane's stack up to the handler) and `http_out` (the answer sent) are
+    timed once a decide, beside the handler's own stages; a request off the lane is not."""
+
+    async def body(client, service):
+        created = await client.post(
+            "/v1/games", json={"game": "leduc-holdem", "seats": {"0": "random", "1": "rules"}}
+        )
+        game_id = created.json()["game_id"]
+        state = next(s for s in leduc_states if s.get("current_player", 0) == 0)
+        before = stages.snapshot()
+        r = await client.post(f"/v1/games/{game_id}/decide", json={"seat": "0", "state": state})
+        assert r.status_code == 200, r.text
+        after = stages.snapshot()
+        await client.get("/healthz")  # off the lane
+        return stages.difference(after, before), stages.difference(stages.snapshot(), after)
+
+    decide, healthz = inprocess(body, data_dir=tmp_path)
+    assert decide["calls"]["http_in"] == 1 and decide["calls"]["http_out"] == 1
+    assert decide["ns"]["http_in"] > 0 and decide["ns"]["http_out"] > 0
+    assert decide["calls"]["parse"] == 1 and decide["calls"]["response"] == 1
+    assert healthz["calls"]["http_in"] == 0 and healthz["calls"]["http_out"] == 0

@@ -15,6 +15,9 @@ decisions timed); `croupier bench serve` asks at the start and the end of its me
 and divides the difference (`bench/serve.py` `stage_costs`).
 
 Stages, in the order a decision meets them:
+    http_in             the fast lane's ASGI stack up to the route's handler: the route's
+                        match, the Host allow-list, the body limit, the request metrics'
+                        wrapper, the API key and content type checks, the request object
     parse               the request body: JSON bytes -> validated request (pydantic-core)
     encode              the adapter's whole encode or check (everything below it included)
       validate            a doudizhu state's checks (`DoudizhuAdapter.parse`)
@@ -26,9 +29,13 @@ Stages, in the order a decision meets them:
     sampling            softmax, the sample, the validity checks, the answers per row
     record              a learned step appended to its seat's episode
     response            the answer: dict and JSON bytes
-The sub-stages of `encode` are inside it (not added to the total); what no stage covers (the
-HTTP stack, the event loop, the batcher's queue and thread hand-off) is the process's CPU less
-the top-level stages.
+    http_out            the answer sent: Starlette's response, the metrics' wrapper, uvicorn's
+                        send (headers, the socket write)
+The sub-stages of `encode` are inside it (not added to the total); what no stage covers
+(uvicorn's HTTP protocol and parser callbacks, the event loop and its system calls, the
+batcher's queue, futures and thread hand-off) is the process's CPU less the top-level stages.
+Both `http_*` stages are synchronous stretches of one request's coroutine (nothing in them
+awaits anything that suspends), so the thread clock charges them to that request alone.
 """
 
 from __future__ import annotations
@@ -43,12 +50,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-STAGES = ("parse", "encode", "validate", "state_features", "candidate_features", "rules",
-          "batch_assembly", "forward", "sampling", "record", "response")  # fmt: skip
+STAGES = ("http_in", "parse", "encode", "validate", "state_features", "candidate_features",
+          "rules", "batch_assembly", "forward", "sampling", "record", "response",
+          "http_out")  # fmt: skip
 # Inside `encode`: reported, not added to the total.
 SUB_STAGES = frozenset({"validate", "state_features", "candidate_features"})
-(PARSE, ENCODE, VALIDATE, STATE_FEATURES, CANDIDATE_FEATURES, RULES, BATCH_ASSEMBLY, FORWARD,
- SAMPLING, RECORD, RESPONSE) = range(len(STAGES))  # fmt: skip
+(HTTP_IN, PARSE, ENCODE, VALIDATE, STATE_FEATURES, CANDIDATE_FEATURES, RULES, BATCH_ASSEMBLY,
+ FORWARD, SAMPLING, RECORD, RESPONSE, HTTP_OUT) = range(len(STAGES))  # fmt: skip
 _DECISIONS = 2 * len(STAGES)  # each thread's list: ns per stage, calls per stage, decisions
 
 ON = False  # read at every call site: `t0 = stages.clock() if stages.ON else 0`

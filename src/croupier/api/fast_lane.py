@@ -54,6 +54,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from croupier import stages
 from croupier.api.auth import require_engine_key
 from croupier.api.contract import json_body
 
@@ -66,6 +67,7 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 ExceptionHandler = Callable[[Request, Exception], Any]
 
 HANDLER_KEY = "croupier.handler"  # the matched route's handler, for the short stack's end
+T0_KEY = "croupier.t0"  # the thread clock at the lane's entry (`stages.HTTP_IN`), when timed
 _ORJSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 # The only dependency the lane runs (directly, in `FastLaneRoute`'s handler).
 LANE_DEPENDENCIES = (require_engine_key,)
@@ -88,6 +90,8 @@ class FastLaneRoute(APIRoute):
         async def handle(request: Request) -> Response:
             await require_engine_key(request)
             check_json(request)
+            if stages.ON and request.scope.get(T0_KEY):
+                stages.add(stages.HTTP_IN, request.scope[T0_KEY])
             return await endpoint(request, **request.path_params)
 
         return handle
@@ -224,6 +228,7 @@ class FastLane:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
+            t0 = stages.clock() if stages.ON else 0
             path = scope["path"]
             for route, handler in self.routes:
                 # The route's regex alone first: the full match (root path, convertors,
@@ -234,6 +239,7 @@ class FastLane:
                 if match is Match.FULL:
                     scope.update(child)  # path_params and route, as the router sets them
                     scope[HANDLER_KEY] = handler
+                    scope[T0_KEY] = t0
                     await self.short_stack(scope, receive, send)
                     return
         await self.full_stack(scope, receive, send)
@@ -254,7 +260,10 @@ class FastLane:
                 )
                 await response(scope, receive, send)
                 raise
+        t0 = stages.clock() if stages.ON else 0
         await response(scope, receive, send)
+        if stages.ON and t0:
+            stages.add(stages.HTTP_OUT, t0)
 
     def _handler_for(self, exc: Exception) -> ExceptionHandler | None:
         """The app's handler for `exc`, looked up as Starlette's `ExceptionMiddleware` does:
