@@ -138,10 +138,12 @@ class ServerConfig:
         "Batches at least this big run inline even with the forward thread: a queue that long "
         "means a saturated event loop, where the thread's round trip costs more",
     )
+    # Off by default: doudizhu at think 100 with 64 spent 2.5-3.8% less server CPU a learned
+    # decision, but leduc saturated answered 6-10% fewer decisions/s (docs/performance.md).
     forward_thread_from_rows: int = setting(
-        64,
+        0,
         "Batches with fewer scored rows than this (candidates, in a candidate game) run inline "
-        "even with the forward thread: so small a forward costs less than the round trip",
+        "even with the forward thread: a forward that small costs less than the round trip",
     )
     keep_versions: int = setting(
         8, "Weights versions kept in memory (besides production, its history and live games')"
