@@ -224,9 +224,10 @@ def test_small_batches_run_on_the_forward_thread_big_ones_inline(versions):
 
 
 def test_a_batch_of_few_scored_rows_runs_inline(versions):
-    """Below `forward_thread_from_rows` scored rows (a candidate game's candidates, else one a
-    decision) a forward costs less than the thread's round trip: it runs inline; from there
-    to `forward_inline_from` decisions, on the thread; past that, inline again."""
+    """A candidate game's batch of fewer than `forward_thread_from_rows` candidates costs less
+    than the thread's round trip: it runs inline; from there to `forward_inline_from`
+    decisions, on the thread; past that, inline again. A fixed action set's batch (leduc) is
+    not counted in rows: the thread, as before."""
     from croupier.sessions.batcher import _Request
 
     batcher = InferenceBatcher(
@@ -235,7 +236,7 @@ def test_a_batch_of_few_scored_rows_runs_inline(versions):
     try:
         obs = np.zeros(3, np.float32)
 
-        def batch(*rows: int) -> list[_Request]:  # per decision: candidates (0: a mask row)
+        def batch(*rows: int) -> list[_Request]:  # per decision: candidates (0: a mask)
             return [
                 _Request(obs, np.zeros((k, 2), np.float32) if k else np.ones(4, np.float32),
                          None, None, 0.0)  # type: ignore[arg-type]
@@ -245,8 +246,8 @@ def test_a_batch_of_few_scored_rows_runs_inline(versions):
         assert not batcher._on_thread(batch(4))  # one decision, 4 candidates
         assert batcher._on_thread(batch(5))  # 5 candidates
         assert batcher._on_thread(batch(2, 3))  # 5 candidates in two decisions
-        assert not batcher._on_thread(batch(0, 0, 0, 0))  # 4 mask rows
-        assert batcher._on_thread(batch(0, 0, 0, 0, 0))  # 5 mask rows
+        assert batcher._on_thread(batch(0))  # a fixed action set's decision: as before
+        assert batcher._on_thread(batch(0, 0, 0, 0, 0, 0, 0))
         assert not batcher._on_thread(batch(*[9] * 8))  # forward_inline_from decisions
         batcher.forward_thread = False
         assert not batcher._on_thread(batch(50))

@@ -138,12 +138,13 @@ class ServerConfig:
         "Batches at least this big run inline even with the forward thread: a queue that long "
         "means a saturated event loop, where the thread's round trip costs more",
     )
-    # Off by default: doudizhu at think 100 with 64 spent 2.5-3.8% less server CPU a learned
-    # decision, but leduc saturated answered 6-10% fewer decisions/s (docs/performance.md).
+    # A candidate game's only: with 64 for every game, doudizhu at think 100 spent 2.5-3.8%
+    # less server CPU a learned decision, leduc saturated the same CPU a decision but 6-10%
+    # fewer decisions/s served beside the build without (docs/performance.md).
     forward_thread_from_rows: int = setting(
-        0,
-        "Batches with fewer scored rows than this (candidates, in a candidate game) run inline "
-        "even with the forward thread: a forward that small costs less than the round trip",
+        64,
+        "A candidate game's batches with fewer candidates than this run inline even with the "
+        "forward thread: a forward that small costs less than the thread's round trip",
     )
     keep_versions: int = setting(
         8, "Weights versions kept in memory (besides production, its history and live games')"

@@ -39,11 +39,6 @@ __all__ = ["InferenceBatcher", "ModelDecision", "Row"]
 FORWARD_INLINE_MAX_ROWS = 4096
 
 
-def _scored(mask: np.ndarray) -> int:
-    """Rows the forward scores for one decision: a candidate game's candidates, else one."""
-    return len(mask) if mask.ndim == 2 else 1
-
-
 # Plain slotted class: a frozen dataclass's __init__ costs more than the rest done per request.
 @dataclass(slots=True)
 class _Request:
@@ -89,10 +84,9 @@ class InferenceBatcher:
         # saturated, and a thread's result waits a whole (long) loop turn to be picked up
         # (at 1000 games: ~30 forwards/s on the thread against ~100/s inline). Inline then.
         self.forward_inline_from = forward_inline_from
-        # A batch this small (scored rows: a candidate game's candidates) runs inline too: its
-        # forward is shorter than the thread's round trip (future, self-pipe wake-up, the GIL
-        # handed over and back: ~50 us of server CPU a doudizhu decision at think 100 ms), so
-        # the loop is held for less than the hand-off would cost it.
+        # A candidate game's batch of fewer candidates than this runs inline too: its forward
+        # is shorter than the thread's round trip (future, self-pipe wake-up, the GIL handed
+        # over and back), so the loop is held for less than the hand-off would cost it.
         self.forward_thread_from_rows = forward_thread_from_rows
         # torch's intra-op thread count is per thread: without this the forward thread ran
         # with one OpenMP worker per core, spinning, and a forward cost twice the CPU.
@@ -260,9 +254,9 @@ class InferenceBatcher:
         a batch this big: the loop is saturated (see `forward_inline_from`)."""
         if not self.forward_thread or len(batch) >= self.forward_inline_from:
             return False
-        if self.forward_thread_from_rows <= len(batch):
-            return True
-        return sum(_scored(req.mask) for req in batch) >= self.forward_thread_from_rows
+        if self.forward_thread_from_rows <= len(batch) or batch[0].mask.ndim != 2:
+            return True  # a game scored over a fixed action set: as before (see config.py)
+        return sum(len(req.mask) for req in batch) >= self.forward_thread_from_rows
 
     def _forward(
         self, batch: list[Row], greedy: list[bool] | None = None
