@@ -5,8 +5,9 @@ reads the calling thread's CPU clock (`time.thread_time_ns`) at its start and en
 thread spends preempted (this 2-core box is shared) does not count, and a stage run on the
 forward thread is charged to the forward, not to the event loop that waits for it (a wall
 clock would charge the forward thread for the loop's turns on the same pinned core). Measured
-on this VM: 1.6 us a thread-clock read (a system call here; `perf_counter_ns` 0.23 us), ~12
-reads a learned decision: ~20 us, ~2% of a doudizhu decision's cost, counted in the stages.
+on this VM: 0.7-1.6 us a thread-clock read (a system call here; `perf_counter_ns` 0.23 us),
+~20 reads a lone learned doudizhu decision (`add` returns its read, the next stage's start):
+15-30 us, 3-5% of its cost, counted in the stages.
 
 Each thread accumulates into a list of its own (no lock on the hot path, no count lost when the
 forward thread and the event loop time stages at once); `snapshot` sums them.

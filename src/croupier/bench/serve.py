@@ -32,10 +32,11 @@ scoring; seat 0 decides, the others are `rules` seats that never get a request):
 scenario but `ray`, whose app serves leduc only.
 
 Every croupier server runs with `--profile-stages`: each result also says the server CPU per
-decision of each stage of the decide path (parse, encode and, for doudizhu, its validate /
-state features / candidate features, rules, batch assembly, forward, sampling, record,
-response, and `other`: the process's CPU less those), in thread CPU time (`croupier/stages.py`;
-the timers cost ~20 µs a decision on this VM, in every scenario alike). `stages` in the JSON.
+decision of each stage of the decide path (http_in, parse, encode and, for doudizhu, its
+validate / state features / candidate features, rules, batch assembly, forward, sampling,
+record, response, http_out, and `other`: the process's CPU less those), in thread CPU time
+(`croupier/stages.py`; the timers cost 15-30 µs a learned decision on this VM, in every
+build alike). `stages` in the JSON.
 
 The load generator is wrk (one thread, keep-alive connections, one request in flight per
 connection = per game) with a Lua script that only replays prepared bodies, so it costs the
