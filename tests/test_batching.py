@@ -224,14 +224,14 @@ def test_small_batches_run_on_the_forward_thread_big_ones_inline(versions):
 
 
 def test_a_batch_of_few_scored_rows_runs_inline(versions):
-    """A candidate game's batch of fewer than `forward_thread_from_rows` candidates costs less
+    """A candidate game's batch of fewer than `forward_thread_from_candidates` candidates costs less
     than the thread's round trip: it runs inline; from there to `forward_inline_from`
     decisions, on the thread; past that, inline again. A fixed action set's batch (leduc) is
     not counted in rows: the thread, as before."""
     from croupier.sessions.batcher import _Request
 
     batcher = InferenceBatcher(
-        versions, forward_thread=True, forward_inline_from=8, forward_thread_from_rows=5
+        versions, forward_thread=True, forward_inline_from=8, forward_thread_from_candidates=5
     )
     try:
         obs = np.zeros(3, np.float32)

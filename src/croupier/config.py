@@ -141,7 +141,7 @@ class ServerConfig:
     # A candidate game's only: with 64 for every game, doudizhu at think 100 spent 2.5-3.8%
     # less server CPU a learned decision, leduc saturated the same CPU a decision but 6-10%
     # fewer decisions/s served beside the build without (docs/performance.md).
-    forward_thread_from_rows: int = setting(
+    forward_thread_from_candidates: int = setting(
         64,
         "A candidate game's batches with fewer candidates than this run inline even with the "
         "forward thread: a forward that small costs less than the thread's round trip",

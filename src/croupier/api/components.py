@@ -102,7 +102,7 @@ def build_components(config: ServerConfig) -> Components:
         config.max_wait_ms,
         config.forward_thread,
         forward_inline_from=config.forward_inline_from,
-        forward_thread_from_rows=config.forward_thread_from_rows,
+        forward_thread_from_candidates=config.forward_thread_from_candidates,
         deadline_s=config.decide_deadline_ms / 1000.0 if config.decide_deadline_ms else None,
     )
     outbox = EpisodeSpool(

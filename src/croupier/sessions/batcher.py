@@ -59,7 +59,7 @@ class InferenceBatcher:
         max_wait_ms: float = 0.0,
         forward_thread: bool = True,
         forward_inline_from: int = 128,
-        forward_thread_from_rows: int = 0,
+        forward_thread_from_candidates: int = 0,
         deadline_s: float | None = None,
     ):
         if max_batch < 1:
@@ -87,7 +87,7 @@ class InferenceBatcher:
         # A candidate game's batch of fewer candidates than this runs inline too: its forward
         # is shorter than the thread's round trip (future, self-pipe wake-up, the GIL handed
         # over and back), so the loop is held for less than the hand-off would cost it.
-        self.forward_thread_from_rows = forward_thread_from_rows
+        self.forward_thread_from_candidates = forward_thread_from_candidates
         # torch's intra-op thread count is per thread: without this the forward thread ran
         # with one OpenMP worker per core, spinning, and a forward cost twice the CPU.
         self._executor = ThreadPoolExecutor(
@@ -254,9 +254,9 @@ class InferenceBatcher:
         a batch this big: the loop is saturated (see `forward_inline_from`)."""
         if not self.forward_thread or len(batch) >= self.forward_inline_from:
             return False
-        if self.forward_thread_from_rows <= len(batch) or batch[0].mask.ndim != 2:
+        if self.forward_thread_from_candidates <= len(batch) or batch[0].mask.ndim != 2:
             return True  # a game scored over a fixed action set: as before (see config.py)
-        return sum(len(req.mask) for req in batch) >= self.forward_thread_from_rows
+        return sum(len(req.mask) for req in batch) >= self.forward_thread_from_candidates
 
     def _forward(
         self, batch: list[Row], greedy: list[bool] | None = None
