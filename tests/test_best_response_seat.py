@@ -151,3 +151,16 @@ def test_a_server_refuses_the_seat_on_a_game_without_a_tree(inprocess):
     assert r.status_code == 409 and "walk whole" in r.text
     with pytest.raises(ValueError, match="walk whole"):
         inprocess(body, game="uno", league_best_response_share=0.5)
+
+
+def test_bench_league_best_response_modes():
+    from croupier.bench.league import mode_setting
+
+    league = ["--weights-keep-every", "4", "--league-sampling", "fsp", "--league-every", "4"]
+    assert mode_setting("br", 4, 0.25, 0.5) == {
+        "seats": ["learned", "league"],
+        "server_args": [*league, "--league-best-response-share", "0.5"],
+    }
+    assert mode_setting("br-rules", 4, 0.25, 0.75)["server_args"] == [
+        *league, "--league-rules-share", "0.25", "--league-best-response-share", "0.75"
+    ]  # fmt: skip

@@ -396,15 +396,17 @@ def bench_league(
     minutes: Annotated[float, typer.Option(help="Training minutes per mode")] = 5.0,
     modes: Annotated[
         str,
-        typer.Option(help="Comma separated: rules, fsp, fsp-rules, self, br (docs/robustness.md)"),
+        typer.Option(
+            help="Comma separated: rules, fsp, fsp-rules, self, br, br-rules (docs/robustness.md)"
+        ),
     ] = "rules,fsp",
     every: Annotated[float, typer.Option(help="Seconds between measured snapshots")] = 30.0,
     league_every: Annotated[
         int, typer.Option(help="League history: one version kept per N version numbers")
     ] = 4,
-    rules_share: Annotated[float, typer.Option(help="fsp-rules: league seats the rules play")] = (
-        0.25
-    ),
+    rules_share: Annotated[
+        float, typer.Option(help="fsp-rules, br-rules: league seats the rules play")
+    ] = (0.25),
     best_response_share: Annotated[
         float, typer.Option(help="br: league seats the exact best response plays")
     ] = 0.5,

@@ -15,7 +15,9 @@ one after the other; only the training games' opponents differ:
 - `br`: `fsp`, with a `best_response_share` of the league seats played by the exact best
   response to the newest version (`--league-best-response-share`, `policies/best_response.py`):
   policy gradient against the best response to oneself is exploitability descent, so the
-  version served, not only the league's average, should get less exploitable.
+  version served, not only the league's average, should get less exploitable;
+- `br-rules`: `br` with a `rules_share` of the league seats the rules (the best response's and
+  the rules' shares together at most 1; the rest past versions).
 
 The version a server serves is copied every `every_s` seconds (`bench/curve.py` `Snapshots`);
 after training each copy is measured on the game's whole tree (`arena/exploitability.py`,
@@ -42,7 +44,7 @@ from croupier.bench.plotting import pyplot, save, save_report
 HISTORY = "croupier.games.leduc:LeducHistoryAdapter"
 # `--game leduc`: Leduc through the betting-history observation.
 ALIASES = {"leduc": HISTORY}
-MODES = ("rules", "fsp", "fsp-rules", "self", "br")
+MODES = ("rules", "fsp", "fsp-rules", "self", "br", "br-rules")
 
 
 def mode_setting(
@@ -59,9 +61,10 @@ def mode_setting(
         return {"seats": ["learned", "learned"], "server_args": history}
     if mode == "fsp":
         return {"seats": ["learned", "league"], "server_args": league}
-    if mode == "br":
+    if mode in ("br", "br-rules"):
+        rules = ["--league-rules-share", str(rules_share)] if mode == "br-rules" else []
         return {"seats": ["learned", "league"],
-                "server_args": [*league, "--league-best-response-share",
+                "server_args": [*league, *rules, "--league-best-response-share",
                                 str(best_response_share)]}  # fmt: skip
     if mode == "fsp-rules":
         return {"seats": ["learned", "league"],
@@ -76,7 +79,7 @@ class LeagueBench:
     modes: tuple[str, ...] = ("rules", "fsp")
     every_s: float = 30.0  # snapshot interval
     league_every: int = 4  # version numbers per history version kept for the league
-    rules_share: float = 0.25  # fsp-rules: league seats the rules play
+    rules_share: float = 0.25  # fsp-rules, br-rules: league seats the rules play
     best_response_share: float = 0.5  # br: league seats the best response plays
     tables: int = 64
     eval_hands: int = 2000  # the final version against the rules over HTTP (the demo's check)

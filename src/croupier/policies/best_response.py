@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from croupier.games.base import GameAdapter
@@ -78,10 +79,17 @@ class BestResponseSeat:
                 return
             tree = self._tree
             assert tree is not None
+            t0 = time.process_time()
             probs = tree.slot_probs(version_policy(self.adapter, self.versions, version))
             table, wins = tree.best_response_actions(probs)
             self._table, self.version, self.wins = table, version, wins  # one swap each
             self.computed += 1
+            log.info(
+                "best response to version %d: wins %s a hand by seat (%.0f ms of CPU; %d "
+                "states answered by the rules so far)", version,
+                " / ".join(f"{w:+.3f}" for w in wins), 1000 * (time.process_time() - t0),
+                self.missed,
+            )  # fmt: skip
         except Exception:  # a failed table leaves the last one serving
             log.exception("best response to version %d failed", version)
         finally:
