@@ -113,7 +113,7 @@ def test_a_server_seats_and_plays_the_best_response(inprocess):
             await asyncio.sleep(0.05)
         assert seat.ready
         table = RLCardTable("leduc-holdem")
-        decisions = 0
+        decisions = unlike_rules = 0
         for hand in range(6):
             created = await client.post(
                 "/v1/games",
@@ -133,14 +133,16 @@ def test_a_server_seats_and_plays_the_best_response(inprocess):
                 assert d.status_code == 200, d.text
                 assert d.json()["action"] == seat.act(state)
                 decisions += 1
+                unlike_rules += service.decider.rules(state) != seat.act(state)
                 table.step(d.json()["action"])
-        return first, decisions, seat.missed
+        return first, decisions, unlike_rules, seat.missed
 
-    first, decisions, missed = inprocess(
+    first, decisions, unlike_rules, missed = inprocess(
         body, game=HISTORY, league_sampling="fsp", league_best_response_share=1.0
     )
     assert first.status_code == 409 and "being computed" in first.text
     assert decisions >= 12 and missed == 0
+    assert unlike_rules > 0  # what played is the best response's table, not the rules
 
 
 def test_a_server_refuses_the_seat_on_a_game_without_a_tree(inprocess):
