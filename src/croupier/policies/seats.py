@@ -67,7 +67,7 @@ class SeatUnavailable(BadPolicySpec):
 # Every well-formed seat spec (`parse_spec`'s grammar), as the API documents it.
 # Exactly the values `_tuning` takes, so the published schema admits no spec the server
 # refuses: a temperature above 0 and at most 100 (`MAX_TEMPERATURE`), a share from 0 to 1.
-_TEMPERATURE = r"(?:[1-9][0-9]?(?:\.[0-9]{1,6})?|0\.[0-9]{0,5}[1-9]|100(?:\.0{1,6})?)"
+_TEMPERATURE = r"(?:[1-9][0-9]?(?:\.[0-9]{1,6})?|0\.[0-9]{0,5}[1-9][0-9]{0,5}|100(?:\.0{1,6})?)"
 _SHARE = r"(?:0(?:\.[0-9]{1,6})?|1(?:\.0{1,6})?)"
 SEAT_SPEC_PATTERN = (
     r"^(?:(?:league|learned(?:@latest)?)(?::greedy)?"
