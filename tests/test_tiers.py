@@ -92,6 +92,25 @@ def test_tier_and_tuned_specs_parse_and_bad_ones_are_refused():
             parse_seat_mix(f"rules,{spec}")
 
 
+def test_the_published_spec_pattern_admits_exactly_the_tunings_the_server_takes():
+    """The API's seat pattern (`SEAT_SPEC_PATTERN`) and `parse_spec` agree on every value: a
+    schema that admitted `rules=2.86` had a schema-valid request refused (schemathesis)."""
+    from croupier.policies.seats import well_formed_spec
+
+    temps = ["0", "0.0", "0.000001", "0.5", "0.50", "1", "7.25", "99.999999", "100", "100.0",
+             "100.5", "150", "999"]  # fmt: skip
+    shares = ["0", "0.0", "0.3", "0.30", "1", "1.0", "1.000001", "1.5", "2.86"]
+    specs = [f"frozen@1:temp={t}" for t in temps] + [f"production:rules={p}" for p in shares]
+    for spec in specs:
+        try:
+            parse_spec(spec)
+            taken = True
+        except BadPolicySpec:
+            taken = False
+        assert well_formed_spec(spec) == taken, spec
+    assert well_formed_spec("frozen@1:temp=0.50") and not well_formed_spec("frozen@1:temp=0")
+
+
 def test_a_calibration_file_is_checked():
     setting = TierSetting(4, temperature=0.0, rules_share=0.5)
     assert setting.spec() == "frozen@4:greedy:rules=0.5" and setting.greedy

@@ -78,7 +78,9 @@ def serve(values: dict[str, Any]) -> None:
 
     try:  # a bad setting (--seats tier:9, a league sampling): one line and exit 2, no traceback
         config: ServerConfig = build(ServerConfig, values)
-        LeagueSampling(config.league_sampling, config.league_rules_share)
+        LeagueSampling(
+            config.league_sampling, config.league_rules_share, config.league_best_response_share
+        )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     if config.trainer:

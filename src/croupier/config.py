@@ -316,6 +316,11 @@ class ServerConfig:
     league_rules_share: float = setting(
         0.0, "Share of `league` seats the game's rules play instead of a version"
     )
+    league_best_response_share: float = setting(
+        0.0,
+        "Share of `league` seats the exact best response to the newest version plays instead "
+        "(a game small enough to walk whole: Kuhn, Leduc)",
+    )
     # None: `record: rules` games are refused.
     offline_dir: Path | None = setting(
         None, "Where `record: rules` games' rules decisions are written as offline episodes"

@@ -19,6 +19,7 @@ from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter
 from croupier.games.candidates import is_candidate_game
 from croupier.games.registry import load_adapter, load_rules
+from croupier.policies.best_response import BestResponseSeat
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.retention import Retention
 from croupier.policies.rollout import Channels, LeagueSampling, Rollout
@@ -127,7 +128,10 @@ def build_components(config: ServerConfig) -> Components:
         weights_dir,
         offline,
         config.seed,
-        league=LeagueSampling(config.league_sampling, config.league_rules_share),
+        league=LeagueSampling(
+            config.league_sampling, config.league_rules_share, config.league_best_response_share
+        ),
+        best_response=BestResponseSeat(config.game, adapter, versions),
     )
     # The decider checks every state before a rules seat acts (`checked_rules`); a user's own
     # rules file is given the checked state too.

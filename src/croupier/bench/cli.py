@@ -395,19 +395,29 @@ def bench_league(
     ] = "leduc",
     minutes: Annotated[float, typer.Option(help="Training minutes per mode")] = 5.0,
     modes: Annotated[
-        str, typer.Option(help="Comma separated: rules, fsp, fsp-rules (docs/robustness.md)")
+        str,
+        typer.Option(
+            help="Comma separated: rules, fsp, fsp-rules, self, br, br-rules (docs/robustness.md)"
+        ),
     ] = "rules,fsp",
     every: Annotated[float, typer.Option(help="Seconds between measured snapshots")] = 30.0,
     league_every: Annotated[
         int, typer.Option(help="League history: one version kept per N version numbers")
     ] = 4,
-    rules_share: Annotated[float, typer.Option(help="fsp-rules: league seats the rules play")] = (
-        0.25
-    ),
+    rules_share: Annotated[
+        float, typer.Option(help="fsp-rules, br-rules: league seats the rules play")
+    ] = (0.25),
+    best_response_share: Annotated[
+        float, typer.Option(help="br: league seats the exact best response plays")
+    ] = 0.5,
     tables: int = 64,
     eval_hands: Annotated[int, typer.Option(help="The final version vs the rules over HTTP")] = (
         2000
     ),
+    train_arg: Annotated[
+        list[str] | None,
+        typer.Option(help="A `croupier train` flag for every mode (repeat; e.g. --train-arg=--x)"),
+    ] = None,
     no_rules_anchor: Annotated[
         bool, typer.Option(help="Every mode starts untrained (default: the rules' clone)")
     ] = False,
@@ -423,8 +433,9 @@ def bench_league(
     try:
         bench = LeagueBench(
             game=game, minutes=minutes, modes=chosen,
-            every_s=every, league_every=league_every, rules_share=rules_share, tables=tables,
-            eval_hands=eval_hands, train_args=["--no-rules-anchor"] if no_rules_anchor else [],
+            every_s=every, league_every=league_every, rules_share=rules_share,
+            best_response_share=best_response_share, tables=tables, eval_hands=eval_hands,
+            train_args=(["--no-rules-anchor"] if no_rules_anchor else []) + (train_arg or []),
         )  # fmt: skip
         report = run(bench, out)
     except (ValueError, TypeError, ImportError, AttributeError) as e:  # a game it cannot walk

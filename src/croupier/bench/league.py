@@ -11,7 +11,13 @@ one after the other; only the training games' opponents differ:
   numbers since the start): fictitious play over the run's own history;
 - `fsp-rules`: the same, a `rules_share` of the league seats played by the rules instead;
 - `self`: both seats the learner itself (plain self-play: the league of one, its newest
-  version), both recorded.
+  version), both recorded;
+- `br`: `fsp`, with a `best_response_share` of the league seats played by the exact best
+  response to the newest version (`--league-best-response-share`, `policies/best_response.py`):
+  policy gradient against the best response to oneself is exploitability descent, so the
+  version served, not only the league's average, should get less exploitable;
+- `br-rules`: `br` with a `rules_share` of the league seats the rules (the best response's and
+  the rules' shares together at most 1; the rest past versions).
 
 The version a server serves is copied every `every_s` seconds (`bench/curve.py` `Snapshots`);
 after training each copy is measured on the game's whole tree (`arena/exploitability.py`,
@@ -38,10 +44,12 @@ from croupier.bench.plotting import pyplot, save, save_report
 HISTORY = "croupier.games.leduc:LeducHistoryAdapter"
 # `--game leduc`: Leduc through the betting-history observation.
 ALIASES = {"leduc": HISTORY}
-MODES = ("rules", "fsp", "fsp-rules", "self")
+MODES = ("rules", "fsp", "fsp-rules", "self", "br", "br-rules")
 
 
-def mode_setting(mode: str, league_every: int, rules_share: float) -> dict[str, Any]:
+def mode_setting(
+    mode: str, league_every: int, rules_share: float, best_response_share: float = 0.5
+) -> dict[str, Any]:
     """The engine's seats and the server's flags for a mode (see the module doc). Every mode
     keeps the league's history on disk too (`--weights-keep-every`): the population a
     `league` seat draws from, measured after the run."""
@@ -53,6 +61,11 @@ def mode_setting(mode: str, league_every: int, rules_share: float) -> dict[str, 
         return {"seats": ["learned", "learned"], "server_args": history}
     if mode == "fsp":
         return {"seats": ["learned", "league"], "server_args": league}
+    if mode in ("br", "br-rules"):
+        rules = ["--league-rules-share", str(rules_share)] if mode == "br-rules" else []
+        return {"seats": ["learned", "league"],
+                "server_args": [*league, *rules, "--league-best-response-share",
+                                str(best_response_share)]}  # fmt: skip
     if mode == "fsp-rules":
         return {"seats": ["learned", "league"],
                 "server_args": [*league, "--league-rules-share", str(rules_share)]}  # fmt: skip
@@ -66,7 +79,8 @@ class LeagueBench:
     modes: tuple[str, ...] = ("rules", "fsp")
     every_s: float = 30.0  # snapshot interval
     league_every: int = 4  # version numbers per history version kept for the league
-    rules_share: float = 0.25  # fsp-rules: league seats the rules play
+    rules_share: float = 0.25  # fsp-rules, br-rules: league seats the rules play
+    best_response_share: float = 0.5  # br: league seats the best response plays
     tables: int = 64
     eval_hands: int = 2000  # the final version against the rules over HTTP (the demo's check)
     # `croupier train` flags for every mode (e.g. ["--no-rules-anchor"]).
@@ -151,7 +165,8 @@ def score_average(
 def run_mode(bench: LeagueBench, mode: str, run_dir: Path) -> dict[str, Any]:
     from croupier.demo import ExternalRun, run_external
 
-    setting = mode_setting(mode, bench.league_every, bench.rules_share)
+    setting = mode_setting(mode, bench.league_every, bench.rules_share,
+                           bench.best_response_share)  # fmt: skip
     print(f"{mode}: {bench.minutes:g} min through the external path, seats "
           f"{setting['seats']} {' '.join(setting['server_args'])}", flush=True)  # fmt: skip
     snapshots = Snapshots(run_dir / "weights", run_dir / "snapshots", bench.every_s)

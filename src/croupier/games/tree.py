@@ -276,6 +276,29 @@ class GameTree:
         value = self.values(sig, seat)
         return float(self.chance @ value[: len(self.deals)]), chosen
 
+    def best_response_actions(self, probs: np.ndarray) -> tuple[dict[str, Any], list[float]]:
+        """The best response to `probs` (slot probabilities) in every seat as a table a server
+        can play from the state it is sent: {`state_key(state)`: action}, and the best
+        response's win per hand in each seat. A state must tell the seat's information apart
+        (Leduc's do: they carry the hand's moves); ValueError when two information sets of one
+        state would choose differently."""
+        sigma = self.edge_probs([probs] * self.num_players)
+        table: dict[str, Any] = {}
+        wins = []
+        for seat in range(self.num_players):
+            win, chosen = self.best_response(sigma, seat)
+            wins.append(win)
+            for info in np.flatnonzero(chosen >= 0).tolist():
+                s = int(self.info_state[info])
+                action = self.legal[s][int(chosen[info])]
+                key = state_key(self.states[s])
+                if table.setdefault(key, action) != action:
+                    raise ValueError(
+                        f"{self.name}: a state does not tell the seat's information apart "
+                        "(its best response differs between two histories): no table to serve"
+                    )
+        return table, wins
+
 
 def game_tree(game: str) -> GameTree:
     """The tree of `game` (a built-in game's name, or anything `load_simulator` takes), built

@@ -69,7 +69,14 @@ def from_module(
     logits over the legal actions (as a seat samples), or its most likely one (`greedy`)."""
     versions = PolicyVersions(adapter, spec)
     versions.install(1, weights)
-    _, module = versions.resolve(1)
+    return version_policy(adapter, versions, 1, greedy)
+
+
+def version_policy(
+    adapter: GameAdapter, versions: PolicyVersions, version: int, greedy: bool = False
+) -> StatePolicy:
+    """Version `version` of `versions` (a server's, or `from_module`'s own) as a policy."""
+    _, module = versions.resolve(version)
 
     def policy(states: Sequence[dict[str, Any]]) -> list[Distribution]:
         if not states:

@@ -2,6 +2,8 @@
 
 - `rules`: the game's rule-based bot (what the studio runs today)
 - `random`: uniform over the legal actions
+- `best-response`: the exact best response to the newest version, on a game small enough to
+  walk whole (Kuhn, Leduc: `policies/best_response.py`); an opponent, never recorded
 - `learned`: the learning policy; recorded for training. Pinned to the version current at game
   creation, or following the newest version when the game (or server) says `pin: latest`
 - `learned@latest`: the learning policy, always the newest version, recorded
@@ -39,7 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-PolicyKind = Literal["rules", "random", "learned", "frozen"]
+PolicyKind = Literal["rules", "random", "learned", "frozen", "best-response"]
+BEST_RESPONSE = "best-response"
 PIN_CHOICES = ("created", "latest")
 ROLLOUT_SPECS = ("production", "canary", "shadow", "league", "tier")
 # The specs a `:greedy` suffix may follow: those that play a learned version.
@@ -62,11 +65,14 @@ class SeatUnavailable(BadPolicySpec):
 
 
 # Every well-formed seat spec (`parse_spec`'s grammar), as the API documents it.
-_NUMBER = r"[0-9]{1,3}(?:\.[0-9]{1,6})?"
+# Exactly the values `_tuning` takes, so the published schema admits no spec the server
+# refuses: a temperature above 0 and at most 100 (`MAX_TEMPERATURE`), a share from 0 to 1.
+_TEMPERATURE = r"(?:[1-9][0-9]?(?:\.[0-9]{1,6})?|0\.[0-9]{0,5}[1-9][0-9]{0,5}|100(?:\.0{1,6})?)"
+_SHARE = r"(?:0(?:\.[0-9]{1,6})?|1(?:\.0{1,6})?)"
 SEAT_SPEC_PATTERN = (
     r"^(?:(?:league|learned(?:@latest)?)(?::greedy)?"
-    rf"|(?:production|frozen@-?[0-9]+)(?::greedy|:temp={_NUMBER})?(?::rules={_NUMBER})?"
-    rf"|tier:[1-{TIERS}]|rules|random|canary|shadow(?:@latest|@[0-9]+)?)$"
+    rf"|(?:production|frozen@-?[0-9]+)(?::greedy|:temp={_TEMPERATURE})?(?::rules={_SHARE})?"
+    rf"|tier:[1-{TIERS}]|rules|random|best-response|canary|shadow(?:@latest|@[0-9]+)?)$"
 )
 _SPEC = re.compile(SEAT_SPEC_PATTERN.removeprefix("^").removesuffix("$"))
 
@@ -189,11 +195,12 @@ def parse_spec(text: str) -> SeatSpec:
         return _tuning(spec, text, mode)
     if not well_formed_spec(body):  # exactly: no spaces, ASCII digits only (no "+5", "٣")
         raise BadPolicySpec(
-            f"unknown seat policy {text!r}: use rules, random, learned, learned@latest, "
-            "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league, tier:N)"
+            f"unknown seat policy {text!r}: use rules, random, best-response, learned, "
+            "learned@latest, frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], "
+            "league, tier:N)"
         )
     name, _, arg = body.partition("@")
-    if name in ("rules", "random", "production", "canary", "league") and not arg:
+    if name in ("rules", "random", BEST_RESPONSE, "production", "canary", "league") and not arg:
         return SeatSpec(name)
     if name == "learned" and arg in ("", "latest"):
         return SeatSpec(name, latest=arg == "latest")
@@ -214,8 +221,9 @@ def parse_spec(text: str) -> SeatSpec:
         except ValueError:
             raise BadPolicySpec(f"shadow@ needs latest or a version, got {arg!r}") from None
     raise BadPolicySpec(
-        f"unknown seat policy {text!r}: use rules, random, learned, learned@latest, "
-        "frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], league, tier:N), a "
+        f"unknown seat policy {text!r}: use rules, random, best-response, learned, "
+        "learned@latest, frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], "
+        "league, tier:N), a "
         "model's spec optionally followed by ':greedy'"
     )
 
@@ -226,7 +234,7 @@ def resolve_plain(
     """A plain (not rollout) spec against the newest version `latest` and the `loaded` ones."""
     if pin not in PIN_CHOICES:
         raise BadPolicySpec(f"pin must be one of {PIN_CHOICES}, got {pin!r}")
-    if spec.name in ("rules", "random"):
+    if spec.name in ("rules", "random", BEST_RESPONSE):
         return SeatPolicy(spec.name)  # type: ignore[arg-type]
     if spec.name == "learned":
         # A greedy seat is never recorded: its actions are not samples of the behaviour policy.
@@ -293,7 +301,7 @@ def resumed_seat_policy(
         if not policy.uses_model:
             raise BadPolicySpec(f"unknown seat policy {label!r}: only a model's seat is greedy")
         return dataclasses.replace(policy, greedy=True)
-    if label in ("rules", "random"):
+    if label in ("rules", "random", BEST_RESPONSE):
         return SeatPolicy(label)  # type: ignore[arg-type]
     if label == "learned@latest":
         return SeatPolicy("learned", None, record=record)

@@ -33,7 +33,7 @@ from croupier import stages
 from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter, InvalidState
 from croupier.policies.rollout import Rollout
-from croupier.policies.seats import SeatPolicy
+from croupier.policies.seats import BEST_RESPONSE, SeatPolicy
 from croupier.sessions.batcher import InferenceBatcher, ModelDecision
 from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
 from croupier.sessions.games import GameSession, GameStore
@@ -116,7 +116,7 @@ _NO_OBS = np.zeros(0, np.float32)
 # counts fold into `frozen@older` (`:greedy` apart), or the labels grew with every version.
 VERSION_LABELS = 16
 _FROZEN = "frozen@"
-_ANSWERED_HERE = ("rules", "random")  # seat kinds that need no model
+_ANSWERED_HERE = ("rules", "random", BEST_RESPONSE)  # seat kinds that need no model
 _ANSWERED, _QUEUED, _FORWARDED, _REPLAY = StepPath
 
 
@@ -348,6 +348,9 @@ class Decider:
         elif policy.kind == "random":
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
             step.index = self._random_index(mask)
+        elif policy.kind == BEST_RESPONSE:
+            step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
+            step.index = self.best_response_index(state, mask)
         elif policy.rules_share and self._rng.random() < policy.rules_share:
             # A tier's (or a `:rules=P` seat's) share of the rules: they act, no forward.
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
@@ -522,6 +525,23 @@ class Decider:
     def _random_index(self, mask: np.ndarray) -> int:
         legal = self.adapter.legal_indices(mask)  # a candidate game: 0..K-1
         return int(legal[self._rng.integers(len(legal))])
+
+    def best_response_index(self, state: dict[str, Any], mask: np.ndarray) -> int:
+        """The best response's action (`policies/best_response.py`); the rules answer a state
+        its table lacks, or where it would pick a move the adapter masks (a costless fold
+        where checking is free, under `LeducNoFreeFoldAdapter`: a tie it breaks by order)."""
+        seat = self.rollout.best_response
+        value = None if seat is None else seat.act(state)
+        if value is not None:
+            try:
+                index = self.adapter.action_index(value, state)
+                if self.adapter.is_legal(mask, index):
+                    return index
+            except (InvalidState, KeyError, TypeError, ValueError, IndexError):
+                pass
+            if seat is not None:
+                seat.missed += 1
+        return self.rules_index(state, mask)
 
     def rules_index(self, state: dict[str, Any], mask: np.ndarray) -> int:
         assert self.rules is not None

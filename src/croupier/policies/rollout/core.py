@@ -27,12 +27,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from croupier.policies.best_response import BestResponseSeat
 from croupier.policies.learned import ModelDecision
 from croupier.policies.rollout.channels import Channels
 from croupier.policies.rollout.league import LeaguePool, LeagueSampling
 from croupier.policies.rollout.live import LiveArena
 from croupier.policies.rollout.outcomes import Mean, ShadowStats
 from croupier.policies.seats import (
+    BEST_RESPONSE,
     SeatPolicy,
     SeatSpec,
     SeatUnavailable,
@@ -93,6 +95,7 @@ class Rollout:
         offline: OfflineEpisodes | None = None,
         seed: int = 0,
         league: LeagueSampling | None = None,
+        best_response: BestResponseSeat | None = None,
     ):
         self.channels = channels  # holds the canary share (changed at run time by an admin)
         if canary_share is not None:
@@ -101,6 +104,10 @@ class Rollout:
         self.offline = offline  # for `record: rules`, or None
         self._rng = np.random.default_rng(seed + 7919)
         self.league = LeaguePool(Path(weights_dir) if weights_dir else None, self._rng, league)
+        # `best-response` seats (and a league's share of them): None on a server without one.
+        self.best_response = best_response
+        if self.league.sampling.best_response_share:
+            self._best_response()  # a game without a tree is refused at start-up
         # Every ended game's players and payoffs (`GameKeeper` feeds it; `/v1/arena/live`).
         self.live = LiveArena(Path(weights_dir) if weights_dir else None)
         # `tier:N` seats: the arena's calibration in the weights dir (`policies/tiers.py`).
@@ -131,6 +138,14 @@ class Rollout:
             if record == "rules" and self.offline is None:
                 raise SeatUnavailable("this server records no rules episodes: use --offline-dir")
             parsed = parse_spec(spec)
+            if parsed.name == BEST_RESPONSE:
+                seat = self._best_response()
+                seat.refresh()
+                if not seat.ready:
+                    raise SeatUnavailable(
+                        "the best response to the newest version is being computed: "
+                        "try again in a few seconds"
+                    )
             if not parsed.rollout:
                 return resolve_plain(parsed, latest=latest, pin=pin, loaded=loaded)
             policy = resolve_rollout(parsed, latest, loaded)
@@ -166,10 +181,28 @@ class Rollout:
             if parsed.name == "tier":
                 assert parsed.tier is not None
                 return self.tiers.policy(parsed.tier)
-            drawn = self.league.draw(loaded)  # league
-            return SeatPolicy("rules") if drawn is None else SeatPolicy("frozen", drawn)
+            ready = False
+            if self.league.sampling.best_response_share:
+                seat = self._best_response()
+                seat.refresh()
+                ready = seat.ready
+            drawn = self.league.draw(loaded, best_response=ready)  # league
+            if drawn == BEST_RESPONSE:
+                return SeatPolicy(BEST_RESPONSE)
+            return SeatPolicy("rules") if drawn is None else SeatPolicy("frozen", int(drawn))
 
         return parse
+
+    def _best_response(self) -> BestResponseSeat:
+        """The server's best-response seat; SeatUnavailable (409, as for `record: rules`
+        without an offline writer: the spec is right, this server cannot seat it) on a game
+        without a tree."""
+        seat = self.best_response
+        problem = "this server has no best-response seat" if seat is None else seat.problem()
+        if problem is not None:
+            raise SeatUnavailable(problem)
+        assert seat is not None
+        return seat
 
     def begin_game(
         self, game_id: str, plan: dict[str, SeatPolicy], record: bool | str = True

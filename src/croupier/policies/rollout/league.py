@@ -9,7 +9,9 @@ Two sampling schedules (`croupier serve --league-sampling`):
   The server keeps one version per `--league-every` version numbers in memory besides the
   newest ones, so "loaded" spans the whole run.
 Either way `--league-rules-share` of the league seats are played by the game's rules instead
-(a fixed point of reference in the population: the opponent a studio's players meet today).
+(a fixed point of reference in the population: the opponent a studio's players meet today),
+and `--league-best-response-share` by the exact best response to the newest version (a game
+small enough to walk whole: `policies/best_response.py`), once its first table is ready.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from croupier.policies.seats import BEST_RESPONSE
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +40,7 @@ class LeagueSampling:
 
     sampling: str = "recent"
     rules_share: float = 0.0
+    best_response_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.sampling not in SAMPLINGS:
@@ -43,6 +48,12 @@ class LeagueSampling:
         if not (isinstance(self.rules_share, int | float) and 0.0 <= self.rules_share <= 1.0):
             raise ValueError(
                 f"league rules share must be between 0 and 1, got {self.rules_share!r}"
+            )
+        share = self.best_response_share
+        if not (isinstance(share, int | float) and 0.0 <= share <= 1.0 - self.rules_share):
+            raise ValueError(
+                "league best-response share must be between 0 and 1 less the rules share, "
+                f"got {share!r}"
             )
 
 
@@ -59,10 +70,16 @@ class LeaguePool:
         self._ratings: dict[str, float] = {}
         self._ratings_mtime = 0.0
 
-    def draw(self, loaded: list[int]) -> int | None:
-        """A league seat's opponent: a loaded version, or None for the game's rules."""
-        if self.sampling.rules_share and self._rng.random() < self.sampling.rules_share:
-            return None
+    def draw(self, loaded: list[int], best_response: bool = False) -> int | str | None:
+        """A league seat's opponent: a loaded version, None for the game's rules, or
+        `BEST_RESPONSE` (only when `best_response`: the server has a table to play)."""
+        rules, br = self.sampling.rules_share, self.sampling.best_response_share
+        if rules or br:
+            u = self._rng.random()
+            if u < rules:
+                return None
+            if best_response and u < rules + br:
+                return BEST_RESPONSE
         if self.sampling.sampling == "fsp":
             return int(loaded[int(self._rng.integers(len(loaded)))])
         return self.version(loaded)
