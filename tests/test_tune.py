@@ -79,8 +79,13 @@ def test_a_tiny_tune_writes_a_preset_train_takes(tmp_path) -> None:
         assert scores and all(math.isfinite(s) for s in scores)
         assert t["reports"][0]["trained_s"] == 0  # the clone, scored before training
         last = t["reports"][-1]
-        assert last["last"] and last["hands"] == 200 and last["env_steps"] > 0
+        if not last["last"]:  # ASHA stopped it at a rung, behind the other (timing decides)
+            assert last["trained_s"] < 0.04 * 60 and len(trials) > 1
+            continue
+        assert last["hands"] == 200 and last["env_steps"] > 0
         assert math.isfinite(last["greedy"])
+    # The winner trained its full minutes and was scored over the final hands.
+    assert report["search"]["winner"]["last"]["last"]
     preset = load_preset(out, KUHN)
     data = json.loads(out.read_text())
     assert data["game"] == KUHN and data["found_by"]["scheduler"] == "asha"
