@@ -138,14 +138,11 @@ class Rollout:
             if record == "rules" and self.offline is None:
                 raise SeatUnavailable("this server records no rules episodes: use --offline-dir")
             parsed = parse_spec(spec)
-            if parsed.name == BEST_RESPONSE:
-                seat = self._best_response()
-                seat.refresh()
-                if not seat.ready:
-                    raise SeatUnavailable(
-                        "the best response to the newest version is being computed: "
-                        "try again in a few seconds"
-                    )
+            if parsed.name == BEST_RESPONSE and not self._best_response_ready():
+                raise SeatUnavailable(
+                    "the best response to the newest version is being computed: "
+                    "try again in a few seconds"
+                )
             if not parsed.rollout:
                 return resolve_plain(parsed, latest=latest, pin=pin, loaded=loaded)
             policy = resolve_rollout(parsed, latest, loaded)
@@ -181,11 +178,7 @@ class Rollout:
             if parsed.name == "tier":
                 assert parsed.tier is not None
                 return self.tiers.policy(parsed.tier)
-            ready = False
-            if self.league.sampling.best_response_share:
-                seat = self._best_response()
-                seat.refresh()
-                ready = seat.ready
+            ready = bool(self.league.sampling.best_response_share) and self._best_response_ready()
             drawn = self.league.draw(loaded, best_response=ready)  # league
             if drawn == BEST_RESPONSE:
                 return SeatPolicy(BEST_RESPONSE)
@@ -203,6 +196,13 @@ class Rollout:
             raise SeatUnavailable(problem)
         assert seat is not None
         return seat
+
+    def _best_response_ready(self) -> bool:
+        """Whether the best-response seat has a table to play (asking for one to the newest
+        version, computed off the event loop, when it has none yet)."""
+        seat = self._best_response()
+        seat.refresh()
+        return seat.ready
 
     def begin_game(
         self, game_id: str, plan: dict[str, SeatPolicy], record: bool | str = True
