@@ -35,7 +35,7 @@ schema), `adapters.py` (the two adapters).
 """
 
 from croupier.games.cards.adapters import CardCandidatesAdapter, CardGameAdapter
-from croupier.games.cards.deck import Deck, Kind, Move
+from croupier.games.cards.deck import Deck, Kind, Move, Spelling
 from croupier.games.cards.game import ANSWER_SIZE, CardGame, Parsed
 from croupier.games.cards.zones import (
     Choice,
@@ -44,6 +44,7 @@ from croupier.games.cards.zones import (
     Number,
     Numbers,
     Pile,
+    RoleSeat,
     Seat,
     SeatNumbers,
     SeatPiles,
@@ -66,9 +67,11 @@ __all__ = [
     "Numbers",
     "Parsed",
     "Pile",
+    "RoleSeat",
     "Seat",
     "SeatNumbers",
     "SeatPiles",
+    "Spelling",
     "TopCard",
     "Zone",
 ]

@@ -48,6 +48,10 @@ class CardGameAdapter(GameAdapter):
     def action_index(self, value: Any, state: dict[str, Any]) -> int:
         return self.game.slot(self.game.move(value, "action"))
 
+    def teams(self, state: dict[str, Any]) -> list[list[str]] | None:
+        teams = self.game.teams(state)
+        return None if teams is None else [[str(s) for s in team] for team in teams]
+
     def state_schema(self) -> dict[str, Any]:
         return self.game.state_schema()
 

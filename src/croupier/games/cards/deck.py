@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,14 +15,17 @@ import numpy as np
 class Deck:
     """Cards named rank+suit ("7H"; `suit_first`: "H7", as RLCard and OpenSpiel spell them),
     ranks from low to high, then the jokers (named as given, ranked above every rank), each
-    card `copies` times in the deck."""
+    card `copies` times in the deck, or as `copies_of` says for the cards it names (doudizhu:
+    four of each rank, one of each joker). Without suits a card is its rank ("7", "B")."""
 
     ranks: str | tuple[str, ...]
     suits: str | tuple[str, ...] = ()
     jokers: tuple[str, ...] = ()
     copies: int = 1
     suit_first: bool = False
+    copies_of: Mapping[str, int] | tuple[tuple[str, int], ...] = ()
     cards: tuple[str, ...] = field(init=False)
+    card_copies: tuple[int, ...] = field(init=False)  # per card, in `cards` order
 
     def __post_init__(self) -> None:
         ranks, suits = tuple(self.ranks), tuple(self.suits)
@@ -33,10 +37,22 @@ class Deck:
             raise ValueError("every card of a deck needs a name of its own")
         if any(" " in c for c in self.cards) or self.copies < 1:
             raise ValueError("card names have no spaces; a deck holds each card at least once")
+        # Kept as sorted pairs: a declaration stays hashable data.
+        pairs = tuple(sorted(dict(self.copies_of).items()))
+        object.__setattr__(self, "copies_of", pairs)
+        if any(c not in self.cards or type(n) is not int or n < 1 for c, n in pairs):
+            raise ValueError("copies_of names cards of the deck, each at least once")
+        per = dict(pairs)
+        object.__setattr__(self, "card_copies", tuple(per.get(c, self.copies) for c in self.cards))
 
     @property
     def size(self) -> int:
         return len(self.cards)
+
+    @property
+    def uniform(self) -> bool:
+        """Every card as many times in the deck."""
+        return len(set(self.card_copies)) == 1
 
     @property
     def num_ranks(self) -> int:
@@ -53,7 +69,7 @@ class Deck:
         )
         by_rank = np.eye(self.num_ranks, dtype=np.float32)[rank]
         by_suit = np.zeros((self.size, len(self.suits)), np.float32)
-        for i in range(self.size - len(self.jokers)):
+        for i in range(self.size - len(self.jokers)) if self.suits else ():
             by_suit[i, i % per_rank] = 1.0
         return index, rank, by_rank, by_suit
 
@@ -103,3 +119,16 @@ class Move:
     kind: int  # index into the game's kinds
     counts: np.ndarray  # int64[deck size]
     first: int  # the first card's index (-1: no card)
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """A game's own spelling of its moves, for an engine that keeps its JSON (RLCard's
+    doudizhu writes "33345", "pass"): `read` turns one into the toolkit's `"<kind>[ <card>
+    ...]"` (a KeyError or ValueError for anything that is not a move of the game); `pattern`
+    is the spelling's JSON Schema pattern (never stricter than `read`); `description` says it
+    in the schema."""
+
+    read: Callable[[str], str]
+    pattern: str
+    description: str = ""

@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from croupier.games.base import InvalidState, json_int
-from croupier.games.cards.deck import Deck, Kind, Move
-from croupier.games.cards.zones import Hand, Pile, Seat, SeatPiles, Zone
+from croupier.games.cards.deck import Deck, Kind, Move, Spelling
+from croupier.games.cards.zones import Hand, History, Pile, RoleSeat, Seat, SeatPiles, Zone
 
 # --- the game ------------------------------------------------------------------------------------
 
@@ -34,7 +34,12 @@ class Parsed:
 class CardGame:
     """The declaration: a deck, zones, kinds of moves, seats, what a seat can win.
     `answers`: the field of the pile a move answers (trick, move to beat, top card), for the
-    candidates' answer features; `max_legal`: the most legal moves a state may list."""
+    candidates' answer features, or of the `History` whose newest move with cards among the
+    last `players - 1` is the move to beat (a climbing game: doudizhu, big two); `max_legal`:
+    the most legal moves a state may list; `spelling`: the game's own spelling of a move,
+    where the engine keeps its JSON (else `"<kind>[ <card>...]"`); `partners`: fixed teams
+    of seats that share one result (bridge: `((0, 2), (1, 3))`; a side drawn per deal is a
+    `RoleSeat(alone=True)`)."""
 
     name: str
     deck: Deck
@@ -44,6 +49,8 @@ class CardGame:
     payoff_range: tuple[float, float] = (-1.0, 1.0)
     answers: str | None = None
     max_legal: int = 64
+    spelling: Spelling | None = None
+    partners: tuple[tuple[int, ...], ...] = ()
     legal_field: ClassVar[str] = "legal_actions"
 
     def __post_init__(self) -> None:
@@ -68,8 +75,20 @@ class CardGame:
         hands = [z for z in self.zones if type(z) is Hand]
         if len(hands) > 1 or (any(k.from_hand and k.cards[1] for k in self.kinds) and not hands):
             raise ValueError("a game whose moves come from the hand declares one Hand zone")
-        if self.answers is not None and not isinstance(self._zone(self.answers), Pile):
-            raise ValueError(f"answers={self.answers!r} must name a Pile, Hand or TopCard")
+        if self.answers is not None and not isinstance(self._zone(self.answers), Pile | History):
+            raise ValueError(f"answers={self.answers!r} must name a Pile, Hand, TopCard or History")
+        joined = [z for z in self.zones if getattr(z, "joined", False)]
+        if joined and any(len(c) != 1 for c in self.deck.cards):
+            raise ValueError("cards written as one string (joined) need one-character names")
+        alone = [z for z in self.zones if isinstance(z, RoleSeat) and z.alone]
+        seats = sorted(s for team in self.partners for s in team)
+        if (
+            len(alone) > 1
+            or (alone and self.partners)
+            or (self.partners and seats != list(range(self.players)))
+        ):
+            raise ValueError("teams: one RoleSeat(alone=True), or partners naming every seat once")
+        object.__setattr__(self, "_copies", np.array(self.deck.card_copies, np.int64))
         offsets = np.cumsum([0] + [k.slots(self.deck) for k in self.kinds])
         object.__setattr__(self, "_offsets", offsets)
         object.__setattr__(self, "_moves", {})
@@ -83,9 +102,16 @@ class CardGame:
     # --- sizes --------------------------------------------------------------------------------
 
     @property
+    def copies(self) -> np.ndarray:
+        """int64[deck size]: each card's copies in the deck."""
+        return self._copies
+
+    @property
     def set_size(self) -> int:
-        """A set of cards' features: per card, per rank, per suit, its size."""
-        return self.deck.size + self.deck.num_ranks + len(self.deck.suits) + 1
+        """A set of cards' features: per card, per rank (a suitless deck's cards are its
+        ranks: none), per suit, its size."""
+        ranks = self.deck.num_ranks if self.deck.suits else 0
+        return self.deck.size + ranks + len(self.deck.suits) + 1
 
     @property
     def move_size(self) -> int:
@@ -131,9 +157,16 @@ class CardGame:
             raise InvalidState(f"{what!r} must list one entry per seat ({self.players})")
         return x
 
-    def read_cards(self, x: Any, max_cards: int, what: str) -> tuple[np.ndarray, list[int]]:
-        """(counts per card, card indices in order) of a JSON list of cards."""
-        if type(x) is not list or len(x) > max_cards:
+    def read_cards(
+        self, x: Any, max_cards: int, what: str, joined: bool = False
+    ) -> tuple[np.ndarray, list[int]]:
+        """(counts per card, card indices in order) of a JSON list of cards, or with `joined`
+        of a string of one-character cards ("33345")."""
+        if joined:
+            if not isinstance(x, str) or len(x) > max_cards:
+                raise InvalidState(f"{what!r} must be a string of at most {max_cards} cards")
+            x = list(x)
+        elif type(x) is not list or len(x) > max_cards:
             raise InvalidState(f"{what!r} must be a list of at most {max_cards} cards")
         index = self._tables[0]
         try:
@@ -142,26 +175,33 @@ class CardGame:
             bad = next(c for c in x if not isinstance(c, str) or c not in index)
             raise InvalidState(f"{what!r} holds an unknown card {bad!r}") from None
         counts = np.bincount(np.array(ids, np.int64), minlength=self.deck.size)
-        if len(ids) and counts.max() > self.deck.copies:
+        if len(ids) and (counts > self._copies).any():
             raise InvalidState(f"{what!r} holds more copies of a card than the deck has")
         return counts, ids
 
     def move(self, x: Any, what: str) -> Move:
-        """A move spelled `"<kind>[ <card>...]"`, checked (cached: moves repeat)."""
+        """A move spelled `"<kind>[ <card>...]"` (or as the game's `spelling` reads it),
+        checked (cached: moves repeat)."""
         cached = self._moves.get(x) if isinstance(x, str) else None
         if cached is not None:
             return cached
         if not isinstance(x, str):
             raise InvalidState(f"{what!r}: a move is a string, got {x!r}")
-        name, *cards = x.split(" ")
+        text = x
+        if self.spelling is not None:
+            try:
+                text = self.spelling.read(x)
+            except (KeyError, ValueError):
+                raise InvalidState(f"{what!r}: {x!r} is not a move of {self.name}") from None
+        name, *cards = text.split(" ")
         kinds = [k.name for k in self.kinds]
         if name not in kinds:
             raise InvalidState(f"{what!r}: unknown kind of move in {x!r} (one of {kinds})")
         kind = self.kinds[kinds.index(name)]
         lo, hi = kind.cards
-        if not lo <= len(cards) <= hi or x != " ".join([name, *cards]):
+        if not lo <= len(cards) <= hi or text != " ".join([name, *cards]):
             raise InvalidState(
-                f"{what!r}: {name!r} takes {lo}..{hi} cards, one space before each: got {x!r}"
+                f"{what!r}: {name!r} takes {lo}..{hi} cards, one space before each: got {text!r}"
             )
         counts, ids = self.read_cards(cards, hi, what)
         move = Move(kinds.index(name), counts, ids[0] if ids else -1)
@@ -188,9 +228,7 @@ class CardGame:
         ]
         if (
             counted
-            and (
-                sum(c.reshape(-1, self.deck.size).sum(0) for c in counted) > self.deck.copies
-            ).any()
+            and (sum(c.reshape(-1, self.deck.size).sum(0) for c in counted) > self._copies).any()
         ):
             raise InvalidState("the state's zones hold more copies of a card than the deck has")
         hand = next((values[z.field][0] for z in self.zones if type(z) is Hand), None)
@@ -209,25 +247,25 @@ class CardGame:
     # --- features -----------------------------------------------------------------------------
 
     def set_features(self, counts: np.ndarray, max_cards: int) -> np.ndarray:
-        """float32[n, set_size] of int[n, deck] counts: per card / copies, per rank and per
-        suit / the deck's, the size / `max_cards`. Sums over the deck's rank-major layout,
+        """float32[n, set_size] of int[n, deck] counts: per card / its copies, per rank and
+        per suit / the deck's, the size / `max_cards`. Sums over the deck's rank-major layout,
         not a matrix product: a BLAS call for these tiny shapes cost ~0.3 ms a state on the
         loaded 2-core box, the sums ~10x less."""
         d = self.deck
-        n, suits = len(counts), max(len(d.suits), 1)
-        c = counts.astype(np.float32) / d.copies
+        n = len(counts)
         out = np.empty((n, self.set_size), np.float32)
-        out[:, : d.size] = c
-        plain = len(d.ranks) * suits
-        o = d.size
-        out[:, o : o + len(d.ranks)] = c[:, :plain].reshape(n, len(d.ranks), suits).sum(2) / suits
-        o += len(d.ranks)
-        out[:, o : o + len(d.jokers)] = c[:, plain:]
-        o += len(d.jokers)
-        if d.suits:
-            out[:, o : o + suits] = c[:, :plain].reshape(n, len(d.ranks), suits).sum(1) / len(
-                d.ranks
-            )
+        out[:, : d.size] = counts / self._copies
+        if d.suits:  # (suitless: a card is its rank, already counted)
+            ranks, suits = len(d.ranks), len(d.suits)
+            plain = ranks * suits
+            grid = counts[:, :plain].reshape(n, ranks, suits)
+            copies = self._copies[:plain].reshape(ranks, suits)
+            o = d.size
+            out[:, o : o + ranks] = grid.sum(2) / copies.sum(1)
+            o += ranks
+            out[:, o : o + len(d.jokers)] = out[:, plain : d.size]
+            o += len(d.jokers)
+            out[:, o : o + suits] = grid.sum(1) / copies.sum(0)
         out[:, -1] = counts.sum(1) / max(max_cards, 1)
         return out
 
@@ -278,6 +316,18 @@ class CardGame:
         ]
         return np.concatenate(out, axis=1)
 
+    def to_answer(self, p: Parsed) -> tuple[np.ndarray, list[int]]:
+        """(counts, card indices) of what a move answers: the `answers` pile, or from a
+        `History` the newest move with cards among the last `players - 1` (none: the seat
+        leads), its cards in the deck's order."""
+        value = p.values[self.answers]
+        if not isinstance(self._zone(self.answers), History):
+            return value
+        beat = next((m for _, m in reversed(value[1 - self.players :]) if m.first >= 0), None)
+        if beat is None:
+            return np.zeros(self.deck.size, np.int64), []
+        return beat.counts, np.repeat(np.arange(self.deck.size), beat.counts).tolist()
+
     def answer(self, counts: np.ndarray, p: Parsed) -> np.ndarray:
         """How each move answers the `answers` pile: it leads (the pile is empty); it has a
         card of the pile's first card's suit (follows the lead), of its last card's suit or
@@ -286,7 +336,7 @@ class CardGame:
         out = np.zeros((len(counts), ANSWER_SIZE), np.float32)
         if self.answers is None:
             return out
-        pile, order = p.values[self.answers]
+        pile, order = self.to_answer(p)
         _, rank, by_rank, by_suit = self._tables
         has = counts > 0
         mine_top = np.where(has, rank[None], -1).max(1)
@@ -315,19 +365,25 @@ class CardGame:
     def card_schema(self) -> dict[str, Any]:
         return {"type": "string", "enum": list(self.deck.cards)}
 
-    def cards_schema(self, max_cards: int) -> dict[str, Any]:
+    def cards_schema(self, max_cards: int, joined: bool = False) -> dict[str, Any]:
+        if joined:  # one character a card, each at most its copies (a lookahead per card)
+            at_most = "".join(
+                f"(?!(?:[^{re.escape(c)}]*{re.escape(c)}){{{n + 1}}})"
+                for c, n in zip(self.deck.cards, self.deck.card_copies, strict=True)
+            )
+            cards = "".join(map(re.escape, self.deck.cards))
+            return {"type": "string", "pattern": f"^{at_most}[{cards}]*$", "maxLength": max_cards}
         schema: dict[str, Any] = {
             "type": "array",
             "items": self.card_schema(),
             "maxItems": max_cards,
         }
-        if self.deck.copies == 1:
+        if set(self.deck.card_copies) == {1}:
             schema["uniqueItems"] = True
         else:
-            copies = self.deck.copies
             schema["allOf"] = [
-                {"contains": {"const": c}, "minContains": 0, "maxContains": copies}
-                for c in self.deck.cards
+                {"contains": {"const": c}, "minContains": 0, "maxContains": n}
+                for c, n in zip(self.deck.cards, self.deck.card_copies, strict=True)
             ]
         return schema
 
@@ -352,12 +408,28 @@ class CardGame:
         return "^(?:" + "|".join(alts) + ")$"
 
     def move_schema(self) -> dict[str, Any]:
+        if self.spelling is not None:
+            about = self.spelling.description or "A move, as the game spells it."
+            return {"type": "string", "pattern": self.spelling.pattern, "description": about}
         return {
             "type": "string",
             "pattern": self.move_pattern(),
             "description": "A move: its kind, then its cards, space-separated "
             f"(kinds: {', '.join(k.name for k in self.kinds)}).",
         }
+
+    def teams(self, state: dict[str, Any]) -> list[list[int]] | None:
+        """The seats that share one result: the `partners`, or the seat a `RoleSeat(alone=
+        True)` names against the others; None: every seat for itself."""
+        if self.partners:
+            return [list(team) for team in self.partners]
+        for z in self.zones:
+            if isinstance(z, RoleSeat) and z.alone:
+                if not isinstance(state, dict) or z.field not in state:
+                    raise InvalidState(f"the state has no {z.field!r}")
+                alone = z.read(state[z.field], self)
+                return [[alone], [s for s in range(self.players) if s != alone]]
+        return None
 
     def state_schema(self) -> dict[str, Any]:
         props = {z.field: z.schema(self) for z in self.zones}

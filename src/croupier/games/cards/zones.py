@@ -57,22 +57,45 @@ class Seat(Zone):
 
 
 @dataclass(frozen=True)
+class RoleSeat(Zone):
+    """A seat the state names for a role (the landlord, the dealer, the declarer), one-hot
+    round the table from the acting seat. `alone`: that seat plays alone against the others
+    together (doudizhu's landlord): the game's teams (`CardGame.teams`)."""
+
+    alone: bool = False
+
+    def size(self, g: CardGame) -> int:
+        return g.players
+
+    def schema(self, g: CardGame) -> dict[str, Any]:
+        return {"type": "integer", "minimum": 0, "maximum": g.players - 1}
+
+    def read(self, x: Any, g: CardGame) -> int:
+        return g.int_in(x, 0, g.players - 1, self.field)
+
+    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+        out[(value - seat) % g.players] = 1.0
+
+
+@dataclass(frozen=True)
 class Pile(Zone):
     """A list of cards (the discard pile, the public cards, the current trick, melds).
     `counted`: the deck's copies bound it together with the other counted zones (False for a
-    pile that may repeat cards, e.g. a discard pile reshuffled into the stock)."""
+    pile that may repeat cards, e.g. a discard pile reshuffled into the stock). `joined`: the
+    cards written as one string, a character each ("33345": RLCard's doudizhu)."""
 
     max_cards: int = 52
     counted: bool = True
+    joined: bool = False
 
     def size(self, g: CardGame) -> int:
         return g.set_size
 
     def schema(self, g: CardGame) -> dict[str, Any]:
-        return g.cards_schema(self.max_cards)
+        return g.cards_schema(self.max_cards, self.joined)
 
     def read(self, x: Any, g: CardGame) -> tuple[np.ndarray, list[int]]:
-        return g.read_cards(x, self.max_cards, self.field)
+        return g.read_cards(x, self.max_cards, self.field, self.joined)
 
     def default(self, g: CardGame) -> tuple[np.ndarray, list[int]]:
         return g.read_cards([], self.max_cards, self.field)
@@ -103,27 +126,29 @@ class TopCard(Pile):
 
 @dataclass(frozen=True)
 class SeatPiles(Zone):
-    """A list of cards per seat (what each seat played), in seat order."""
+    """A list of cards per seat (what each seat played), in seat order (`joined`: a string
+    per seat, as `Pile`)."""
 
     max_cards: int = 52
     counted: bool = True
+    joined: bool = False
 
     def size(self, g: CardGame) -> int:
         return g.players * g.deck.size
 
     def schema(self, g: CardGame) -> dict[str, Any]:
-        return g.per_seat(g.cards_schema(self.max_cards))
+        return g.per_seat(g.cards_schema(self.max_cards, self.joined))
 
     def read(self, x: Any, g: CardGame) -> tuple[np.ndarray, list[int]]:
         piles = g.seat_list(x, self.field)
-        counts = [g.read_cards(p, self.max_cards, self.field)[0] for p in piles]
+        counts = [g.read_cards(p, self.max_cards, self.field, self.joined)[0] for p in piles]
         return np.stack(counts), []
 
     def default(self, g: CardGame) -> tuple[np.ndarray, list[int]]:
         return np.zeros((g.players, g.deck.size), np.int64), []
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
-        out[:] = (np.roll(value[0], -seat, axis=0) / g.deck.copies).reshape(-1)
+        out[:] = (np.roll(value[0], -seat, axis=0) / g.copies).reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -255,7 +280,7 @@ class History(Zone):
             raise InvalidState(f"{self.field!r} must be a list of at most {self.max_moves} moves")
         out = []
         for entry in x:
-            if type(entry) is not list or len(entry) != 2:
+            if type(entry) not in (list, tuple) or len(entry) != 2:  # (tuples: in-process)
                 raise InvalidState(f"each of {self.field!r} must be [seat, move], got {entry!r}")
             out.append(
                 (g.int_in(entry[0], 0, g.players - 1, self.field), g.move(entry[1], self.field))
@@ -271,4 +296,4 @@ class History(Zone):
             o = i * g.move_size
             out[o + (who - seat) % n] = 1.0
             out[o + n + move.kind] = 1.0
-            out[o + n + k : o + g.move_size] = move.counts / g.deck.copies
+            out[o + n + k : o + g.move_size] = move.counts / g.copies
