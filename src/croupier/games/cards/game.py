@@ -179,6 +179,10 @@ class CardGame:
             raise InvalidState(f"{what!r} holds more copies of a card than the deck has")
         return counts, ids
 
+    def known_move(self, x: str) -> Move | None:
+        """A move already read (None: not yet, or not a move)."""
+        return self._moves.get(x)
+
     def move(self, x: Any, what: str) -> Move:
         """A move spelled `"<kind>[ <card>...]"` (or as the game's `spelling` reads it),
         checked (cached: moves repeat)."""

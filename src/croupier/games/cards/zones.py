@@ -3,6 +3,7 @@ side by side (`croupier.games.cards`)."""
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,9 @@ import numpy as np
 
 from croupier.games.base import InvalidState
 from croupier.games.cards.deck import Move
+
+_PAIRS = {list, tuple}  # a [seat, move] entry: JSON gives lists, an in-process caller tuples
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 if TYPE_CHECKING:
     from croupier.games.cards.game import CardGame
@@ -148,7 +152,8 @@ class SeatPiles(Zone):
         return np.zeros((g.players, g.deck.size), np.int64), []
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
-        out[:] = (np.roll(value[0], -seat, axis=0) / g.copies).reshape(-1)
+        # (an index, not `np.roll`: ~4x cheaper for these few rows)
+        out[:] = (value[0][(np.arange(g.players) + seat) % g.players] / g.copies).reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -175,7 +180,8 @@ class SeatNumbers(Zone):
         return np.full(g.players, self.low, np.float64)
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
-        out[:] = (np.roll(value, -seat) - self.low) / max(self.high - self.low, 1e-9)
+        rolled = value[(np.arange(g.players) + seat) % g.players]
+        out[:] = (rolled - self.low) / max(self.high - self.low, 1e-9)
 
 
 @dataclass(frozen=True)
@@ -278,9 +284,21 @@ class History(Zone):
     def read(self, x: Any, g: CardGame) -> list[tuple[int, Move]]:
         if type(x) is not list or len(x) > self.max_moves:
             raise InvalidState(f"{self.field!r} must be a list of at most {self.max_moves} moves")
+        # The common case in C loops (`map`, `set`): [seat, move] pairs, int seats in range,
+        # moves seen before (`CardGame.move`'s cache); ~4x cheaper than an entry at a time
+        # for doudizhu's traces of up to ~50 moves.
+        try:
+            if set(map(type, x)) <= _PAIRS and set(map(len, x)) <= {2}:
+                seats = list(map(_FIRST, x))
+                moves = list(map(g.known_move, map(_SECOND, x)))
+                ok = set(map(type, seats)) <= {int} and set(seats) <= set(range(g.players))
+                if ok and None not in moves:
+                    return list(zip(seats, moves, strict=True))
+        except TypeError:  # an unhashable move: read entry by entry, which says why
+            pass
         out = []
         for entry in x:
-            if type(entry) not in (list, tuple) or len(entry) != 2:  # (tuples: in-process)
+            if type(entry) not in _PAIRS or len(entry) != 2:
                 raise InvalidState(f"each of {self.field!r} must be [seat, move], got {entry!r}")
             out.append(
                 (g.int_in(entry[0], 0, g.players - 1, self.field), g.move(entry[1], self.field))
