@@ -1,0 +1,255 @@
+"""Doudizhu declared through the card-game toolkit (`games/doudizhu_cards.py`), held to the
+hand-made `games/doudizhu.py`: it reads the engine's own JSON (every state RLCard's game
+produces, random and rules play), each of the game's 27,472 moves reads into a kind and a card
+set and back, features finite and of the declared sizes, the checks refuse what the hand-made
+adapter refuses that JSON Schema cannot say, the state's schema held to the checks both ways
+(schemathesis's generators, as `test_cards.py`), and a short round served."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import numpy as np
+import pytest
+from rlcard.games.doudizhu.utils import ACTION_2_ID, ID_2_ACTION
+
+from croupier.games.base import InvalidState
+from croupier.games.candidates import is_candidate_game
+from croupier.games.doudizhu import ACTION_COUNTS, ACTION_KINDS, MOVE_KINDS
+from croupier.games.doudizhu_cards import GAME, read_move
+from croupier.games.presets import preset_for
+from croupier.games.registry import load_adapter, load_simulator
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXED = "croupier.games.doudizhu_cards:DoudizhuCards"
+CANDIDATES = "croupier.games.doudizhu_cards:DoudizhuCardsCandidates"
+RANKS = "3456789TJQKA2BR"
+
+
+def engine_states(hands: int, seed: int = 7) -> list[dict[str, Any]]:
+    """States as `croupier engine --game doudizhu` sends them: half the moves the rules',
+    half random, so both the rules' games and odd ones are in."""
+    table = load_simulator("doudizhu")
+    rules = load_adapter("doudizhu").rules()
+    rng, states = random.Random(seed), []
+    for hand in range(hands):
+        table.reset(seed + hand)
+        while not table.is_over():
+            state = table.state(table.current_player())
+            states.append(state)
+            legal = state["legal_actions"]
+            table.step(rules(state) if rng.random() < 0.5 else rng.choice(legal))
+    return states
+
+
+@pytest.fixture(scope="module")
+def states() -> list[dict[str, Any]]:
+    states = engine_states(12)
+    assert len(states) > 300
+    return states
+
+
+def test_every_move_of_the_game_reads_into_its_kind_and_cards_and_back() -> None:
+    """All 27,472 moves: the kind RLCard's table gives (as the hand-made move context names
+    it), the cards as counted per rank by the hand-made tables, and the toolkit's spelling
+    joined back is the engine's move."""
+    for i, move in enumerate(ID_2_ACTION):
+        text = read_move(move)
+        m = GAME.move(move, "legal_actions")
+        kind = MOVE_KINDS[int(np.argmax(ACTION_KINDS[i, : len(MOVE_KINDS)]))]
+        assert GAME.kinds[m.kind].name == kind, move
+        # suitless deck: card k is rank k
+        np.testing.assert_array_equal(m.counts, ACTION_COUNTS[i], err_msg=move)
+        assert "".join(text.split(" ")[1:]) == ("" if move == "pass" else move)
+    assert len({GAME.kinds[GAME.move(m, "x").kind].name for m in ID_2_ACTION}) == len(GAME.kinds)
+    with pytest.raises(InvalidState, match="not a move of doudizhu"):
+        GAME.move("34", "legal_actions")
+
+
+def test_every_engine_state_is_read_by_both_heads_as_the_hand_made_adapter_reads_it(
+    states: list[dict[str, Any]],
+) -> None:
+    fixed, cands = load_adapter(FIXED), load_adapter(CANDIDATES)
+    hand_made = load_adapter("doudizhu")
+    assert (fixed.name, cands.name, fixed.num_players) == ("doudizhu", "doudizhu", 3)
+    assert is_candidate_game(cands) and fixed.payoff_range == hand_made.payoff_range
+    validator = jsonschema_rs.Draft202012Validator(fixed.state_schema())
+    hand_made_schema = jsonschema_rs.Draft202012Validator(hand_made.state_schema())
+    assert set(fixed.state_schema()["required"]) == set(hand_made.state_schema()["required"])
+    most = 0
+    for state in states:
+        assert validator.is_valid(state), [e.message for e in validator.iter_errors(state)]
+        assert hand_made_schema.is_valid(state)
+        legal = state["legal_actions"]
+        obs, mask = fixed.encode(state)
+        assert obs.shape == (fixed.obs_size,) and mask.shape == (fixed.num_actions,)
+        assert np.isfinite(obs).all() and obs.min() >= 0 and obs.max() <= 1
+        slots = [fixed.action_index(m, state) for m in legal]
+        assert all(mask[s] == 1 for s in slots) and mask.sum() == len(set(slots))
+        assert all(fixed.action_value(s, state) in legal for s in slots)
+        obs2, rows = cands.encode(state)
+        np.testing.assert_array_equal(obs, obs2)
+        assert rows.shape == (len(legal), cands.candidate_size) and np.isfinite(rows).all()
+        assert [cands.inner.candidate_value(k, state) for k in range(len(legal))] == legal
+        # the same teams as the hand-made adapter: the landlord alone
+        assert fixed.teams(state) == hand_made.teams(state)
+        most = max(most, len(legal))
+    assert most > 10  # some states list many moves (the slot check above is not trivial)
+
+
+def test_the_features_say_what_the_state_holds(states: list[dict[str, Any]]) -> None:
+    """The landlord's seat round the table from the acting one, the hand's counts per rank
+    out of the deck's copies, and the move to beat in each candidate's answer features."""
+    a = load_adapter(CANDIDATES).inner
+    state = next(s for s in states if s["self"] != s["landlord"] and s["trace"][-1][1] != "pass")
+    obs, rows = a.encode_candidates(state)
+    o = 0
+    assert obs[o + (state["landlord"] - state["self"]) % 3] == 1.0 and obs[:3].sum() == 1
+    o += 3
+    held = Counter(state["current_hand"])
+    expected = [held[r] / (1 if r in "BR" else 4) for r in RANKS]
+    np.testing.assert_allclose(obs[o : o + 15], expected)
+    assert obs[o + 15] == pytest.approx(len(state["current_hand"]) / 20)
+    # answering the last move (not leading), each move the same number of cards as it or not
+    answer = rows[:, -8:]
+    assert (answer[:, 0] == 0).all()
+    size = [len(m) if m != "pass" else 0 for m in state["legal_actions"]]
+    assert answer[:, 7].tolist() == [float(n == len(state["trace"][-1][1])) for n in size]
+    # after two passes the seat leads: nothing to answer
+    lead = next(s for s in states if len(s["trace"]) > 2 and s["trace"][-1][1] == "pass"
+                and s["trace"][-2][1] == "pass")  # fmt: skip
+    assert (a.encode_candidates(lead)[1][:, -8] == 1).all()
+
+
+def hand_made_refuses(state: dict[str, Any]) -> bool:
+    try:
+        load_adapter("doudizhu").encode(state)
+    except InvalidState:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (
+            lambda s: {"legal_actions": ["pass", "BR"] if "B" not in s["current_hand"] else ["34"]},
+            "not in the hand|not a move",
+        ),  # fmt: skip
+        (lambda s: {"current_hand": s["current_hand"] + s["others_hand"][0]}, "more copies"),
+        (lambda s: {"current_hand": "33333" + s["current_hand"][5:]}, "more copies"),
+        (lambda s: {"current_hand": "BB" + s["current_hand"][2:]}, "more copies"),
+        (lambda s: {"trace": [[0, "33x"]]}, "not a move"),
+        (lambda s: {"trace": [[3, "pass"]]}, "0..2"),
+        (lambda s: {"landlord": 3}, "0..2"),
+        (lambda s: {"played_cards": ["", ""]}, "one entry per seat"),
+        (lambda s: {"num_cards_left": [17, 17, 21]}, "in \\[0, 20\\]"),
+        (lambda s: {"legal_actions": [s["legal_actions"][0]] * 2}, "twice"),
+        (lambda s: {"current_hand": ["3"]}, "string"),
+    ],
+)
+def test_the_checks_refuse_what_the_hand_made_adapter_refuses(
+    states: list[dict[str, Any]], change: Any, why: str
+) -> None:
+    state = next(s for s in states if len(s["current_hand"]) == 17 and s["trace"])
+    bad = {**state, **change(state)}
+    assert hand_made_refuses(bad), bad  # (the state is bad for the hand-made reading too)
+    with pytest.raises(InvalidState, match=why):
+        load_adapter(FIXED).encode(bad)
+    with pytest.raises(InvalidState, match=why):
+        load_adapter(CANDIDATES).encode(bad)
+
+
+def test_declared_in_under_100_lines_and_trained_with_the_hand_made_preset() -> None:
+    lines = (ROOT / "src/croupier/games/doudizhu_cards.py").read_text().splitlines()
+    assert len(lines) < 100, len(lines)
+    assert preset_for(CANDIDATES) == preset_for("doudizhu")
+    assert load_simulator(CANDIDATES).name == "doudizhu"  # the engine's own table
+
+
+# --- the schema, held to the checks (schemathesis's generators) ---------------------------------
+
+
+def semantics(state: dict[str, Any]) -> bool:
+    """What the schema cannot say, written apart from the toolkit: moves are the game's own,
+    legal moves are made of cards in the hand, and the hands and the played cards together
+    hold no more of a card than the deck."""
+    moves = [*state["legal_actions"], *(m for _, m in state["trace"])]
+    if not all(isinstance(m, str) and m in ACTION_2_ID for m in moves):
+        return False
+    hand = Counter(state["current_hand"])
+    held = hand + Counter(state["others_hand"]) + Counter("".join(state["played_cards"]))
+    return all(held[r] <= (1 if r in "BR" else 4) for r in RANKS) and all(
+        Counter(m) <= hand for m in state["legal_actions"] if m != "pass"
+    )
+
+
+EXAMPLES = 30  # lookahead patterns make doudizhu's states ~10x dearer to generate
+
+
+@pytest.mark.integration  # in-process, ~10-20 s of CPU (generation)
+def test_what_the_schema_admits_the_game_takes_unless_a_semantic_check_fails() -> None:
+    pytest.importorskip("schemathesis", reason="pip install -e '.[dev]'")
+    from tests.helpers.state_schema import admitted_states_taken
+
+    seen = admitted_states_taken(load_adapter(FIXED), semantics, EXAMPLES)
+    assert seen[True] > 0, seen  # both ways: some taken (and the semantic refusals are checked)
+    print(f"\ntaken {seen[True]}, refused {seen[False]}")
+
+
+@pytest.mark.integration
+def test_what_the_schema_refuses_the_game_refuses() -> None:
+    pytest.importorskip("schemathesis", reason="pip install -e '.[dev]'")
+    from tests.helpers.state_schema import refused_states_refused
+
+    refused, boundary = refused_states_refused(load_adapter(FIXED), EXAMPLES)
+    assert refused >= EXAMPLES // 3 + boundary // 2, (refused, boundary)
+
+
+# --- served ---------------------------------------------------------------------------------------
+
+
+def test_a_round_is_served_to_the_doudizhu_engine(inprocess) -> None:
+    """The engine's own doudizhu table (`--game doudizhu`) against the toolkit's candidates:
+    a learned landlord and the rules, every answer legal, each hand ended (episodes kept)."""
+    table = load_simulator("doudizhu")
+
+    async def body(client, service):
+        answers = []
+        for hand in range(2):
+            table.reset(hand)
+            landlord = table.roles().index("landlord")
+            seats = {str(s): "learned" if s == landlord else "rules" for s in range(3)}
+            r = await client.post("/v1/games", json={"game": "doudizhu", "seats": seats})
+            assert r.status_code == 201, r.text
+            game_id = r.json()["game_id"]
+            while not table.is_over():
+                seat = table.current_player()
+                state = table.state(seat)
+                d = await client.post(f"/v1/games/{game_id}/decide",
+                                      json={"seat": str(seat), "state": state})  # fmt: skip
+                assert d.status_code == 200, d.text
+                assert d.json()["action"] in state["legal_actions"]
+                answers.append(d.json()["policy"])
+                table.step(d.json()["action"])
+            payoffs = {str(s): p for s, p in enumerate(table.payoffs())}
+            e = await client.post(f"/v1/games/{game_id}/end", json={"payoffs": payoffs})
+            assert e.status_code == 200, e.text
+        # a state the engine could not send: a 422, not an answer
+        table.reset(9)
+        r = await client.post("/v1/games", json={"game": "doudizhu", "seats": seats})
+        state = table.state(table.current_player())
+        bad = await client.post(
+            f"/v1/games/{r.json()['game_id']}/decide",
+            json={"seat": str(table.current_player()),
+                  "state": {**state, "current_hand": "BB" + state["current_hand"][2:]}},
+        )  # fmt: skip
+        return answers, service.outbox.stats()["recorded"], bad.status_code
+
+    answers, recorded, bad = inprocess(body, game=CANDIDATES)
+    assert {"learned", "rules"} <= set(answers) and recorded > 0
+    assert bad == 422
