@@ -152,6 +152,13 @@ def bench_strength(
         Path | None,
         typer.Option(help="A preset file (`croupier tune`'s) in place of the game's, both sides"),
     ] = None,
+    adapter: Annotated[
+        str | None,
+        typer.Option(
+            help="doudizhu: the adapter served and trained, both sides, in place of the "
+            "hand-made one (e.g. croupier.games.doudizhu_cards:DoudizhuCardsCandidates)"
+        ),
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
     """External path vs an in-process anchor, same wall-clock: strength against the rules.
@@ -180,6 +187,7 @@ def bench_strength(
         algo=algo,
         train={k: v for k, v in given.items() if v is not None},
         preset=None if preset is None else str(preset),
+        adapter=adapter,
     )
     try:
         report = run(settings, out)

@@ -93,6 +93,16 @@ class StrengthRun:
     # A preset file (`croupier tune`'s) in place of the game's preset, for the external
     # trainer (`croupier train --preset`) and the anchor alike; `train` still overrides it.
     preset: str | None = None
+    # Doudizhu: the adapter served and trained, both sides (`package.module:Class`, e.g. the
+    # toolkit's `croupier.games.doudizhu_cards:DoudizhuCardsCandidates`); None: the hand-made
+    # `--game doudizhu`. The engine, the rules, the deals and the yardstick stay the same, so
+    # the two feature sets are compared like for like.
+    adapter: str | None = None
+
+    @property
+    def served(self) -> str:
+        """The `--game` the trainer and the server run."""
+        return self.adapter or self.game
 
 
 def new_run_dir(out_dir: Path, label: str) -> Path:
@@ -140,7 +150,7 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     port = free_port()
     log = open(run_dir / "trainer.log", "wb")  # noqa: SIM115 - closed below
     trainer = start_train(
-        ["--game", run.game, "--listen", f"127.0.0.1:{port}",
+        ["--game", run.served, "--listen", f"127.0.0.1:{port}",
          "--checkpoint-dir", str(run_dir / "trainer"), "--minutes", str(run.minutes * 3 + 5),
          "--log-level", "info", *(["--algo", run.algo] if run.algo else []),
          *train_flags(run.train), *anchor_flags(run), *preset_flags(run)],
@@ -148,7 +158,7 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     )  # fmt: skip
     curve: list[dict[str, Any]] = []
     try:
-        args = ["--game", run.game, "--trainer", f"127.0.0.1:{port}",
+        args = ["--game", run.served, "--trainer", f"127.0.0.1:{port}",
                 "--data-dir", str(run_dir / "server")]  # fmt: skip
         with serving(args) as (url, _):
             # The clock starts once the trainer serves its first version (the rules' clone,
@@ -191,7 +201,8 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     trainer_last = last_progress(run_dir / "trainer" / PROGRESS) or {}
     return {
         "setting": f"learned {run.learn} vs doudizhu-rule-v1 (external path"
-        + (", from the rules' clone)" if run.rules_anchor else ")"),
+        + (", from the rules' clone" if run.rules_anchor else "")
+        + (f"; {run.adapter})" if run.adapter else ")"),
         "clone": _clone_report(run_dir / "trainer"),
         # What the learner got of what was played: steps trained and their rate, and the
         # share of the steps received that were trained (the rest: dropped, counted).
@@ -208,7 +219,7 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
     from croupier.games.doudizhu import SERVED_FEATURES
     from croupier.games.presets import preset_for
 
-    preset = run_preset(run) or preset_for(run.game)
+    preset = run_preset(run) or preset_for(run.served)
     assert preset is not None
     preset = replace(preset, **run.train)  # what the external trainer gets as flags
     cfg = PPOConfig(
@@ -218,6 +229,7 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
         epochs=preset.num_epochs, minibatch=preset.minibatch_size,
         decisions_per_update=preset.train_batch_size, minutes=run.minutes,
         eval_every_s=run.eval_every_s, eval_games=run.eval_games, final_games=run.final_games,
+        adapter=run.adapter or "",
     )  # fmt: skip
     result = train(cfg, log=lambda line: None)
     result.pop("policies")
@@ -225,7 +237,8 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
     return {
         # Its curve is evaluated greedily (strength_anchors), its final rate sampling. It
         # starts from scratch: croupier's own PPO, not RLlib's, so no rules anchor.
-        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (in-process candidate PPO, cold)",
+        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (in-process candidate PPO, cold"
+        + (f"; {run.adapter})" if run.adapter else ")"),
         "curve": result["curve"],
         "final": {
             "train_s": result["train_s"],
@@ -241,6 +254,8 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
 
 def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     if run.game != "doudizhu":
+        if run.adapter:
+            raise ValueError("--adapter: doudizhu only (another game is its --game)")
         return bench_strength_simulated(run, out_dir)
     if run.learn not in SIDES:
         raise ValueError(f"learn must be one of {sorted(SIDES)}")
@@ -248,6 +263,16 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         raise ValueError("nothing to run: --no-external with --no-anchor and no --dmc")
     train_flags(run.train)  # an unknown setting fails here, before any run
     run_preset(run)  # and a bad preset file
+    if run.adapter is not None:  # and an adapter that cannot stand in for `--game doudizhu`
+        from croupier.games.candidates import is_candidate_game
+        from croupier.games.registry import load_adapter
+
+        served = load_adapter(run.adapter)
+        if served.name != "doudizhu" or (run.anchor and not is_candidate_game(served)):
+            raise ValueError(
+                f"--adapter {run.adapter}: a doudizhu adapter (name 'doudizhu')"
+                + (", of scored candidates (the anchor scores candidates)" if run.anchor else "")
+            )
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     report: dict[str, Any] = {"run": asdict(run)}
@@ -274,7 +299,8 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
 
         print(f"anchor (RLCard's DMC, self-play): {run.minutes:g} min...", flush=True)
         report["dmc"] = run_dmc(run.minutes, run.final_games)
-    path = out_dir / f"strength-{run.game}-{run.learn}-{stamp}.json"
+    label = "" if run.adapter is None else "-" + run.adapter.rpartition(":")[2]
+    path = out_dir / f"strength-{run.game}{label}-{run.learn}-{stamp}.json"
     return save_report(report, path, plot)
 
 

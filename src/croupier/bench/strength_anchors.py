@@ -2,7 +2,9 @@
 
 Plain torch, CleanRL style: the whole algorithm reads top to bottom. The game runs in this
 process on RLCard's engine (no HTTP, no link); the learned seats see the state exactly as the
-engine would send it, through `DoudizhuAdapter` (the same features the served policy gets).
+engine would send it, through `DoudizhuAdapter` (the same features the served policy gets),
+or through another doudizhu adapter of scored candidates (`adapter`, e.g. the card toolkit's
+`croupier.games.doudizhu_cards:DoudizhuCardsCandidates`): the same PPO on other features.
 
 - `learn="landlord"`: the learned policy plays the landlord against two `doudizhu-rule-v1`
   peasants.
@@ -31,7 +33,7 @@ import numpy as np
 import torch
 from rlcard.games.doudizhu.game import DoudizhuGame
 
-from croupier.games.base import rules_seeded
+from croupier.games.base import CandidateAdapter, rules_seeded
 from croupier.games.doudizhu import (
     SERVED_FEATURES,
     DoudizhuAdapter,
@@ -49,6 +51,9 @@ class PPOConfig:
     # The state and candidate features (`FeatureSpec`); the served ones unless overridden.
     history: int = SERVED_FEATURES.history  # last moves in the state features (0 = none)
     move_context: int = int(SERVED_FEATURES.move_context)  # 1: moves say what they leave
+    # Another doudizhu `CandidateAdapter` ("package.module:Class"; "": `DoudizhuAdapter` with
+    # the features above).
+    adapter: str = ""
     hiddens: list[int] = field(default_factory=lambda: [256, 256])
     score_hidden: int = 128
     lr: float = 3e-4
@@ -69,6 +74,24 @@ class PPOConfig:
     seed: int = 0
 
 
+def make_adapter(cfg: PPOConfig) -> CandidateAdapter:
+    if not cfg.adapter:
+        return DoudizhuAdapter(FeatureSpec(cfg.history, bool(cfg.move_context)))
+    from croupier.games.registry import import_object
+
+    target = import_object(cfg.adapter)
+    adapter = target() if isinstance(target, type) else target
+    if not isinstance(adapter, CandidateAdapter) or adapter.name != "doudizhu":
+        raise ValueError(f"{cfg.adapter} is not a doudizhu adapter of scored candidates")
+    return adapter
+
+
+def as_sent(state: dict[str, Any]) -> dict[str, Any]:
+    """RLCard's raw state as the engine sends it: the legal moves as `legal_actions` (the
+    hand-made adapter reads RLCard's `actions` too; a declared game reads what it declares)."""
+    return {**state, "legal_actions": state["actions"]}
+
+
 def learned_seats(learn: str, landlord: int) -> list[int]:
     if learn == "landlord":
         return [landlord]
@@ -80,7 +103,7 @@ def learned_seats(learn: str, landlord: int) -> list[int]:
 class Policies:
     """The learned networks and which one plays a seat (by role relative to the landlord)."""
 
-    def __init__(self, cfg: PPOConfig, adapter: DoudizhuAdapter):
+    def __init__(self, cfg: PPOConfig, adapter: CandidateAdapter):
         n = 2 if cfg.learn == "peasants" and cfg.peasant_policies == "separate" else 1
         self.nets = [
             CandidateNet(adapter.obs_size, adapter.candidate_size, cfg.hiddens, cfg.score_hidden)
@@ -118,7 +141,7 @@ def act(
 class Tables:
     """`n` doudizhu games; rule seats move at once, learned seats wait for `decide`."""
 
-    def __init__(self, n: int, learn: str, adapter: DoudizhuAdapter, seed: int):
+    def __init__(self, n: int, learn: str, adapter: CandidateAdapter, seed: int):
         self.learn, self.adapter = learn, adapter
         self.rules = rule_move
         self.games = [DoudizhuGame() for _ in range(n)]
@@ -157,7 +180,7 @@ class Tables:
         return (g.winner_id == g.round.landlord_id) == (self.learn == "landlord")
 
 
-def collect(cfg: PPOConfig, pol: Policies, tables: Tables, adapter: DoudizhuAdapter) -> dict:
+def collect(cfg: PPOConfig, pol: Policies, tables: Tables, adapter: CandidateAdapter) -> dict:
     """Whole games until at least `decisions_per_update` learned decisions; every seat's
     decisions in order, reward at its last one."""
     buf: dict[str, list] = {k: [] for k in ("obs", "cands", "act", "logp", "val", "net", "ep")}
@@ -175,7 +198,7 @@ def collect(cfg: PPOConfig, pol: Policies, tables: Tables, adapter: DoudizhuAdap
         groups: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}
         for i in live:
             g = tables.games[i]
-            obs, cands = adapter.encode_candidates(tables.states[i])
+            obs, cands = adapter.encode_candidates(as_sent(tables.states[i]))
             k = pol.net_of(g.round.current_player, g.round.landlord_id)
             groups.setdefault(k, []).append((i, obs, cands))
         for k, items in groups.items():
@@ -262,7 +285,7 @@ def nn_utils_clip(net: torch.nn.Module, max_norm: float) -> None:
 def evaluate(
     pol: Policies | None,
     learn: str,
-    adapter: DoudizhuAdapter,
+    adapter: CandidateAdapter,
     games: int,
     greedy: bool = True,
     seed: int = 10_000,
@@ -277,7 +300,7 @@ def evaluate(
 def _evaluate(
     pol: Policies | None,
     learn: str,
-    adapter: DoudizhuAdapter,
+    adapter: CandidateAdapter,
     games: int,
     greedy: bool,
     seed: int,
@@ -300,7 +323,7 @@ def _evaluate(
             if pol is None:
                 moves = [rules(tables.states[i]) for i in idx]
             else:
-                enc = [adapter.encode_candidates(tables.states[i]) for i in idx]
+                enc = [adapter.encode_candidates(as_sent(tables.states[i])) for i in idx]
                 a, _, _ = act(pol.nets[k], [e[0] for e in enc], [e[1] for e in enc], greedy)
                 moves = [tables.states[i]["actions"][int(x)] for i, x in zip(idx, a, strict=True)]
             for i, move in zip(idx, moves, strict=True):
@@ -322,7 +345,7 @@ def train(cfg: PPOConfig, log: Any = print, out: str = "") -> dict[str, Any]:
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    adapter = DoudizhuAdapter(FeatureSpec(cfg.history, bool(cfg.move_context)))
+    adapter = make_adapter(cfg)
     pol = Policies(cfg, adapter)
     opts = [torch.optim.Adam(n.parameters(), lr=cfg.lr, eps=1e-5) for n in pol.nets]
     tables = Tables(cfg.parallel_games, cfg.learn, adapter, cfg.seed)
