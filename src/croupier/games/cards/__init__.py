@@ -1,11 +1,14 @@
 """The card-game toolkit: declare a card game, get its adapter.
 
 A studio describes its game as data (`CardGame`): the deck (`Deck`: ranks, suits, jokers,
-copies), the zones a state holds (`Hand`, `Pile`, `TopCard`, `SeatPiles`, `SeatNumbers`,
-`Number`, `Choice`, `Seat`, `History`: the own hand, the discard top or pile, melds, the cards
-each seat played, counts per seat, the recent moves) and its moves, each a set of cards with a
-kind (`Kind`: "play 7H", "pair 7H 7S", "fold"). From that croupier builds, with nothing
-engineered by hand:
+copies, per card if they differ), the zones a state holds (`Hand`, `Pile`, `TopCard`,
+`SeatPiles`, `SeatNumbers`, `Number`, `Choice`, `Seat`, `RoleSeat`, `History`: the own hand,
+the discard top or pile, melds, the cards each seat played, counts per seat, the seat a role
+names, the recent moves) and its moves, each a set of cards with a kind (`Kind`: "play 7H",
+"pair 7H 7S", "fold"). An engine that keeps its own JSON keeps it: zones take its field names,
+card sets may be one string (`joined`: "33345"), and a `Spelling` reads its moves into a kind
+and cards (`games/doudizhu_cards.py`: RLCard's doudizhu state, unchanged). From that croupier
+builds, with nothing engineered by hand:
 
 - the state features: each zone in declaration order (`CardGame.obs_size`); a set of cards as
   counts per card, per rank and per suit, and its size; per-seat zones read from the acting
@@ -27,7 +30,7 @@ What JSON Schema cannot say stays a 422: a legal move's cards in the hand, the d
 across the counted zones and within one move.
 
 A game through the toolkit is `examples/limit_holdem/`, `examples/crazy_eights/`,
-`examples/president/` (docs/your-game.md leads with it).
+`examples/president/`, `croupier.games.doudizhu_cards` (docs/your-game.md leads with it).
 
 The package: `deck.py` (the deck, kinds of moves), `zones.py` (each zone's checks, features
 and schema side by side), `game.py` (`CardGame`: the state's checks, features, head, candidates,
