@@ -179,9 +179,10 @@ class CardGame:
             raise InvalidState(f"{what!r} holds more copies of a card than the deck has")
         return counts, ids
 
-    def known_move(self, x: str) -> Move | None:
-        """A move already read (None: not yet, or not a move)."""
-        return self._moves.get(x)
+    @property
+    def known_moves(self) -> dict[str, Move]:
+        """The moves read so far, by their text (read only: `move` fills it)."""
+        return self._moves
 
     def move(self, x: Any, what: str) -> Move:
         """A move spelled `"<kind>[ <card>...]"` (or as the game's `spelling` reads it),

@@ -290,9 +290,9 @@ class History(Zone):
         try:
             if set(map(type, x)) <= _PAIRS and set(map(len, x)) <= {2}:
                 seats = list(map(_FIRST, x))
-                moves = list(map(g.known_move, map(_SECOND, x)))
+                moves = list(map(g.known_moves.get, map(_SECOND, x)))
                 ok = set(map(type, seats)) <= {int} and set(seats) <= set(range(g.players))
-                if ok and None not in moves:
+                if ok and all(moves):  # (a Move is true, None false)
                     return list(zip(seats, moves, strict=True))
         except TypeError:  # an unhashable move: read entry by entry, which says why
             pass
