@@ -78,7 +78,7 @@ def shed_state(**over: Any) -> dict[str, Any]:
 
 def test_cards_of_different_copies_and_a_suitless_deck() -> None:
     assert DECK.cards == ("A", "2", "3", "J") and DECK.card_copies == (2, 2, 2, 1)
-    assert not DECK.uniform and Deck("A23", "HS", copies=2).uniform
+    assert Deck("A23", "HS", copies=2).card_copies == (2,) * 6
     # a suitless deck's card is its rank: per card and the size, no per-rank block
     assert SHED.set_size == 4 + 1
     features = SHED.set_features(np.array([[1, 2, 0, 1]]), 7)[0]

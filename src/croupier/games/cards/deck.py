@@ -50,11 +50,6 @@ class Deck:
         return len(self.cards)
 
     @property
-    def uniform(self) -> bool:
-        """Every card as many times in the deck."""
-        return len(set(self.card_copies)) == 1
-
-    @property
     def num_ranks(self) -> int:
         return len(self.ranks) + len(self.jokers)
 
