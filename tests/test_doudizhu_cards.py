@@ -320,3 +320,19 @@ def test_the_in_process_anchor_trains_and_evaluates_through_the_toolkit() -> Non
     for how in ("greedy", "sampled"):
         assert result["final"][how]["games"] == 20
         assert 0 <= result["final"][how]["win_rate"] <= 1
+
+
+def test_the_bench_command_passes_the_adapter_on(monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from croupier.bench import strength
+    from croupier.cli import app
+
+    runs = []
+    monkeypatch.setattr(strength, "bench_strength", lambda run, out: runs.append(run) or {})
+    monkeypatch.setattr(strength, "format_report", lambda report: "ok")
+    args = ["bench", "strength", "--game", "doudizhu", "--adapter", CANDIDATES, "--minutes", "1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert runs[0].adapter == CANDIDATES and runs[0].served == CANDIDATES
+    assert runs[0].game == "doudizhu"
