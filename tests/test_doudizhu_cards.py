@@ -336,3 +336,24 @@ def test_the_bench_command_passes_the_adapter_on(monkeypatch) -> None:
     assert result.exit_code == 0, result.output
     assert runs[0].adapter == CANDIDATES and runs[0].served == CANDIDATES
     assert runs[0].game == "doudizhu"
+
+
+def test_the_rules_clone_through_the_declaration_plays_as_the_rules() -> None:
+    """The trainer's first version (`rules_anchor.distil`) fitted through the declared
+    features agrees with the rules on deals it never saw: the features tell the rules' moves
+    apart. (20,000 decisions: 0.985 here, 0.991 through the hand-made features.)"""
+    import torch
+
+    from croupier.trainer.algo import training_defaults
+    from croupier.trainer.rules_anchor import RulesAnchor, clone_fit, distil, rules_decisions
+
+    spec, _ = training_defaults(CANDIDATES, None, {})
+    anchor = RulesAnchor(clone_decisions=4000, clone_epochs=6)
+    weights, report = distil(CANDIDATES, spec, anchor)
+    adapter = load_adapter(CANDIDATES)
+    module = spec.rl_module_spec(adapter.observation_space, adapter.action_space).build()
+    module.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
+    module.eval()
+    held_out = clone_fit(module, rules_decisions(CANDIDATES, 1500, seed=1, gamma=1.0))
+    assert report["decisions"] >= 4000
+    assert held_out["greedy_agreement"] > 0.95, held_out
