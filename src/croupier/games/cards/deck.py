@@ -120,9 +120,9 @@ class Move:
 class Spelling:
     """A game's own spelling of its moves, for an engine that keeps its JSON (RLCard's
     doudizhu writes "33345", "pass"): `read` turns one into the toolkit's `"<kind>[ <card>
-    ...]"` (a KeyError or ValueError for anything that is not a move of the game); `pattern`
-    is the spelling's JSON Schema pattern (never stricter than `read`); `description` says it
-    in the schema."""
+    ...]"` (a KeyError, ValueError or IndexError for anything that is not a move of the game:
+    the engine sees a 422); `pattern` is the spelling's JSON Schema pattern (never stricter
+    than `read`); `description` says it in the schema."""
 
     read: Callable[[str], str]
     pattern: str

@@ -200,7 +200,7 @@ class CardGame:
         if self.spelling is not None:
             try:
                 text = self.spelling.read(x)
-            except (KeyError, ValueError):
+            except (KeyError, ValueError, IndexError):  # a table lookup or a parse that failed
                 raise InvalidState(f"{what!r}: {x!r} is not a move of {self.name}") from None
         name, *cards = text.split(" ")
         kinds = [k.name for k in self.kinds]
