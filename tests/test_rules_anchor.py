@@ -4,6 +4,8 @@ modules), its coefficient's schedule, and "minutes below the rules' record"."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -79,7 +81,13 @@ def test_coefficient_schedule():
     assert anchor.coefficient(1000) == pytest.approx(0.4)
     assert anchor.entropy_bonus(1000) == pytest.approx(0.02)
     assert anchor.coefficient(3000) == pytest.approx(0.1)
-    assert anchor.coefficient(-5) == 0.8  # no clock yet: the full pull
+    # A clock set back (`Release`): a harder pull, up to max_pull times the start; the entropy
+    # bonus never above its start.
+    assert anchor.coefficient(-1000) == pytest.approx(1.6)
+    assert anchor.coefficient(-(10**9)) == pytest.approx(0.8 * 32)
+    assert anchor.entropy_bonus(-1000) == 0.04
+    fixed = ra.RulesAnchor(kl_coeff=0.8, half_life=1000, pull_back=False)
+    assert fixed.coefficient(-1000) == 0.8 and fixed.earliest == 0.0
     assert ra.RulesAnchor(kl_coeff=0.8, half_life=0).coefficient(10**9) == 0.8
     assert ra.RulesAnchor(kl_coeff=0.0).coefficient(0) == 0.0
     off = ra.RulesAnchor(enabled=False)
@@ -104,6 +112,48 @@ def test_release_lets_go_after_updates_in_a_row_significantly_above_and_stays_go
     below = ra.Release(updates=2)
     for steps in range(10):  # below the rules' values: the anchor holds, however long
         assert not below.observe(-0.2, 0.05, steps)
+    assert below.held_back == 0.0  # no anchor given: measured, the clock untouched
+
+
+def test_a_policy_below_the_rules_sets_the_clock_back_and_the_pull_grows():
+    anchor = ra.RulesAnchor(kl_coeff=0.05, entropy_boost=0.1, half_life=1000, max_pull=8)
+    release = ra.Release(updates=3)
+    assert release.clock(0) == 0
+    # Below, but the 95% interval reaches 0: the clock runs on with the steps.
+    for steps in (100, 200, 300):
+        assert not release.observe(-0.10, 0.06, steps, anchor)
+    assert release.held_back == 0 and release.clock(300) == 300
+    # Significantly below twice, then a miss: a run of 3 is needed, the clock still runs.
+    release.observe(-0.10, 0.01, 400, anchor)
+    release.observe(-0.10, 0.01, 500, anchor)
+    release.observe(-0.10, 0.08, 600, anchor)
+    assert release.held_back == 0 and release.below == 0
+    # Three in a row: this update's 100 steps do not count, and a half-life goes back.
+    for steps in (700, 800):
+        release.observe(-0.10, 0.01, steps, anchor)
+    assert release.held_back == 0
+    release.observe(-0.10, 0.01, 900, anchor)
+    assert release.clock(900) == pytest.approx(800 - 1000)
+    assert anchor.coefficient(release.clock(900)) == pytest.approx(0.05 * 2**0.2)
+    # Each further update below doubles it again, up to max_pull times the start.
+    for steps in range(1000, 6000, 100):
+        release.observe(-0.10, 0.01, steps, anchor)
+    assert release.clock(5900) == pytest.approx(anchor.earliest)
+    assert anchor.coefficient(release.clock(5900)) == pytest.approx(0.05 * 8)
+    assert anchor.entropy_bonus(release.clock(5900)) == pytest.approx(0.1)
+    # Level with the rules again: the clock runs forward from there, the pull decays.
+    release.observe(0.0, 0.05, 6000, anchor)
+    assert release.clock(6000) == pytest.approx(anchor.earliest + 100)
+    assert not release.released
+    # And a policy clearly better still lets go.
+    for steps in (6100, 6200, 6300):
+        release.observe(0.3, 0.05, steps, anchor)
+    assert release.released and anchor.coefficient(release.clock(6300), True) == 0.0
+    # Without pull back the clock is the steps, whatever the evidence.
+    fixed = ra.Release(updates=1)
+    for steps in (100, 200, 300):
+        fixed.observe(-0.5, 0.01, steps, replace(anchor, pull_back=False))
+    assert fixed.clock(300) == 300
 
 
 @pytest.mark.integration

@@ -29,17 +29,18 @@ def test_a_first_start_serves_the_rules_clone_and_a_restart_holds_it(ray_session
         anchor = rt.trainer.last_progress["rules_anchor"]
     finally:
         rt.close()
-    # The last update ran under the coefficient set after the one before (decayed already).
-    assert anchor["kl"] >= 0.0 and 0.0 < anchor["kl_coeff"] < 0.5
-    assert anchor["env_steps"] > 0
-    assert anchor["next_kl_coeff"] == pytest.approx(ANCHOR.coefficient(anchor["env_steps"]))
+    # The last update ran under the coefficient set after the one before (its clock moved:
+    # decayed, or pulled back where the policy fell below the rules).
+    assert anchor["kl"] >= 0.0 and anchor["kl_coeff"] > 0.0
+    assert anchor["env_steps"] > 0 and anchor["clock"] <= anchor["env_steps"]
+    assert anchor["next_kl_coeff"] == pytest.approx(ANCHOR.coefficient(anchor["clock"]))
     written = (tmp_path / ra.ANCHOR_WEIGHTS).stat().st_mtime_ns
 
     again = RunningTrainer(trainer_options(tmp_path, rules_anchor=ANCHOR))
     try:
         assert again.seq() >= 3  # the checkpoint's version, not the clone's
         held = ra.held(again.trainer.algo)
-        assert held == [(True, pytest.approx(ANCHOR.coefficient(anchor["env_steps"])))]
+        assert held == [(True, pytest.approx(ANCHOR.coefficient(anchor["clock"])))]
     finally:
         again.close()
     assert (tmp_path / ra.ANCHOR_WEIGHTS).stat().st_mtime_ns == written  # not distilled again

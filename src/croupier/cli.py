@@ -333,6 +333,8 @@ def train_options(s: TrainSettings) -> Any:
             entropy_boost=s.rules_entropy_boost,
             half_life=s.rules_anchor_half_life,
             release=s.rules_anchor_release,
+            pull_back=s.rules_anchor_pull_back,
+            max_pull=s.rules_anchor_max_pull,
         ),
         max_idle_s=_duration_s(s.max_idle, "--max-idle"),
         idle_after_s=s.idle_after,

@@ -485,6 +485,15 @@ class TrainSettings:
         "Drop the KL term and the entropy bonus for good once the policy's returns beat the "
         "clone's values (the rules' own) significantly, 3 updates in a row (PPO)",
     )
+    rules_anchor_pull_back: bool = setting(
+        True,
+        "While the policy's returns are significantly below the clone's values (the rules' "
+        "own), 3 updates in a row, the half-life clock stands still and goes back: the KL "
+        "coefficient doubles an update, up to --rules-anchor-max-pull times its start (PPO)",
+    )
+    rules_anchor_max_pull: float = setting(
+        32.0, "The most the pull back makes of the KL coefficient, as a multiple of --rules-kl"
+    )
     max_idle: str = setting(
         "none",
         "Without episodes this long (900, 15m, 2h) checkpoint and stop; 0 or none: wait for "

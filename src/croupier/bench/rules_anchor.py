@@ -7,7 +7,9 @@ Variants, run one after the other for the same training minutes each (evaluation
 - `clone`: from the rules' clone, no KL term;
 - `kl`: from the clone, KL(clone || policy) with the default coefficient and half-life, let go
   once the policy beats the clone's values (`croupier train`'s default);
-- `kl-no-release`: the same, never let go (decaying by its half-life alone);
+- `kl-schedule`: the same, its clock never set back (the half-life alone until let go: the
+  default before the pull back);
+- `kl-no-release`: the same, never let go;
 - `kl-hold`: the same coefficient, never decaying nor let go.
 
 Every `eval_every_s` of training (and at 0: the first version), the policy plays the rules
@@ -28,7 +30,7 @@ from croupier.bench.plotting import pyplot, save, save_report
 from croupier.bench.record import evaluation_spans
 from croupier.stats import minutes_below
 
-VARIANTS = ("cold", "clone", "clone-entropy", "kl", "kl-no-release", "kl-hold")
+VARIANTS = ("cold", "clone", "clone-entropy", "kl", "kl-schedule", "kl-no-release", "kl-hold")
 
 
 def variant_anchor(name: str, base: Any) -> Any:
@@ -41,6 +43,8 @@ def variant_anchor(name: str, base: Any) -> Any:
         return replace(base, enabled=True, kl_coeff=0.0)
     if name == "kl":
         return replace(base, enabled=True)
+    if name == "kl-schedule":
+        return replace(base, enabled=True, pull_back=False)
     if name == "kl-no-release":
         return replace(base, enabled=True, release=False)
     if name == "kl-hold":

@@ -132,7 +132,8 @@ def run_anchor(
         "weights": weights,
         "spec": spec,
         "curve": curve,
-        "rules_anchor": {**anchor.to_dict(), "released_at": release.released_at},
+        "rules_anchor": {**anchor.to_dict(), "released_at": release.released_at,
+                         "held_back": release.held_back},
         "clone": clone,
     }
 

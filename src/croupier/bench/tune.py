@@ -203,6 +203,8 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
         steps0, trained_s = int(arrays.pop("__steps")), float(arrays.pop("__trained_s"))
         released_at = float(arrays.pop("__released_at"))
         release = replace(release, above=int(arrays.pop("__above")),
+                          below=int(arrays.pop("__below")),
+                          held_back=float(arrays.pop("__held_back")), seen_steps=steps0,
                           released_at=None if math.isnan(released_at) else released_at)  # fmt: skip
         reference = {k[4:]: v for k, v in arrays.items() if k.startswith("ref/")}
         ra.start_from(algo, {k: v for k, v in arrays.items() if "/" not in k}, version=1)
@@ -211,7 +213,7 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
         ra.start_from(algo, reference, version=1)
     if anchor.enabled and reference:
         ra.hold_reference(algo, reference)
-        ra.set_coefficients(algo, anchor, steps0, release.released)
+        ra.set_coefficients(algo, anchor, release.clock(steps0), release.released)
     algo.env_runner_group.sync_weights(
         from_worker_or_learner_group=algo.learner_group, inference_only=True
     )
@@ -235,7 +237,8 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
             return
         with tempfile.TemporaryDirectory() as folder:
             extra = {"__steps": np.array(steps), "__trained_s": np.array(trained_s),
-                     "__above": np.array(release.above),
+                     "__above": np.array(release.above), "__below": np.array(release.below),
+                     "__held_back": np.array(release.held_back),
                      "__released_at": np.array(release.released_at or math.nan)}  # fmt: skip
             ref = {f"ref/{k}": v for k, v in (reference or {}).items()}
             np.savez(Path(folder) / CHECKPOINT, **full, **ref, **extra)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -95,25 +96,43 @@ class RulesAnchor:
     entropy_boost: float = 0.1
     # Env steps trained over which both halve (0: they never decay).
     half_life: float = 200_000.0
+    # The anchor's clock runs on evidence, not only on steps (`Release`): while the policy's
+    # returns are significantly below the rules' own (3 updates in a row), it stands still and
+    # goes back a half-life an update, so the KL coefficient doubles, up to `max_pull` times its
+    # start. A fixed schedule let go of a policy that was getting worse: crazy eights' learned
+    # seat fell from the rules' record to -0.12 in 5 minutes with the coefficient still at
+    # ~0.04, and stayed below for 20-25 of 30 minutes while its measured gain read -0.03 to -0.09.
+    pull_back: bool = True
+    max_pull: float = 32.0
     # Let both go for good once the policy is clearly better than the rules (`Release`):
     # the anchor's job, never serving worse than the rules, is then done, and its terms only
     # slow the policy down (the anchored demo ended +0.86 where the untrained one reached +1.12).
     release: bool = True
 
-    def _decayed(self, start: float, env_steps: float) -> float:
+    @property
+    def earliest(self) -> float:
+        """How far before 0 the clock may be set back: where the pull is `max_pull` times its
+        start (0 without `pull_back`)."""
+        if not self.pull_back or self.half_life <= 0 or self.max_pull <= 1:
+            return 0.0
+        return -self.half_life * math.log2(self.max_pull)
+
+    def _decayed(self, start: float, clock: float, earliest: float = 0.0) -> float:
         if not self.enabled or start <= 0:
             return 0.0
         if self.half_life <= 0:
             return start
-        return start * 0.5 ** (max(env_steps, 0.0) / self.half_life)
+        return start * 0.5 ** (max(clock, earliest) / self.half_life)
 
-    def coefficient(self, env_steps: float, released: bool = False) -> float:
-        """The KL coefficient after `env_steps` env steps trained under the anchor."""
-        return 0.0 if released else self._decayed(self.kl_coeff, env_steps)
+    def coefficient(self, clock: float, released: bool = False) -> float:
+        """The KL coefficient at the anchor's clock (`Release.clock`: the env steps trained
+        under it, less what evidence set it back by; before 0 it pulls harder than at start)."""
+        return 0.0 if released else self._decayed(self.kl_coeff, clock, self.earliest)
 
-    def entropy_bonus(self, env_steps: float, released: bool = False) -> float:
-        """The entropy bonus added to the algorithm's own after `env_steps` env steps."""
-        return 0.0 if released else self._decayed(self.entropy_boost, env_steps)
+    def entropy_bonus(self, clock: float, released: bool = False) -> float:
+        """The entropy bonus added to the algorithm's own at the clock (never above its
+        start: pulled back, the policy is to return to the rules, not to spread out)."""
+        return 0.0 if released else self._decayed(self.entropy_boost, clock)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,8 +140,10 @@ class RulesAnchor:
 
 @dataclass
 class Release:
-    """When the anchor lets go: the policy's returns beat the rules' own from the same states,
-    significantly, in `updates` updates in a row.
+    """The evidence the anchor runs on. It lets go when the policy's returns beat the rules'
+    own from the same states, significantly, in `updates` updates in a row; while they are
+    significantly below, as many in a row, its clock (`clock`) stands still and goes back a
+    half-life an update (`RulesAnchor.pull_back`).
 
     "The rules' own" is the clone's value head: fitted to the payoffs the rules earn against
     the rules from each state (`distil`), it says what the rules would make from wherever the
@@ -134,16 +155,37 @@ class Release:
     updates: int = 3
     z: float = 1.96
     above: int = 0  # updates in a row significantly above so far
+    below: int = 0  # updates in a row significantly below so far
+    held_back: float = 0.0  # env steps the clock is set back by
     released_at: float | None = None  # the env steps trained when it let go
+    seen_steps: float | None = None  # the env steps at the last update observed
 
     @property
     def released(self) -> bool:
         return self.released_at is not None
 
-    def observe(self, gain: float | None, se: float | None, env_steps: float) -> bool:
-        """One update's gain over the clone's values; True when this one lets go."""
+    def clock(self, env_steps: float) -> float:
+        """The anchor's clock: the env steps trained under it less what it was set back by."""
+        return env_steps - self.held_back
+
+    def observe(
+        self,
+        gain: float | None,
+        se: float | None,
+        env_steps: float,
+        anchor: RulesAnchor | None = None,
+    ) -> bool:
+        """One update's gain over the clone's values; True when this one lets go. With an
+        `anchor` that pulls back, a run of updates significantly below sets its clock back."""
+        update_steps = env_steps - (env_steps if self.seen_steps is None else self.seen_steps)
+        self.seen_steps = env_steps
         if self.released or gain is None or se is None:
             return False
+        self.below = self.below + 1 if gain + self.z * se < 0 else 0
+        if self.below >= self.updates and anchor is not None and anchor.earliest < 0:
+            # Standing still over this update and a half-life back, no further than `earliest`.
+            held = self.held_back + max(update_steps, 0.0) + anchor.half_life
+            self.held_back = min(held, env_steps - anchor.earliest)
         self.above = self.above + 1 if gain - self.z * se > 0 else 0
         if self.above >= self.updates:
             self.released_at = float(env_steps)
@@ -524,12 +566,12 @@ def hold_reference(algo: Any, weights: dict[str, np.ndarray]) -> None:
 
 
 def set_coefficients(
-    algo: Any, anchor: RulesAnchor, env_steps: float, released: bool = False
+    algo: Any, anchor: RulesAnchor, clock: float, released: bool = False
 ) -> tuple[float, float]:
-    """Every learner's KL coefficient and entropy bonus after `env_steps` under the anchor
-    (both 0 once it let go)."""
-    coeff = anchor.coefficient(env_steps, released)
-    bonus = anchor.entropy_bonus(env_steps, released)
+    """Every learner's KL coefficient and entropy bonus at the anchor's `clock` (both 0 once
+    it let go)."""
+    coeff = anchor.coefficient(clock, released)
+    bonus = anchor.entropy_bonus(clock, released)
     _on_learners(algo, lambda learner: learner.set_rules_coeff(coeff, bonus))
     return coeff, bonus
 
@@ -540,14 +582,16 @@ def after_update(
     """After an update: whether the anchor lets go (its gain over the clone's values), then
     every learner's coefficients for the next one; what the update measured."""
     learned = learner_stats(result, int(getattr(algo.config, "num_epochs", 1) or 1))
-    if anchor.release and release.observe(learned.get("gain"), learned.get("gain_se"), env_steps):
+    gain, se = learned.get("gain"), learned.get("gain_se")
+    if release.observe(gain, se, env_steps, anchor) and anchor.release:
         log.info("the policy makes %+.3f ± %.3f more than the rules from the same states, "
                  "%d updates in a row: the rules anchor lets go at %.0f env steps",
-                 learned["gain"], release.z * learned["gain_se"], release.updates,
-                 env_steps)  # fmt: skip
-    coeff, _ = set_coefficients(algo, anchor, env_steps, release.released)
-    return {"env_steps": env_steps, "next_kl_coeff": coeff, "released_at": release.released_at,
-            **learned}  # fmt: skip
+                 gain, release.z * se, release.updates, env_steps)  # fmt: skip
+    if not anchor.release:
+        release.released_at = None  # measured, never acted on
+    coeff, _ = set_coefficients(algo, anchor, release.clock(env_steps), release.released)
+    return {"env_steps": env_steps, "clock": release.clock(env_steps), "next_kl_coeff": coeff,
+            "released_at": release.released_at, **learned}  # fmt: skip
 
 
 def held(algo: Any) -> list[tuple[bool, float]]:
@@ -603,9 +647,11 @@ def load_anchor(directory: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]
     return weights, state
 
 
-def save_steps(directory: Path, env_steps: float, released_at: float | None = None) -> None:
-    """The coefficient's clock, and when the anchor let go, kept at each checkpoint (a
-    restart goes on from them)."""
+def save_steps(
+    directory: Path, env_steps: float, released_at: float | None = None, held_back: float = 0.0
+) -> None:
+    """The env steps trained under the anchor, what its clock was set back by and when it let
+    go, kept at each checkpoint (a restart goes on from them)."""
     from croupier.files import write_atomic
 
     path = directory / ANCHOR_STATE
@@ -614,6 +660,7 @@ def save_steps(directory: Path, env_steps: float, released_at: float | None = No
     except (OSError, ValueError):
         state = {}
     state["env_steps"] = float(env_steps)
+    state["held_back"] = float(held_back)
     if released_at is not None:
         state["released_at"] = float(released_at)
     write_atomic(path, json.dumps(state))

@@ -423,11 +423,13 @@ class Trainer:
         ra.hold_reference(self.algo, weights)
         self._anchor_steps0 = self._anchor_steps = float(state.get("env_steps", 0.0))
         self.anchor = state.get("clone") or {}
-        released_at = state.get("released_at")
-        self._anchor_release = ra.Release(
-            released_at=float(released_at) if isinstance(released_at, int | float) else None
+        released_at, held_back = state.get("released_at"), state.get("held_back", 0.0)
+        self._anchor_release = release = ra.Release(
+            released_at=float(released_at) if isinstance(released_at, int | float) else None,
+            held_back=float(held_back) if isinstance(held_back, int | float) else 0.0,
+            seen_steps=self._anchor_steps0,
         )
-        ra.set_coefficients(self.algo, anchor, self._anchor_steps0, self._anchor_release.released)
+        ra.set_coefficients(self.algo, anchor, release.clock(self._anchor_steps0), release.released)
 
     def request_stop(self, reason: str = "stop requested") -> None:
         """End the run soon: the loop checkpoints and returns, a waiting sample gives up."""
@@ -619,8 +621,9 @@ class Trainer:
         return {**last, "stop_reason": self.stop_reason} if self.stop_reason else last
 
     def _anchor_step(self, result: dict[str, Any], steps_this_run: int) -> dict[str, Any]:
-        """After an update: the KL term's coefficient for the next one (by the env steps
-        trained under the anchor), and what the learner measured in this one."""
+        """After an update: the KL term's coefficient for the next one (by the anchor's clock:
+        the env steps trained under it, set back while the policy is below the rules), and
+        what the learner measured in this one."""
         from croupier.trainer import rules_anchor as ra
 
         self._anchor_steps = self._anchor_steps0 + steps_this_run
@@ -687,8 +690,10 @@ class Trainer:
         if self.anchor is not None:  # the coefficient's clock, for a restart
             from croupier.trainer.rules_anchor import save_steps
 
-            released = self._anchor_release.released_at if self._anchor_release else None
-            save_steps(Path(self.options.checkpoint_dir), self._anchor_steps, released)
+            release = self._anchor_release
+            released = release.released_at if release else None
+            held_back = release.held_back if release else 0.0
+            save_steps(Path(self.options.checkpoint_dir), self._anchor_steps, released, held_back)
         old = target.with_name(CHECKPOINT + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if target.exists():
