@@ -18,6 +18,7 @@ from croupier.policies.learned import PolicyVersions
 from croupier.policies.module import ModelSpec
 from croupier.policies.rollout.league import LeaguePool, LeagueSampling
 from croupier.policies.seats import BEST_RESPONSE, parse_spec
+from tests.helpers.hands import play_hand
 
 HISTORY = "croupier.games.leduc:LeducHistoryAdapter"
 
@@ -123,18 +124,14 @@ def test_a_server_seats_and_plays_the_best_response(inprocess):
             seats = created.json()["seats"]
             assert seats["0"]["policy"] == seats["1"]["policy"] == BEST_RESPONSE
             table.reset(hand)
-            while not table.is_over():
-                player = table.current_player()
-                state = table.state_json(player)
-                d = await client.post(
-                    f"/v1/games/{created.json()['game_id']}/decide",
-                    json={"seat": str(player), "state": state},
-                )
-                assert d.status_code == 200, d.text
-                assert d.json()["action"] == seat.act(state)
+
+            def check(state: dict, answer: dict) -> None:
+                nonlocal decisions, unlike_rules
+                assert answer["action"] == seat.act(state)
                 decisions += 1
                 unlike_rules += service.decider.rules(state) != seat.act(state)
-                table.step(d.json()["action"])
+
+            await play_hand(client, table, created.json()["game_id"], on_decision=check)
         return first, decisions, unlike_rules, seat.missed
 
     first, decisions, unlike_rules, missed = inprocess(

@@ -36,6 +36,7 @@ from croupier.games.cards import (
     TopCard,
 )
 from croupier.games.registry import load_adapter, load_simulator
+from tests.helpers.hands import play_hand
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIEL = pytest.mark.skipif(
@@ -408,18 +409,9 @@ def test_a_round_of_each_game_is_served(inprocess, game: str, hands: int, head: 
             assert r.status_code == 201, r.text
             game_id = r.json()["game_id"]
             table.reset(hand)
-            while not table.is_over():
-                seat = table.current_player()
-                state = table.state(seat)
-                d = await client.post(f"/v1/games/{game_id}/decide",
-                                      json={"seat": str(seat), "state": state})  # fmt: skip
-                assert d.status_code == 200, d.text
-                assert d.json()["action"] in state["legal_actions"]
-                answers.append(d.json()["policy"])
-                table.step(d.json()["action"])
-            payoffs = {str(s): p for s, p in enumerate(table.payoffs())}
-            e = await client.post(f"/v1/games/{game_id}/end", json={"payoffs": payoffs})
-            assert e.status_code == 200, e.text
+            payoffs = await play_hand(
+                client, table, game_id, on_decision=lambda _, a: answers.append(a["policy"])
+            )
         bad = await client.post(f"/v1/games/{game_id}/end", json={"payoffs": payoffs})
         return answers, service.outbox.stats()["recorded"], bad.status_code
 

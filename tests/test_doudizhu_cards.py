@@ -23,6 +23,7 @@ from croupier.games.doudizhu import ACTION_COUNTS, ACTION_KINDS, MOVE_KINDS
 from croupier.games.doudizhu_cards import GAME, read_move
 from croupier.games.presets import preset_for
 from croupier.games.registry import load_adapter, load_simulator
+from tests.helpers.hands import play_hand
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXED = "croupier.games.doudizhu_cards:DoudizhuCards"
@@ -227,18 +228,9 @@ def test_a_round_is_served_to_the_doudizhu_engine(inprocess) -> None:
             r = await client.post("/v1/games", json={"game": "doudizhu", "seats": seats})
             assert r.status_code == 201, r.text
             game_id = r.json()["game_id"]
-            while not table.is_over():
-                seat = table.current_player()
-                state = table.state(seat)
-                d = await client.post(f"/v1/games/{game_id}/decide",
-                                      json={"seat": str(seat), "state": state})  # fmt: skip
-                assert d.status_code == 200, d.text
-                assert d.json()["action"] in state["legal_actions"]
-                answers.append(d.json()["policy"])
-                table.step(d.json()["action"])
-            payoffs = {str(s): p for s, p in enumerate(table.payoffs())}
-            e = await client.post(f"/v1/games/{game_id}/end", json={"payoffs": payoffs})
-            assert e.status_code == 200, e.text
+            await play_hand(
+                client, table, game_id, on_decision=lambda _, a: answers.append(a["policy"])
+            )
         # a state the engine could not send: a 422, not an answer
         table.reset(9)
         r = await client.post("/v1/games", json={"game": "doudizhu", "seats": seats})

@@ -9,6 +9,7 @@ import numpy as np
 
 from croupier.engine.rlcard_games import RLCardTable
 from tests.conftest import play_hands_over_http
+from tests.helpers.hands import play_hand
 
 GAME = "leduc-holdem"
 ADMIN = {"Authorization": "Bearer adm"}
@@ -31,21 +32,7 @@ async def _play(client, service, seats, hands=1, headers=ENGINE, seed=0):
         game = r.json()
         created.append(game)
         table.reset(seed + h)
-        while not table.is_over():
-            player = table.current_player()
-            state = table.state_json(player)
-            d = await client.post(
-                f"/v1/games/{game['game_id']}/decide",
-                json={"seat": str(player), "state": state},
-                headers=headers,
-            )
-            assert d.status_code == 200, d.text
-            table.step(d.json()["action"])
-        payoffs = dict(zip(("0", "1"), table.payoffs(), strict=True))
-        e = await client.post(
-            f"/v1/games/{game['game_id']}/end", json={"payoffs": payoffs}, headers=headers
-        )
-        assert e.status_code == 200, e.text
+        await play_hand(client, table, game["game_id"], headers=headers)
     return created
 
 
