@@ -94,66 +94,71 @@ def test_coefficient_schedule():
     assert off.coefficient(0) == 0.0 and off.entropy_bonus(0) == 0.0
 
 
-def test_release_lets_go_after_updates_in_a_row_significantly_above_and_stays_gone():
+def test_release_lets_go_once_the_last_updates_gains_are_significantly_above_and_stays_gone():
     anchor = ra.RulesAnchor(kl_coeff=0.05, entropy_boost=0.04, half_life=1000)
-    release = ra.Release(updates=3)
-    # Above but not significantly (the 95% interval reaches 0), then a run broken by a miss.
-    assert not release.observe(0.10, 0.06, 100)
-    assert not release.observe(0.30, 0.05, 200) and not release.observe(0.30, 0.05, 300)
-    assert not release.observe(0.30, 0.20, 400)  # one update's interval reaches 0: start over
-    assert release.above == 0 and not release.released
-    assert not release.observe(None, None, 450)  # an update without value targets (APPO)
-    assert not release.observe(0.30, 0.05, 500) and not release.observe(0.25, 0.05, 600)
-    assert anchor.coefficient(600, release.released) > 0
-    assert release.observe(0.20, 0.05, 700) and release.released_at == 700
-    assert anchor.coefficient(700, release.released) == 0.0
-    assert anchor.entropy_bonus(700, release.released) == 0.0
-    assert not release.observe(-5.0, 0.01, 800) and release.released  # for good
+    release = ra.Release(updates=3, t=4.303)  # t at 95% for 2 degrees of freedom
+    # Too few updates yet, however clear each one claims to be.
+    assert not release.observe(0.30, 0.01, 100) and not release.observe(0.30, 0.01, 200)
+    assert release.verdict() == 0
+    # Three above 0 that swing more than their own errors say: the spread decides, not in.
+    assert not release.observe(0.01, 0.01, 300)  # mean 0.203, spread 0.167: +-0.41
+    assert release.verdict() == 0 and not release.released
+    assert not release.observe(None, None, 350)  # an update without value targets (APPO)
+    assert not release.observe(0.25, 0.01, 400)  # 0.30, 0.01, 0.25: mean 0.187, +-0.39
+    # Own errors set a floor: consistent gains but each too uncertain.
+    floor = ra.Release(updates=3, t=4.303)
+    for steps in (100, 200, 300):
+        floor.observe(0.30, 0.30, steps)
+    assert floor.verdict() == 0 and not floor.released
+    assert anchor.coefficient(400, release.released) > 0
+    assert not release.observe(0.28, 0.01, 500)  # 0.01, 0.25, 0.28: mean 0.18, +-0.37
+    assert release.observe(0.30, 0.01, 600)  # 0.25, 0.28, 0.30: mean 0.277, +-0.062
+    assert release.released_at == 600
+    assert anchor.coefficient(600, release.released) == 0.0
+    assert anchor.entropy_bonus(600, release.released) == 0.0
+    assert not release.observe(-5.0, 0.01, 700) and release.released  # for good
     below = ra.Release(updates=2)
     for steps in range(10):  # below the rules' values: the anchor holds, however long
         assert not below.observe(-0.2, 0.05, steps)
-    assert below.held_back == 0.0  # no anchor given: measured, the clock untouched
+    assert below.verdict() == -1 and below.held_back == 0.0  # no anchor: the clock untouched
 
 
 def test_a_policy_below_the_rules_sets_the_clock_back_and_the_pull_grows():
     anchor = ra.RulesAnchor(kl_coeff=0.05, entropy_boost=0.1, half_life=1000, max_pull=8)
-    release = ra.Release(updates=3)
+    release = ra.Release(updates=3, t=4.303)
     assert release.clock(0) == 0
-    # Below, but the 95% interval reaches 0: the clock runs on with the steps.
-    for steps in (100, 200, 300):
-        assert not release.observe(-0.10, 0.06, steps, anchor)
-    assert release.held_back == 0 and release.clock(300) == 300
-    # Significantly below twice, then a miss: a run of 3 is needed, the clock still runs.
-    release.observe(-0.10, 0.01, 400, anchor)
-    release.observe(-0.10, 0.01, 500, anchor)
-    release.observe(-0.10, 0.08, 600, anchor)
-    assert release.held_back == 0 and release.below == 0
-    # Three in a row: this update's 100 steps do not count, and a half-life goes back.
-    for steps in (700, 800):
-        release.observe(-0.10, 0.01, steps, anchor)
-    assert release.held_back == 0
-    release.observe(-0.10, 0.01, 900, anchor)
-    assert release.clock(900) == pytest.approx(800 - 1000)
-    assert anchor.coefficient(release.clock(900)) == pytest.approx(0.05 * 2**0.2)
-    # Each further update below doubles it again, up to max_pull times the start.
-    for steps in range(1000, 6000, 100):
+    # Below, but not significantly over the window: the clock runs on with the steps.
+    for steps, gain in ((100, -0.10), (200, 0.05), (300, -0.12)):
+        assert not release.observe(gain, 0.01, steps, anchor)
+    assert release.verdict() == 0 and release.held_back == 0 and release.clock(300) == 300
+    # The window turns significantly below at the update of 600 steps: that update's 100 steps
+    # do not count, and a half-life goes back.
+    release.observe(-0.10, 0.01, 400, anchor)  # 0.05, -0.12, -0.10: not yet
+    release.observe(-0.11, 0.01, 500, anchor)  # -0.12, -0.10, -0.11: below
+    assert release.verdict() == -1
+    assert release.clock(500) == pytest.approx(400 - 1000)
+    assert anchor.coefficient(release.clock(500)) == pytest.approx(0.05 * 2**0.6)
+    # Each further update judged below doubles it again, up to max_pull times the start.
+    for steps in range(600, 6000, 100):
         release.observe(-0.10, 0.01, steps, anchor)
     assert release.clock(5900) == pytest.approx(anchor.earliest)
     assert anchor.coefficient(release.clock(5900)) == pytest.approx(0.05 * 8)
     assert anchor.entropy_bonus(release.clock(5900)) == pytest.approx(0.1)
     # Level with the rules again: the clock runs forward from there, the pull decays.
-    release.observe(0.0, 0.05, 6000, anchor)
-    assert release.clock(6000) == pytest.approx(anchor.earliest + 100)
+    for steps in (6000, 6100, 6200):
+        release.observe(0.0, 0.01, steps, anchor)
+    assert release.verdict() == 0
+    assert release.clock(6200) == pytest.approx(anchor.earliest + 300)  # its 3 updates
     assert not release.released
     # And a policy clearly better still lets go.
-    for steps in (6100, 6200, 6300):
-        release.observe(0.3, 0.05, steps, anchor)
-    assert release.released and anchor.coefficient(release.clock(6300), True) == 0.0
+    for steps in (6300, 6400, 6500):
+        release.observe(0.3, 0.01, steps, anchor)
+    assert release.released and anchor.coefficient(release.clock(6500), True) == 0.0
     # Without pull back the clock is the steps, whatever the evidence.
-    fixed = ra.Release(updates=1)
+    fixed = ra.Release(updates=2)
     for steps in (100, 200, 300):
         fixed.observe(-0.5, 0.01, steps, replace(anchor, pull_back=False))
-    assert fixed.clock(300) == 300
+    assert fixed.verdict() == -1 and fixed.clock(300) == 300
 
 
 @pytest.mark.integration

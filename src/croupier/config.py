@@ -483,12 +483,12 @@ class TrainSettings:
     rules_anchor_release: bool = setting(
         True,
         "Drop the KL term and the entropy bonus for good once the policy's returns beat the "
-        "clone's values (the rules' own) significantly, 3 updates in a row (PPO)",
+        "clone's values (the rules' own) significantly, over the last 5 updates (PPO)",
     )
     rules_anchor_pull_back: bool = setting(
         True,
         "While the policy's returns are significantly below the clone's values (the rules' "
-        "own), 3 updates in a row, the half-life clock stands still and goes back: the KL "
+        "own) over the last 5 updates, the half-life clock stands still and goes back: the KL "
         "coefficient doubles an update, up to --rules-anchor-max-pull times its start (PPO)",
     )
     rules_anchor_max_pull: float = setting(

@@ -202,8 +202,8 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
             arrays = dict(saved)
         steps0, trained_s = int(arrays.pop("__steps")), float(arrays.pop("__trained_s"))
         released_at = float(arrays.pop("__released_at"))
-        release = replace(release, above=int(arrays.pop("__above")),
-                          below=int(arrays.pop("__below")),
+        release = replace(release, gains=[float(g) for g in arrays.pop("__gains")],
+                          ses=[float(e) for e in arrays.pop("__ses")],
                           held_back=float(arrays.pop("__held_back")), seen_steps=steps0,
                           released_at=None if math.isnan(released_at) else released_at)  # fmt: skip
         reference = {k[4:]: v for k, v in arrays.items() if k.startswith("ref/")}
@@ -237,7 +237,8 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
             return
         with tempfile.TemporaryDirectory() as folder:
             extra = {"__steps": np.array(steps), "__trained_s": np.array(trained_s),
-                     "__above": np.array(release.above), "__below": np.array(release.below),
+                     "__gains": np.array(release.gains, np.float64),
+                     "__ses": np.array(release.ses, np.float64),
                      "__held_back": np.array(release.held_back),
                      "__released_at": np.array(release.released_at or math.nan)}  # fmt: skip
             ref = {f"ref/{k}": v for k, v in (reference or {}).items()}

@@ -35,7 +35,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,7 @@ class RulesAnchor:
     # Env steps trained over which both halve (0: they never decay).
     half_life: float = 200_000.0
     # The anchor's clock runs on evidence, not only on steps (`Release`): while the policy's
-    # returns are significantly below the rules' own (3 updates in a row), it stands still and
+    # returns are significantly below the rules' own (the last 5 updates), it stands still and
     # goes back a half-life an update, so the KL coefficient doubles, up to `max_pull` times its
     # start. A fixed schedule let go of a policy that was getting worse: crazy eights' learned
     # seat fell from the rules' record to -0.12 in 5 minutes with the coefficient still at
@@ -140,22 +140,28 @@ class RulesAnchor:
 
 @dataclass
 class Release:
-    """The evidence the anchor runs on. It lets go when the policy's returns beat the rules'
-    own from the same states, significantly, in `updates` updates in a row; while they are
-    significantly below, as many in a row, its clock (`clock`) stands still and goes back a
-    half-life an update (`RulesAnchor.pull_back`).
+    """The evidence the anchor runs on: the policy's returns against the rules' own from the
+    same states, judged over the last `updates` updates together. It lets go when their mean
+    gain is significantly above 0; while it is significantly below, the clock (`clock`) stands
+    still and goes back a half-life an update (`RulesAnchor.pull_back`).
 
     "The rules' own" is the clone's value head: fitted to the payoffs the rules earn against
     the rules from each state (`distil`), it says what the rules would make from wherever the
     policy now plays, seat by seat (a landlord and a peasant differ), against whichever
     opponents the rules faced. The learner measures, on each minibatch, the policy's value
-    targets less the clone's values (`GAIN_KEY`, with its standard error). Three updates in a
-    row, not one: a single minibatch's 95% interval is wrong one time in forty."""
+    targets less the clone's values (`GAIN_KEY`, with its standard error).
 
-    updates: int = 3
-    z: float = 1.96
-    above: int = 0  # updates in a row significantly above so far
-    below: int = 0  # updates in a row significantly below so far
+    Why the interval comes from the spread of the updates' gains (batch means), not from each
+    update's own standard error: an update's rows are steps of a few hundred hands, correlated
+    within a hand, so its own error reads several times too small. Measured on crazy eights:
+    updates' gains swung by ~0.035 from one to the next where each claimed ±0.014 at 95%, and
+    three updates in a row "significantly above" let the anchor go at a policy that was still
+    below the rules. The updates' own errors still set a floor on the interval."""
+
+    updates: int = 5
+    t: float = 2.776  # Student's t at 95%, two-sided, for `updates` - 1 = 4 degrees of freedom
+    gains: list[float] = field(default_factory=list)  # the last `updates` updates' gains
+    ses: list[float] = field(default_factory=list)  # and their own standard errors
     held_back: float = 0.0  # env steps the clock is set back by
     released_at: float | None = None  # the env steps trained when it let go
     seen_steps: float | None = None  # the env steps at the last update observed
@@ -168,6 +174,18 @@ class Release:
         """The anchor's clock: the env steps trained under it less what it was set back by."""
         return env_steps - self.held_back
 
+    def verdict(self) -> int:
+        """+1: the last `updates` gains are significantly above 0; -1: below; 0: neither, or
+        too few yet."""
+        n = len(self.gains)
+        if n < max(self.updates, 2):
+            return 0
+        mean = sum(self.gains) / n
+        spread = (sum((g - mean) ** 2 for g in self.gains) / (n - 1)) ** 0.5
+        own = (sum(se * se for se in self.ses) / n) ** 0.5
+        half = self.t * max(spread, own) / n**0.5
+        return 1 if mean - half > 0 else -1 if mean + half < 0 else 0
+
     def observe(
         self,
         gain: float | None,
@@ -176,18 +194,19 @@ class Release:
         anchor: RulesAnchor | None = None,
     ) -> bool:
         """One update's gain over the clone's values; True when this one lets go. With an
-        `anchor` that pulls back, a run of updates significantly below sets its clock back."""
+        `anchor` that pulls back, an update judged below sets its clock back."""
         update_steps = env_steps - (env_steps if self.seen_steps is None else self.seen_steps)
         self.seen_steps = env_steps
         if self.released or gain is None or se is None:
             return False
-        self.below = self.below + 1 if gain + self.z * se < 0 else 0
-        if self.below >= self.updates and anchor is not None and anchor.earliest < 0:
+        self.gains = [*self.gains, float(gain)][-self.updates :]
+        self.ses = [*self.ses, float(se)][-self.updates :]
+        verdict = self.verdict()
+        if verdict < 0 and anchor is not None and anchor.earliest < 0:
             # Standing still over this update and a half-life back, no further than `earliest`.
             held = self.held_back + max(update_steps, 0.0) + anchor.half_life
             self.held_back = min(held, env_steps - anchor.earliest)
-        self.above = self.above + 1 if gain - self.z * se > 0 else 0
-        if self.above >= self.updates:
+        if verdict > 0:
             self.released_at = float(env_steps)
             return True
         return False
@@ -584,9 +603,10 @@ def after_update(
     learned = learner_stats(result, int(getattr(algo.config, "num_epochs", 1) or 1))
     gain, se = learned.get("gain"), learned.get("gain_se")
     if release.observe(gain, se, env_steps, anchor) and anchor.release:
-        log.info("the policy makes %+.3f ± %.3f more than the rules from the same states, "
-                 "%d updates in a row: the rules anchor lets go at %.0f env steps",
-                 gain, release.z * se, release.updates, env_steps)  # fmt: skip
+        log.info("the policy makes %+.3f more than the rules from the same states over the "
+                 "last %d updates, significantly: the rules anchor lets go at %.0f env steps",
+                 sum(release.gains) / len(release.gains), release.updates,
+                 env_steps)  # fmt: skip
     if not anchor.release:
         release.released_at = None  # measured, never acted on
     coeff, _ = set_coefficients(algo, anchor, release.clock(env_steps), release.released)
