@@ -32,6 +32,7 @@ class Parsed:
     seat: int
     legal: list[Move]
     hand: np.ndarray
+    counts: np.ndarray  # int64[len(legal), deck size]: the legal moves' cards, stacked once
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class CardGame:
         offsets = np.cumsum([0] + [k.slots(self.deck) for k in self.kinds])
         object.__setattr__(self, "_offsets", offsets)
         object.__setattr__(self, "_moves", {})
+        object.__setattr__(self, "_from_hand", np.array([k.from_hand for k in self.kinds]))
 
     def _zone(self, name: str) -> Zone:
         zone = next((z for z in self.zones if z.field == name), None)
@@ -248,10 +250,14 @@ class CardGame:
         moves = [self.move(m, self.legal_field) for m in legal]
         if len(set(legal)) != len(legal):
             raise InvalidState(f"a move is listed twice in {self.legal_field!r}")
-        for m, text in zip(moves, legal, strict=True):
-            if self.kinds[m.kind].from_hand and (m.counts > hand).any():
-                raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
-        return Parsed(values, seat, moves, hand)
+        # One array operation over every legal move, not one per move (doudizhu lists up to
+        # hundreds): the stack is the candidates' too.
+        counts = np.stack([m.counts for m in moves])
+        beyond = (counts > hand).any(1) & self._from_hand[[m.kind for m in moves]]
+        if beyond.any():
+            text = legal[int(np.argmax(beyond))]
+            raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
+        return Parsed(values, seat, moves, hand, counts)
 
     # --- features -----------------------------------------------------------------------------
 
@@ -310,11 +316,11 @@ class CardGame:
     def candidates(self, p: Parsed) -> np.ndarray:
         """float32[K, candidate_size], one row per legal move in the state's order."""
         k = len(p.legal)
-        counts = np.stack([m.counts for m in p.legal])
+        counts = p.counts
+        kinds = [m.kind for m in p.legal]
         kind = np.zeros((k, len(self.kinds)), np.float32)
-        kind[np.arange(k), [m.kind for m in p.legal]] = 1.0
-        from_hand = np.array([self.kinds[m.kind].from_hand for m in p.legal])[:, None]
-        left = p.hand[None] - np.where(from_hand, counts, 0)
+        kind[np.arange(k), kinds] = 1.0
+        left = p.hand[None] - np.where(self._from_hand[kinds][:, None], counts, 0)
         hand_max = self.hand_max
         out = [
             kind,
