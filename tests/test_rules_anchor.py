@@ -154,6 +154,11 @@ def test_a_policy_below_the_rules_sets_the_clock_back_and_the_pull_grows():
     for steps in (6300, 6400, 6500):
         release.observe(0.3, 0.01, steps, anchor)
     assert release.released and anchor.coefficient(release.clock(6500), True) == 0.0
+    # An anchor that does not let go judges, and holds.
+    kept = ra.Release(updates=2)
+    for steps in (100, 200, 300):
+        assert not kept.observe(0.5, 0.01, steps, replace(anchor, release=False))
+    assert kept.verdict() == 1 and not kept.released
     # Without pull back the clock is the steps, whatever the evidence.
     fixed = ra.Release(updates=2)
     for steps in (100, 200, 300):
@@ -354,3 +359,16 @@ def test_learner_stats_keeps_what_was_measured_and_drops_nan():
     result = {"learners": {DEFAULT_MODULE_ID: {ra.KL_KEY: 0.01, ra.COEFF_KEY: float("nan"),
                                                ra.GAIN_ROWS_KEY: 0.0}}}  # fmt: skip
     assert ra.learner_stats(result) == {"kl": 0.01}
+
+
+def test_the_anchors_evidence_is_kept_beside_the_checkpoint(tmp_path):
+    ra.save_anchor(tmp_path, {"w": np.zeros(2, np.float32)}, {"greedy_agreement": 1.0})
+    release = ra.Release(held_back=1234.0, released_at=5678.0)
+    ra.save_steps(tmp_path, 9000.0, release)
+    _, state = ra.load_anchor(tmp_path)
+    again = ra.restored_release(state)
+    assert (again.held_back, again.released_at, again.seen_steps) == (1234.0, 5678.0, 9000.0)
+    assert again.clock(9000.0) == release.clock(9000.0) and state["clone"]
+    # A state kept before the pull back: nothing held back, not let go.
+    old = ra.restored_release({"env_steps": 10.0})
+    assert (old.held_back, old.released_at, old.seen_steps) == (0.0, None, 10.0)

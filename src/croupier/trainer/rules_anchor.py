@@ -193,8 +193,9 @@ class Release:
         env_steps: float,
         anchor: RulesAnchor | None = None,
     ) -> bool:
-        """One update's gain over the clone's values; True when this one lets go. With an
-        `anchor` that pulls back, an update judged below sets its clock back."""
+        """One update's gain over the clone's values; True when this one lets go (never with
+        an `anchor` that does not `release`). With an `anchor` that pulls back, an update
+        judged below sets its clock back."""
         update_steps = env_steps - (env_steps if self.seen_steps is None else self.seen_steps)
         self.seen_steps = env_steps
         if self.released or gain is None or se is None:
@@ -206,7 +207,7 @@ class Release:
             # Standing still over this update and a half-life back, no further than `earliest`.
             held = self.held_back + max(update_steps, 0.0) + anchor.half_life
             self.held_back = min(held, env_steps - anchor.earliest)
-        if verdict > 0:
+        if verdict > 0 and (anchor is None or anchor.release):
             self.released_at = float(env_steps)
             return True
         return False
@@ -602,13 +603,11 @@ def after_update(
     every learner's coefficients for the next one; what the update measured."""
     learned = learner_stats(result, int(getattr(algo.config, "num_epochs", 1) or 1))
     gain, se = learned.get("gain"), learned.get("gain_se")
-    if release.observe(gain, se, env_steps, anchor) and anchor.release:
+    if release.observe(gain, se, env_steps, anchor):
         log.info("the policy makes %+.3f more than the rules from the same states over the "
                  "last %d updates, significantly: the rules anchor lets go at %.0f env steps",
                  sum(release.gains) / len(release.gains), release.updates,
                  env_steps)  # fmt: skip
-    if not anchor.release:
-        release.released_at = None  # measured, never acted on
     coeff, _ = set_coefficients(algo, anchor, release.clock(env_steps), release.released)
     return {"env_steps": env_steps, "clock": release.clock(env_steps), "next_kl_coeff": coeff,
             "released_at": release.released_at, **learned}  # fmt: skip
@@ -667,11 +666,9 @@ def load_anchor(directory: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]
     return weights, state
 
 
-def save_steps(
-    directory: Path, env_steps: float, released_at: float | None = None, held_back: float = 0.0
-) -> None:
+def save_steps(directory: Path, env_steps: float, release: Release | None = None) -> None:
     """The env steps trained under the anchor, what its clock was set back by and when it let
-    go, kept at each checkpoint (a restart goes on from them)."""
+    go, kept at each checkpoint (a restart goes on from them: `restored_release`)."""
     from croupier.files import write_atomic
 
     path = directory / ANCHOR_STATE
@@ -680,10 +677,24 @@ def save_steps(
     except (OSError, ValueError):
         state = {}
     state["env_steps"] = float(env_steps)
-    state["held_back"] = float(held_back)
-    if released_at is not None:
-        state["released_at"] = float(released_at)
+    if release is not None:
+        state["held_back"] = float(release.held_back)
+        if release.released_at is not None:
+            state["released_at"] = float(release.released_at)
     write_atomic(path, json.dumps(state))
+
+
+def restored_release(state: dict[str, Any]) -> Release:
+    """The anchor's evidence as `save_steps` kept it (a state file from before the pull back
+    has no `held_back`: 0)."""
+
+    def number(key: str) -> float | None:
+        value = state.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    steps = number("env_steps") or 0.0
+    return Release(released_at=number("released_at"), held_back=number("held_back") or 0.0,
+                   seen_steps=steps)  # fmt: skip
 
 
 def served_weights(game: str, spec: ModelSpec, full: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -423,12 +423,7 @@ class Trainer:
         ra.hold_reference(self.algo, weights)
         self._anchor_steps0 = self._anchor_steps = float(state.get("env_steps", 0.0))
         self.anchor = state.get("clone") or {}
-        released_at, held_back = state.get("released_at"), state.get("held_back", 0.0)
-        self._anchor_release = release = ra.Release(
-            released_at=float(released_at) if isinstance(released_at, int | float) else None,
-            held_back=float(held_back) if isinstance(held_back, int | float) else 0.0,
-            seen_steps=self._anchor_steps0,
-        )
+        self._anchor_release = release = ra.restored_release(state)
         ra.set_coefficients(self.algo, anchor, release.clock(self._anchor_steps0), release.released)
 
     def request_stop(self, reason: str = "stop requested") -> None:
@@ -690,10 +685,7 @@ class Trainer:
         if self.anchor is not None:  # the coefficient's clock, for a restart
             from croupier.trainer.rules_anchor import save_steps
 
-            release = self._anchor_release
-            released = release.released_at if release else None
-            held_back = release.held_back if release else 0.0
-            save_steps(Path(self.options.checkpoint_dir), self._anchor_steps, released, held_back)
+            save_steps(Path(self.options.checkpoint_dir), self._anchor_steps, self._anchor_release)
         old = target.with_name(CHECKPOINT + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if target.exists():
