@@ -22,8 +22,8 @@ player, and a clone of the rules that cannot learn is no better than the rules. 
 
 Why these choices, with the measured numbers: docs/training.md, "Rules-anchored learning".
 
-Why ~630 lines in one module: one feature read in the order it happens (the rules' decisions,
-the clone, the learners' terms and their gain, when to let go, installing both in an
+Why ~700 lines in one module: one feature read in the order it happens (the rules' decisions,
+the clone, the learners' terms and their gain, when to pull back or let go, installing both in an
 Algorithm, keeping them beside the checkpoint), all driven by one `RulesAnchor`; apart, a
 reader would chase one schedule through four files.
 """
