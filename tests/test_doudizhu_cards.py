@@ -333,7 +333,10 @@ def test_the_bench_command_passes_the_adapter_on(monkeypatch) -> None:
 def test_the_rules_clone_through_the_declaration_plays_as_the_rules() -> None:
     """The trainer's first version (`rules_anchor.distil`) fitted through the declared
     features agrees with the rules on deals it never saw: the features tell the rules' moves
-    apart. (20,000 decisions: 0.985 here, 0.991 through the hand-made features.)"""
+    apart. (20,000 decisions: 0.985 here, 0.991 through the hand-made features. At this
+    test's 4,000 the held-out agreement spreads 0.950-0.975 over distil seeds, CPUs and
+    RLCard's set-ordered legal moves, which differ with the hash seed; 400 decisions for
+    one epoch give 0.51-0.73, so 0.92 still tells a fitted clone from a half-fitted one.)"""
     import torch
 
     from croupier.trainer.algo import training_defaults
@@ -348,4 +351,4 @@ def test_the_rules_clone_through_the_declaration_plays_as_the_rules() -> None:
     module.eval()
     held_out = clone_fit(module, rules_decisions(CANDIDATES, 1500, seed=1, gamma=1.0))
     assert report["decisions"] >= 4000
-    assert held_out["greedy_agreement"] > 0.95, held_out
+    assert held_out["greedy_agreement"] > 0.92, held_out
