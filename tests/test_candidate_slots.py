@@ -4,6 +4,8 @@ the game's bound, at a fraction of the bytes."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -13,7 +15,8 @@ from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from croupier import rllib_private
 from croupier.policies.candidates import candidate_module_spec
-from croupier.trainer.candidate_slots import CandidateSlots, candidate_slots, pad_slots
+from croupier.trainer.algo import learner_pieces
+from croupier.trainer.candidate_slots import CandidateSlots, pad_slots
 
 pytestmark = pytest.mark.integration  # builds an RLlib learner in-process, no Ray session
 
@@ -98,7 +101,9 @@ def _learner(connector: bool):
             num_epochs=1,
             minibatch_size=12,
         )  # fmt: skip
-        .learners(learner_connector=candidate_slots if connector else None)
+        .learners(
+            learner_connector=partial(learner_pieces, candidate_slots=True) if connector else None
+        )
     )
     torch.manual_seed(0)
     return config.build_learner(spaces={"default_policy": (space, action)})

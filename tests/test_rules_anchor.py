@@ -21,6 +21,7 @@ from croupier.policies.module import ModelSpec
 from croupier.stats import minutes_below, significantly_below
 from croupier.trainer import rules_anchor as ra
 from croupier.trainer.algo import Hyper, base_config
+from croupier.trainer.hand_returns import HAND_RETURN
 
 GAME = "leduc-holdem"
 
@@ -176,15 +177,17 @@ def test_the_learner_measures_its_gain_over_the_clones_values_across_an_update()
         fwd = module.forward_train(batch)
         values = module.compute_values(batch, embeddings=fwd.get(Columns.EMBEDDINGS))
     noise = torch.randn(64, generator=torch.Generator().manual_seed(0))
-    targets = values + 0.5 + 0.1 * noise
+    # A whole hand's return at every 4th row (its first step), NaN at the others.
+    first = torch.arange(64) % 4 == 0
+    returns = torch.where(first, values + 0.5 + 0.1 * noise, torch.nan)
     halves = (slice(0, 32), slice(32, 64))
     learner.metrics.reduce()  # nothing logged before
 
-    def minibatch(rows: slice, with_targets: bool = True) -> None:
+    def minibatch(rows: slice, with_returns: bool = True) -> None:
         part = {Columns.OBS: {k: v[rows] for k, v in batch[Columns.OBS].items()},
                 Columns.ACTIONS: batch[Columns.ACTIONS][rows]}  # fmt: skip
-        if with_targets:
-            part[Postprocessing.VALUE_TARGETS] = targets[rows]
+        if with_returns:
+            part[HAND_RETURN] = returns[rows]
         with torch.no_grad():
             learner._anchor_term(DEFAULT_MODULE_ID, part, module.forward_train(part))
 
@@ -197,13 +200,13 @@ def test_the_learner_measures_its_gain_over_the_clones_values_across_an_update()
         for rows in halves:
             minibatch(rows)
     stats = ra.learner_stats(update_result(), epochs=2)
-    diff = (targets - values).numpy().astype(np.float64)
+    diff = (returns - values)[first].numpy().astype(np.float64)
     assert stats["gain"] == pytest.approx(diff.mean(), abs=1e-6)
-    assert stats["gain_se"] == pytest.approx(diff.std() / 8, rel=1e-3)  # 64 rows, not 128
+    assert stats["gain_se"] == pytest.approx(diff.std() / 4, rel=1e-3)  # 16 hands, not 32
     minibatch(halves[0])  # the next update: its own rows alone, the last update's cleared
     stats = ra.learner_stats(update_result())
-    assert stats["gain"] == pytest.approx(diff[:32].mean(), abs=1e-6)
-    minibatch(halves[0], with_targets=False)  # no value targets (APPO's batch): no gain
+    assert stats["gain"] == pytest.approx(diff[:8].mean(), abs=1e-6)
+    minibatch(halves[0], with_returns=False)  # no hands' returns in the batch: no gain
     assert "gain" not in ra.learner_stats(update_result())
 
 

@@ -9,18 +9,21 @@ the same algorithm on the same module stepping the game in-process: the benchmar
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import partial
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.algorithms.appo import APPOConfig
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.connector_v2 import ConnectorV2
 
 from croupier.games.base import GameAdapter
 from croupier.games.candidates import is_candidate_game
 from croupier.games.presets import TrainingPreset
 from croupier.policies.module import ModelSpec
-from croupier.trainer.candidate_slots import candidate_slots
+from croupier.trainer.candidate_slots import CandidateSlots
 from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
+from croupier.trainer.hand_returns import HandReturns
 
 # The most train batches of a candidate game's steps waiting in the trainer's memory.
 CANDIDATE_BACKLOG_BATCHES = 4
@@ -122,11 +125,27 @@ def training_defaults(
     return replace(spec, **model), hyper
 
 
+def learner_pieces(
+    observation_space: Any = None,
+    action_space: Any = None,
+    *,
+    gamma: float = 1.0,
+    candidate_slots: bool = False,
+) -> list[ConnectorV2]:
+    """The learner connector pieces RLlib runs before its own (module-level, bound by
+    `functools.partial`: the builder is pickled to remote learners): a candidate game's
+    episodes padded to the update's largest slot count, and each whole hand's return (the
+    rules anchor's evidence)."""
+    slots: list[ConnectorV2] = [CandidateSlots()] if candidate_slots else []
+    return [*slots, HandReturns(gamma=gamma)]
+
+
 def base_config(
     spec: ModelSpec,
     hyper: Hyper,
     observation_space: Any = None,
     action_space: Any = None,
+    candidate_slots: bool = False,
 ) -> AlgorithmConfig:
     """Algorithm, module and training settings, shared by the trainer and the anchor. The
     spaces, where given, choose the network (a candidate space: the candidate scorer)."""
@@ -148,7 +167,12 @@ def base_config(
         config.rl_module(rl_module_spec=spec.rl_module_spec(observation_space, action_space))
         # RLlib's own learner plus the rules anchor's KL term, which stays out of the loss
         # until a reference is held (trainer/rules_anchor.py): one learner class either way.
-        .learners(learner_class=LEARNER_CLASSES[spec.algo])
+        .learners(
+            learner_class=LEARNER_CLASSES[spec.algo],
+            learner_connector=partial(
+                learner_pieces, gamma=hyper.gamma, candidate_slots=candidate_slots
+            ),
+        )
         .training(
             lr=hyper.lr,
             gamma=hyper.gamma,
@@ -208,7 +232,14 @@ def build_config(
     # versions went up by 2 per progress line, and an iteration could wait inside sample().
     min_time_s = 0 if spec.algo == "ppo" else 2
     return (
-        base_config(spec, hyper, adapter.observation_space, adapter.action_space)
+        base_config(
+            spec,
+            hyper,
+            adapter.observation_space,
+            adapter.action_space,
+            # Episodes come padded to their own largest candidate count: one per update.
+            candidate_slots=is_candidate_game(adapter),
+        )
         .reporting(min_time_s_per_iteration=min_time_s)
         .environment(
             observation_space=adapter.observation_space,
@@ -225,8 +256,6 @@ def build_config(
             num_learners=num_learners,
             num_gpus_per_learner=num_gpus_per_learner,
             custom_resources_per_learner=dict(learner_resources or {}),
-            # Episodes come padded to their own largest candidate count: one per update.
-            learner_connector=candidate_slots if is_candidate_game(adapter) else None,
         )
     )
 

@@ -38,12 +38,6 @@ def pad_slots(obs: dict[str, np.ndarray], logits: np.ndarray, k: int) -> tuple[d
     return padded, np.pad(logits, ((0, 0), (0, extra)), constant_values=FLOAT_MIN)
 
 
-def candidate_slots(observation_space: Any = None, action_space: Any = None) -> ConnectorV2:
-    """The `learner_connector` builder RLlib's config takes (module-level: it is pickled to
-    remote learners)."""
-    return CandidateSlots()
-
-
 class CandidateSlots(ConnectorV2):
     """Learner connector piece: every episode of the update padded to the same slot count."""
 

@@ -44,11 +44,11 @@ import torch
 from ray.rllib.algorithms.appo.torch.appo_torch_learner import APPOTorchLearner
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
-from ray.rllib.evaluation.postprocessing import Postprocessing
 from torch.nn import functional as F
 
 from croupier.games.candidates import is_candidate_game
 from croupier.policies.module import ModelSpec
+from croupier.trainer.hand_returns import HAND_RETURN
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +60,10 @@ ANCHOR_STATE = "rules-anchor.json"
 KL_KEY = "rules_kl"
 COEFF_KEY = "rules_kl_coeff"
 ENTROPY_BOOST_KEY = "rules_entropy_boost"
-# The policy's value targets less the clone's values: summed over an update's minibatches
-# (its rows, their sum and sum of squares), from which `learner_stats` has the update's mean
-# and standard error. One minibatch alone is too few rows to tell: leduc's per-row spread
-# (~5.8) over 500 rows gives ±0.5 at 95%, more than the gain the anchor waits for.
+# Whole hands' returns less the clone's values at their first steps: summed over an update's
+# minibatches (its rows, their sum and sum of squares), from which `learner_stats` has the
+# update's mean and standard error. One minibatch alone is too few rows to tell: a few dozen
+# hands, each with a payoff spread of about the stake.
 GAIN_ROWS_KEY = "rules_gain_rows"
 GAIN_SUM_KEY = "rules_gain_sum"
 GAIN_SQUARES_KEY = "rules_gain_squares"
@@ -146,17 +146,22 @@ class Release:
     still and goes back a half-life an update (`RulesAnchor.pull_back`).
 
     "The rules' own" is the clone's value head: fitted to the payoffs the rules earn against
-    the rules from each state (`distil`), it says what the rules would make from wherever the
-    policy now plays, seat by seat (a landlord and a peasant differ), against whichever
-    opponents the rules faced. The learner measures, on each minibatch, the policy's value
-    targets less the clone's values (`GAIN_KEY`, with its standard error).
+    the rules from each state (`distil`), it says what the rules would make from a hand's
+    first decision, seat by seat (a landlord and a peasant differ), against whichever
+    opponents the rules faced. The learner measures, on each minibatch, each whole hand's
+    return less the clone's value at its first step (`_gain`): the policy's own outcome, one
+    row a hand, read where the clone was fitted (the states before a seat's first decision do
+    not depend on its policy). Judged on the learner's value targets instead (GAE, λ 0.95),
+    the gain leaned on the policy's own critic, which moves with it: on crazy eights the
+    anchor let go on a window of +0.00 to +0.04 and the policy then drifted below the rules.
 
-    Why the interval comes from the spread of the updates' gains (batch means), not from each
-    update's own standard error: an update's rows are steps of a few hundred hands, correlated
-    within a hand, so its own error reads several times too small. Measured on crazy eights:
-    updates' gains swung by ~0.035 from one to the next where each claimed ±0.014 at 95%, and
-    three updates in a row "significantly above" let the anchor go at a policy that was still
-    below the rules. The updates' own errors still set a floor on the interval."""
+    Why the interval comes from the spread of the updates' gains (batch means) as well as from
+    each update's own standard error: judged on every step's value target, an update's rows
+    were correlated within a hand and its own error read several times too small (crazy
+    eights: gains swung by ~0.035 from one update to the next where each claimed ±0.014 at
+    95%, and three updates in a row "significantly above" let the anchor go at a policy still
+    below the rules). One row a hand removes that; the spread still covers what one update's
+    rows share (the same weights, a drifting opponent), and the own errors set its floor."""
 
     updates: int = 5
     t: float = 2.776  # Student's t at 95%, two-sided, for `updates` - 1 = 4 degrees of freedom
@@ -500,18 +505,17 @@ class _AnchoredMixin:
 
 
 def _gain(reference: Any, batch: dict[str, Any], ref_out: dict[str, Any]) -> dict[str, float]:
-    """The minibatch's (the policy's value targets - the clone's values): its rows, sum and
-    sum of squares; how much more than the rules the policy makes from the states it plays.
-    Empty where the batch has no value targets (APPO computes its own inside the loss: there
-    the anchor decays by its half-life alone)."""
-    targets = batch.get(Postprocessing.VALUE_TARGETS)
-    if targets is None:
+    """The minibatch's (whole hands' returns - the clone's values at their first steps): its
+    rows, sum and sum of squares; how much more than the rules the policy makes from the same
+    deals, one row a hand (`trainer/hand_returns.py`). Empty where the batch holds no such
+    column (a learner built without the trainer's connector pieces)."""
+    returns = batch.get(HAND_RETURN)
+    if returns is None:
         return {}
     values = reference.compute_values(batch, embeddings=ref_out.get(Columns.EMBEDDINGS))
-    diff = (targets - values).reshape(-1)
-    if Columns.LOSS_MASK in batch:
-        diff = diff[batch[Columns.LOSS_MASK].reshape(-1).bool()]
-    diff = diff.double()
+    returns = returns.reshape(-1)
+    first = torch.isfinite(returns)
+    diff = (returns[first] - values.reshape(-1)[first]).double()
     return {GAIN_ROWS_KEY: float(diff.numel()), GAIN_SUM_KEY: float(diff.sum()),
             GAIN_SQUARES_KEY: float((diff * diff).sum())}  # fmt: skip
 
