@@ -124,6 +124,49 @@ def test_release_lets_go_once_the_last_updates_gains_are_significantly_above_and
     assert below.verdict() == -1 and below.held_back == 0.0  # no anchor: the clock untouched
 
 
+def test_the_gains_are_judged_less_the_clones_value_offset_and_its_error():
+    # Gains of +0.03 a hand over the clone's values, whose own error at first steps is +0.05
+    # (the rules make 0.05 more than it says): 0.02 below the rules, significantly.
+    steady = [0.03, 0.031, 0.029, 0.03, 0.03]
+    below = ra.Release(offset=0.05, offset_se=0.002)
+    for steps, gain in enumerate(steady):
+        below.observe(gain, 0.001, steps)
+    assert below.verdict() == -1
+    plain = ra.Release()  # the same gains with no offset: above
+    for steps, gain in enumerate(steady):
+        plain.observe(gain, 0.001, steps)
+    assert plain.verdict() == 1 and plain.released
+    # The offset's own error widens the interval: no verdict either way.
+    unsure = ra.Release(offset=0.05, offset_se=0.02)
+    for steps, gain in enumerate(steady):
+        unsure.observe(gain, 0.001, steps)
+    assert unsure.verdict() == 0
+
+
+def test_first_steps_only_keeps_each_seats_first_decision_with_its_discounted_return():
+    whole = ra.rules_decisions(GAME, 300, seed=2, gamma=0.5, deviate=0.0)
+    first = ra.rules_decisions(GAME, 300, seed=2, gamma=0.5, deviate=0.0, first_steps=True)
+    # At most a row per seat a hand (leduc: two seats), so many more hands for the rows.
+    assert len(first) >= 300 and first.hands <= len(first) <= 2 * first.hands
+    assert first.hands > 2 * whole.hands
+    # The same deals and play: the first hand's first two decisions are both seats' first,
+    # with the same returns as in the whole record.
+    np.testing.assert_array_equal(first.obs[:2], whole.obs[:2])
+    np.testing.assert_allclose(first.returns[:2], whole.returns[:2])
+    finals = {float(abs(r)) for r in first.returns}
+    assert any(v != int(v) for v in finals)  # discounted by the seat's later decisions
+
+
+def test_the_clones_report_holds_its_value_offset_on_fresh_first_steps():
+    spec = ModelSpec(algo="ppo", hiddens=[16])
+    anchor = ra.RulesAnchor(clone_decisions=1000, clone_epochs=2)
+    _, report = ra.distil(GAME, spec, anchor, seed=4)
+    assert report["value_offset_rows"] >= 200  # a fifth of the clone's decisions
+    assert np.isfinite(report["value_offset"]) and report["value_offset_se"] > 0
+    # Leduc's payoffs are a few chips: an offset far beyond that is no offset.
+    assert abs(report["value_offset"]) < 3.0
+
+
 def test_a_policy_below_the_rules_sets_the_clock_back_and_the_pull_grows():
     anchor = ra.RulesAnchor(kl_coeff=0.05, entropy_boost=0.1, half_life=1000, max_pull=8)
     release = ra.Release(updates=3, t=4.303)
@@ -365,13 +408,16 @@ def test_learner_stats_keeps_what_was_measured_and_drops_nan():
 
 
 def test_the_anchors_evidence_is_kept_beside_the_checkpoint(tmp_path):
-    ra.save_anchor(tmp_path, {"w": np.zeros(2, np.float32)}, {"greedy_agreement": 1.0})
+    clone = {"greedy_agreement": 1.0, "value_offset": -0.04, "value_offset_se": 0.02}
+    ra.save_anchor(tmp_path, {"w": np.zeros(2, np.float32)}, clone)
     release = ra.Release(held_back=1234.0, released_at=5678.0)
     ra.save_steps(tmp_path, 9000.0, release)
     _, state = ra.load_anchor(tmp_path)
     again = ra.restored_release(state)
     assert (again.held_back, again.released_at, again.seen_steps) == (1234.0, 5678.0, 9000.0)
+    assert (again.offset, again.offset_se) == (-0.04, 0.02)  # the clone's, from its report
     assert again.clock(9000.0) == release.clock(9000.0) and state["clone"]
     # A state kept before the pull back: nothing held back, not let go.
     old = ra.restored_release({"env_steps": 10.0})
     assert (old.held_back, old.released_at, old.seen_steps) == (0.0, None, 10.0)
+    assert (old.offset, old.offset_se) == (0.0, 0.0)  # a clone kept before its offset

@@ -82,7 +82,7 @@ def run_anchor(
             algo_.env_runner_group.sync_weights(
                 from_worker_or_learner_group=algo_.learner_group, inference_only=True
             )
-        release = ra.Release()
+        release = ra.restored_release({"clone": clone or {}})  # the clone's value offset
 
         def served() -> dict[str, Any]:
             weights = module_weights(algo_.get_module())

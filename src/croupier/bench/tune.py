@@ -205,11 +205,15 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
         release = replace(release, gains=[float(g) for g in arrays.pop("__gains")],
                           ses=[float(e) for e in arrays.pop("__ses")],
                           held_back=float(arrays.pop("__held_back")), seen_steps=steps0,
+                          offset=float(arrays.pop("__offset")),
+                          offset_se=float(arrays.pop("__offset_se")),
                           released_at=None if math.isnan(released_at) else released_at)  # fmt: skip
         reference = {k[4:]: v for k, v in arrays.items() if k.startswith("ref/")}
         ra.start_from(algo, {k: v for k, v in arrays.items() if "/" not in k}, version=1)
     elif anchor.enabled:
-        reference, _ = ra.distil(game, spec, anchor, hyper.gamma, seed, setup["decisions"])
+        reference, clone = ra.distil(game, spec, anchor, hyper.gamma, seed, setup["decisions"],
+                                     setup["first_steps"])  # fmt: skip
+        release = ra.restored_release({"clone": clone})  # with the clone's value offset
         ra.start_from(algo, reference, version=1)
     if anchor.enabled and reference:
         ra.hold_reference(algo, reference)
@@ -240,6 +244,8 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
                      "__gains": np.array(release.gains, np.float64),
                      "__ses": np.array(release.ses, np.float64),
                      "__held_back": np.array(release.held_back),
+                     "__offset": np.array(release.offset),
+                     "__offset_se": np.array(release.offset_se),
                      "__released_at": np.array(release.released_at or math.nan)}  # fmt: skip
             ref = {f"ref/{k}": v for k, v in (reference or {}).items()}
             np.savez(Path(folder) / CHECKPOINT, **full, **ref, **extra)
@@ -270,15 +276,16 @@ def trial_setup(run: TuneRun, base: TrainingPreset, trial_s: float, checkpoints:
     from croupier.trainer import rules_anchor as ra
 
     anchor = ra.RulesAnchor(**run.rules_anchor)
-    decisions = None
+    decisions = first_steps = None
     if anchor.enabled and ra.anchorable(run.game) is None:
         # Recorded once here, each trial fitting its own clone (its own network) to them:
         # leduc's 20,000 decisions took 3.2 s to record and 9.2 s to fit on the 2-core box.
         decisions = ra.rules_decisions(run.game, anchor.clone_decisions, seed=run.seed,
                                        gamma=base.gamma)  # fmt: skip
+        first_steps = ra.calibration_steps(run.game, len(decisions), run.seed, base.gamma)
     return {"game": run.game, "base": base, "seed": run.seed, "rules_anchor": run.rules_anchor,
-            "decisions": decisions, "num_envs": run.num_envs, "trial_s": trial_s,
-            "eval_every_s": run.eval_every_s, "eval_hands": run.eval_hands,
+            "decisions": decisions, "first_steps": first_steps, "num_envs": run.num_envs,
+            "trial_s": trial_s, "eval_every_s": run.eval_every_s, "eval_hands": run.eval_hands,
             "final_hands": run.final_hands, "checkpoints": checkpoints}  # fmt: skip
 
 
