@@ -44,7 +44,8 @@ class CardGame:
     the most legal moves a state may list; `spelling`: the game's own spelling of a move,
     where the engine keeps its JSON (else `"<kind>[ <card>...]"`); `partners`: fixed teams
     of seats that share one result (bridge: `((0, 2), (1, 3))`; a side drawn per deal is a
-    `RoleSeat(alone=True)`)."""
+    `RoleSeat(alone=True)`); `repeated_legal`: the engine lists a move once per way to make
+    it (RLCard's UNO: a card once per copy held), each listing the same move."""
 
     name: str
     deck: Deck
@@ -56,6 +57,7 @@ class CardGame:
     max_legal: int = 64
     spelling: Spelling | None = None
     partners: tuple[tuple[int, ...], ...] = ()
+    repeated_legal: bool = False
     legal_field: ClassVar[str] = "legal_actions"
 
     def __post_init__(self) -> None:
@@ -83,7 +85,7 @@ class CardGame:
         if self.answers is not None and not isinstance(self._zone(self.answers), Pile | History):
             raise ValueError(f"answers={self.answers!r} must name a Pile, Hand, TopCard or History")
         joined = [z for z in self.zones if getattr(z, "joined", False)]
-        if joined and any(len(c) != 1 for c in self.deck.cards):
+        if joined and (any(len(c) != 1 for c in self.deck.cards) or self.deck.aliases):
             raise ValueError("cards written as one string (joined) need one-character names")
         alone = [z for z in self.zones if isinstance(z, RoleSeat) and z.alone]
         seats = sorted(s for team in self.partners for s in team)
@@ -98,6 +100,19 @@ class CardGame:
         object.__setattr__(self, "_offsets", offsets)
         object.__setattr__(self, "_moves", {})
         object.__setattr__(self, "_from_hand", np.array([k.from_hand for k in self.kinds]))
+        # Per kind: each card's and each rank's place among the kind's own (-1: not its own).
+        places = []
+        for k in self.kinds:
+            card_at = np.full(self.deck.size, -1, np.int64)
+            card_at[k.rank_cards(self.deck)] = np.arange(len(k.rank_cards(self.deck)))
+            rank_at = np.full(self.deck.num_ranks, -1, np.int64)
+            rank_at[k.rank_ids(self.deck)] = np.arange(len(k.rank_ids(self.deck)))
+            places.append((card_at, rank_at))
+        object.__setattr__(self, "_places", places)
+        choices = tuple(dict.fromkeys(c for k in self.kinds for c in k.choices))
+        if any(not re.fullmatch(r"[A-Za-z0-9_.\-]+", c) for c in choices):
+            raise ValueError("choices: names of letters, digits, _ . -")
+        object.__setattr__(self, "choices", choices)
 
     def _zone(self, name: str) -> Zone:
         zone = next((z for z in self.zones if z.field == name), None)
@@ -121,8 +136,9 @@ class CardGame:
 
     @property
     def move_size(self) -> int:
-        """One move in the history: seat round the table, kind, cards."""
-        return self.players + len(self.kinds) + self.deck.size
+        """One move in the history: seat round the table, kind, cards, choice (if any kind
+        names one)."""
+        return self.players + len(self.kinds) + self.deck.size + len(self.choices)
 
     @property
     def obs_size(self) -> int:
@@ -136,8 +152,8 @@ class CardGame:
     @property
     def candidate_size(self) -> int:
         """kind | the move's cards | what it leaves in the hand, and whether it empties it |
-        how it answers `answers`."""
-        return len(self.kinds) + 2 * self.set_size + 1 + ANSWER_SIZE
+        how it answers `answers` | its choice (if any kind names one)."""
+        return len(self.kinds) + 2 * self.set_size + 1 + ANSWER_SIZE + len(self.choices)
 
     @property
     def hand_max(self) -> int:
@@ -204,18 +220,24 @@ class CardGame:
                 text = self.spelling.read(x)
             except (KeyError, ValueError, IndexError):  # a table lookup or a parse that failed
                 raise InvalidState(f"{what!r}: {x!r} is not a move of {self.name}") from None
-        name, *cards = text.split(" ")
+        head, *cards = text.split(" ")
+        name, colon, choice = head.partition(":")
         kinds = [k.name for k in self.kinds]
         if name not in kinds:
             raise InvalidState(f"{what!r}: unknown kind of move in {x!r} (one of {kinds})")
         kind = self.kinds[kinds.index(name)]
         lo, hi = kind.cards
-        if not lo <= len(cards) <= hi or text != " ".join([name, *cards]):
+        if not lo <= len(cards) <= hi or text != " ".join([head, *cards]):
             raise InvalidState(
                 f"{what!r}: {name!r} takes {lo}..{hi} cards, one space before each: got {text!r}"
             )
+        if (choice in kind.choices) != bool(kind.choices) or bool(colon) != bool(kind.choices):
+            raise InvalidState(f"{what!r}: {name!r} names one of {list(kind.choices)}: {text!r}")
         counts, ids = self.read_cards(cards, hi, what)
-        move = Move(kinds.index(name), counts, ids[0] if ids else -1)
+        if kind.ranks and (self._places[kinds.index(name)][0][ids] < 0).any():
+            raise InvalidState(f"{what!r}: {name!r} is made of {list(kind.ranks)}: {text!r}")
+        move = Move(kinds.index(name), counts, ids[0] if ids else -1,
+                    self.choices.index(choice) if colon else -1)  # fmt: skip
         if len(self._moves) > 100_000:  # bounded: only valid moves are kept
             self._moves.clear()
         self._moves[x] = move
@@ -248,7 +270,7 @@ class CardGame:
         if type(legal) is not list or not 0 < len(legal) <= self.max_legal:
             raise InvalidState(f"{self.legal_field!r} must list 1..{self.max_legal} moves")
         moves = [self.move(m, self.legal_field) for m in legal]
-        if len(set(legal)) != len(legal):
+        if len(set(legal)) != len(legal) and not self.repeated_legal:
             raise InvalidState(f"a move is listed twice in {self.legal_field!r}")
         # One array operation over every legal move, not one per move (doudizhu lists up to
         # hundreds): the stack is the candidates' too.
@@ -298,15 +320,18 @@ class CardGame:
         kind = self.kinds[m.kind]
         offset = int(self._offsets[m.kind])
         head = kind.head_kind
+        card_at, rank_at = self._places[m.kind]
+        choices = max(len(kind.choices), 1)
+        choice = kind.choices.index(self.choices[m.choice]) if m.choice >= 0 else 0
         if head == "card":
-            return offset + max(m.first, 0)
+            return offset + int(card_at[max(m.first, 0)]) * choices + choice
         if head in ("rank", "rank-count") and m.first >= 0:
-            rank = int(np.argmax(m.counts @ self._tables[2]))
+            rank = int(rank_at[int(np.argmax(m.counts @ self._tables[2]))])
             if head == "rank":
-                return offset + rank
+                return offset + rank * choices + choice
             lo, hi = kind.cards
-            return offset + rank * (hi - lo + 1) + int(m.counts.sum()) - lo
-        return offset
+            return offset + (rank * (hi - lo + 1) + int(m.counts.sum()) - lo) * choices + choice
+        return offset + choice
 
     def mask(self, p: Parsed) -> np.ndarray:
         mask = np.zeros(self.num_actions, np.float32)
@@ -329,6 +354,12 @@ class CardGame:
             ((left.sum(1) == 0) & (p.hand.sum() > 0))[:, None].astype(np.float32),
             self.answer(counts, p),
         ]
+        if self.choices:
+            chosen = np.zeros((k, len(self.choices)), np.float32)
+            choice = np.array([m.choice for m in p.legal])
+            named = np.flatnonzero(choice >= 0)
+            chosen[named, choice[named]] = 1.0
+            out.append(chosen)
         return np.concatenate(out, axis=1)
 
     def to_answer(self, p: Parsed) -> tuple[np.ndarray, list[int]]:
@@ -338,7 +369,8 @@ class CardGame:
         value = p.values[self.answers]
         if not isinstance(self._zone(self.answers), History):
             return value
-        beat = next((m for _, m in reversed(value[1 - self.players :]) if m.first >= 0), None)
+        recent = [entry[1] for entry in value[1 - self.players :]]  # [seat, move(, then)]
+        beat = next((m for m in reversed(recent) if m.first >= 0), None)
         if beat is None:
             return np.zeros(self.deck.size, np.int64), []
         return beat.counts, np.repeat(np.arange(self.deck.size), beat.counts).tolist()
@@ -378,7 +410,12 @@ class CardGame:
     # --- schema -------------------------------------------------------------------------------
 
     def card_schema(self) -> dict[str, Any]:
-        return {"type": "string", "enum": list(self.deck.cards)}
+        return {"type": "string", "enum": [*self.deck.cards, *(a for a, _ in self.deck.aliases)]}
+
+    def _named(self, card: str) -> dict[str, Any]:
+        """A card under any of its names (its own and its aliases), as a schema."""
+        names = [card, *(a for a, c in self.deck.aliases if c == card)]
+        return {"const": card} if len(names) == 1 else {"enum": names}
 
     def cards_schema(self, max_cards: int, joined: bool = False) -> dict[str, Any]:
         if joined:  # one character a card, each at most its copies (a lookahead per card)
@@ -393,11 +430,11 @@ class CardGame:
             "items": self.card_schema(),
             "maxItems": max_cards,
         }
-        if set(self.deck.card_copies) == {1}:
+        if set(self.deck.card_copies) == {1} and not self.deck.aliases:
             schema["uniqueItems"] = True
         else:
             schema["allOf"] = [
-                {"contains": {"const": c}, "minContains": 0, "maxContains": n}
+                {"contains": self._named(c), "minContains": 0, "maxContains": n}
                 for c, n in zip(self.deck.cards, self.deck.card_copies, strict=True)
             ]
         return schema
@@ -419,6 +456,8 @@ class CardGame:
         for k in self.kinds:
             lo, hi = k.cards
             name = k.name.replace(".", r"\.")  # (letters, digits, _ . - only: see __post_init__)
+            if k.choices:
+                name += ":(?:" + "|".join(c.replace(".", r"\.") for c in k.choices) + ")"
             alts.append(name + (f"(?: {card}){{{lo},{hi}}}" if hi else ""))
         return "^(?:" + "|".join(alts) + ")$"
 
@@ -429,8 +468,9 @@ class CardGame:
         return {
             "type": "string",
             "pattern": self.move_pattern(),
-            "description": "A move: its kind, then its cards, space-separated "
-            f"(kinds: {', '.join(k.name for k in self.kinds)}).",
+            "description": "A move: its kind (and ':' its choice, for a kind that names "
+            f"one), then its cards, space-separated (kinds: "
+            f"{', '.join(k.name for k in self.kinds)}).",
         }
 
     def teams(self, state: dict[str, Any]) -> list[list[int]] | None:
@@ -453,7 +493,7 @@ class CardGame:
             "items": self.move_schema(),
             "minItems": 1,
             "maxItems": self.max_legal,
-            "uniqueItems": True,
+            "uniqueItems": not self.repeated_legal,
             "description": "The moves legal now (those with cards: made of cards in the hand).",
         }
         required = [z.field for z in self.zones if z.required] + [self.legal_field]

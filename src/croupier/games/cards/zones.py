@@ -265,25 +265,34 @@ class Choice(Zone):
 @dataclass(frozen=True)
 class History(Zone):
     """The moves so far, oldest first, each `[seat, move]` (at most `max_moves`); the last
-    `last` are features, newest first: the seat round the table, the kind, the cards."""
+    `last` are features, newest first: the seat round the table, the kind, the cards.
+    `then`: each entry is `[seat, move, one of then]`, what was in force when the move was
+    made (RLCard's UNO engine: the colour the seat faced; a draw facing red says it had no
+    red), one-hot after the move."""
 
     last: int = 8
     max_moves: int = 400
+    then: tuple[str, ...] = ()
 
     def size(self, g: CardGame) -> int:
-        return self.last * g.move_size
+        return self.last * (g.move_size + len(self.then))
 
     def schema(self, g: CardGame) -> dict[str, Any]:
         pair = [Seat("").schema(g), g.move_schema()]
+        if self.then:
+            pair.append({"type": "string", "enum": list(self.then)})
+        n = len(pair)
         return {
             "type": "array",
             "maxItems": self.max_moves,
-            "items": {"type": "array", "prefixItems": pair, "minItems": 2, "maxItems": 2},
+            "items": {"type": "array", "prefixItems": pair, "minItems": n, "maxItems": n},
         }
 
-    def read(self, x: Any, g: CardGame) -> list[tuple[int, Move]]:
+    def read(self, x: Any, g: CardGame) -> list[tuple[int, Move]] | list[tuple[int, Move, int]]:
         if type(x) is not list or len(x) > self.max_moves:
             raise InvalidState(f"{self.field!r} must be a list of at most {self.max_moves} moves")
+        if self.then:
+            return self._read_then(x, g)
         # The common case in C loops (`map`, `set`): [seat, move] pairs, int seats in range,
         # moves seen before (`CardGame.move`'s cache); ~4x cheaper than an entry at a time
         # for doudizhu's traces of up to ~50 moves.
@@ -305,13 +314,29 @@ class History(Zone):
             )
         return out
 
+    def _read_then(self, x: list[Any], g: CardGame) -> list[tuple[int, Move, int]]:
+        out = []
+        for entry in x:
+            if type(entry) not in _PAIRS or len(entry) != 3:
+                raise InvalidState(f"each of {self.field!r} must be [seat, move, in force]")
+            if not isinstance(entry[2], str) or entry[2] not in self.then:
+                raise InvalidState(f"{self.field!r}: in force is one of {list(self.then)}")
+            seat = g.int_in(entry[0], 0, g.players - 1, self.field)
+            out.append((seat, g.move(entry[1], self.field), self.then.index(entry[2])))
+        return out
+
     def default(self, g: CardGame) -> list[tuple[int, Move]]:
         return []
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
-        n, k = g.players, len(g.kinds)
-        for i, (who, move) in enumerate(reversed(value[-self.last :] if self.last else [])):
-            o = i * g.move_size
+        n, k, d = g.players, len(g.kinds), g.deck.size
+        size = g.move_size + len(self.then)
+        for i, (who, move, *then) in enumerate(reversed(value[-self.last :] if self.last else [])):
+            o = i * size
             out[o + (who - seat) % n] = 1.0
             out[o + n + move.kind] = 1.0
-            out[o + n + k : o + g.move_size] = move.counts / g.copies
+            out[o + n + k : o + n + k + d] = move.counts / g.copies
+            if move.choice >= 0:
+                out[o + n + k + d + move.choice] = 1.0
+            if then:
+                out[o + g.move_size + then[0]] = 1.0
