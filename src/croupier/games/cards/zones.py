@@ -13,7 +13,7 @@ from croupier.games.base import InvalidState
 from croupier.games.cards.deck import Move
 
 _PAIRS = {list, tuple}  # a [seat, move] entry: JSON gives lists, an in-process caller tuples
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+_FIRST, _SECOND, _THIRD = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 if TYPE_CHECKING:
     from croupier.games.cards.game import CardGame
@@ -315,6 +315,16 @@ class History(Zone):
         return out
 
     def _read_then(self, x: list[Any], g: CardGame) -> list[tuple[int, Move, int]]:
+        # As `read`'s common case, in C loops: ~3x cheaper for UNO's 16 entries.
+        try:
+            if set(map(type, x)) <= _PAIRS and set(map(len, x)) <= {3}:
+                seats, moves = list(map(_FIRST, x)), list(map(g.known_moves.get, map(_SECOND, x)))
+                then = list(map(_THIRD, x))
+                ok = set(map(type, seats)) <= {int} and set(seats) <= set(range(g.players))
+                if ok and set(then) <= set(self.then) and all(moves):
+                    return list(zip(seats, moves, map(self.then.index, then), strict=True))
+        except TypeError:  # an unhashable entry: read entry by entry, which says why
+            pass
         out = []
         for entry in x:
             if type(entry) not in _PAIRS or len(entry) != 3:
