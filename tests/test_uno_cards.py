@@ -295,26 +295,47 @@ def test_bench_strength_serves_trains_and_scores_the_adapter_on_the_uno_table(
     strength.same_table(StrengthRun(game="uno", adapter="croupier.games.uno:UnoAdapter"))
 
 
+def rules_could(state: dict[str, Any]) -> set[str]:
+    """The moves uno-rule-v1 may make (it draws at random among them): a forced draw; the
+    wild draw 4 naming the colour held most; else any legal card that is not a wild."""
+    legal = state["legal_actions"]
+    if "draw" in legal:
+        return {"draw"}
+    four = [m for m in legal if m.endswith("wild_draw_4")]
+    if four:
+        held = Counter(c[0] for c in state["hand"] if "wild" not in c)
+        return {m for m in four if held[m[0]] == max(held.values())} if held else set(four)
+    return {m for m in legal if "wild" not in m} or set(legal)
+
+
 def test_the_rules_clone_through_the_declaration_plays_as_the_rules() -> None:
     """The trainer's first version (`rules_anchor.distil`) fitted through the declared
-    features agrees with the rules on deals it never saw. uno-rule-v1 draws at random among
-    the legal coloured cards, so no clone reaches 1: BOUND set from the measured spread
-    below (see the constant)."""
-    import torch
-
+    features plays as the rules on deals it never saw: its greedy move is one the rules may
+    make, over the decisions where the rules rule some legal move out (uno-rule-v1 draws at
+    random among the rest, so agreement with its one draw says little: an untrained module
+    agreed 0.75-0.78 of all decisions, the clone 0.77-0.80). Measured here, 1,500 decisions
+    x 3 epochs, distil seeds 0/1/2: 0.825 / 0.849 / 0.841 (~165 decisions each; an
+    untrained module 0.21 / 0.09 / 0.49); 0.70 is ~4 binomial s.d. below the lowest."""
+    from croupier.bench.evaluate import policy_player
+    from croupier.games.base import rules_seeded
     from croupier.trainer.algo import training_defaults
-    from croupier.trainer.rules_anchor import RulesAnchor, clone_fit, distil, rules_decisions
+    from croupier.trainer.rules_anchor import RulesAnchor, distil
 
     spec, _ = training_defaults(CANDIDATES, None, {})
-    anchor = RulesAnchor(clone_decisions=CLONE_DECISIONS, clone_epochs=CLONE_EPOCHS)
+    anchor = RulesAnchor(clone_decisions=1500, clone_epochs=3)
     weights, report = distil(CANDIDATES, spec, anchor)
-    adapter = load_adapter(CANDIDATES)
-    module = spec.rl_module_spec(adapter.observation_space, adapter.action_space).build()
-    module.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
-    module.eval()
-    held_out = clone_fit(module, rules_decisions(CANDIDATES, 1500, seed=1, gamma=1.0))
-    assert report["decisions"] >= CLONE_DECISIONS
-    assert held_out["greedy_agreement"] > BOUND, held_out
-
-
-CLONE_DECISIONS, CLONE_EPOCHS, BOUND = 3000, 4, 0.0
+    assert report["decisions"] >= 1500
+    clone = policy_player(CANDIDATES, spec, weights, explore=False)
+    table, rules = load_simulator("uno"), load_adapter("uno").rules()
+    told = agreed = 0
+    with rules_seeded(99):
+        for hand in range(60):
+            table.reset(99_000 + hand)  # deals distil never played (its own seeded draws)
+            while not table.is_over():
+                state = table.state(table.current_player())
+                could = rules_could(state)
+                if len(could) < len(set(state["legal_actions"])):
+                    told += 1
+                    agreed += clone(state) in could
+                table.step(rules(state))
+    assert told > 100 and agreed / told > 0.70, (agreed, told)

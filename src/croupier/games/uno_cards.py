@@ -74,7 +74,7 @@ GAME = CardGame(
     ),
     kinds=KINDS,
     answers="target",
-    max_legal=104,  # every coloured card once, and a wild's four colours (`games/uno.py`)
+    max_legal=35,  # a colour's 25 cards, a trait's 6 others, a wild's 4 colours (padding)
     repeated_legal=True,
     spelling=SPELLING,
 )
