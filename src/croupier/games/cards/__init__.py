@@ -30,7 +30,8 @@ What JSON Schema cannot say stays a 422: a legal move's cards in the hand, the d
 across the counted zones and within one move.
 
 A game through the toolkit is `examples/limit_holdem/`, `examples/crazy_eights/`,
-`examples/president/`, `croupier.games.doudizhu_cards` (docs/your-game.md leads with it).
+`examples/president/`, `croupier.games.doudizhu_cards`, `croupier.games.uno_cards` (docs/
+your-game.md leads with it).
 
 The package: `deck.py` (the deck, kinds of moves), `zones.py` (each zone's checks, features
 and schema side by side), `game.py` (`CardGame`: the state's checks, features, head, candidates,
