@@ -339,3 +339,68 @@ def test_the_rules_clone_through_the_declaration_plays_as_the_rules() -> None:
                     agreed += clone(state) in could
                 table.step(rules(state))
     assert told > 100 and agreed / told > 0.70, (agreed, told)
+
+
+# --- what the toolkit gained for UNO, on a toy declaration ---------------------------------------
+
+
+def test_the_toolkit_features_uno_needed_work_for_any_game() -> None:
+    """A separator and aliases in the deck, a kind's own ranks and named choice, repeated
+    legal listings, a history's state in force: sizes, slots, checks, schema, refusals."""
+    import dataclasses
+    import re
+
+    from croupier.games.cards import CardGame, Deck, Hand, History, Kind, Seat
+
+    deck = Deck(ranks="789", suits="ab", sep="-", jokers=("J",), copies=2, aliases={"a-J": "J"})
+    kinds = (Kind("play", (1, 1), ranks=("7", "8")),
+             Kind("joker", (1, 1), ranks=("J",), choices=("a", "b")), Kind("pass"))  # fmt: skip
+    game = CardGame(name="toy", deck=deck, kinds=kinds, repeated_legal=True,
+                    zones=(Seat("seat"), Hand("hand", max_cards=9),
+                           History("moves", last=2, then=("x", "y"))))  # fmt: skip
+    assert deck.cards == ("7-a", "7-b", "8-a", "8-b", "9-a", "9-b", "J")
+    assert game.num_actions == 4 + 2 + 1 and game.choices == ("a", "b")
+    slots = {
+        game.slot(game.move(m, "m"))
+        for m in (
+            "play 7-a",
+            "play 7-b",
+            "play 8-a",
+            "play 8-b",
+            "joker:a J",
+            "joker:b a-J",
+            "pass",
+        )
+    }
+    assert slots == set(range(7))  # fmt: skip
+    for bad, why in (("play 9-a", "made of"), ("joker J", "names one of"),
+                     ("play:a 7-a", "names one of"), ("joker:c J", "names one of"),
+                     ("play b-7", "unknown card")):  # fmt: skip
+        with pytest.raises(InvalidState, match=why):
+            game.move(bad, "m")
+    pattern = re.compile(game.move_pattern())
+    assert pattern.match("joker:a a-J") and pattern.match("play 7-a")
+    assert not pattern.match("joker J") and not pattern.match("play a-7")
+    state = {"seat": 1, "hand": ["7-a", "7-a", "a-J"], "legal_actions": ["play 7-a"] * 2 +
+             ["joker:b J"], "moves": [[0, "joker:a J", "y"], [1, "pass", "x"]]}  # fmt: skip
+    assert jsonschema_rs.Draft202012Validator(game.state_schema()).is_valid(state)
+    p = game.parse(state)
+    obs = game.features(p)
+    move = game.move_size + 2  # seat round the table, kind, cards, choice | in force
+    assert move == 2 + 3 + 7 + 2 + 2 and obs.size == game.obs_size
+    newest, older = obs[-2 * move : -move], obs[-move:]
+    assert newest[:2].tolist() == [1, 0] and newest[-2:].tolist() == [1, 0]  # pass, facing x
+    assert older[:2].tolist() == [0, 1] and older[-4:].tolist() == [1, 0, 0, 1]  # J naming a
+    assert game.candidates(p)[:, -2:].tolist() == [[0, 0], [0, 0], [0, 1]]
+    with pytest.raises(InvalidState, match="more copies"):  # an alias is the card it names
+        game.parse({**state, "hand": ["J", "a-J", "J"]})
+    with pytest.raises(InvalidState, match="twice"):
+        dataclasses.replace(game, repeated_legal=False).parse(state)
+    for broken in (lambda: Deck(ranks="7", suits="ab", aliases={"a-7": "Q"}),
+                   lambda: Deck(ranks="7", suits="ab", aliases={"7a": "7b"}),
+                   lambda: CardGame(name="x", deck=deck, zones=(Hand("hand"),),
+                                    kinds=(Kind("play", (1, 1), ranks=("Q",)),)),
+                   lambda: CardGame(name="x", deck=deck, zones=(Hand("hand"),),
+                                    kinds=(Kind("play", (1, 1), choices=("a b",)),))):  # fmt: skip
+        with pytest.raises(ValueError):
+            broken()
