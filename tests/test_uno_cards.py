@@ -228,9 +228,10 @@ def test_what_the_schema_refuses_the_game_refuses() -> None:
 # --- served ---------------------------------------------------------------------------------------
 
 
-def test_a_round_is_served_to_the_uno_engine(inprocess) -> None:
-    """The engine's own UNO table against the toolkit's candidates: learned and the rules,
-    every answer legal, each hand ended (episodes kept); a state it could not send: a 422."""
+@pytest.mark.parametrize("game", [CANDIDATES, FIXED])
+def test_a_round_is_served_to_the_uno_engine(inprocess, game: str) -> None:
+    """The engine's own UNO table against the toolkit's heads: learned and the rules, every
+    answer legal, each hand ended (episodes kept); a state it could not send: a 422."""
     table = load_simulator("uno")
     seats = {"0": "learned", "1": "rules"}
 
@@ -251,7 +252,7 @@ def test_a_round_is_served_to_the_uno_engine(inprocess) -> None:
         )
         return answers, service.outbox.stats()["recorded"], bad.status_code
 
-    answers, recorded, bad = inprocess(body, game=CANDIDATES)
+    answers, recorded, bad = inprocess(body, game=game)
     assert {"learned", "rules"} <= set(answers) and recorded > 0
     assert bad == 422
 
