@@ -2,10 +2,10 @@
 in one process (the ratio is what holds on a shared, loaded box; absolute µs move with it).
 
 States come from the games' own simulators (the rules' move half the time, a random one the
-other half, as the tests collect them); each repeat times every variant over all of its
-states, the variants interleaved, so the box's load falls on each alike. Stages: checks
-(`parse`), state features, candidate features; the hand-made adapter's are its `parse`,
-`state_features`, `move_features`.
+other half, as the tests collect them); each repeat times every variant over all of them,
+the variants taking turns every `--chunk` states, in CPU time of the timing thread, so the
+box's load falls on each alike. Stages: checks (`parse`), state features, candidate
+features; the hand-made adapter's are its `parse`, `state_features`, `move_features`.
 
     python bench/tools/card_encode_speed.py --hands 120 --reps 5
     python bench/tools/card_encode_speed.py --games president,crazy-eights --hands 40
@@ -69,25 +69,40 @@ def stages_of(game: str) -> dict[str, tuple[Callable, Callable, Callable]]:
     return out
 
 
-def time_variant(stages: tuple[Callable, Callable, Callable], states: list[dict]) -> dict:
+def time_variant(stages: tuple[Callable, Callable, Callable], states: list[dict]) -> list[int]:
+    """CPU ns (this thread's: a loaded box's other work is not counted) of each stage over
+    `states`: parse them all, then the state features of all, then their candidates."""
     parse, features, candidates = stages
-    clock = time.perf_counter_ns
-    t = [0, 0, 0]
-    for state in states:
-        t0 = clock()
-        p = parse(state)
-        t1 = clock()
+    clock = time.thread_time_ns
+    t0 = clock()
+    parsed = [parse(s) for s in states]
+    t1 = clock()
+    for p in parsed:
         features(p)
-        t2 = clock()
+    t2 = clock()
+    for p in parsed:
         candidates(p)
-        t3 = clock()
-        t[0] += t1 - t0
-        t[1] += t2 - t1
-        t[2] += t3 - t2
-    n = len(states)
-    us = {k: v / n / 1e3 for k, v in zip(("parse", "features", "candidates"), t, strict=True)}
-    us["encode"] = sum(us.values())
-    return us
+    t3 = clock()
+    return [t1 - t0, t2 - t1, t3 - t2]
+
+
+def time_all(variants: dict[str, tuple], states: list[dict], chunk: int, rep: int) -> dict:
+    """µs a state by stage for each variant, the variants taking turns every `chunk` states
+    (the order flipped each turn), so a change in the box's load falls on each alike."""
+    ns = {v: [0, 0, 0] for v in variants}
+    names = list(variants)
+    for i, at in enumerate(range(0, len(states), chunk)):
+        part = states[at : at + chunk]
+        for v in names if (i + rep) % 2 == 0 else names[::-1]:
+            ns[v] = [a + b for a, b in zip(ns[v], time_variant(variants[v], part), strict=True)]
+    out = {}
+    for v, t in ns.items():
+        us = {k: x / len(states) / 1e3 for k, x in zip(STAGES, t, strict=True)}
+        out[v] = {**us, "encode": sum(us.values())}
+    return out
+
+
+STAGES = ("parse", "features", "candidates")
 
 
 def main() -> None:
@@ -95,6 +110,7 @@ def main() -> None:
     ap.add_argument("--games", default="doudizhu")
     ap.add_argument("--hands", type=int, default=120)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--chunk", type=int, default=100, help="states a variant's turn")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     import numpy as np
@@ -108,11 +124,11 @@ def main() -> None:
             time_variant(fns, states)
         runs: dict[str, list[dict]] = {v: [] for v in variants}
         for rep in range(args.reps):
-            order = list(variants) if rep % 2 == 0 else list(reversed(variants))
+            timed = time_all(variants, states, args.chunk, rep)
             line = {}
-            for v in order:
-                runs[v].append(time_variant(variants[v], states))
-                line[v] = round(runs[v][-1]["encode"], 1)
+            for v in variants:
+                runs[v].append(timed[v])
+                line[v] = round(timed[v]["encode"], 1)
             if "hand-made" in line:
                 line["ratio"] = round(line["declared"] / line["hand-made"], 2)
             print(json.dumps({"game": game, "rep": rep, **line}), flush=True)

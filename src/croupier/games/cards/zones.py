@@ -16,7 +16,7 @@ _PAIRS = {list, tuple}  # a [seat, move] entry: JSON gives lists, an in-process 
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 if TYPE_CHECKING:
-    from croupier.games.cards.game import CardGame
+    from croupier.games.cards.game import CardGame, CardSet
 
 # --- zones ----------------------------------------------------------------------------------------
 
@@ -98,14 +98,14 @@ class Pile(Zone):
     def schema(self, g: CardGame) -> dict[str, Any]:
         return g.cards_schema(self.max_cards, self.joined)
 
-    def read(self, x: Any, g: CardGame) -> tuple[np.ndarray, list[int]]:
+    def read(self, x: Any, g: CardGame) -> CardSet:
         return g.read_cards(x, self.max_cards, self.field, self.joined)
 
-    def default(self, g: CardGame) -> tuple[np.ndarray, list[int]]:
+    def default(self, g: CardGame) -> CardSet:
         return g.read_cards([], self.max_cards, self.field)
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
-        out[:] = g.set_features(value[0][None], self.max_cards)[0]
+        out[:] = g.set_row(value, self.max_cards)  # kept with the set: sets repeat
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class TopCard(Pile):
     def schema(self, g: CardGame) -> dict[str, Any]:
         return {"anyOf": [{"type": "null"}, g.card_schema()]}
 
-    def read(self, x: Any, g: CardGame) -> tuple[np.ndarray, list[int]]:
+    def read(self, x: Any, g: CardGame) -> CardSet:
         if x is not None and not isinstance(x, str):
             raise InvalidState(f"{self.field!r} must be a card or null, got {x!r}")
         return g.read_cards([] if x is None else [x], 1, self.field)
@@ -153,7 +153,7 @@ class SeatPiles(Zone):
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
         # (an index, not `np.roll`: ~4x cheaper for these few rows)
-        out[:] = (value[0][(np.arange(g.players) + seat) % g.players] / g.copies).reshape(-1)
+        out.reshape(g.players, -1)[:] = value[0][g.seats_from(seat)] / g.copies
 
 
 @dataclass(frozen=True)
@@ -180,8 +180,7 @@ class SeatNumbers(Zone):
         return np.full(g.players, self.low, np.float64)
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
-        rolled = value[(np.arange(g.players) + seat) % g.players]
-        out[:] = (rolled - self.low) / max(self.high - self.low, 1e-9)
+        out[:] = (value[g.seats_from(seat)] - self.low) / max(self.high - self.low, 1e-9)
 
 
 @dataclass(frozen=True)
@@ -309,9 +308,12 @@ class History(Zone):
         return []
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
-        n, k = g.players, len(g.kinds)
-        for i, (who, move) in enumerate(reversed(value[-self.last :] if self.last else [])):
-            o = i * g.move_size
-            out[o + (who - seat) % n] = 1.0
-            out[o + n + move.kind] = 1.0
-            out[o + n + k : o + g.move_size] = move.counts / g.copies
+        newest = value[: -self.last - 1 : -1] if self.last else []
+        if not newest:
+            return
+        # Each move's kind and cards are the first columns of its row (`CardGame.move_row`):
+        # one gather for the moves, one for the seats, not three writes a move.
+        n, k = g.players, len(newest)
+        slots = out.reshape(self.last, g.move_size)
+        slots[:k, n:] = np.stack([m.row for _, m in newest])[:, : g.move_size - n]
+        slots[range(k), [(who - seat) % n for who, _ in newest]] = 1.0
