@@ -16,6 +16,7 @@ Prints one JSON line per repeat and a summary (medians); `--out F.json` keeps th
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import random
@@ -111,15 +112,23 @@ def main() -> None:
     ap.add_argument("--hands", type=int, default=120)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--chunk", type=int, default=100, help="states a variant's turn")
+    ap.add_argument("--gc", choices=("server", "default"), default="server",
+                    help="the collector's settings: the server's (frozen, young 100,000)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     import numpy as np
 
     np.zeros(1)  # (imports out of the first timing)
-    summary: dict[str, Any] = {"machine": platform.node(), "python": platform.python_version()}
+    from croupier.api.app import GC_YOUNG_THRESHOLD
+    summary: dict[str, Any] = {"machine": platform.node(), "python": platform.python_version(),
+                               "gc": args.gc, "hands": args.hands, "chunk": args.chunk}
     for game in args.games.split(","):
         states = collect(game, args.hands)
         variants = stages_of(game)
+        if args.gc == "server":  # the collector as the server runs it (`api/app.py`)
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         for fns in variants.values():  # warm: caches, lazy tables
             time_variant(fns, states)
         runs: dict[str, list[dict]] = {v: [] for v in variants}

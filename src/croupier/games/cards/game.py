@@ -30,6 +30,11 @@ ANSWER_SIZE = 8
 # president's hand 52%, in 3,000-5,000 states of play), so a few thousand keep the repeats.
 MOVES_KEPT = 1 << 15
 SETS_KEPT = 1 << 12
+# A state's encode is ~60 numpy calls on arrays of a few dozen numbers: each call's overhead
+# is the cost. The ufuncs' reductions called directly skip `ndarray.sum`/`any`'s Python
+# wrappers; a list of arrays is joined by `np.array`/`np.concatenate`, not `np.stack` (3-10x
+# dearer for a few rows here: its dispatch and shape checks run in Python).
+_SUM, _ANY = np.add.reduce, np.logical_or.reduce
 
 
 class CardSet(NamedTuple):
@@ -152,9 +157,12 @@ class CardGame:
         put(self, "_no_hand", np.zeros(d.size, np.int64))
         put(self, "_seat_field", next((z.field for z in self.zones if isinstance(z, Seat)), None))
         put(self, "_counted", tuple(
-            (z.field, isinstance(z, SeatPiles))
-            for z in self.zones if isinstance(z, Pile | SeatPiles) and z.counted
+            z.field for z in self.zones if isinstance(z, Pile | SeatPiles) and z.counted
         ))  # fmt: skip
+        if d.suits:  # each rank's and each suit's copies (`set_features`' divisors)
+            plain = self._copies[: len(d.ranks) * len(d.suits)].reshape(len(d.ranks), -1)
+            put(self, "_rank_copies", plain.sum(1))
+            put(self, "_suit_copies", plain.sum(0))
         # Every kind with cards takes them from the hand (all but a bid-like kind): the
         # legal moves' hand check and what they leave need no per-kind mask.
         put(self, "_all_from_hand", all(k.from_hand or k.cards[1] == 0 for k in self.kinds))
@@ -282,7 +290,7 @@ class CardGame:
             counts = np.bincount(np.array(ids, np.int64), minlength=self.deck.size)
         else:
             counts, ids = read
-        if len(ids) and (counts > self._copies).any():
+        if len(ids) and _ANY(counts > self._copies):
             raise InvalidState(f"{what!r} holds more copies of a card than the deck has")
         counts.flags.writeable = False  # shared by every state holding this set
         cards = CardSet(counts, ids, {})
@@ -382,12 +390,8 @@ class CardGame:
                 values[z.field] = z.default(self)
         seat = values[self._seat_field] if self._seat_field is not None else 0
         if self._counted:
-            total = None
-            for field, per_seat in self._counted:
-                c = values[field][0]
-                c = c.sum(0) if per_seat else c
-                total = c if total is None else total + c
-            if (total > self._copies).any():
+            held = [values[field][0].reshape(-1) for field in self._counted]
+            if _ANY(_SUM(np.concatenate(held).reshape(-1, self.deck.size)) > self._copies):
                 raise InvalidState("the state's zones hold more copies of a card than the deck has")
         hand = values[self._hand_field][0] if self._hand_field is not None else self._no_hand
         legal = state.get(self.legal_field)
@@ -404,14 +408,15 @@ class CardGame:
             raise InvalidState(f"a move is listed twice in {self.legal_field!r}")
         # One array operation over every legal move, not one per move (doudizhu lists up to
         # hundreds): the rows are the candidates' too.
-        rows = np.stack([m.row for m in moves])
+        rows = np.concatenate([m.row for m in moves]).reshape(len(moves), self._row_width)
         counts = rows[:, self._row_counts].astype(np.int64)
-        beyond = (counts > hand).any(1)
-        if not self._all_from_hand:
-            beyond &= self._from_hand[[m.kind for m in moves]]
-        if beyond.any():
-            text = legal[int(np.argmax(beyond))]
-            raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
+        if _ANY(counts > hand, None):  # (rare: say which, or pass a kind not from the hand)
+            beyond = _ANY(counts > hand, 1)
+            if not self._all_from_hand:
+                beyond &= self._from_hand[[m.kind for m in moves]]
+            if beyond.any():
+                text = legal[int(np.argmax(beyond))]
+                raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
         return Parsed(values, seat, moves, hand, counts, rows)
 
     # --- features -----------------------------------------------------------------------------
@@ -432,14 +437,13 @@ class CardGame:
             ranks, suits = len(d.ranks), len(d.suits)
             plain = ranks * suits
             grid = counts[:, :plain].reshape(n, ranks, suits)
-            copies = self._copies[:plain].reshape(ranks, suits)
             o = d.size
-            out[:, o : o + ranks] = grid.sum(2) / copies.sum(1)
+            out[:, o : o + ranks] = _SUM(grid, 2) / self._rank_copies
             o += ranks
             out[:, o : o + len(d.jokers)] = out[:, plain : d.size]
             o += len(d.jokers)
-            out[:, o : o + suits] = grid.sum(1) / copies.sum(0)
-        out[:, -1] = counts.sum(1) / max(max_cards, 1)
+            out[:, o : o + suits] = _SUM(grid, 1) / self._suit_copies
+        out[:, -1] = _SUM(counts, 1) / max(max_cards, 1)
         return out
 
     def features(self, p: Parsed) -> np.ndarray:
@@ -485,7 +489,9 @@ class CardGame:
         else:
             left = hand - np.where(self._from_hand[[m.kind for m in p.legal]][:, None], counts, 0)
         self.set_features(left, self._hand_max, out[:, a : a + s])
-        out[:, a + s] = (left.sum(1) == 0) & (hand.sum() > 0)
+        # It empties the hand: nothing left (the size column is 0 exactly when it is), of a
+        # hand that held something.
+        out[:, a + s] = (out[:, a + s - 1] == 0) & bool(_ANY(hand))
         self.answer(p, out[:, a + s + 1 :])
         return out
 
@@ -496,7 +502,7 @@ class CardGame:
         value = p.values[self.answers]
         if not isinstance(self._zone(self.answers), History):
             return value[0], value[1]
-        beat = next((m for _, m in reversed(value[1 - self.players :]) if m.first >= 0), None)
+        beat = next((m for m in reversed(value.moves[1 - self.players :]) if m.first >= 0), None)
         if beat is None:
             return self._no_hand, ()
         return beat.counts, beat.cards

@@ -3,9 +3,9 @@ side by side (`croupier.games.cards`)."""
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from itertools import chain
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -13,10 +13,17 @@ from croupier.games.base import InvalidState
 from croupier.games.cards.deck import Move
 
 _PAIRS = {list, tuple}  # a [seat, move] entry: JSON gives lists, an in-process caller tuples
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 if TYPE_CHECKING:
     from croupier.games.cards.game import CardGame, CardSet
+
+
+class Trace(NamedTuple):
+    """A `History`'s moves, oldest first: who played each, and the move."""
+
+    seats: list[int]
+    moves: list[Move]
+
 
 # --- zones ----------------------------------------------------------------------------------------
 
@@ -146,7 +153,7 @@ class SeatPiles(Zone):
     def read(self, x: Any, g: CardGame) -> tuple[np.ndarray, list[int]]:
         piles = g.seat_list(x, self.field)
         counts = [g.read_cards(p, self.max_cards, self.field, self.joined)[0] for p in piles]
-        return np.stack(counts), []
+        return np.array(counts), []
 
     def default(self, g: CardGame) -> tuple[np.ndarray, list[int]]:
         return np.zeros((g.players, g.deck.size), np.int64), []
@@ -280,40 +287,40 @@ class History(Zone):
             "items": {"type": "array", "prefixItems": pair, "minItems": 2, "maxItems": 2},
         }
 
-    def read(self, x: Any, g: CardGame) -> list[tuple[int, Move]]:
+    def read(self, x: Any, g: CardGame) -> Trace:
         if type(x) is not list or len(x) > self.max_moves:
             raise InvalidState(f"{self.field!r} must be a list of at most {self.max_moves} moves")
-        # The common case in C loops (`map`, `set`): [seat, move] pairs, int seats in range,
-        # moves seen before (`CardGame.move`'s cache); ~4x cheaper than an entry at a time
-        # for doudizhu's traces of up to ~50 moves.
+        # The common case in C loops (`map`, `set`, `chain`): [seat, move] pairs, int seats
+        # in range, moves seen before (`CardGame.move`'s cache); ~4x cheaper than an entry at
+        # a time for doudizhu's traces of up to ~50 moves, and no tuple an entry.
         try:
             if set(map(type, x)) <= _PAIRS and set(map(len, x)) <= {2}:
-                seats = list(map(_FIRST, x))
-                moves = list(map(g.known_moves.get, map(_SECOND, x)))
+                flat = list(chain.from_iterable(x))
+                seats, moves = flat[0::2], list(map(g.known_moves.get, flat[1::2]))
                 ok = set(map(type, seats)) <= {int} and set(seats) <= set(range(g.players))
                 if ok and all(moves):  # (a Move is true, None false)
-                    return list(zip(seats, moves, strict=True))
+                    return Trace(seats, moves)
         except TypeError:  # an unhashable move: read entry by entry, which says why
             pass
-        out = []
+        out = Trace([], [])
         for entry in x:
             if type(entry) not in _PAIRS or len(entry) != 2:
                 raise InvalidState(f"each of {self.field!r} must be [seat, move], got {entry!r}")
-            out.append(
-                (g.int_in(entry[0], 0, g.players - 1, self.field), g.move(entry[1], self.field))
-            )
+            out.seats.append(g.int_in(entry[0], 0, g.players - 1, self.field))
+            out.moves.append(g.move(entry[1], self.field))
         return out
 
-    def default(self, g: CardGame) -> list[tuple[int, Move]]:
-        return []
+    def default(self, g: CardGame) -> Trace:
+        return Trace([], [])
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
-        newest = value[: -self.last - 1 : -1] if self.last else []
-        if not newest:
+        k = min(self.last, len(value.moves))
+        if not k:
             return
         # Each move's kind and cards are the first columns of its row (`CardGame.move_row`):
         # one gather for the moves, one for the seats, not three writes a move.
-        n, k = g.players, len(newest)
+        n = g.players
         slots = out.reshape(self.last, g.move_size)
-        slots[:k, n:] = np.stack([m.row for _, m in newest])[:, : g.move_size - n]
-        slots[range(k), [(who - seat) % n for who, _ in newest]] = 1.0
+        rows = np.concatenate([m.row for m in value.moves[: -k - 1 : -1]]).reshape(k, -1)
+        slots[:k, n:] = rows[:, : g.move_size - n]
+        slots[range(k), [(who - seat) % n for who in value.seats[: -k - 1 : -1]]] = 1.0
