@@ -401,7 +401,7 @@ class CardGame:
                     held.extend(cards.counts for cards in values[field])
                 else:
                     held.append(values[field].counts)
-            if _ANY(_SUM(np.concatenate(held).reshape(-1, self.deck.size)) > self._copies):
+            if _ANY(sum(held[1:], held[0]) > self._copies):  # (adds: ~2x cheaper than a sum)
                 raise InvalidState("the state's zones hold more copies of a card than the deck has")
         hand = values[self._hand_field][0] if self._hand_field is not None else self._no_hand
         legal = state.get(self.legal_field)

@@ -321,8 +321,8 @@ class History(Zone):
             return
         # Each move's kind and cards are the first columns of its row (`CardGame.move_row`):
         # one gather for the moves, one for the seats, not three writes a move.
-        n = g.players
-        slots = out.reshape(self.last, g.move_size)
+        n, size = g.players, g.move_size
         rows = np.concatenate([m.row for m in value.moves[: -k - 1 : -1]]).reshape(k, -1)
-        slots[:k, n:] = rows[:, : g.move_size - n]
-        slots[range(k), [(who - seat) % n for who in value.seats[: -k - 1 : -1]]] = 1.0
+        out.reshape(self.last, size)[:k, n:] = rows[:, : size - n]
+        newest = value.seats[: -k - 1 : -1]
+        out[[i * size + (who - seat) % n for i, who in enumerate(newest)]] = 1.0
