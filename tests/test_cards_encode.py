@@ -5,7 +5,9 @@ evicting; and every cache bounded."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import itertools
 import random
 from typing import Any
 
@@ -13,6 +15,8 @@ import numpy as np
 import pytest
 
 from croupier.games.cards import CardGame
+from croupier.games.cards import game as cards_game
+from croupier.games.cards.game import MOVES_KEPT, SETS_KEPT
 from croupier.games.registry import load_adapter, load_simulator
 from tests.helpers import cards_reference as ref
 from tests.test_cards import TOY, toy_state
@@ -79,3 +83,34 @@ def test_the_toy_game_every_zone_is_the_references() -> None:
     ]
     check_against_reference(TOY, states)
     check_against_reference(TOY, states)
+
+
+def test_the_caches_are_bounded_at_their_caps() -> None:
+    """A server runs for days: the moves and card sets kept stay within their caps however
+    many distinct ones arrive (president: any 1-4 cards is a well-formed play)."""
+    from examples.president.adapter import GAME as PRESIDENT
+
+    g = dataclasses.replace(PRESIDENT)  # its own, empty caches
+    cards = list(g.deck.cards)
+    plays = itertools.chain.from_iterable(itertools.combinations(cards, n) for n in (3, 4))
+    for play in itertools.islice(plays, MOVES_KEPT + 2_000):
+        g.move("play " + " ".join(play), "legal_actions")
+    kept = len(g.known_moves)  # (a count: a failing assert would print every move)
+    assert kept == MOVES_KEPT
+    rng = random.Random(5)
+    for _ in range(SETS_KEPT + 500):
+        g.read_cards(rng.sample(cards, 13), 13, "hand")
+    kept = len(g._sets)
+    assert kept == SETS_KEPT
+
+
+def test_the_encode_is_the_references_while_its_caches_evict(monkeypatch) -> None:
+    """Caps of a few entries: moves and card sets leave and come back, the features stay."""
+    monkeypatch.setattr(cards_game, "MOVES_KEPT", 6)
+    monkeypatch.setattr(cards_game, "SETS_KEPT", 3)
+    name = "croupier.games.doudizhu_cards:DoudizhuCardsCandidates"
+    g = dataclasses.replace(load_adapter(name).inner.game)
+    states = play_states(name, 2, seed=3)
+    check_against_reference(g, states)
+    kept = len(g.known_moves), len(g._sets)
+    assert kept[0] <= 6 and kept[1] <= 3

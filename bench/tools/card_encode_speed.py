@@ -112,16 +112,26 @@ def main() -> None:
     ap.add_argument("--hands", type=int, default=120)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--chunk", type=int, default=100, help="states a variant's turn")
-    ap.add_argument("--gc", choices=("server", "default"), default="server",
-                    help="the collector's settings: the server's (frozen, young 100,000)")
+    ap.add_argument(
+        "--gc",
+        choices=("server", "default"),
+        default="server",
+        help="the collector's settings: the server's (frozen, young 100,000)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     import numpy as np
 
     np.zeros(1)  # (imports out of the first timing)
     from croupier.api.app import GC_YOUNG_THRESHOLD
-    summary: dict[str, Any] = {"machine": platform.node(), "python": platform.python_version(),
-                               "gc": args.gc, "hands": args.hands, "chunk": args.chunk}
+
+    summary: dict[str, Any] = {
+        "machine": platform.node(),
+        "python": platform.python_version(),
+        "gc": args.gc,
+        "hands": args.hands,
+        "chunk": args.chunk,
+    }
     for game in args.games.split(","):
         states = collect(game, args.hands)
         variants = stages_of(game)
