@@ -40,7 +40,7 @@ schema), `adapters.py` (the two adapters).
 
 from croupier.games.cards.adapters import CardCandidatesAdapter, CardGameAdapter
 from croupier.games.cards.deck import Deck, Kind, Move, Spelling
-from croupier.games.cards.game import ANSWER_SIZE, CardGame, Parsed
+from croupier.games.cards.game import ANSWER_SIZE, CardGame, CardSet, Parsed
 from croupier.games.cards.zones import (
     Choice,
     Hand,
@@ -61,6 +61,7 @@ __all__ = [
     "CardCandidatesAdapter",
     "CardGame",
     "CardGameAdapter",
+    "CardSet",
     "Choice",
     "Deck",
     "Hand",

@@ -153,11 +153,17 @@ class Kind:
         return "none" if self.cards[1] == 0 else "card" if self.cards[1] == 1 else "rank-count"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Move:
+    """A move, read once (`CardGame.move` keeps it by its text) with what depends on it
+    alone, so a state's features gather these instead of computing them per state."""
+
     kind: int  # index into the game's kinds
     counts: np.ndarray  # int64[deck size]
     first: int  # the first card's index (-1: no card)
+    cards: tuple[int, ...]  # its cards' indices in the deck's order
+    slot: int  # the fixed head's slot
+    row: np.ndarray  # float32: its features and figures (`CardGame.move_row` says the layout)
     choice: int = -1  # index into the game's `choices` (-1: none)
 
 
