@@ -155,8 +155,9 @@ def bench_strength(
     adapter: Annotated[
         str | None,
         typer.Option(
-            help="doudizhu: the adapter served and trained, both sides, in place of the "
-            "hand-made one (e.g. croupier.games.doudizhu_cards:DoudizhuCardsCandidates)"
+            help="The adapter served and trained, both sides, in place of the game's own, "
+            "on the game's engine (e.g. croupier.games.doudizhu_cards:DoudizhuCardsCandidates, "
+            "croupier.games.uno_cards:UnoCardsCandidates)"
         ),
     ] = None,
     out: Path = Path("bench/results"),

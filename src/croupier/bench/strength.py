@@ -93,10 +93,10 @@ class StrengthRun:
     # A preset file (`croupier tune`'s) in place of the game's preset, for the external
     # trainer (`croupier train --preset`) and the anchor alike; `train` still overrides it.
     preset: str | None = None
-    # Doudizhu: the adapter served and trained, both sides (`package.module:Class`, e.g. the
-    # toolkit's `croupier.games.doudizhu_cards:DoudizhuCardsCandidates`); None: the hand-made
-    # `--game doudizhu`. The engine, the rules, the deals and the yardstick stay the same, so
-    # the two feature sets are compared like for like.
+    # The adapter served and trained, both sides (`package.module:Class`, e.g. the toolkit's
+    # `croupier.games.doudizhu_cards:DoudizhuCardsCandidates` or `croupier.games.uno_cards:
+    # UnoCardsCandidates`); None: the game's own. The engine, the rules, the deals and the
+    # yardstick stay the same, so the two feature sets are compared like for like.
     adapter: str | None = None
 
     @property
@@ -255,7 +255,7 @@ def run_anchor(run: StrengthRun) -> dict[str, Any]:
 def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     if run.game != "doudizhu":
         if run.adapter:
-            raise ValueError("--adapter: doudizhu only (another game is its --game)")
+            same_table(run)
         return bench_strength_simulated(run, out_dir)
     if run.learn not in SIDES:
         raise ValueError(f"learn must be one of {sorted(SIDES)}")
@@ -302,6 +302,16 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     label = "" if run.adapter is None else "-" + run.adapter.rpartition(":")[2]
     path = out_dir / f"strength-{run.game}{label}-{run.learn}-{stamp}.json"
     return save_report(report, path, plot)
+
+
+def same_table(run: StrengthRun) -> None:
+    """ValueError unless `run.adapter` is the game's (its name) and plays on its table."""
+    from croupier.games.registry import load_adapter, load_simulator
+
+    game, served = load_adapter(run.game), load_adapter(run.served)
+    table, its = type(load_simulator(run.game)), type(load_simulator(run.served))
+    if served.name != game.name or its is not table:
+        raise ValueError(f"--adapter {run.adapter}: an adapter of {game.name!r} on its table")
 
 
 def run_preset(run: StrengthRun) -> Any:
@@ -353,7 +363,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     from croupier.games.registry import load_simulator
     from croupier.policies.learned import read_weights_dir
 
-    name = load_simulator(run.game).name  # ValueError (a clear CLI error) without one
+    name = load_simulator(run.served).name  # ValueError (a clear CLI error) without one
     if not run.external:  # its anchor trains the algorithm the external run's version names
         raise ValueError("--no-external: doudizhu only")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -364,13 +374,13 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     preset = run_preset(run)  # a bad file fails before any run
     train_args = train_flags(run.train) + anchor_flags(run) + preset_flags(run)
     print(f"the rules' own record ({run.final_games} hands)...", flush=True)
-    record = rules_record(run.game, run.final_games, seed=1)  # the deals `_scored` plays
+    record = rules_record(run.served, run.final_games, seed=1)  # the deals `_scored` plays
     print(f"external path: {run.minutes:g} min, learned seat vs the rules...", flush=True)
     snapshots = Snapshots(run_dir / "weights", run_dir / "snapshots", run.eval_every_s)
     with snapshots:
         external = run_demo(
             ExternalRun(
-                game=run.game,
+                game=run.served,
                 minutes=run.minutes,
                 run_dir=run_dir,
                 tables=run.tables,
@@ -387,7 +397,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         )
     version, spec, weights = read_weights_dir(run_dir / "weights")
     print(f"scoring {len(snapshots.taken)} snapshots...", flush=True)
-    curve = score_snapshots(run.game, snapshots.taken, snapshots.folder, run.eval_games)
+    curve = score_snapshots(run.served, snapshots.taken, snapshots.folder, run.eval_games)
     report: dict[str, Any] = {
         # `learn` names a doudizhu side: not a setting of these games' runs
         "run": {k: v for k, v in asdict(run).items() if k != "learn"},
@@ -398,7 +408,8 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         "rules_record_detail": record,
         "external": {
             "setting": f"learned seat vs {name}'s rules (external path, version {version}"
-            + (", from the rules' clone)" if run.rules_anchor else ")"),
+            + (", from the rules' clone" if run.rules_anchor else "")
+            + (f"; {run.adapter})" if run.adapter else ")"),
             "curve": curve,
             "clone": _clone_report(run_dir / "trainer"),
             "training_curve": external["curve"],  # raw payoff of the hands played training
@@ -406,13 +417,13 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
                 evaluation_spans(curve, curve[-1]["seconds"] if curve else 0.0), record["mean"]
             ),
             "env_steps": int((external["trainer_last"] or {}).get("env_steps", 0)),
-            "final": _scored(run.game, spec, weights, run.final_games),
+            "final": _scored(run.served, spec, weights, run.final_games),
         },
     }
     if run.anchor:
         print(f"anchor (RLlib in-process on the simulator): {run.minutes:g} min...", flush=True)
         anchor = run_rllib_anchor(
-            run.game, spec.algo, run.minutes, run.ray_cpus, run.train,
+            run.served, spec.algo, run.minutes, run.ray_cpus, run.train,
             rules_anchor=RulesAnchor(enabled=run.rules_anchor),
             eval_every_s=run.eval_every_s, eval_hands=run.eval_games, preset=preset,
         )  # fmt: skip
@@ -424,10 +435,11 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
             "curve": anchor["curve"],
             "minutes_below": minutes_below(spans, record["mean"]),
             "env_steps": anchor["env_steps"],
-            "final": _scored(run.game, anchor["spec"], anchor["weights"], run.final_games),
+            "final": _scored(run.served, anchor["spec"], anchor["weights"], run.final_games),
         }
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
-    path = out_dir / f"strength-{safe}-{stamp}.json"
+    label = "" if run.adapter is None else "-" + run.adapter.rpartition(":")[2]
+    path = out_dir / f"strength-{safe}{label}-{stamp}.json"
     return save_report(report, path, plot_simulated)
 
 

@@ -30,7 +30,8 @@ What JSON Schema cannot say stays a 422: a legal move's cards in the hand, the d
 across the counted zones and within one move.
 
 A game through the toolkit is `examples/limit_holdem/`, `examples/crazy_eights/`,
-`examples/president/`, `croupier.games.doudizhu_cards` (docs/your-game.md leads with it).
+`examples/president/`, `croupier.games.doudizhu_cards`, `croupier.games.uno_cards` (docs/
+your-game.md leads with it).
 
 The package: `deck.py` (the deck, kinds of moves), `zones.py` (each zone's checks, features
 and schema side by side), `game.py` (`CardGame`: the state's checks, features, head, candidates,
@@ -39,7 +40,7 @@ schema), `adapters.py` (the two adapters).
 
 from croupier.games.cards.adapters import CardCandidatesAdapter, CardGameAdapter
 from croupier.games.cards.deck import Deck, Kind, Move, Spelling
-from croupier.games.cards.game import ANSWER_SIZE, CardGame, Parsed
+from croupier.games.cards.game import ANSWER_SIZE, CardGame, CardSet, Parsed
 from croupier.games.cards.zones import (
     Choice,
     Hand,
@@ -60,6 +61,7 @@ __all__ = [
     "CardCandidatesAdapter",
     "CardGame",
     "CardGameAdapter",
+    "CardSet",
     "Choice",
     "Deck",
     "Hand",

@@ -7,10 +7,12 @@ reach into the others' private state, and a schema could drift from the checks i
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -22,17 +24,49 @@ from croupier.games.cards.zones import Hand, History, Pile, RoleSeat, Seat, Seat
 
 # Per-candidate features of how a move answers the `answers` zone (see `CardGame.answer`).
 ANSWER_SIZE = 8
+# The caches' bounds (a server runs for days): moves read, oldest out first. Doudizhu's
+# 27,472 moves all fit (~0.9 KB each with their rows); card sets: a state's hands and piles
+# repeat from one state to the next (doudizhu's played cards 83% of the time, its hand 43%,
+# president's hand 52%, in 3,000-5,000 states of play), so a few thousand keep the repeats.
+MOVES_KEPT = 1 << 15
+SETS_KEPT = 1 << 12
+# A state's encode is ~60 numpy calls on arrays of a few dozen numbers: each call's overhead
+# is the cost. The ufuncs' reductions called directly skip `ndarray.sum`/`any`'s Python
+# wrappers; a list of arrays is joined by `np.array`/`np.concatenate`, not `np.stack` (3-10x
+# dearer for a few rows here: its dispatch and shape checks run in Python).
+_SUM, _ANY = np.add.reduce, np.logical_or.reduce
+_LEADS = np.eye(1, ANSWER_SIZE, dtype=np.float32)  # the answer features of a lead
+_ANSWER_COLUMNS = [0, 1, 2, 3, 4, 5, 7]  # `answer`'s comparisons, in its order
 
 
-@dataclass(frozen=True)
-class Parsed:
-    """A state, checked: each zone's value by field, the seat, the legal moves."""
+class CardSet(NamedTuple):
+    """A set of cards read from a state: counts per card, indices as listed (a `joined`
+    string's: `bytes`), and its features by `max_cards`, filled as asked
+    (`CardGame.set_row`)."""
+
+    counts: np.ndarray  # int64[deck size], read only: shared by every state that holds it
+    ids: list[int] | bytes
+    rows: dict[int, np.ndarray]
+
+
+def _keep(cache: OrderedDict, key: Any, value: Any, most: int) -> None:
+    """Put `value` in a bounded cache, its oldest entry out when full."""
+    if len(cache) >= most:
+        with contextlib.suppress(KeyError):  # (emptied by another thread meanwhile)
+            cache.popitem(last=False)
+    cache[key] = value
+
+
+class Parsed(NamedTuple):
+    """A state, checked: each zone's value by field, the seat, the legal moves. (A named
+    tuple: built on every state, ~5x cheaper than a frozen dataclass.)"""
 
     values: dict[str, Any]
     seat: int
     legal: list[Move]
     hand: np.ndarray
     counts: np.ndarray  # int64[len(legal), deck size]: the legal moves' cards, stacked once
+    rows: np.ndarray  # float32[len(legal), move row]: the legal moves' rows (`move_row`)
 
 
 @dataclass(frozen=True)
@@ -44,7 +78,8 @@ class CardGame:
     the most legal moves a state may list; `spelling`: the game's own spelling of a move,
     where the engine keeps its JSON (else `"<kind>[ <card>...]"`); `partners`: fixed teams
     of seats that share one result (bridge: `((0, 2), (1, 3))`; a side drawn per deal is a
-    `RoleSeat(alone=True)`)."""
+    `RoleSeat(alone=True)`); `repeated_legal`: the engine lists a move once per way to make
+    it (RLCard's UNO: a card once per copy held), each listing the same move."""
 
     name: str
     deck: Deck
@@ -56,6 +91,7 @@ class CardGame:
     max_legal: int = 64
     spelling: Spelling | None = None
     partners: tuple[tuple[int, ...], ...] = ()
+    repeated_legal: bool = False
     legal_field: ClassVar[str] = "legal_actions"
 
     def __post_init__(self) -> None:
@@ -83,7 +119,7 @@ class CardGame:
         if self.answers is not None and not isinstance(self._zone(self.answers), Pile | History):
             raise ValueError(f"answers={self.answers!r} must name a Pile, Hand, TopCard or History")
         joined = [z for z in self.zones if getattr(z, "joined", False)]
-        if joined and any(len(c) != 1 for c in self.deck.cards):
+        if joined and (any(len(c) != 1 for c in self.deck.cards) or self.deck.aliases):
             raise ValueError("cards written as one string (joined) need one-character names")
         alone = [z for z in self.zones if isinstance(z, RoleSeat) and z.alone]
         seats = sorted(s for team in self.partners for s in team)
@@ -96,8 +132,85 @@ class CardGame:
         object.__setattr__(self, "_copies", np.array(self.deck.card_copies, np.int64))
         offsets = np.cumsum([0] + [k.slots(self.deck) for k in self.kinds])
         object.__setattr__(self, "_offsets", offsets)
-        object.__setattr__(self, "_moves", {})
+        object.__setattr__(self, "_moves", OrderedDict())
+        object.__setattr__(self, "_sets", OrderedDict())
         object.__setattr__(self, "_from_hand", np.array([k.from_hand for k in self.kinds]))
+        # Per kind: each card's and each rank's place among the kind's own (-1: not its own).
+        places = []
+        for k in self.kinds:
+            card_at = np.full(self.deck.size, -1, np.int64)
+            card_at[k.rank_cards(self.deck)] = np.arange(len(k.rank_cards(self.deck)))
+            rank_at = np.full(self.deck.num_ranks, -1, np.int64)
+            rank_at[k.rank_ids(self.deck)] = np.arange(len(k.rank_ids(self.deck)))
+            places.append((card_at, rank_at))
+        object.__setattr__(self, "_places", places)
+        choices = tuple(dict.fromkeys(c for k in self.kinds for c in k.choices))
+        if any(not re.fullmatch(r"[A-Za-z0-9_.\-]+", c) for c in choices):
+            raise ValueError("choices: names of letters, digits, _ . -")
+        object.__setattr__(self, "choices", choices)
+        self._tabulate()
+
+    def _tabulate(self) -> None:
+        """What every state's encode reads, computed once from the declaration: the sizes,
+        each zone's place in the observation, each card's rank and suit as Python ints, a
+        byte table reading a `joined` string in one C call, each seat's view of the table
+        round from it, and the layout of a move's row (`move_row`)."""
+        d, put = self.deck, object.__setattr__
+        ranks = d.num_ranks if d.suits else 0
+        set_size = d.size + ranks + len(d.suits) + 1
+        put(self, "_set_size", set_size)
+        put(self, "_move_size", self.players + len(self.kinds) + d.size + len(self.choices))
+        layout, o = [], 0
+        for z in self.zones:
+            n = z.size(self)
+            if n:
+                layout.append((z, o, o + n))
+            o += n
+        put(self, "_layout", tuple(layout))
+        put(self, "_obs_size", o)
+        hands = [z for z in self.zones if type(z) is Hand]
+        put(self, "_hand_field", hands[0].field if hands else None)
+        put(self, "_hand_max", hands[0].max_cards if hands else 1)
+        put(self, "_no_hand", np.zeros(d.size, np.int64))
+        put(self, "_seat_field", next((z.field for z in self.zones if isinstance(z, Seat)), None))
+        put(self, "_counted", tuple(
+            (z.field, isinstance(z, SeatPiles))
+            for z in self.zones if isinstance(z, Pile | SeatPiles) and z.counted
+        ))  # fmt: skip
+        if d.suits:  # each rank's and each suit's copies (`set_features`' divisors)
+            plain = self._copies[: len(d.ranks) * len(d.suits)].reshape(len(d.ranks), -1)
+            put(self, "_rank_copies", plain.sum(1))
+            put(self, "_suit_copies", plain.sum(0))
+        # Every kind with cards takes them from the hand (all but a bid-like kind): the
+        # legal moves' hand check and what they leave need no per-kind mask.
+        put(self, "_answers_history", self.answers is not None
+            and isinstance(self._zone(self.answers), History))  # fmt: skip
+        put(self, "_all_from_hand", all(k.from_hand or k.cards[1] == 0 for k in self.kinds))
+        _, rank, _, by_suit = self._tables
+        put(self, "_rank_of", rank.tolist())
+        suit = [int(np.argmax(r)) if r.any() else -1 for r in by_suit]
+        put(self, "_suit_of", suit)
+        n = self.players
+        put(self, "_rolls", tuple(tuple((s + r) % n for r in range(n)) for s in range(n)))
+        table = bytearray([255]) * 256
+        for i, c in enumerate(d.cards):
+            if len(c) == 1 and ord(c) < 128:
+                table[ord(c)] = i
+        put(self, "_byte_index", bytes(table))
+        # A move's row: kind one-hot | its cards' set features (the candidate's first
+        # columns; the history's are the kind and the first deck-size of them) | its cards
+        # counted | its highest rank (-1: none) | its size | its highest rank per suit (-1:
+        # none) | whether it holds each rank. The answer features are comparisons of these.
+        k, s = len(self.kinds), len(d.suits)
+        cand = k + set_size
+        put(self, "_row_cand", cand)
+        put(self, "_row_history", k + d.size)
+        put(self, "_row_counts", slice(cand, cand + d.size))
+        put(self, "_row_top", cand + d.size)
+        put(self, "_row_size", cand + d.size + 1)
+        put(self, "_row_suit_top", cand + d.size + 2)
+        put(self, "_row_rank", cand + d.size + 2 + s)
+        put(self, "_row_width", cand + d.size + 2 + s + d.num_ranks)
 
     def _zone(self, name: str) -> Zone:
         zone = next((z for z in self.zones if z.field == name), None)
@@ -116,17 +229,17 @@ class CardGame:
     def set_size(self) -> int:
         """A set of cards' features: per card, per rank (a suitless deck's cards are its
         ranks: none), per suit, its size."""
-        ranks = self.deck.num_ranks if self.deck.suits else 0
-        return self.deck.size + ranks + len(self.deck.suits) + 1
+        return self._set_size
 
     @property
     def move_size(self) -> int:
-        """One move in the history: seat round the table, kind, cards."""
-        return self.players + len(self.kinds) + self.deck.size
+        """One move in the history: seat round the table, kind, cards, choice (if any kind
+        names one)."""
+        return self._move_size
 
     @property
     def obs_size(self) -> int:
-        return sum(z.size(self) for z in self.zones)
+        return self._obs_size
 
     @property
     def num_actions(self) -> int:
@@ -136,13 +249,16 @@ class CardGame:
     @property
     def candidate_size(self) -> int:
         """kind | the move's cards | what it leaves in the hand, and whether it empties it |
-        how it answers `answers`."""
-        return len(self.kinds) + 2 * self.set_size + 1 + ANSWER_SIZE
+        how it answers `answers` | its choice (if any kind names one)."""
+        return len(self.kinds) + 2 * self.set_size + 1 + ANSWER_SIZE + len(self.choices)
 
     @property
     def hand_max(self) -> int:
-        hands = [z for z in self.zones if type(z) is Hand]
-        return hands[0].max_cards if hands else 1
+        return self._hand_max
+
+    def seats_from(self, seat: int) -> tuple[int, ...]:
+        """The seats round the table from `seat` (itself first), for per-seat zones."""
+        return self._rolls[seat]
 
     # --- reading JSON ---------------------------------------------------------------------------
 
@@ -164,26 +280,64 @@ class CardGame:
         return x
 
     def read_cards(
-        self, x: Any, max_cards: int, what: str, joined: bool = False
-    ) -> tuple[np.ndarray, list[int]]:
-        """(counts per card, card indices in order) of a JSON list of cards, or with `joined`
-        of a string of one-character cards ("33345")."""
+        self, x: Any, max_cards: int, what: str, joined: bool = False, keep: bool = True
+    ) -> CardSet:
+        """(counts per card, card indices in order, features) of a JSON list of cards, or
+        with `joined` of a string of one-character cards ("33345"). Kept by its text
+        (`keep`; bounded, `SETS_KEPT`): a state's hands and piles repeat from one state to
+        the next."""
         if joined:
             if not isinstance(x, str) or len(x) > max_cards:
                 raise InvalidState(f"{what!r} must be a string of at most {max_cards} cards")
-            x = list(x)
-        elif type(x) is not list or len(x) > max_cards:
-            raise InvalidState(f"{what!r} must be a list of at most {max_cards} cards")
-        index = self._tables[0]
+            key: Any = x
+        else:
+            if type(x) is not list or len(x) > max_cards:
+                raise InvalidState(f"{what!r} must be a list of at most {max_cards} cards")
+            key = tuple(x)
         try:
-            ids = [index[c] for c in x]
-        except (KeyError, TypeError):
-            bad = next(c for c in x if not isinstance(c, str) or c not in index)
-            raise InvalidState(f"{what!r} holds an unknown card {bad!r}") from None
-        counts = np.bincount(np.array(ids, np.int64), minlength=self.deck.size)
-        if len(ids) and (counts > self._copies).any():
+            hit = self._sets.get(key)
+        except TypeError:  # an unhashable entry: read below, which says why
+            hit, keep = None, False
+        if hit is not None:
+            return hit
+        read = self._read_joined(x) if joined else None
+        if read is None:  # a list, or a string the byte table cannot read: card by card
+            index = self._tables[0]
+            try:
+                ids: list[int] | bytes = [index[c] for c in x]
+            except (KeyError, TypeError):
+                bad = next(c for c in x if not isinstance(c, str) or c not in index)
+                raise InvalidState(f"{what!r} holds an unknown card {bad!r}") from None
+            counts = np.bincount(np.array(ids, np.int64), minlength=self.deck.size)
+        else:
+            counts, ids = read
+        if len(ids) and _ANY(counts > self._copies):
             raise InvalidState(f"{what!r} holds more copies of a card than the deck has")
-        return counts, ids
+        counts.flags.writeable = False  # shared by every state holding this set
+        cards = CardSet(counts, ids, {})
+        if keep:
+            _keep(self._sets, key, cards, SETS_KEPT)
+        return cards
+
+    def _read_joined(self, x: str) -> tuple[np.ndarray, bytes] | None:
+        """A `joined` string's (counts, card indices) in three C calls (translate, count),
+        not a dict lookup per character (~3 against ~6 us a 20-card hand); None when a
+        character is not a card (the caller's per-card read names it)."""
+        try:
+            ids = x.encode("ascii").translate(self._byte_index)
+        except UnicodeEncodeError:
+            return None
+        counts = np.bincount(np.frombuffer(ids, np.uint8), minlength=self.deck.size)
+        return None if len(counts) > self.deck.size else (counts, ids)
+
+    def set_row(self, cards: CardSet, max_cards: int) -> np.ndarray:
+        """float32[set_size]: `set_features` of one set, kept with the set (read only)."""
+        row = cards.rows.get(max_cards)
+        if row is None:
+            row = self.set_features(cards.counts[None], max_cards)[0]
+            row.flags.writeable = False
+            cards.rows[max_cards] = row
+        return row
 
     @property
     def known_moves(self) -> dict[str, Move]:
@@ -192,7 +346,7 @@ class CardGame:
 
     def move(self, x: Any, what: str) -> Move:
         """A move spelled `"<kind>[ <card>...]"` (or as the game's `spelling` reads it),
-        checked (cached: moves repeat)."""
+        checked (kept by its text, with its row: moves repeat; bounded, `MOVES_KEPT`)."""
         cached = self._moves.get(x) if isinstance(x, str) else None
         if cached is not None:
             return cached
@@ -204,22 +358,50 @@ class CardGame:
                 text = self.spelling.read(x)
             except (KeyError, ValueError, IndexError):  # a table lookup or a parse that failed
                 raise InvalidState(f"{what!r}: {x!r} is not a move of {self.name}") from None
-        name, *cards = text.split(" ")
+        head, *cards = text.split(" ")
+        name, colon, choice = head.partition(":")
         kinds = [k.name for k in self.kinds]
         if name not in kinds:
             raise InvalidState(f"{what!r}: unknown kind of move in {x!r} (one of {kinds})")
         kind = self.kinds[kinds.index(name)]
         lo, hi = kind.cards
-        if not lo <= len(cards) <= hi or text != " ".join([name, *cards]):
+        if not lo <= len(cards) <= hi or text != " ".join([head, *cards]):
             raise InvalidState(
                 f"{what!r}: {name!r} takes {lo}..{hi} cards, one space before each: got {text!r}"
             )
-        counts, ids = self.read_cards(cards, hi, what)
-        move = Move(kinds.index(name), counts, ids[0] if ids else -1)
-        if len(self._moves) > 100_000:  # bounded: only valid moves are kept
-            self._moves.clear()
-        self._moves[x] = move
+        if (choice in kind.choices) != bool(kind.choices) or bool(colon) != bool(kind.choices):
+            raise InvalidState(f"{what!r}: {name!r} names one of {list(kind.choices)}: {text!r}")
+        counts, ids, _ = self.read_cards(cards, hi, what, keep=False)
+        k = kinds.index(name)
+        if kind.ranks and (self._places[k][0][list(ids)] < 0).any():
+            raise InvalidState(f"{what!r}: {name!r} is made of {list(kind.ranks)}: {text!r}")
+        first = ids[0] if ids else -1
+        named = self.choices.index(choice) if colon else -1
+        move = Move(k, counts, first, tuple(sorted(ids)), self._slot_of(k, counts, first, named),
+                    self.move_row(k, counts), named)  # fmt: skip
+        _keep(self._moves, x, move, MOVES_KEPT)  # only valid moves are kept
         return move
+
+    def move_row(self, kind: int, counts: np.ndarray) -> np.ndarray:
+        """float32[_row_width]: what a move's features take from the move alone (the layout:
+        `_tabulate`), computed once per move, gathered per state."""
+        row = np.full(self._row_width, -1.0, np.float32)
+        row[: len(self.kinds)] = 0.0
+        row[kind] = 1.0
+        row[len(self.kinds) : self._row_cand] = self.set_features(counts[None], self.hand_max)[0]
+        row[self._row_counts] = counts
+        held = np.flatnonzero(counts).tolist()
+        rank, suit = self._rank_of, self._suit_of
+        row[self._row_top] = max((rank[i] for i in held), default=-1)
+        row[self._row_size] = counts.sum()
+        for i in held:
+            if suit[i] >= 0:
+                at = self._row_suit_top + suit[i]
+                row[at] = max(row[at], rank[i])
+        row[self._row_rank : self._row_width] = 0.0
+        row[[self._row_rank + rank[i] for i in held]] = 1.0
+        row.flags.writeable = False
+        return row
 
     def parse(self, state: Any) -> Parsed:
         """Every zone and the legal moves of a state, checked (raises InvalidState)."""
@@ -233,152 +415,187 @@ class CardGame:
                 raise InvalidState(f"the state has no {z.field!r}")
             else:
                 values[z.field] = z.default(self)
-        seat = next((values[z.field] for z in self.zones if isinstance(z, Seat)), 0)
-        counted = [
-            values[z.field][0] for z in self.zones if isinstance(z, Pile | SeatPiles) and z.counted
-        ]
-        if (
-            counted
-            and (sum(c.reshape(-1, self.deck.size).sum(0) for c in counted) > self._copies).any()
-        ):
-            raise InvalidState("the state's zones hold more copies of a card than the deck has")
-        hand = next((values[z.field][0] for z in self.zones if type(z) is Hand), None)
-        hand = np.zeros(self.deck.size, np.int64) if hand is None else hand
+        seat = values[self._seat_field] if self._seat_field is not None else 0
+        if self._counted:
+            held = []
+            for field, per_seat in self._counted:
+                if per_seat:
+                    held.extend(cards.counts for cards in values[field])
+                else:
+                    held.append(values[field].counts)
+            if _ANY(sum(held[1:], held[0]) > self._copies):  # (adds: ~2x cheaper than a sum)
+                raise InvalidState("the state's zones hold more copies of a card than the deck has")
+        hand = values[self._hand_field][0] if self._hand_field is not None else self._no_hand
         legal = state.get(self.legal_field)
         if type(legal) is not list or not 0 < len(legal) <= self.max_legal:
             raise InvalidState(f"{self.legal_field!r} must list 1..{self.max_legal} moves")
-        moves = [self.move(m, self.legal_field) for m in legal]
-        if len(set(legal)) != len(legal):
+        # Moves seen before in one C loop (`map`); a new or bad one read one by one.
+        try:
+            moves = list(map(self._moves.get, legal))
+        except TypeError:  # an unhashable entry
+            moves = [None]
+        if not all(moves):  # (a Move is true, None false)
+            moves = [self.move(m, self.legal_field) for m in legal]
+        if len(set(legal)) != len(legal) and not self.repeated_legal:
             raise InvalidState(f"a move is listed twice in {self.legal_field!r}")
         # One array operation over every legal move, not one per move (doudizhu lists up to
-        # hundreds): the stack is the candidates' too.
-        counts = np.stack([m.counts for m in moves])
-        beyond = (counts > hand).any(1) & self._from_hand[[m.kind for m in moves]]
-        if beyond.any():
-            text = legal[int(np.argmax(beyond))]
-            raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
-        return Parsed(values, seat, moves, hand, counts)
+        # hundreds): the rows are the candidates' too.
+        rows = np.concatenate([m.row for m in moves]).reshape(len(moves), self._row_width)
+        counts = rows[:, self._row_counts].astype(np.int64)
+        if _ANY(counts > hand, None):  # (rare: say which, or pass a kind not from the hand)
+            beyond = _ANY(counts > hand, 1)
+            if not self._all_from_hand:
+                beyond &= self._from_hand[[m.kind for m in moves]]
+            if beyond.any():
+                text = legal[int(np.argmax(beyond))]
+                raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
+        return Parsed(values, seat, moves, hand, counts, rows)
 
     # --- features -----------------------------------------------------------------------------
 
-    def set_features(self, counts: np.ndarray, max_cards: int) -> np.ndarray:
+    def set_features(
+        self, counts: np.ndarray, max_cards: int, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """float32[n, set_size] of int[n, deck] counts: per card / its copies, per rank and
-        per suit / the deck's, the size / `max_cards`. Sums over the deck's rank-major layout,
-        not a matrix product: a BLAS call for these tiny shapes cost ~0.3 ms a state on the
-        loaded 2-core box, the sums ~10x less."""
+        per suit / the deck's, the size / `max_cards` (into `out` if given). Sums over the
+        deck's rank-major layout, not a matrix product: a BLAS call for these tiny shapes
+        cost ~0.3 ms a state on the loaded 2-core box, the sums ~10x less."""
         d = self.deck
         n = len(counts)
-        out = np.empty((n, self.set_size), np.float32)
+        if out is None:
+            out = np.empty((n, self._set_size), np.float32)
         out[:, : d.size] = counts / self._copies
         if d.suits:  # (suitless: a card is its rank, already counted)
             ranks, suits = len(d.ranks), len(d.suits)
             plain = ranks * suits
             grid = counts[:, :plain].reshape(n, ranks, suits)
-            copies = self._copies[:plain].reshape(ranks, suits)
             o = d.size
-            out[:, o : o + ranks] = grid.sum(2) / copies.sum(1)
+            out[:, o : o + ranks] = _SUM(grid, 2) / self._rank_copies
             o += ranks
             out[:, o : o + len(d.jokers)] = out[:, plain : d.size]
             o += len(d.jokers)
-            out[:, o : o + suits] = grid.sum(1) / copies.sum(0)
-        out[:, -1] = counts.sum(1) / max(max_cards, 1)
+            out[:, o : o + suits] = _SUM(grid, 1) / self._suit_copies
+        out[:, -1] = _SUM(counts, 1) / max(max_cards, 1)
         return out
 
     def features(self, p: Parsed) -> np.ndarray:
-        obs = np.zeros(self.obs_size, np.float32)
-        o = 0
-        for z in self.zones:
-            n = z.size(self)
-            z.encode(p.values[z.field], self, p.seat, obs[o : o + n])
-            o += n
+        obs = np.zeros(self._obs_size, np.float32)
+        values, seat = p.values, p.seat
+        for z, lo, hi in self._layout:
+            z.encode(values[z.field], self, seat, obs[lo:hi])
         return obs
+
+    def _slot_of(self, kind_index: int, counts: np.ndarray, first: int, named: int = -1) -> int:
+        kind = self.kinds[kind_index]
+        offset = int(self._offsets[kind_index])
+        head = kind.head_kind
+        card_at, rank_at = self._places[kind_index]
+        choices = max(len(kind.choices), 1)
+        choice = kind.choices.index(self.choices[named]) if named >= 0 else 0
+        if head == "card":
+            return offset + int(card_at[max(first, 0)]) * choices + choice
+        if head in ("rank", "rank-count") and first >= 0:
+            rank = int(rank_at[int(np.argmax(counts @ self._tables[2]))])
+            if head == "rank":
+                return offset + rank * choices + choice
+            lo, hi = kind.cards
+            return offset + (rank * (hi - lo + 1) + int(counts.sum()) - lo) * choices + choice
+        return offset + choice
 
     def slot(self, m: Move) -> int:
         """The fixed head's slot of a move."""
-        kind = self.kinds[m.kind]
-        offset = int(self._offsets[m.kind])
-        head = kind.head_kind
-        if head == "card":
-            return offset + max(m.first, 0)
-        if head in ("rank", "rank-count") and m.first >= 0:
-            rank = int(np.argmax(m.counts @ self._tables[2]))
-            if head == "rank":
-                return offset + rank
-            lo, hi = kind.cards
-            return offset + rank * (hi - lo + 1) + int(m.counts.sum()) - lo
-        return offset
+        return m.slot
 
     def mask(self, p: Parsed) -> np.ndarray:
         mask = np.zeros(self.num_actions, np.float32)
-        mask[[self.slot(m) for m in p.legal]] = 1.0
+        mask[[m.slot for m in p.legal]] = 1.0
         return mask
 
     def candidates(self, p: Parsed) -> np.ndarray:
-        """float32[K, candidate_size], one row per legal move in the state's order."""
-        k = len(p.legal)
-        counts = p.counts
-        kinds = [m.kind for m in p.legal]
-        kind = np.zeros((k, len(self.kinds)), np.float32)
-        kind[np.arange(k), kinds] = 1.0
-        left = p.hand[None] - np.where(self._from_hand[kinds][:, None], counts, 0)
-        hand_max = self.hand_max
-        out = [
-            kind,
-            self.set_features(counts, hand_max),
-            self.set_features(left, hand_max),
-            ((left.sum(1) == 0) & (p.hand.sum() > 0))[:, None].astype(np.float32),
-            self.answer(counts, p),
-        ]
-        return np.concatenate(out, axis=1)
+        """float32[K, candidate_size], one row per legal move in the state's order: the
+        move's own columns gathered (`Parsed.rows`), what it leaves in the hand and how it
+        answers computed for all K at once."""
+        k, rows, counts, hand = len(p.legal), p.rows, p.counts, p.hand
+        a, s = self._row_cand, self._set_size
+        out = np.empty((k, self.candidate_size), np.float32)
+        out[:, :a] = rows[:, :a]
+        if self._all_from_hand:
+            left = hand - counts
+        else:
+            left = hand - np.where(self._from_hand[[m.kind for m in p.legal]][:, None], counts, 0)
+        self.set_features(left, self._hand_max, out[:, a : a + s])
+        # It empties the hand: nothing left (the size column is 0 exactly when it is), of a
+        # hand that held something.
+        held = self._hand_field is not None and len(p.values[self._hand_field].ids) > 0
+        out[:, a + s] = (out[:, a + s - 1] == 0) & held
+        self.answer(p, out[:, a + s + 1 : a + s + 1 + ANSWER_SIZE])
+        if self.choices:  # the choice a move names, one-hot
+            chosen = out[:, a + s + 1 + ANSWER_SIZE :]
+            chosen[:] = 0.0
+            choice = np.array([m.choice for m in p.legal])
+            named = np.flatnonzero(choice >= 0)
+            chosen[named, choice[named]] = 1.0
+        return out
 
-    def to_answer(self, p: Parsed) -> tuple[np.ndarray, list[int]]:
+    def to_answer(self, p: Parsed) -> tuple[np.ndarray, list[int] | bytes | tuple[int, ...]]:
         """(counts, card indices) of what a move answers: the `answers` pile, or from a
         `History` the newest move with cards among the last `players - 1` (none: the seat
         leads), its cards in the deck's order."""
         value = p.values[self.answers]
-        if not isinstance(self._zone(self.answers), History):
-            return value
-        beat = next((m for _, m in reversed(value[1 - self.players :]) if m.first >= 0), None)
+        if not self._answers_history:
+            return value[0], value[1]
+        beat = next((m for m in reversed(value.moves[1 - self.players :]) if m.first >= 0), None)
         if beat is None:
-            return np.zeros(self.deck.size, np.int64), []
-        return beat.counts, np.repeat(np.arange(self.deck.size), beat.counts).tolist()
+            return self._no_hand, ()
+        return beat.counts, beat.cards
 
-    def answer(self, counts: np.ndarray, p: Parsed) -> np.ndarray:
-        """How each move answers the `answers` pile: it leads (the pile is empty); it has a
-        card of the pile's first card's suit (follows the lead), of its last card's suit or
-        rank (matches the top); its highest rank beats the pile's highest, or the highest
-        of the lead suit; the rank gap / ranks; it has as many cards as the pile."""
-        out = np.zeros((len(counts), ANSWER_SIZE), np.float32)
+    def answer(self, p: Parsed, out: np.ndarray | None = None) -> np.ndarray:
+        """How each legal move answers the `answers` pile: it leads (the pile is empty); it
+        has a card of the pile's first card's suit (follows the lead), of its last card's
+        suit or rank (matches the top); its highest rank beats the pile's highest, or the
+        highest of the lead suit; the rank gap / ranks; it has as many cards as the pile.
+        Comparisons of the moves' rows (`move_row`) with the pile's figures, read in Python
+        from its few cards (into `out` if given)."""
+        if out is None:
+            out = np.empty((len(p.legal), ANSWER_SIZE), np.float32)
         if self.answers is None:
+            out[:] = 0.0
             return out
-        pile, order = self.to_answer(p)
-        _, rank, by_rank, by_suit = self._tables
-        has = counts > 0
-        mine_top = np.where(has, rank[None], -1).max(1)
+        _, order = self.to_answer(p)
         if not order:
-            out[:, 0] = 1.0
+            out[:] = _LEADS
             return out
+        rows, rank, suit = p.rows, self._rank_of, self._suit_of
         first, last = order[0], order[-1]
-        top = int(rank[pile > 0].max())
-        if by_suit.shape[1]:
-            lead = by_suit[first] > 0
-            if lead.any():
-                out[:, 1] = (has & (by_suit[:, lead][:, 0] > 0)[None]).any(1)
-                in_lead = by_suit[:, lead][:, 0] > 0
-                lead_top = int(np.where((pile > 0) & in_lead, rank, -1).max())
-                out[:, 5] = np.where(has & in_lead[None], rank[None], -1).max(1) > lead_top
-            if (by_suit[last] > 0).any():
-                out[:, 2] = (has & (by_suit[:, by_suit[last] > 0][:, 0] > 0)[None]).any(1)
-        out[:, 3] = (has & (rank == rank[last])[None]).any(1)
-        out[:, 4] = mine_top > top
-        out[:, 6] = np.where(mine_top >= 0, (mine_top - top) / self.deck.num_ranks, 0.0)
-        out[:, 7] = counts.sum(1) == pile.sum()
+        top = max(rank[i] for i in order)
+        lead, match = suit[first], suit[last]
+        # Features 0-5 and 7, each "the row's column c lies in (lo, hi)", in one gather and
+        # two comparisons (a feature that cannot hold, e.g. no lead suit, or 0, it leads:
+        # lo = inf).
+        st, no = self._row_suit_top, math.inf
+        lead_top = max(rank[i] for i in order if suit[i] == lead) if lead >= 0 else 0
+        cols = [st, st + max(lead, 0), st + max(match, 0), self._row_rank + rank[last],
+                self._row_top, st + max(lead, 0), self._row_size]  # fmt: skip
+        lo = [no, -1 if lead >= 0 else no, -1 if match >= 0 else no, 0, top,
+              lead_top if lead >= 0 else no, len(order) - 1]  # fmt: skip
+        picked = rows[:, cols]
+        inside = picked > lo
+        inside[:, 6] &= picked[:, 6] < len(order) + 1
+        out[:, _ANSWER_COLUMNS] = inside
+        mine_top = picked[:, 4]
+        gap = (mine_top.astype(np.float64) - top) / self.deck.num_ranks
+        out[:, 6] = np.where(mine_top >= 0, gap, 0.0)
         return out
 
     # --- schema -------------------------------------------------------------------------------
 
     def card_schema(self) -> dict[str, Any]:
-        return {"type": "string", "enum": list(self.deck.cards)}
+        return {"type": "string", "enum": [*self.deck.cards, *(a for a, _ in self.deck.aliases)]}
+
+    def _named(self, card: str) -> dict[str, Any]:
+        """A card under any of its names (its own and its aliases), as a schema."""
+        names = [card, *(a for a, c in self.deck.aliases if c == card)]
+        return {"const": card} if len(names) == 1 else {"enum": names}
 
     def cards_schema(self, max_cards: int, joined: bool = False) -> dict[str, Any]:
         if joined:  # one character a card, each at most its copies (a lookahead per card)
@@ -393,11 +610,11 @@ class CardGame:
             "items": self.card_schema(),
             "maxItems": max_cards,
         }
-        if set(self.deck.card_copies) == {1}:
+        if set(self.deck.card_copies) == {1} and not self.deck.aliases:
             schema["uniqueItems"] = True
         else:
             schema["allOf"] = [
-                {"contains": {"const": c}, "minContains": 0, "maxContains": n}
+                {"contains": self._named(c), "minContains": 0, "maxContains": n}
                 for c, n in zip(self.deck.cards, self.deck.card_copies, strict=True)
             ]
         return schema
@@ -419,6 +636,8 @@ class CardGame:
         for k in self.kinds:
             lo, hi = k.cards
             name = k.name.replace(".", r"\.")  # (letters, digits, _ . - only: see __post_init__)
+            if k.choices:
+                name += ":(?:" + "|".join(c.replace(".", r"\.") for c in k.choices) + ")"
             alts.append(name + (f"(?: {card}){{{lo},{hi}}}" if hi else ""))
         return "^(?:" + "|".join(alts) + ")$"
 
@@ -429,8 +648,9 @@ class CardGame:
         return {
             "type": "string",
             "pattern": self.move_pattern(),
-            "description": "A move: its kind, then its cards, space-separated "
-            f"(kinds: {', '.join(k.name for k in self.kinds)}).",
+            "description": "A move: its kind (and ':' its choice, for a kind that names "
+            f"one), then its cards, space-separated (kinds: "
+            f"{', '.join(k.name for k in self.kinds)}).",
         }
 
     def teams(self, state: dict[str, Any]) -> list[list[int]] | None:
@@ -453,7 +673,7 @@ class CardGame:
             "items": self.move_schema(),
             "minItems": 1,
             "maxItems": self.max_legal,
-            "uniqueItems": True,
+            "uniqueItems": not self.repeated_legal,
             "description": "The moves legal now (those with cards: made of cards in the hand).",
         }
         required = [z.field for z in self.zones if z.required] + [self.legal_field]

@@ -1,0 +1,223 @@
+"""The card-game toolkit's features written the plain way, a zone and a move at a time, with
+no cache and no table: the reference the toolkit's own encode is held to, number for number
+(`tests/test_cards_encode.py`). It reads only the declaration (`CardGame`: deck, zones, kinds,
+spelling), never the toolkit's parse, caches or move tables, so a fast path that drifts from
+these features fails there. A valid state is assumed (the checks are tested elsewhere)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from croupier.games.cards import (
+    ANSWER_SIZE,
+    CardGame,
+    Choice,
+    Hand,
+    History,
+    Number,
+    Numbers,
+    Pile,
+    RoleSeat,
+    Seat,
+    SeatNumbers,
+    SeatPiles,
+    TopCard,
+)
+
+
+def card_ids(g: CardGame, cards: Any, joined: bool) -> list[int]:
+    index = {c: i for i, c in enumerate(g.deck.cards)}
+    return [index[c] for c in (list(cards) if joined else cards)]
+
+
+def counts_of(g: CardGame, ids: list[int]) -> np.ndarray:
+    return np.bincount(np.array(ids, np.int64), minlength=g.deck.size)
+
+
+def set_features(g: CardGame, counts: np.ndarray, max_cards: int) -> np.ndarray:
+    """float32[n, set_size]: per card / its copies, per rank and per suit / the deck's, the
+    jokers again beside the ranks, the size / `max_cards`."""
+    d, copies = g.deck, np.array(g.deck.card_copies, np.int64)
+    n = len(counts)
+    out = np.empty((n, g.set_size), np.float32)
+    out[:, : d.size] = counts / copies
+    if d.suits:
+        ranks, suits = len(d.ranks), len(d.suits)
+        plain = ranks * suits
+        grid = counts[:, :plain].reshape(n, ranks, suits)
+        grid_copies = copies[:plain].reshape(ranks, suits)
+        o = d.size
+        out[:, o : o + ranks] = grid.sum(2) / grid_copies.sum(1)
+        o += ranks
+        out[:, o : o + len(d.jokers)] = out[:, plain : d.size]
+        o += len(d.jokers)
+        out[:, o : o + suits] = grid.sum(1) / grid_copies.sum(0)
+    out[:, -1] = counts.sum(1) / max(max_cards, 1)
+    return out
+
+
+def read_move(g: CardGame, text: str) -> tuple[int, np.ndarray, list[int]]:
+    """(kind, counts, card ids as spelled) of a move."""
+    if g.spelling is not None:
+        text = g.spelling.read(text)
+    name, *cards = text.split(" ")
+    ids = card_ids(g, cards, False)
+    return [k.name for k in g.kinds].index(name), counts_of(g, ids), ids
+
+
+def zone_value(g: CardGame, z: Any, state: dict[str, Any]) -> Any:
+    """What the state says for zone `z`, or its default."""
+    if z.field in state:
+        return state[z.field]
+    if isinstance(z, Pile | SeatPiles | History):
+        return None
+    if isinstance(z, SeatNumbers):
+        return [z.low] * g.players
+    if isinstance(z, Numbers):
+        return [z.low] * z.length
+    if isinstance(z, Number):
+        return z.low
+    if isinstance(z, Choice):
+        return z.options[0]
+    return 0
+
+
+def pile_counts(g: CardGame, z: Any, value: Any) -> tuple[np.ndarray, list[int]]:
+    if value is None:
+        ids: list[int] = []
+    elif isinstance(z, TopCard):
+        ids = card_ids(g, [value], False)
+    else:
+        ids = card_ids(g, value, z.joined)
+    return counts_of(g, ids), ids
+
+
+def state_features(g: CardGame, state: dict[str, Any]) -> np.ndarray:
+    seat = next((state.get(z.field, 0) for z in g.zones if isinstance(z, Seat)), 0)
+    n, copies = g.players, np.array(g.deck.card_copies, np.int64)
+    parts = []
+    for z in g.zones:
+        value = zone_value(g, z, state)
+        out = np.zeros(z.size(g), np.float32)
+        if isinstance(z, RoleSeat):
+            out[(value - seat) % n] = 1.0
+        elif isinstance(z, Pile):
+            out[:] = set_features(g, pile_counts(g, z, value)[0][None], z.max_cards)[0]
+        elif isinstance(z, SeatPiles):
+            rows = [counts_of(g, card_ids(g, p, z.joined)) for p in value or [[]] * n]
+            for r in range(n):
+                out[r * g.deck.size : (r + 1) * g.deck.size] = rows[(seat + r) % n] / copies
+        elif isinstance(z, SeatNumbers):
+            for r in range(n):
+                out[r] = (value[(seat + r) % n] - z.low) / max(z.high - z.low, 1e-9)
+        elif isinstance(z, Numbers):
+            out[:] = (np.array(value, np.float64) - z.low) / max(z.high - z.low, 1e-9)
+        elif isinstance(z, Number):
+            out[0] = (value - z.low) / max(z.high - z.low, 1e-9)
+        elif isinstance(z, Choice):
+            out[z.options.index(value)] = 1.0
+        elif isinstance(z, History):
+            newest = list(reversed((value or [])[-z.last :] if z.last else []))
+            for i, (who, text) in enumerate(newest):
+                kind, counts, _ = read_move(g, text)
+                o = i * g.move_size
+                out[o + (who - seat) % n] = 1.0
+                out[o + n + kind] = 1.0
+                out[o + n + len(g.kinds) : o + g.move_size] = counts / copies
+        parts.append(out)
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+def to_answer(g: CardGame, state: dict[str, Any]) -> tuple[np.ndarray, list[int]]:
+    z = next(z for z in g.zones if z.field == g.answers)
+    value = zone_value(g, z, state)
+    if not isinstance(z, History):
+        return pile_counts(g, z, value)
+    for _, text in reversed((value or [])[1 - g.players :]):
+        _, counts, ids = read_move(g, text)
+        if ids:
+            return counts, np.repeat(np.arange(g.deck.size), counts).tolist()
+    return np.zeros(g.deck.size, np.int64), []
+
+
+def answer(g: CardGame, counts: np.ndarray, state: dict[str, Any]) -> np.ndarray:
+    out = np.zeros((len(counts), ANSWER_SIZE), np.float32)
+    if g.answers is None:
+        return out
+    pile, order = to_answer(g, state)
+    _, rank, _, by_suit = g.deck.tables()
+    has = counts > 0
+    mine_top = np.where(has, rank[None], -1).max(1)
+    if not order:
+        out[:, 0] = 1.0
+        return out
+    first, last = order[0], order[-1]
+    top = int(rank[pile > 0].max())
+    if by_suit.shape[1]:
+        lead = by_suit[first] > 0
+        if lead.any():
+            in_lead = by_suit[:, lead][:, 0] > 0
+            out[:, 1] = (has & in_lead[None]).any(1)
+            lead_top = int(np.where((pile > 0) & in_lead, rank, -1).max())
+            out[:, 5] = np.where(has & in_lead[None], rank[None], -1).max(1) > lead_top
+        if (by_suit[last] > 0).any():
+            out[:, 2] = (has & (by_suit[:, by_suit[last] > 0][:, 0] > 0)[None]).any(1)
+    out[:, 3] = (has & (rank == rank[last])[None]).any(1)
+    out[:, 4] = mine_top > top
+    out[:, 6] = np.where(mine_top >= 0, (mine_top - top) / g.deck.num_ranks, 0.0)
+    out[:, 7] = counts.sum(1) == pile.sum()
+    return out
+
+
+def candidates(g: CardGame, state: dict[str, Any]) -> np.ndarray:
+    """float32[K, candidate_size]: kind | cards | what is left in the hand, and whether that
+    is nothing | how the move answers."""
+    hand_zone = next((z for z in g.zones if type(z) is Hand), None)
+    hand = (
+        pile_counts(g, hand_zone, zone_value(g, hand_zone, state))[0]
+        if hand_zone is not None
+        else np.zeros(g.deck.size, np.int64)
+    )
+    hand_max = hand_zone.max_cards if hand_zone is not None else 1
+    moves = [read_move(g, text) for text in state[g.legal_field]]
+    counts = np.stack([c for _, c, _ in moves])
+    kinds = np.zeros((len(moves), len(g.kinds)), np.float32)
+    kinds[np.arange(len(moves)), [k for k, _, _ in moves]] = 1.0
+    taken = np.array([g.kinds[k].from_hand for k, _, _ in moves])[:, None]
+    left = hand[None] - np.where(taken, counts, 0)
+    empties = ((left.sum(1) == 0) & (hand.sum() > 0))[:, None].astype(np.float32)
+    return np.concatenate(
+        [
+            kinds,
+            set_features(g, counts, hand_max),
+            set_features(g, left, hand_max),
+            empties,
+            answer(g, counts, state),
+        ],
+        axis=1,
+    )
+
+
+def mask_slots(g: CardGame, state: dict[str, Any]) -> set[int]:
+    """The fixed head's slots of the state's legal moves."""
+    _, _, by_rank, _ = g.deck.tables()
+    offsets = np.cumsum([0] + [k.slots(g.deck) for k in g.kinds])
+    slots = set()
+    for text in state[g.legal_field]:
+        kind_i, counts, ids = read_move(g, text)
+        kind, offset = g.kinds[kind_i], int(offsets[kind_i])
+        head = kind.head_kind
+        if head == "card":
+            slots.add(offset + (ids[0] if ids else 0))
+        elif head in ("rank", "rank-count") and ids:
+            rank = int(np.argmax(counts @ by_rank))
+            if head == "rank":
+                slots.add(offset + rank)
+            else:
+                lo, hi = kind.cards
+                slots.add(offset + rank * (hi - lo + 1) + int(counts.sum()) - lo)
+        else:
+            slots.add(offset)
+    return slots
