@@ -184,18 +184,22 @@ class CardGame:
         put(self, "_byte_index", bytes(table))
         # A move's row: kind one-hot | its cards' set features (the candidate's first
         # columns; the history's are the kind and the first deck-size of them) | its cards
-        # counted | its highest rank (-1: none) | its size | its highest rank per suit (-1:
-        # none) | whether it holds each rank. The answer features are comparisons of these.
-        k, s = len(self.kinds), len(d.suits)
+        # counted | its highest rank (-1: none) | its highest rank per suit (-1: none) |
+        # whether it holds each rank | whether it holds n cards, n = 0..the most a kind
+        # takes | its rank gap to a pile whose highest rank is r, r = 0..ranks - 1. The
+        # answer features are comparisons of these and one of the gaps (`answer`).
+        k, s, r = len(self.kinds), len(d.suits), d.num_ranks
+        most = max(kind.cards[1] for kind in self.kinds)
         cand = k + set_size
+        put(self, "_most_cards", most)
         put(self, "_row_cand", cand)
-        put(self, "_row_history", k + d.size)
         put(self, "_row_counts", slice(cand, cand + d.size))
         put(self, "_row_top", cand + d.size)
-        put(self, "_row_size", cand + d.size + 1)
-        put(self, "_row_suit_top", cand + d.size + 2)
-        put(self, "_row_rank", cand + d.size + 2 + s)
-        put(self, "_row_width", cand + d.size + 2 + s + d.num_ranks)
+        put(self, "_row_suit_top", cand + d.size + 1)
+        put(self, "_row_rank", cand + d.size + 1 + s)
+        put(self, "_row_sizes", cand + d.size + 1 + s + r)
+        put(self, "_row_gap", cand + d.size + 1 + s + r + most + 1)
+        put(self, "_row_width", cand + d.size + 1 + s + r + most + 1 + r)
 
     def _zone(self, name: str) -> Zone:
         zone = next((z for z in self.zones if z.field == name), None)
@@ -370,14 +374,18 @@ class CardGame:
         row[self._row_counts] = counts
         held = np.flatnonzero(counts).tolist()
         rank, suit = self._rank_of, self._suit_of
-        row[self._row_top] = max((rank[i] for i in held), default=-1)
-        row[self._row_size] = counts.sum()
+        mine_top = max((rank[i] for i in held), default=-1)
+        row[self._row_top] = mine_top
         for i in held:
             if suit[i] >= 0:
                 at = self._row_suit_top + suit[i]
                 row[at] = max(row[at], rank[i])
-        row[self._row_rank : self._row_width] = 0.0
+        row[self._row_rank : self._row_gap] = 0.0
         row[[self._row_rank + rank[i] for i in held]] = 1.0
+        row[self._row_sizes + int(counts.sum())] = 1.0
+        tops = np.arange(self.deck.num_ranks)  # (the features' own formula, once per move)
+        gap = np.where(mine_top >= 0, (mine_top - tops) / self.deck.num_ranks, 0.0)
+        row[self._row_gap : self._row_width] = gap
         row.flags.writeable = False
         return row
 
@@ -538,22 +546,19 @@ class CardGame:
         first, last = order[0], order[-1]
         top = max(rank[i] for i in order)
         lead, match = suit[first], suit[last]
-        # Features 0-5 and 7, each "the row's column c lies in (lo, hi)", in one gather and
-        # two comparisons (a feature that cannot hold, e.g. no lead suit, or 0, it leads:
-        # lo = inf).
-        st, no = self._row_suit_top, math.inf
+        # One gather from the rows, one comparison: features 0-5 and 7, each "the row's
+        # column c is above lo" (a feature that cannot hold, e.g. no lead suit, or 0, it
+        # leads: lo = inf), and the rank gap to this pile's top, computed with the move.
+        st, no, n = self._row_suit_top, math.inf, len(order)
         lead_top = max(rank[i] for i in order if suit[i] == lead) if lead >= 0 else 0
+        sized = self._row_sizes + min(n, self._most_cards)
         cols = [st, st + max(lead, 0), st + max(match, 0), self._row_rank + rank[last],
-                self._row_top, st + max(lead, 0), self._row_size]  # fmt: skip
+                self._row_top, st + max(lead, 0), sized, self._row_gap + top]  # fmt: skip
         lo = [no, -1 if lead >= 0 else no, -1 if match >= 0 else no, 0, top,
-              lead_top if lead >= 0 else no, len(order) - 1]  # fmt: skip
+              lead_top if lead >= 0 else no, 0 if n <= self._most_cards else no]  # fmt: skip
         picked = rows[:, cols]
-        inside = picked > lo
-        inside[:, 6] &= picked[:, 6] < len(order) + 1
-        out[:, _ANSWER_COLUMNS] = inside
-        mine_top = picked[:, 4]
-        gap = (mine_top.astype(np.float64) - top) / self.deck.num_ranks
-        out[:, 6] = np.where(mine_top >= 0, gap, 0.0)
+        out[:, _ANSWER_COLUMNS] = picked[:, :7] > lo
+        out[:, 6] = picked[:, 7]
         return out
 
     # --- schema -------------------------------------------------------------------------------
