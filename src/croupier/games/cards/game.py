@@ -25,9 +25,10 @@ from croupier.games.cards.zones import Hand, History, Pile, RoleSeat, Seat, Seat
 # Per-candidate features of how a move answers the `answers` zone (see `CardGame.answer`).
 ANSWER_SIZE = 8
 # The caches' bounds (a server runs for days): moves read, oldest out first. Doudizhu's
-# 27,472 moves all fit (~1.2 KB each with their rows, 32 MB all); card sets: a state's hands and piles
-# repeat from one state to the next (doudizhu's played cards 83% of the time, its hand 43%,
-# president's hand 52%, in 3,000-5,000 states of play), so a few thousand keep the repeats.
+# 27,472 moves all fit (~1.2 KB each with their rows, 32 MB all); card sets: a state's hands
+# and piles repeat from one state to the next (doudizhu's played cards 83% of the time, its
+# hand 43%, president's hand 52%, in 3,000-5,000 states of play), so a few thousand keep the
+# repeats.
 MOVES_KEPT = 1 << 15
 SETS_KEPT = 1 << 12
 # A state's encode is ~60 numpy calls on arrays of a few dozen numbers: each call's overhead
