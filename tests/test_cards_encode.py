@@ -14,12 +14,25 @@ from typing import Any
 import numpy as np
 import pytest
 
-from croupier.games.cards import CardGame
+from croupier.games.cards import (
+    CardGame,
+    Choice,
+    Deck,
+    Hand,
+    History,
+    Kind,
+    Number,
+    Numbers,
+    Pile,
+    Seat,
+    SeatNumbers,
+    SeatPiles,
+    TopCard,
+)
 from croupier.games.cards import game as cards_game
 from croupier.games.cards.game import MOVES_KEPT, SETS_KEPT
 from croupier.games.registry import load_adapter, load_simulator
 from tests.helpers import cards_reference as ref
-from tests.test_cards import TOY, toy_state
 
 SPIEL = pytest.mark.skipif(
     importlib.util.find_spec("pyspiel") is None, reason="crazy eights is OpenSpiel's"
@@ -72,12 +85,50 @@ def test_the_encode_is_the_references_bit_for_bit(name: str, hands: int) -> None
     check_against_reference(g, states[::-1])  # warm
 
 
+# Every kind of zone, jokers beside suits, two copies of each card, a kind not from the hand,
+# three seats read round the table, a zone left out (its default).
+TOY = CardGame(
+    name="toy",
+    deck=Deck(ranks="9TJQKA", suits="HS", jokers=("RJ",), copies=2),
+    players=3,
+    zones=(
+        Seat("seat"),
+        Hand("hand", max_cards=8),
+        Pile("trick", max_cards=3),
+        TopCard("top", required=False, counted=False),
+        SeatPiles("won", max_cards=20, counted=False),
+        SeatNumbers("score", low=-10, high=10, integer=False),
+        Number("round", low=0, high=4, integer=True),
+        Numbers("bids", low=0, high=3, integer=True, length=2),
+        Choice("phase", options=("bid", "play")),
+        History("moves", last=2, max_moves=10),
+    ),
+    kinds=(
+        Kind("pass"),
+        Kind("play", cards=(1, 1)),
+        Kind("pair", cards=(2, 2)),
+        Kind("bid.up", from_hand=False),
+    ),  # fmt: skip
+    answers="trick",
+    max_legal=16,
+)
+
+
+def toy_state(**over: Any) -> dict[str, Any]:
+    state = {"seat": 1, "hand": ["9H", "9H", "KS", "RJ"], "trick": ["QH", "AS"], "top": None,
+             "won": [["9S"], [], ["TH", "TS"]], "score": [1.5, -2, 0], "round": 2,
+             "bids": [1, 3], "phase": "play",
+             "moves": [[2, "play QH"], [0, "play AS"], [1, "pass"]],
+             "legal_actions": ["pass", "play 9H", "pair 9H 9H", "play RJ", "bid.up"]}  # fmt: skip
+    return {**state, **over}
+
+
 def test_the_toy_game_every_zone_is_the_references() -> None:
-    """Every zone kind, jokers, two copies, a non-hand kind, defaults for missing zones."""
     states = [
         toy_state(),
         toy_state(trick=[], moves=[]),
         toy_state(top="RJ", trick=["RJ"], legal_actions=["pass", "bid.up", "pair 9H 9H"]),
+        toy_state(trick=["KS", "QH", "AS"], legal_actions=["play KS", "pass"]),
         {k: v for k, v in toy_state().items() if k != "top"},
         toy_state(seat=2, moves=[[0, "play 9S"], [1, "pair TH TH"], [2, "bid.up"]]),
     ]

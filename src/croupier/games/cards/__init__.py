@@ -26,6 +26,13 @@ builds, with nothing engineered by hand:
   `payoff_range`): what the server's OpenAPI document publishes, as strict as JSON Schema can
   say, never stricter than the checks (`tests/test_cards.py` holds both ways).
 
+What depends on a move alone (its kind, its cards' features, what it needs to answer a pile,
+its head slot) is computed once, when the move is first read (`CardGame.move`: its row), and a
+card set's features once per set (kept by its text: hands and piles repeat from state to
+state); a state's encode gathers them, one array operation for all its legal moves. Both
+caches are bounded, oldest out first (`MOVES_KEPT`, `SETS_KEPT`); the features are those of
+the plain per-zone reading, bit for bit (`tests/test_cards_encode.py`).
+
 What JSON Schema cannot say stays a 422: a legal move's cards in the hand, the deck's copies
 across the counted zones and within one move.
 

@@ -25,9 +25,10 @@ from croupier.games.cards.zones import Hand, History, Pile, RoleSeat, Seat, Seat
 # Per-candidate features of how a move answers the `answers` zone (see `CardGame.answer`).
 ANSWER_SIZE = 8
 # The caches' bounds (a server runs for days): moves read, oldest out first. Doudizhu's
-# 27,472 moves all fit (~0.9 KB each with their rows); card sets: a state's hands and piles
-# repeat from one state to the next (doudizhu's played cards 83% of the time, its hand 43%,
-# president's hand 52%, in 3,000-5,000 states of play), so a few thousand keep the repeats.
+# 27,472 moves all fit (~1.2 KB each with their rows, 32 MB all); card sets: a state's hands
+# and piles repeat from one state to the next (doudizhu's played cards 83% of the time, its
+# hand 43%, president's hand 52%, in 3,000-5,000 states of play), so a few thousand keep the
+# repeats.
 MOVES_KEPT = 1 << 15
 SETS_KEPT = 1 << 12
 # A state's encode is ~60 numpy calls on arrays of a few dozen numbers: each call's overhead
@@ -59,7 +60,7 @@ def _keep(cache: OrderedDict, key: Any, value: Any, most: int) -> None:
 
 class Parsed(NamedTuple):
     """A state, checked: each zone's value by field, the seat, the legal moves. (A named
-    tuple: built on every state, ~5x cheaper than a frozen dataclass.)"""
+    tuple: built on every state, ~3x cheaper than a frozen dataclass, 0.5 against 1.5 us.)"""
 
     values: dict[str, Any]
     seat: int
@@ -181,10 +182,10 @@ class CardGame:
             plain = self._copies[: len(d.ranks) * len(d.suits)].reshape(len(d.ranks), -1)
             put(self, "_rank_copies", plain.sum(1))
             put(self, "_suit_copies", plain.sum(0))
-        # Every kind with cards takes them from the hand (all but a bid-like kind): the
-        # legal moves' hand check and what they leave need no per-kind mask.
         put(self, "_answers_history", self.answers is not None
             and isinstance(self._zone(self.answers), History))  # fmt: skip
+        # Every kind with cards takes them from the hand (all but a bid-like kind): the
+        # legal moves' hand check and what they leave need no per-kind mask.
         put(self, "_all_from_hand", all(k.from_hand or k.cards[1] == 0 for k in self.kinds))
         _, rank, _, by_suit = self._tables
         put(self, "_rank_of", rank.tolist())
@@ -199,18 +200,22 @@ class CardGame:
         put(self, "_byte_index", bytes(table))
         # A move's row: kind one-hot | its cards' set features (the candidate's first
         # columns; the history's are the kind and the first deck-size of them) | its cards
-        # counted | its highest rank (-1: none) | its size | its highest rank per suit (-1:
-        # none) | whether it holds each rank. The answer features are comparisons of these.
-        k, s = len(self.kinds), len(d.suits)
+        # counted | its highest rank (-1: none) | its highest rank per suit (-1: none) |
+        # whether it holds each rank | whether it holds n cards, n = 0..the most a kind
+        # takes | its rank gap to a pile whose highest rank is r, r = 0..ranks - 1. The
+        # answer features are comparisons of these and one of the gaps (`answer`).
+        k, s, r = len(self.kinds), len(d.suits), d.num_ranks
+        most = max(kind.cards[1] for kind in self.kinds)
         cand = k + set_size
+        put(self, "_most_cards", most)
         put(self, "_row_cand", cand)
-        put(self, "_row_history", k + d.size)
         put(self, "_row_counts", slice(cand, cand + d.size))
         put(self, "_row_top", cand + d.size)
-        put(self, "_row_size", cand + d.size + 1)
-        put(self, "_row_suit_top", cand + d.size + 2)
-        put(self, "_row_rank", cand + d.size + 2 + s)
-        put(self, "_row_width", cand + d.size + 2 + s + d.num_ranks)
+        put(self, "_row_suit_top", cand + d.size + 1)
+        put(self, "_row_rank", cand + d.size + 1 + s)
+        put(self, "_row_sizes", cand + d.size + 1 + s + r)
+        put(self, "_row_gap", cand + d.size + 1 + s + r + most + 1)
+        put(self, "_row_width", cand + d.size + 1 + s + r + most + 1 + r)
 
     def _zone(self, name: str) -> Zone:
         zone = next((z for z in self.zones if z.field == name), None)
@@ -313,16 +318,16 @@ class CardGame:
             counts, ids = read
         if len(ids) and _ANY(counts > self._copies):
             raise InvalidState(f"{what!r} holds more copies of a card than the deck has")
-        counts.flags.writeable = False  # shared by every state holding this set
+        counts.setflags(write=False)  # shared by every state holding this set
         cards = CardSet(counts, ids, {})
         if keep:
             _keep(self._sets, key, cards, SETS_KEPT)
         return cards
 
     def _read_joined(self, x: str) -> tuple[np.ndarray, bytes] | None:
-        """A `joined` string's (counts, card indices) in three C calls (translate, count),
-        not a dict lookup per character (~3 against ~6 us a 20-card hand); None when a
-        character is not a card (the caller's per-card read names it)."""
+        """A `joined` string's (counts, card indices) in a few C calls (translate, count),
+        not a dict lookup per character; None when a character is not a card (the caller's
+        per-card read names it)."""
         try:
             ids = x.encode("ascii").translate(self._byte_index)
         except UnicodeEncodeError:
@@ -335,7 +340,7 @@ class CardGame:
         row = cards.rows.get(max_cards)
         if row is None:
             row = self.set_features(cards.counts[None], max_cards)[0]
-            row.flags.writeable = False
+            row.setflags(write=False)
             cards.rows[max_cards] = row
         return row
 
@@ -392,15 +397,19 @@ class CardGame:
         row[self._row_counts] = counts
         held = np.flatnonzero(counts).tolist()
         rank, suit = self._rank_of, self._suit_of
-        row[self._row_top] = max((rank[i] for i in held), default=-1)
-        row[self._row_size] = counts.sum()
+        mine_top = max((rank[i] for i in held), default=-1)
+        row[self._row_top] = mine_top
         for i in held:
             if suit[i] >= 0:
                 at = self._row_suit_top + suit[i]
                 row[at] = max(row[at], rank[i])
-        row[self._row_rank : self._row_width] = 0.0
+        row[self._row_rank : self._row_gap] = 0.0
         row[[self._row_rank + rank[i] for i in held]] = 1.0
-        row.flags.writeable = False
+        row[self._row_sizes + int(counts.sum())] = 1.0
+        tops = np.arange(self.deck.num_ranks)  # (the features' own formula, once per move)
+        gap = np.where(mine_top >= 0, (mine_top - tops) / self.deck.num_ranks, 0.0)
+        row[self._row_gap : self._row_width] = gap
+        row.setflags(write=False)
         return row
 
     def parse(self, state: Any) -> Parsed:
@@ -569,22 +578,19 @@ class CardGame:
         first, last = order[0], order[-1]
         top = max(rank[i] for i in order)
         lead, match = suit[first], suit[last]
-        # Features 0-5 and 7, each "the row's column c lies in (lo, hi)", in one gather and
-        # two comparisons (a feature that cannot hold, e.g. no lead suit, or 0, it leads:
-        # lo = inf).
-        st, no = self._row_suit_top, math.inf
+        # One gather from the rows, one comparison: features 0-5 and 7, each "the row's
+        # column c is above lo" (a feature that cannot hold, e.g. no lead suit, or 0, it
+        # leads: lo = inf), and the rank gap to this pile's top, computed with the move.
+        st, no, n = self._row_suit_top, math.inf, len(order)
         lead_top = max(rank[i] for i in order if suit[i] == lead) if lead >= 0 else 0
+        sized = self._row_sizes + min(n, self._most_cards)
         cols = [st, st + max(lead, 0), st + max(match, 0), self._row_rank + rank[last],
-                self._row_top, st + max(lead, 0), self._row_size]  # fmt: skip
+                self._row_top, st + max(lead, 0), sized, self._row_gap + top]  # fmt: skip
         lo = [no, -1 if lead >= 0 else no, -1 if match >= 0 else no, 0, top,
-              lead_top if lead >= 0 else no, len(order) - 1]  # fmt: skip
+              lead_top if lead >= 0 else no, 0 if n <= self._most_cards else no]  # fmt: skip
         picked = rows[:, cols]
-        inside = picked > lo
-        inside[:, 6] &= picked[:, 6] < len(order) + 1
-        out[:, _ANSWER_COLUMNS] = inside
-        mine_top = picked[:, 4]
-        gap = (mine_top.astype(np.float64) - top) / self.deck.num_ranks
-        out[:, 6] = np.where(mine_top >= 0, gap, 0.0)
+        out[:, _ANSWER_COLUMNS] = picked[:, :7] > lo
+        out[:, 6] = picked[:, 7]
         return out
 
     # --- schema -------------------------------------------------------------------------------
