@@ -32,6 +32,7 @@ from croupier.games.cards import (
 from croupier.games.cards import game as cards_game
 from croupier.games.cards.game import MOVES_KEPT, SETS_KEPT
 from croupier.games.registry import load_adapter, load_simulator
+from croupier.games.simulator import mixed_play_states
 from tests.helpers import cards_reference as ref
 
 SPIEL = pytest.mark.skipif(
@@ -49,16 +50,7 @@ GAMES = [
 
 def play_states(name: str, hands: int, seed: int = 11) -> list[dict[str, Any]]:
     """States the game's simulator sends: the rules' move or a random one, half and half."""
-    table, rules = load_simulator(name), load_adapter(name).rules()
-    rng, states = random.Random(seed), []
-    for hand in range(hands):
-        table.reset(seed + hand)
-        while not table.is_over():
-            state = table.state(table.current_player())
-            states.append(state)
-            legal = state["legal_actions"]
-            table.step(rules(state) if rng.random() < 0.5 else rng.choice(legal))
-    return states
+    return mixed_play_states(load_simulator(name), load_adapter(name).rules(), hands, seed)
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:

@@ -7,7 +7,6 @@ adapter refuses that JSON Schema cannot say, the state's schema held to the chec
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from croupier.games.doudizhu import ACTION_COUNTS, ACTION_KINDS, MOVE_KINDS
 from croupier.games.doudizhu_cards import GAME, read_move
 from croupier.games.presets import preset_for
 from croupier.games.registry import load_adapter, load_simulator
+from croupier.games.simulator import mixed_play_states
 from tests.helpers.hands import play_hand
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,17 +34,8 @@ RANKS = "3456789TJQKA2BR"
 def engine_states(hands: int, seed: int = 7) -> list[dict[str, Any]]:
     """States as `croupier engine --game doudizhu` sends them: half the moves the rules',
     half random, so both the rules' games and odd ones are in."""
-    table = load_simulator("doudizhu")
-    rules = load_adapter("doudizhu").rules()
-    rng, states = random.Random(seed), []
-    for hand in range(hands):
-        table.reset(seed + hand)
-        while not table.is_over():
-            state = table.state(table.current_player())
-            states.append(state)
-            legal = state["legal_actions"]
-            table.step(rules(state) if rng.random() < 0.5 else rng.choice(legal))
-    return states
+    game = "doudizhu"
+    return mixed_play_states(load_simulator(game), load_adapter(game).rules(), hands, seed)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ strength --adapter` on UNO's table, and the rules' clone through the declaration
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from croupier.games.base import InvalidState
 from croupier.games.candidates import is_candidate_game
 from croupier.games.presets import preset_for
 from croupier.games.registry import load_adapter, load_simulator
+from croupier.games.simulator import mixed_play_states
 from croupier.games.uno_cards import COLORS, GAME, read_move
 from tests.helpers.hands import play_hand
 
@@ -33,19 +33,9 @@ HAND, COLOR = 0, 2 * SET
 
 
 def engine_states(hands: int, seed: int = 7) -> list[dict[str, Any]]:
-    """States as `croupier engine --game uno` sends them: half the moves the rules', half
-    random, so both the rules' games and odd ones are in."""
-    table = load_simulator("uno")
-    rules = load_adapter("uno").rules()
-    rng, states = random.Random(seed), []
-    for hand in range(hands):
-        table.reset(seed + hand)
-        while not table.is_over():
-            state = table.state(table.current_player())
-            states.append(state)
-            legal = state["legal_actions"]
-            table.step(rules(state) if rng.random() < 0.5 else rng.choice(legal))
-    return states
+    """States as `croupier engine --game uno` sends them: half the moves the rules',
+    half random, so both the rules' games and odd ones are in."""
+    return mixed_play_states(load_simulator("uno"), load_adapter("uno").rules(), hands, seed)
 
 
 @pytest.fixture(scope="module")

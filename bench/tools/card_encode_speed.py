@@ -19,7 +19,6 @@ import argparse
 import gc
 import json
 import platform
-import random
 import statistics
 import sys
 import time
@@ -42,19 +41,10 @@ GAMES = {
 def collect(game: str, hands: int, seed: int = 7) -> list[dict[str, Any]]:
     """States as the engine sends them: half the moves the rules', half random."""
     from croupier.games.registry import load_adapter, load_simulator
+    from croupier.games.simulator import mixed_play_states
 
     name = GAMES[game]
-    table = load_simulator(name)
-    rules = load_adapter(name).rules()
-    rng, states = random.Random(seed), []
-    for hand in range(hands):
-        table.reset(seed + hand)
-        while not table.is_over():
-            state = table.state(table.current_player())
-            states.append(state)
-            legal = state["legal_actions"]
-            table.step(rules(state) if rng.random() < 0.5 else rng.choice(legal))
-    return states
+    return mixed_play_states(load_simulator(name), load_adapter(name).rules(), hands, seed)
 
 
 def stages_of(game: str) -> dict[str, tuple[Callable, Callable, Callable]]:

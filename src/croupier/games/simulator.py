@@ -19,6 +19,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+# A hand that has not ended after this many moves is a broken simulator, not a long game.
+MAX_MOVES_PER_HAND = 10_000
+
 
 class Simulator(ABC):
     """One table of a game: deal from a seed, say whose turn it is and what that seat sees,
@@ -108,3 +111,26 @@ class Simulator(ABC):
     @property
     def seats(self) -> list[str]:
         return [str(seat) for seat in range(self.num_players)]
+
+
+def mixed_play_states(
+    table: Simulator, rules: Any, hands: int, seed: int = 7, rules_share: float = 0.5
+) -> list[dict[str, Any]]:
+    """Every state `table` sends over `hands` hands (dealt `seed`, `seed` + 1, ...), each move
+    the `rules`' with probability `rules_share`, else a random legal one: both the rules' own
+    games and odd ones, for checking and timing an adapter on what an engine sends."""
+    import random
+
+    rng, states = random.Random(seed), []
+    for hand in range(hands):
+        table.reset(seed + hand)
+        for _ in range(MAX_MOVES_PER_HAND):
+            if table.is_over():
+                break
+            state = table.state(table.current_player())
+            states.append(state)
+            legal = state["legal_actions"]
+            table.step(rules(state) if rng.random() < rules_share else rng.choice(legal))
+        else:
+            raise RuntimeError(f"a hand ran past {MAX_MOVES_PER_HAND} moves")
+    return states
