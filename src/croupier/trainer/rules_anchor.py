@@ -18,14 +18,16 @@ player, and a clone of the rules that cannot learn is no better than the rules. 
    rules while its updates are noise and let go as they stop being so. The KL is the forward
    one (clone first): it keeps the rules' move likely where the clone is sure of it and costs
    nothing for moving mass among moves the clone spreads over, so the policy may add better
-   moves without dropping the rules' one first.
+   moves without dropping the rules' one first. The coefficient's clock runs on evidence
+   (`Release`): each whole hand's return (`trainer/hand_returns.py`) less the clone's value at
+   the hand's first step, less that value's own offset measured on fresh hands (`distil`).
 
 Why these choices, with the measured numbers: docs/training.md, "Rules-anchored learning".
 
-Why ~700 lines in one module: one feature read in the order it happens (the rules' decisions,
-the clone, the learners' terms and their gain, when to pull back or let go, installing both in an
-Algorithm, keeping them beside the checkpoint), all driven by one `RulesAnchor`; apart, a
-reader would chase one schedule through four files.
+Why ~770 lines in one module: one feature read in the order it happens (the rules' decisions,
+the clone and its value's offset, the learners' terms and their gain, when to pull back or let
+go, installing both in an Algorithm, keeping them beside the checkpoint), all driven by one
+`RulesAnchor`; apart, a reader would chase one schedule through four files.
 """
 
 from __future__ import annotations
