@@ -104,7 +104,7 @@ def test_release_lets_go_once_the_last_updates_gains_are_significantly_above_and
     # Three above 0 that swing more than their own errors say: the spread decides, not in.
     assert not release.observe(0.01, 0.01, 300)  # mean 0.203, spread 0.167: +-0.41
     assert release.verdict() == 0 and not release.released
-    assert not release.observe(None, None, 350)  # an update without value targets (APPO)
+    assert not release.observe(None, None, 350)  # an update without a whole hand
     assert not release.observe(0.25, 0.01, 400)  # 0.30, 0.01, 0.25: mean 0.187, +-0.39
     # Own errors set a floor: consistent gains but each too uncertain.
     floor = ra.Release(updates=3, t=4.303)

@@ -483,13 +483,13 @@ class TrainSettings:
     rules_anchor_release: bool = setting(
         True,
         "Drop the KL term and the entropy bonus for good once the policy's returns beat the "
-        "clone's values (the rules' own) significantly, over the last 5 updates (PPO)",
+        "clone's values (the rules' own) significantly, over the last 5 updates",
     )
     rules_anchor_pull_back: bool = setting(
         True,
         "While the policy's returns are significantly below the clone's values (the rules' "
         "own) over the last 5 updates, the half-life clock stands still and goes back: the KL "
-        "coefficient doubles an update, up to --rules-anchor-max-pull times its start (PPO)",
+        "coefficient doubles an update, up to --rules-anchor-max-pull times its start",
     )
     rules_anchor_max_pull: float = setting(
         32.0, "The most the pull back makes of the KL coefficient, as a multiple of --rules-kl"

@@ -16,6 +16,7 @@ policy's exploitability on it (`arena/exploitability.py`).
 
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -119,8 +120,6 @@ def mixed_play_states(
     """Every state `table` sends over `hands` hands (dealt `seed`, `seed` + 1, ...), each move
     the `rules`' with probability `rules_share`, else a random legal one: both the rules' own
     games and odd ones, for checking and timing an adapter on what an engine sends."""
-    import random
-
     rng, states = random.Random(seed), []
     for hand in range(hands):
         table.reset(seed + hand)

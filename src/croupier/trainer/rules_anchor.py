@@ -414,7 +414,7 @@ def distil(
             losses.append((policy_loss.item(), value_loss.item()))
     module.eval()
     fit_s = time.monotonic() - t0
-    first = first or calibration_steps(game, n, seed, gamma)
+    first = calibration_steps(game, n, seed, gamma) if first is None else first
     report = {
         "decisions": n,
         "hands": data.hands,
@@ -741,20 +741,17 @@ def restored_release(state: dict[str, Any]) -> Release:
     has no `held_back`: 0), with the clone's value offset from its report (`state["clone"]`,
     as `save_anchor` keeps it; `{"clone": report}` for a clone just distilled)."""
 
-    def number(key: str) -> float | None:
-        value = state.get(key)
-        return float(value) if isinstance(value, int | float) else None
-
     clone = state.get("clone") if isinstance(state.get("clone"), dict) else {}
 
-    def offset(key: str) -> float:
-        value = clone.get(key)
-        return float(value) if isinstance(value, int | float) else 0.0
+    def number(kept: dict[str, Any], key: str) -> float | None:
+        value = kept.get(key)
+        return float(value) if isinstance(value, int | float) else None
 
-    steps = number("env_steps") or 0.0
-    return Release(released_at=number("released_at"), held_back=number("held_back") or 0.0,
-                   seen_steps=steps, offset=offset("value_offset"),
-                   offset_se=offset("value_offset_se"))  # fmt: skip
+    return Release(released_at=number(state, "released_at"),
+                   held_back=number(state, "held_back") or 0.0,
+                   seen_steps=number(state, "env_steps") or 0.0,
+                   offset=number(clone, "value_offset") or 0.0,
+                   offset_se=number(clone, "value_offset_se") or 0.0)  # fmt: skip
 
 
 def served_weights(game: str, spec: ModelSpec, full: dict[str, np.ndarray]) -> dict[str, Any]:
