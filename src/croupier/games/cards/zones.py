@@ -301,52 +301,33 @@ class History(Zone):
     def read(self, x: Any, g: CardGame) -> Trace:
         if type(x) is not list or len(x) > self.max_moves:
             raise InvalidState(f"{self.field!r} must be a list of at most {self.max_moves} moves")
-        if self.then:
-            return self._read_then(x, g)
-        # The common case in C loops (`map`, `set`, `chain`): [seat, move] pairs, int seats
-        # in range, moves seen before (`CardGame.move`'s cache); ~4x cheaper than an entry at
-        # a time for doudizhu's traces of up to ~50 moves, and no tuple an entry.
+        width = 3 if self.then else 2
+        # The common case in C loops (`map`, `set`, `chain`): [seat, move(, in force)] entries,
+        # int seats in range, moves seen before (`CardGame.move`'s cache); ~4x cheaper than an
+        # entry at a time for doudizhu's traces of up to ~50 moves (~3x for UNO's 16), and no
+        # tuple an entry.
         try:
-            if set(map(type, x)) <= _PAIRS and set(map(len, x)) <= {2}:
+            if set(map(type, x)) <= _PAIRS and set(map(len, x)) <= {width}:
                 flat = list(chain.from_iterable(x))
-                seats, moves = flat[0::2], list(map(g.known_moves.get, flat[1::2]))
+                seats, moves = flat[0::width], list(map(g.known_moves.get, flat[1::width]))
+                then = flat[2::width] if self.then else []
                 ok = set(map(type, seats)) <= {int} and set(seats) <= set(range(g.players))
-                if ok and all(moves):  # (a Move is true, None false)
-                    return Trace(seats, moves)
-        except TypeError:  # an unhashable move: read entry by entry, which says why
-            pass
-        out = Trace([], [])
-        for entry in x:
-            if type(entry) not in _PAIRS or len(entry) != 2:
-                raise InvalidState(f"each of {self.field!r} must be [seat, move], got {entry!r}")
-            out.seats.append(g.int_in(entry[0], 0, g.players - 1, self.field))
-            out.moves.append(g.move(entry[1], self.field))
-        return out
-
-    def _read_then(self, x: list[Any], g: CardGame) -> Trace:
-        # As `read`'s common case, in C loops: ~3x cheaper for UNO's 16 entries.
-        try:
-            if set(map(type, x)) <= _PAIRS and set(map(len, x)) <= {3}:
-                flat = list(chain.from_iterable(x))
-                seats, moves, then = (
-                    flat[0::3],
-                    list(map(g.known_moves.get, flat[1::3])),
-                    flat[2::3],
-                )
-                ok = set(map(type, seats)) <= {int} and set(seats) <= set(range(g.players))
-                if ok and set(then) <= set(self.then) and all(moves):
-                    return Trace(seats, moves, list(map(self.then.index, then)))
+                if ok and set(then) <= set(self.then) and all(moves):  # (a Move is true)
+                    index = list(map(self.then.index, then)) if self.then else None
+                    return Trace(seats, moves, index)
         except TypeError:  # an unhashable entry: read entry by entry, which says why
             pass
-        out = Trace([], [], [])
+        out = Trace([], [], [] if self.then else None)
+        shape = "[seat, move, in force]" if self.then else "[seat, move]"
         for entry in x:
-            if type(entry) not in _PAIRS or len(entry) != 3:
-                raise InvalidState(f"each of {self.field!r} must be [seat, move, in force]")
-            if not isinstance(entry[2], str) or entry[2] not in self.then:
+            if type(entry) not in _PAIRS or len(entry) != width:
+                raise InvalidState(f"each of {self.field!r} must be {shape}, got {entry!r}")
+            if self.then and (not isinstance(entry[2], str) or entry[2] not in self.then):
                 raise InvalidState(f"{self.field!r}: in force is one of {list(self.then)}")
             out.seats.append(g.int_in(entry[0], 0, g.players - 1, self.field))
             out.moves.append(g.move(entry[1], self.field))
-            out.then.append(self.then.index(entry[2]))  # type: ignore[union-attr]
+            if self.then:
+                out.then.append(self.then.index(entry[2]))  # type: ignore[union-attr]
         return out
 
     def default(self, g: CardGame) -> Trace:
