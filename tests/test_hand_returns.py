@@ -114,3 +114,8 @@ def test_a_ppo_update_measures_the_gain_on_whole_hands_first_steps():
     diff = np.array([1.0, -2.0, 3.0]) - values
     assert learned["gain"] == pytest.approx(diff.mean(), abs=1e-5)
     assert learned["gain_se"] == pytest.approx(diff.std() / 3**0.5, rel=1e-4)
+    # Scaled by the clone's `value_scale`: return - scale * value, its spread likewise.
+    scaled = ra.learner_stats({"learners": {DEFAULT_MODULE_ID: stats}}, 2, value_scale=0.25)
+    diff = np.array([1.0, -2.0, 3.0]) - 0.25 * values
+    assert scaled["gain"] == pytest.approx(diff.mean(), abs=1e-5)
+    assert scaled["gain_se"] == pytest.approx(diff.std() / 3**0.5, rel=1e-4)

@@ -162,9 +162,107 @@ def test_the_clones_report_holds_its_value_offset_on_fresh_first_steps():
     anchor = ra.RulesAnchor(clone_decisions=1000, clone_epochs=2)
     _, report = ra.distil(GAME, spec, anchor, seed=4)
     assert report["value_offset_rows"] >= 200  # a fifth of the clone's decisions
+    # And the clone's own level against the rules, each team's, the worst the floor.
+    teams = report["clone_gain_by_team"]
+    assert {t["team"] for t in teams} == {0, 1} and sum(t["rows"] for t in teams) >= 200
+    assert report["clone_gain"] == min(t["gain"] for t in teams)
+    assert report["clone_gain_se"] > 0
     assert np.isfinite(report["value_offset"]) and report["value_offset_se"] > 0
     # Leduc's payoffs are a few chips: an offset far beyond that is no offset.
     assert abs(report["value_offset"]) < 3.0
+
+
+def test_the_pull_back_answers_a_policy_below_its_clone_not_a_clone_below_the_rules():
+    # A sampled clone 0.06 a hand below the rules (its measured floor), and a policy that
+    # plays like it: below the rules significantly, yet pulling back to the clone cannot
+    # lift it, so the clock runs on with the steps (the coefficient decays).
+    anchor = ra.RulesAnchor(kl_coeff=0.05, half_life=1000, max_pull=8)
+    at_clone = ra.Release(updates=3, t=4.303, floor=-0.06, floor_se=0.01)
+    for steps, gain in ((100, -0.06), (200, -0.055), (300, -0.065), (400, -0.06)):
+        at_clone.observe(gain, 0.005, steps, anchor)
+    assert at_clone.verdict() == -1  # below the rules: what the reports say
+    assert not at_clone.below_clone() and at_clone.held_back == 0.0
+    assert at_clone.clock(400) == 400
+    # The policy drifts below its clone, significantly: pulled back.
+    for steps, gain in ((500, -0.15), (600, -0.16), (700, -0.15)):
+        at_clone.observe(gain, 0.005, steps, anchor)
+    assert at_clone.below_clone() and at_clone.held_back > 0
+    # The floor's own error widens the interval: 0.03 below a floor known to ±0.04 is not.
+    unsure = ra.Release(updates=3, t=4.303, floor=-0.06, floor_se=0.02)
+    for steps, gain in ((100, -0.09), (200, -0.09), (300, -0.09)):
+        unsure.observe(gain, 0.001, steps, anchor)
+    assert not unsure.below_clone() and unsure.held_back == 0.0
+    # Without a measured floor (a clone kept before it), the rules' level, as before.
+    rules_level = ra.Release(updates=3, t=4.303)
+    for steps, gain in ((100, -0.06), (200, -0.055), (300, -0.065)):
+        rules_level.observe(gain, 0.005, steps, anchor)
+    assert rules_level.below_clone() and rules_level.held_back > 0
+
+
+def test_a_player_plays_one_team_a_hand_against_the_rules_and_only_its_rows_are_kept():
+    rules = ra.rules_decisions(GAME, 400, seed=3, deviate=0.0, first_steps=True)
+    assert rules.teams is None
+
+    def first_legal(state: dict) -> str:
+        return state["legal_actions"][0]
+
+    mine = ra.rules_decisions(GAME, 400, seed=3, deviate=0.0, first_steps=True,
+                              player=first_legal)  # fmt: skip
+    assert mine.teams is not None and len(mine.teams) == len(mine)
+    assert set(mine.teams.tolist()) == {0, 1}  # leduc: each seat a team, drawn at random
+    # One row a hand (the player's seat's first decision), labelled with its own move.
+    assert mine.hands == len(mine)
+    assert all(mine.legal[i][a] > 0 for i, a in enumerate(mine.actions))
+    assert not np.array_equal(mine.actions, rules.actions[: len(mine)])
+    # Its seat's payoffs: a player that always takes the first legal move (call, check or
+    # fold) loses to the rules on the whole.
+    assert mine.returns.mean() < 0
+
+
+class _ValueOnly:
+    """A module stand-in whose value at each first step is given: the scale's statistics
+    alone, not a network's fit."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = torch.from_numpy(values.astype(np.float32))
+
+    def forward_train(self, batch: dict) -> dict:
+        return {}
+
+    def compute_values(self, batch: dict, embeddings: object = None) -> torch.Tensor:
+        return self.values
+
+
+def _first_steps(returns: np.ndarray) -> ra.Decisions:
+    n = len(returns)
+    return ra.Decisions(obs=np.zeros((n, 2), np.float32), legal=[np.ones(2, np.float32)] * n,
+                        actions=np.zeros(n, np.int64), returns=returns.astype(np.float32),
+                        candidates=False, hands=n, seconds=0.0)  # fmt: skip
+
+
+def test_the_clones_value_is_scaled_by_what_it_tracks_of_the_returns():
+    rng = np.random.default_rng(0)
+    n = 4000
+    knows = rng.normal(0, 0.6, n)  # what a deal says before anyone plays
+    returns = 0.2 + knows + rng.normal(0, 0.6, n)
+    # A value that tracks it: scale ~1, the residual the returns' own noise.
+    fair = ra.first_step_offset(_ValueOnly(knows), _first_steps(returns))
+    assert fair["value_scale"] == pytest.approx(1.0, abs=0.06)
+    assert fair["value_offset"] == pytest.approx(0.2, abs=0.04)
+    assert fair["value_offset_se"] * n**0.5 == pytest.approx(0.6, abs=0.03)
+    # An overfitted value (what it knows plus as much noise of its own): scaled by about half,
+    # its residual below both the raw one and the returns' own spread.
+    noisy = knows + rng.normal(0, 0.6, n)
+    scaled = ra.first_step_offset(_ValueOnly(noisy), _first_steps(returns))
+    raw_sd = float((returns - noisy).std())
+    assert scaled["value_scale"] == pytest.approx(0.5, abs=0.07)
+    assert scaled["value_offset_se"] * n**0.5 < min(raw_sd, float(returns.std())) - 0.05
+    # A value that knows nothing: scaled to about 0, never below it; a constant one: 1.
+    blind = ra.first_step_offset(_ValueOnly(-rng.normal(0, 0.6, n)), _first_steps(returns))
+    assert 0.0 <= blind["value_scale"] < 0.06
+    flat = ra.first_step_offset(_ValueOnly(np.full(n, 0.3)), _first_steps(returns))
+    assert flat["value_scale"] == 1.0
+    assert flat["value_offset"] == pytest.approx(returns.mean() - 0.3, abs=1e-4)
 
 
 def test_a_policy_below_the_rules_sets_the_clock_back_and_the_pull_grows():
@@ -408,7 +506,8 @@ def test_learner_stats_keeps_what_was_measured_and_drops_nan():
 
 
 def test_the_anchors_evidence_is_kept_beside_the_checkpoint(tmp_path):
-    clone = {"greedy_agreement": 1.0, "value_offset": -0.04, "value_offset_se": 0.02}
+    clone = {"greedy_agreement": 1.0, "value_offset": -0.04, "value_offset_se": 0.02,
+             "value_scale": 0.0, "clone_gain": -0.05, "clone_gain_se": 0.01}  # fmt: skip
     ra.save_anchor(tmp_path, {"w": np.zeros(2, np.float32)}, clone)
     release = ra.Release(held_back=1234.0, released_at=5678.0)
     ra.save_steps(tmp_path, 9000.0, release)
@@ -416,8 +515,11 @@ def test_the_anchors_evidence_is_kept_beside_the_checkpoint(tmp_path):
     again = ra.restored_release(state)
     assert (again.held_back, again.released_at, again.seen_steps) == (1234.0, 5678.0, 9000.0)
     assert (again.offset, again.offset_se) == (-0.04, 0.02)  # the clone's, from its report
+    assert (again.floor, again.floor_se) == (-0.05, 0.01)
+    assert again.scale == 0.0  # 0 is a scale (the value told nothing), not "missing"
     assert again.clock(9000.0) == release.clock(9000.0) and state["clone"]
     # A state kept before the pull back: nothing held back, not let go.
     old = ra.restored_release({"env_steps": 10.0})
     assert (old.held_back, old.released_at, old.seen_steps) == (0.0, None, 10.0)
-    assert (old.offset, old.offset_se) == (0.0, 0.0)  # a clone kept before its offset
+    assert (old.offset, old.offset_se, old.scale) == (0.0, 0.0, 1.0)  # kept before them
+    assert old.floor is None  # the rules' level

@@ -201,19 +201,22 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
         with restored.as_directory() as folder, np.load(Path(folder) / CHECKPOINT) as saved:
             arrays = dict(saved)
         steps0, trained_s = int(arrays.pop("__steps")), float(arrays.pop("__trained_s"))
-        released_at = float(arrays.pop("__released_at"))
+        released_at, floor = float(arrays.pop("__released_at")), float(arrays.pop("__floor"))
         release = replace(release, gains=[float(g) for g in arrays.pop("__gains")],
                           ses=[float(e) for e in arrays.pop("__ses")],
                           held_back=float(arrays.pop("__held_back")), seen_steps=steps0,
                           offset=float(arrays.pop("__offset")),
                           offset_se=float(arrays.pop("__offset_se")),
+                          scale=float(arrays.pop("__scale")),
+                          floor=None if math.isnan(floor) else floor,
+                          floor_se=float(arrays.pop("__floor_se")),
                           released_at=None if math.isnan(released_at) else released_at)  # fmt: skip
         reference = {k[4:]: v for k, v in arrays.items() if k.startswith("ref/")}
         ra.start_from(algo, {k: v for k, v in arrays.items() if "/" not in k}, version=1)
     elif anchor.enabled:
         reference, clone = ra.distil(game, spec, anchor, hyper.gamma, seed, setup["decisions"],
                                      setup["first_steps"])  # fmt: skip
-        release = ra.restored_release({"clone": clone})  # with the clone's value offset
+        release = ra.restored_release({"clone": clone})  # the clone's value offset and scale
         ra.start_from(algo, reference, version=1)
     if anchor.enabled and reference:
         ra.hold_reference(algo, reference)
@@ -246,6 +249,9 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
                      "__held_back": np.array(release.held_back),
                      "__offset": np.array(release.offset),
                      "__offset_se": np.array(release.offset_se),
+                     "__scale": np.array(release.scale),
+                     "__floor": np.array(math.nan if release.floor is None else release.floor),
+                     "__floor_se": np.array(release.floor_se),
                      "__released_at": np.array(release.released_at or math.nan)}  # fmt: skip
             ref = {f"ref/{k}": v for k, v in (reference or {}).items()}
             np.savez(Path(folder) / CHECKPOINT, **full, **ref, **extra)

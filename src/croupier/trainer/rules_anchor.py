@@ -20,7 +20,8 @@ player, and a clone of the rules that cannot learn is no better than the rules. 
    nothing for moving mass among moves the clone spreads over, so the policy may add better
    moves without dropping the rules' one first. The coefficient's clock runs on evidence
    (`Release`): each whole hand's return (`trainer/hand_returns.py`) less the clone's value at
-   the hand's first step, less that value's own offset measured on fresh hands (`distil`).
+   the hand's first step (scaled by how much of the returns it tracks there), less that
+   value's own offset, both measured on fresh hands (`distil`).
 
 Why these choices, with the measured numbers: docs/training.md, "Rules-anchored learning".
 
@@ -37,6 +38,7 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,7 @@ from ray.rllib.core.columns import Columns
 from torch.nn import functional as F
 
 from croupier.games.candidates import is_candidate_game
+from croupier.policies.distribution import from_module, sampler
 from croupier.policies.module import ModelSpec
 from croupier.trainer.hand_returns import HAND_RETURN
 
@@ -62,13 +65,14 @@ ANCHOR_STATE = "rules-anchor.json"
 KL_KEY = "rules_kl"
 COEFF_KEY = "rules_kl_coeff"
 ENTROPY_BOOST_KEY = "rules_entropy_boost"
-# Whole hands' returns less the clone's values at their first steps: summed over an update's
-# minibatches (its rows, their sum and sum of squares), from which `learner_stats` has the
-# update's mean and standard error. One minibatch alone is too few rows to tell: a few dozen
-# hands, each with a payoff spread of about the stake.
+# Whole hands' returns and the clone's values at their first steps: summed over an update's
+# minibatches (its rows; the returns' and values' sums, squares and cross products), from which
+# `learner_stats` has the update's mean gain, return - scale * value, and its standard error,
+# for the clone's fitted `value_scale`. One minibatch alone is too few rows to tell: a few
+# dozen hands, each with a payoff spread of about the stake.
 GAIN_ROWS_KEY = "rules_gain_rows"
-GAIN_SUM_KEY = "rules_gain_sum"
-GAIN_SQUARES_KEY = "rules_gain_squares"
+GAIN_SUMS_KEYS = ("rules_gain_returns", "rules_gain_values", "rules_gain_return_squares",
+                  "rules_gain_value_squares", "rules_gain_cross")  # fmt: skip
 # A deviation from the rules now and then while recording, so the clone also sees states the
 # rules alone never reach (the learner's own mistakes lead there); the label stays the rules'.
 DEVIATE = 0.1
@@ -77,6 +81,9 @@ DEVIATE = 0.1
 # -0.044 ± 0.035 (UNO) and +0.027 ± 0.019 (crazy eights) on 3,000 fresh first steps, as large
 # as the gains the anchor judges; the gain is read less that offset.
 CALIBRATION_SHARE = 5
+# The most the clone's value is scaled by in the gain (`first_step_offset`): a value fitted
+# too flat is scaled up to what it tracks, a value of a few rows' noise not without bound.
+MAX_VALUE_SCALE = 2.0
 MAX_DECISIONS_PER_HAND = 10_000
 
 
@@ -176,6 +183,12 @@ class Release:
     # less `offset`, its standard error widening the interval.
     offset: float = 0.0
     offset_se: float = 0.0
+    scale: float = 1.0  # the gain is return - scale * the clone's value (`first_step_offset`)
+    # The clone's own gain, as the gain is read before the offset, playing against the rules on
+    # fresh hands (`clone_level`; its worst team), and its standard error: what pulling back
+    # can restore. None: the rules' level (a clone kept before it was measured).
+    floor: float | None = None
+    floor_se: float = 0.0
     gains: list[float] = field(default_factory=list)  # the last `updates` updates' gains
     ses: list[float] = field(default_factory=list)  # and their own standard errors
     held_back: float = 0.0  # env steps the clock is set back by
@@ -190,18 +203,38 @@ class Release:
         """The anchor's clock: the env steps trained under it less what it was set back by."""
         return env_steps - self.held_back
 
-    def verdict(self) -> int:
-        """+1: the last `updates` gains are significantly above 0; -1: below; 0: neither, or
-        too few yet."""
+    def _window(self) -> tuple[float, float] | None:
+        """The last `updates` gains' mean and the half-width of its 95% interval (from their
+        spread, or their own errors if larger); None while there are too few."""
         n = len(self.gains)
         if n < max(self.updates, 2):
-            return 0
+            return None
         mean = sum(self.gains) / n
         spread = (sum((g - mean) ** 2 for g in self.gains) / (n - 1)) ** 0.5
         own = (sum(se * se for se in self.ses) / n) ** 0.5
-        half = math.hypot(self.t * max(spread, own) / n**0.5, 1.96 * self.offset_se)
-        mean -= self.offset
+        return mean, self.t * max(spread, own) / n**0.5
+
+    def verdict(self) -> int:
+        """Against the rules: +1 when the last `updates` gains, less the clone's value offset,
+        are significantly above 0; -1: below; 0: neither, or too few yet."""
+        window = self._window()
+        if window is None:
+            return 0
+        mean, half = window[0] - self.offset, math.hypot(window[1], 1.96 * self.offset_se)
         return 1 if mean - half > 0 else -1 if mean + half < 0 else 0
+
+    def below_clone(self) -> bool:
+        """Whether the last `updates` gains are significantly below the clone's own (`floor`;
+        without one, below the rules): what the pull back answers. Below the rules alone is
+        not enough: a sampled clone is itself below them (doudizhu's landlord clone won 0.43
+        of its games where the rules won 0.50), and pulling a policy back to a clone that is
+        no better only held it there (the coefficient at its most in 9 updates of 10)."""
+        if self.floor is None:
+            return self.verdict() < 0
+        window = self._window()
+        if window is None:
+            return False
+        return window[0] + math.hypot(window[1], 1.96 * self.floor_se) < self.floor
 
     def observe(
         self,
@@ -219,12 +252,11 @@ class Release:
             return False
         self.gains = [*self.gains, float(gain)][-self.updates :]
         self.ses = [*self.ses, float(se)][-self.updates :]
-        verdict = self.verdict()
-        if verdict < 0 and anchor is not None and anchor.earliest < 0:
+        if self.below_clone() and anchor is not None and anchor.earliest < 0:
             # Standing still over this update and a half-life back, no further than `earliest`.
             held = self.held_back + max(update_steps, 0.0) + anchor.half_life
             self.held_back = min(held, env_steps - anchor.earliest)
-        if verdict > 0 and (anchor is None or anchor.release):
+        if self.verdict() > 0 and (anchor is None or anchor.release):
             self.released_at = float(env_steps)
             return True
         return False
@@ -258,6 +290,8 @@ class Decisions:
     candidates: bool
     hands: int
     seconds: float
+    # With a `player` (`rules_decisions`): the team it played, per row (`Simulator.teams`).
+    teams: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -270,13 +304,16 @@ def rules_decisions(
     gamma: float = 1.0,
     deviate: float = DEVIATE,
     first_steps: bool = False,
+    player: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Decisions:
     """The rules play the rules on `game`'s simulator until `decisions` decisions are made
     (the last hand played out); each seat's every decision is encoded by the game's adapter,
     labelled with the rules' action and the seat's payoff (discounted by its own later
     decisions, as the learner's episodes count them). `deviate`: the share of moves played
     at random instead (still labelled with the rules' move). `first_steps`: only each seat's
-    first decision of a hand is kept (the hand still played out)."""
+    first decision of a hand is kept (the hand still played out). `player` (a function of
+    the state, as the rules are): it plays one team a hand, drawn at random, against the
+    rules, and only its seats' decisions are kept, labelled with its own actions."""
     from croupier.games.base import rules_seeded
     from croupier.games.registry import load_adapter, load_simulator
 
@@ -291,6 +328,7 @@ def rules_decisions(
     legal_rows: list[np.ndarray] = []
     actions: list[int] = []
     returns: list[float] = []
+    teams: list[int] = []
     hands = 0
     with rules_seeded(seed):
         while len(actions) < decisions:
@@ -298,6 +336,11 @@ def rules_decisions(
             if hands > 10 * decisions + 1000:  # bounded, even for a game of no decisions
                 break
             table.reset(int(rng.integers(2**31)))
+            team, played = -1, frozenset(range(table.num_players))  # whose decisions count
+            if player is not None:
+                sides = table.teams()
+                team = int(rng.integers(len(sides)))
+                played = frozenset(sides[team])
             rows_of: dict[int, list[tuple[int, int]]] = {}  # seat: (row, its decision index)
             made: dict[int, int] = {}  # seat: decisions made this hand
             for _ in range(MAX_DECISIONS_PER_HAND):
@@ -305,16 +348,18 @@ def rules_decisions(
                     break
                 seat = table.current_player()
                 state = table.state(seat)
-                action = rules(state)
+                ours = seat in played
+                action = player(state) if ours and player is not None else rules(state)
                 made[seat] = made.get(seat, 0) + 1
-                if not first_steps or made[seat] == 1:
+                if ours and (not first_steps or made[seat] == 1):
                     obs, legal = adapter.encode(state)
                     rows_of.setdefault(seat, []).append((len(actions), made[seat] - 1))
                     obs_rows.append(obs)
                     legal_rows.append(legal)
                     actions.append(adapter.action_index(action, state))
                     returns.append(0.0)
-                if deviate > 0 and rng.random() < deviate:
+                    teams.append(team)
+                if deviate > 0 and player is None and rng.random() < deviate:
                     options = state["legal_actions"]
                     action = options[int(rng.integers(len(options)))]
                 table.step(action)
@@ -332,6 +377,7 @@ def rules_decisions(
         candidates=is_candidate_game(adapter),
         hands=hands,
         seconds=time.monotonic() - t0,
+        teams=np.asarray(teams, np.int64) if player is not None else None,
     )
 
 
@@ -415,6 +461,12 @@ def distil(
     module.eval()
     fit_s = time.monotonic() - t0
     first = calibration_steps(game, n, seed, gamma) if first is None else first
+    offset = first_step_offset(module, first)
+    weights = module_weights(module)
+    # The clone itself against the rules, on as many fresh first steps: its own level.
+    player = sampler(from_module(adapter, spec, served_weights(game, spec, weights)), seed + 2)
+    mine = rules_decisions(game, len(first), seed=seed + 2, gamma=gamma, deviate=0.0,
+                           first_steps=True, player=player)  # fmt: skip
     report = {
         "decisions": n,
         "hands": data.hands,
@@ -423,10 +475,11 @@ def distil(
         "policy_loss": losses[-1][0] if losses else None,
         "value_loss": losses[-1][1] if losses else None,
         **clone_fit(module, data),
-        **first_step_offset(module, first),
+        **offset,
+        **clone_level(module, mine, offset["value_scale"]),
         "settings": anchor.to_dict(),
     }
-    return module_weights(module), report
+    return weights, report
 
 
 def calibration_steps(game: str, clone_decisions: int, seed: int, gamma: float) -> Decisions:
@@ -439,15 +492,48 @@ def calibration_steps(game: str, clone_decisions: int, seed: int, gamma: float) 
 @torch.no_grad()
 def first_step_offset(module: Any, first: Decisions) -> dict[str, float]:
     """How far the clone's value at a seat's first decision is from what the rules then make,
-    on fresh hands of the rules against the rules (`first`: first steps only): the mean of
-    (return - value), its standard error and the rows. The anchor's gain is read less it."""
+    on fresh hands of the rules against the rules (`first`: first steps only). The value is
+    first scaled by how much of the returns it tracks there (`value_scale`: the regression of
+    the returns on the values, within [0, MAX_VALUE_SCALE]), then the offset is the mean of
+    (return - scale * value), with its standard error and the rows. The anchor's gain is read
+    the same way. Why the scale: fitted on a few hundred hands, the value can add more noise
+    than it removes (UNO: 0.97 a hand of residual against the payoff's own 0.85); scaled, the
+    residual is never much above the payoff's spread, and the value still removes what it
+    knows (a Leduc deal's card)."""
     batch, _ = _batch(first, np.arange(len(first)))
     out = module.forward_train(batch)
     values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS)).numpy()
-    diff = first.returns.astype(np.float64) - values.astype(np.float64)
+    returns, values = first.returns.astype(np.float64), values.astype(np.float64)
+    scale = 1.0
+    if len(values) > 2 and values.var() > 1e-12:
+        slope = float(np.cov(returns, values)[0, 1] / values.var(ddof=1))
+        scale = min(max(slope, 0.0), MAX_VALUE_SCALE)
+    diff = returns - scale * values
     se = float(diff.std(ddof=1) / len(diff) ** 0.5) if len(diff) > 1 else 0.0
     return {"value_offset": float(diff.mean()), "value_offset_se": se,
-            "value_offset_rows": len(diff), "value_offset_s": round(first.seconds, 1)}  # fmt: skip
+            "value_offset_rows": len(diff), "value_scale": scale,
+            "value_offset_s": round(first.seconds, 1)}  # fmt: skip
+
+
+@torch.no_grad()
+def clone_level(module: Any, mine: Decisions, scale: float) -> dict[str, Any]:
+    """The clone's own gain against the rules (`mine`: its first steps playing a team against
+    the rules, `rules_decisions(player=...)`), read as the learner reads the policy's: the
+    mean of (return - scale * value), before the offset. Per team; its worst team's is the
+    pull back's floor (`Release.floor`), with that mean's standard error."""
+    batch, _ = _batch(mine, np.arange(len(mine)))
+    out = module.forward_train(batch)
+    values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS)).numpy()
+    gains = mine.returns.astype(np.float64) - scale * values.astype(np.float64)
+    assert mine.teams is not None
+    by_team = []
+    for team in np.unique(mine.teams).tolist():
+        g = gains[mine.teams == team]
+        se = float(g.std(ddof=1) / len(g) ** 0.5) if len(g) > 1 else 0.0
+        by_team.append({"team": team, "gain": float(g.mean()), "se": se, "rows": len(g)})
+    worst = min(by_team, key=lambda t: t["gain"])
+    return {"clone_gain": worst["gain"], "clone_gain_se": worst["se"],
+            "clone_gain_by_team": by_team, "clone_play_s": round(mine.seconds, 1)}  # fmt: skip
 
 
 @torch.no_grad()
@@ -552,19 +638,20 @@ class _AnchoredMixin:
 
 
 def _gain(reference: Any, batch: dict[str, Any], ref_out: dict[str, Any]) -> dict[str, float]:
-    """The minibatch's (whole hands' returns - the clone's values at their first steps): its
-    rows, sum and sum of squares; how much more than the rules the policy makes from the same
-    deals, one row a hand (`trainer/hand_returns.py`). Empty where the batch holds no such
-    column (a learner built without the trainer's connector pieces)."""
+    """The minibatch's whole hands' returns and the clone's values at their first steps: its
+    rows and the sums `learner_stats` reads the gain from (how much more than the rules the
+    policy makes from the same deals, one row a hand, `trainer/hand_returns.py`). Empty where
+    the batch holds no such column (a learner built without the trainer's connector pieces)."""
     returns = batch.get(HAND_RETURN)
     if returns is None:
         return {}
     values = reference.compute_values(batch, embeddings=ref_out.get(Columns.EMBEDDINGS))
     returns = returns.reshape(-1)
     first = torch.isfinite(returns)
-    diff = (returns[first] - values.reshape(-1)[first]).double()
-    return {GAIN_ROWS_KEY: float(diff.numel()), GAIN_SUM_KEY: float(diff.sum()),
-            GAIN_SQUARES_KEY: float((diff * diff).sum())}  # fmt: skip
+    r, v = returns[first].double(), values.reshape(-1)[first].double()
+    sums = (r.sum(), v.sum(), (r * r).sum(), (v * v).sum(), (r * v).sum())
+    return {GAIN_ROWS_KEY: float(r.numel()),
+            **{key: float(x) for key, x in zip(GAIN_SUMS_KEYS, sums, strict=True)}}  # fmt: skip
 
 
 def entropy(logits: torch.Tensor) -> torch.Tensor:
@@ -652,7 +739,8 @@ def after_update(
 ) -> dict[str, Any]:
     """After an update: whether the anchor lets go (its gain over the clone's values), then
     every learner's coefficients for the next one; what the update measured."""
-    learned = learner_stats(result, int(getattr(algo.config, "num_epochs", 1) or 1))
+    epochs = int(getattr(algo.config, "num_epochs", 1) or 1)
+    learned = learner_stats(result, epochs, release.scale)
     gain, se = learned.get("gain"), learned.get("gain_se")
     if release.observe(gain, se, env_steps, anchor):
         log.info("the policy makes %+.3f more than the rules from the same states over the "
@@ -662,6 +750,7 @@ def after_update(
     coeff, _ = set_coefficients(algo, anchor, release.clock(env_steps), release.released)
     return {"env_steps": env_steps, "clock": release.clock(env_steps), "next_kl_coeff": coeff,
             "released_at": release.released_at, "gain_offset": release.offset,
+            "gain_value_scale": release.scale, "gain_floor": release.floor,
             **learned}  # fmt: skip
 
 
@@ -670,11 +759,14 @@ def held(algo: Any) -> list[tuple[bool, float]]:
     return _on_learners(algo, lambda learner: (learner.holds_reference(), learner.rules_coeff()))
 
 
-def learner_stats(result: dict[str, Any], epochs: int = 1) -> dict[str, float]:
+def learner_stats(
+    result: dict[str, Any], epochs: int = 1, value_scale: float = 1.0
+) -> dict[str, float]:
     """The anchor's terms as the learner logged them in an RLlib result: {"kl", "kl_coeff",
-    "entropy_boost"} (absent before a learner holds a reference), and the update's "gain" over
-    the clone's values with its standard error "gain_se" (PPO: each of the batch's rows was
-    seen `epochs` times, which leaves the mean and spread as they are and divides the count)."""
+    "entropy_boost"} (absent before a learner holds a reference), and the update's "gain",
+    the mean of return - `value_scale` * the clone's value over its hands, with its standard
+    error "gain_se" (PPO: each of the batch's rows was seen `epochs` times, which leaves the
+    mean and spread as they are and divides the count)."""
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     stats = result.get("learners", {}).get(DEFAULT_MODULE_ID, {})
@@ -689,10 +781,12 @@ def learner_stats(result: dict[str, Any], epochs: int = 1) -> dict[str, float]:
                       (ENTROPY_BOOST_KEY, "entropy_boost")):  # fmt: skip
         if (value := number(key)) is not None:
             out[name] = value
-    rows, total, squares = (number(k) for k in (GAIN_ROWS_KEY, GAIN_SUM_KEY, GAIN_SQUARES_KEY))
-    if rows is not None and total is not None and squares is not None and rows >= 2 * epochs:
-        mean = total / rows
-        spread = max(squares / rows - mean * mean, 0.0) ** 0.5
+    rows, sums = number(GAIN_ROWS_KEY), [number(k) for k in GAIN_SUMS_KEYS]
+    if rows is not None and None not in sums and rows >= 2 * epochs:
+        r, v, rr, vv, rv = (x / rows for x in sums)  # type: ignore[operator]
+        b = value_scale
+        mean = r - b * v
+        spread = max(rr - 2 * b * rv + b * b * vv - mean * mean, 0.0) ** 0.5
         out["gain"], out["gain_se"] = mean, spread / (rows / max(epochs, 1)) ** 0.5
     return out
 
@@ -747,11 +841,15 @@ def restored_release(state: dict[str, Any]) -> Release:
         value = kept.get(key)
         return float(value) if isinstance(value, int | float) else None
 
+    scale = number(clone, "value_scale")  # 0 is a scale: the value told nothing there
     return Release(released_at=number(state, "released_at"),
                    held_back=number(state, "held_back") or 0.0,
                    seen_steps=number(state, "env_steps") or 0.0,
                    offset=number(clone, "value_offset") or 0.0,
-                   offset_se=number(clone, "value_offset_se") or 0.0)  # fmt: skip
+                   offset_se=number(clone, "value_offset_se") or 0.0,
+                   scale=1.0 if scale is None else scale,
+                   floor=number(clone, "clone_gain"),
+                   floor_se=number(clone, "clone_gain_se") or 0.0)  # fmt: skip
 
 
 def served_weights(game: str, spec: ModelSpec, full: dict[str, np.ndarray]) -> dict[str, Any]:

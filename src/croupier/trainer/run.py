@@ -617,7 +617,7 @@ class Trainer:
 
     def _anchor_step(self, result: dict[str, Any], steps_this_run: int) -> dict[str, Any]:
         """After an update: the KL term's coefficient for the next one (by the anchor's clock:
-        the env steps trained under it, set back while the policy is below the rules), and
+        the env steps trained under it, set back while the policy is below its clone), and
         what the learner measured in this one."""
         from croupier.trainer import rules_anchor as ra
 
