@@ -394,6 +394,60 @@ def test_fallback_answers_marks_counts_and_records_nothing(inprocess, leduc_stat
     assert ended["episodes"] == 0  # the fallback step is not the learned policy's
 
 
+def test_a_training_server_answers_with_the_rules_until_its_trainers_first_version(
+    inprocess, leduc_states
+):
+    """A server started with a trainer holds only its own untrained version 0 until the
+    trainer's first version arrives: the model seats that would play it get the rules (as a
+    fallback: labelled so, not recorded), lone and batched; once version 1 is installed new
+    games play it, and a game pinned to version 0 keeps the rules to its end."""
+    state = _state(leduc_states, 0)
+
+    async def body(client, service) -> Any:
+        seats = {"0": "learned", "1": "rules"}
+
+        async def game() -> str:
+            created = await client.post("/v1/games", json={"game": GAME, "seats": seats})
+            return created.json()["game_id"]
+
+        early = await game()
+        lone = await client.post(f"/v1/games/{early}/decide", json={"seat": "0", "state": state})
+        item = {"game_id": early, "seat": "0", "state": state}
+        batched = await client.post("/v1/decide:batch", json={"items": [item]})
+        weights = service.batcher.versions.weights(0)
+        service.batcher.versions.install(1, {k: v + 0.01 for k, v in weights.items()})
+        later = await game()
+        trained = await client.post(f"/v1/games/{later}/decide", json={"seat": "0", "state": state})
+        pinned = await client.post(f"/v1/games/{early}/decide", json={"seat": "0", "state": state})
+        ends = [
+            (await client.post(f"/v1/games/{g}/end", json={"payoffs": {"0": 1, "1": -1}})).json()
+            for g in (early, later)
+        ]
+        return lone.json(), batched.json()["results"][0], trained.json(), pinned.json(), ends
+
+    lone, batched, trained, pinned, ends = inprocess(body, trainer="127.0.0.1:9")
+    for answer in (lone, batched, pinned):
+        assert answer["fallback"] is True and answer["policy"] == "rules", answer
+        assert answer["version"] is None and answer["action"] in state["legal_actions"]
+    assert trained["fallback"] is False and trained["policy"] == "learned"
+    assert trained["version"] == 1
+    assert [e["episodes"] for e in ends] == [0, 1]  # only the trained version's step is kept
+
+
+def test_a_server_without_a_trainer_still_serves_its_version_0(inprocess, leduc_states):
+    state = _state(leduc_states, 0)
+
+    async def body(client, service) -> Any:
+        seats = {"0": "learned", "1": "rules"}
+        created = await client.post("/v1/games", json={"game": GAME, "seats": seats})
+        gid = created.json()["game_id"]
+        return await client.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": state})
+
+    answer = inprocess(body).json()
+    assert answer["fallback"] is False and answer["policy"] == "learned"
+    assert answer["version"] == 0
+
+
 def test_batch_request_items_fall_back_when_the_model_fails(inprocess, leduc_states):
     """A batch request's learned items are forwarded at once, not queued: a failing model
     gives every one of them the fallback's answer, and the other items are unaffected."""

@@ -134,6 +134,7 @@ EXPORTED_NAMES = [
     "croupier_refused_quota_total",
     "croupier_refused_payoffs_total",
     "croupier_forced_moves_total",
+    "croupier_before_first_version_total",
     "croupier_refused_too_large_total",
     "croupier_expired_games_total",
     "croupier_games_resumed_total",

@@ -102,6 +102,7 @@ EXPORTED: tuple[Exported, ...] = (
     _c("episodes_cut"),
     _c("episodes_ended_by_fallback"),
     _c("forced_moves"),
+    _c("before_first_version"),
     _c("weights_refused"),
     _g("recording_held_bytes", "recording", "held_bytes"),
     _c("recording_steps_over_episode_budget", "recording", "steps_over_episode_budget"),

@@ -150,7 +150,11 @@ class PolicyVersions:
         # keeps serving.
         self.refused_nonfinite = 0
         self.last_refused: str | None = None
-        if not self._load_newest_from_disk():
+        # Whether version 0 is this server's own untrained network (no weights on disk; not
+        # replaced by a trainer's version 0): a server that trains answers the model seats
+        # that would play it with the rules instead (`sessions/deciding.py`).
+        self.placeholder_zero = not self._load_newest_from_disk()
+        if self.placeholder_zero:
             torch.manual_seed(seed)
             self._modules = {0: self._build()}
 
@@ -216,6 +220,8 @@ class PolicyVersions:
                 del kept[old]
             self._modules = kept  # the atomic swap
             self._latest = version
+            if version == 0:
+                self.placeholder_zero = False
         if self.weights_dir is not None:
             self._save(version, weights)
         return True
@@ -264,6 +270,7 @@ class PolicyVersions:
             self._modules = {0: module}
             self._latest = 0
             self._pinned.clear()
+            self.placeholder_zero = True
 
     def weights(self, version: int | None = None) -> WeightsState:
         return module_weights(self.resolve(version)[1])

@@ -106,6 +106,7 @@ class _Step:
     forced_version: int | None = None  # ANSWERED forced move of a model's seat: its version
     pending: asyncio.Future[ModelDecision | None] | None = None  # QUEUED
     model: ModelDecision | None = None  # FORWARDED (None: the model failed)
+    untrained: bool = False  # no trained version yet: the fallback answers (`_untrained`)
     # With a turn: this turn's answer (REPLAY: the first request's, awaited, never set).
     turn_result: asyncio.Future[Decision] | None = None
 
@@ -165,6 +166,8 @@ class Decider:
         # Learned seats' episodes ended (truncated) by a fallback decision.
         self.episodes_ended_by_fallback = 0
         self.forced_moves = 0  # a model's seat with one legal action: answered, not recorded
+        # A model's seat answered by the fallback before the trainer's first version arrived.
+        self.before_first_version = 0
         # Bytes recorders may hold (None: unbounded); steps past it answered, not recorded.
         self.budget = budget
 
@@ -351,6 +354,10 @@ class Decider:
         elif policy.kind == BEST_RESPONSE:
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
             step.index = self.best_response_index(state, mask)
+        elif self._untrained(policy):
+            # No model answers: `_finish` gives the fallback's move (the rules), unrecorded.
+            step = _Step(session, seat, policy, state, reward, obs, mask, _QUEUED)
+            step.untrained = True
         elif policy.rules_share and self._rng.random() < policy.rules_share:
             # A tier's (or a `:rules=P` seat's) share of the rules: they act, no forward.
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
@@ -375,6 +382,17 @@ class Decider:
             step.turn_result = self.turns.open(session, seat, turn, state, reward)
         return step
 
+    def _untrained(self, policy: SeatPolicy) -> bool:
+        """Whether `policy` would play this server's own untrained version 0 although the
+        server trains (`--trainer`) and its game has rules: until the trainer's first version
+        arrives (the rules' clone, distilled in its first minute) the rules answer such a
+        seat as a fallback (and go on answering the games pinned to version 0 until they
+        end), so players never meet an untrained policy."""
+        versions = self.batcher.versions
+        zero = policy.version == 0 or (policy.version is None and versions.latest == 0)
+        return (zero and versions.placeholder_zero and policy.uses_model
+                and self.config.trainer is not None and self.rules is not None)  # fmt: skip
+
     def _note_teams(self, session: GameSession, state: dict[str, Any]) -> None:
         """Read the game's partners once, from its first valid state (`team_payoffs`)."""
         try:
@@ -398,7 +416,10 @@ class Decider:
             model = step.model if step.pending is None else _model_result(step.pending)
             if model is None:
                 fallback = True
-                self.fallbacks += 1
+                if step.untrained:  # not a failure: counted apart (no page for it)
+                    self.before_first_version += 1
+                else:
+                    self.fallbacks += 1
                 step.index, label = self._fallback_index(step.state, step.mask)
                 self._end_fragment(step)
             else:

@@ -141,6 +141,7 @@ class DecisionService:
             "episodes_ended_by_fallback": decider.episodes_ended_by_fallback,
             # a model's seat with one legal action: answered without a forward, not recorded
             "forced_moves": decider.forced_moves,
+            "before_first_version": decider.before_first_version,
             "weights_refused": self.versions.refused_nonfinite,  # NaN/inf versions not installed
             # Versions live games pin, and how many of them are not held for them (past
             # --max-pinned-versions: served by the nearest newer version kept).

@@ -228,7 +228,7 @@ class Release:
         without one, below the rules): what the pull back answers. Below the rules alone is
         not enough: a sampled clone is itself below them (doudizhu's landlord clone won 0.43
         of its games where the rules won 0.50), and pulling a policy back to a clone that is
-        no better only held it there (the coefficient at its most in 9 updates of 10)."""
+        no better only held it there (the coefficient at or near its most in 42 of 52 updates)."""
         if self.floor is None:
             return self.verdict() < 0
         window = self._window()
