@@ -70,7 +70,11 @@ def hearts_rules(state: dict[str, Any]) -> str:
     elif cards[0][1] == trick[0][1]:  # following suit
         best = max(rank(c[0]) for c in trick if c[1] == trick[0][1])
         losing = [c for c in cards if rank(c[0]) < best]
-        card = max(losing, key=lambda c: rank(c[0])) if losing else min(cards, key=lambda c: rank(c[0]))
+        card = (
+            max(losing, key=lambda c: rank(c[0]))
+            if losing
+            else min(cards, key=lambda c: rank(c[0]))
+        )
     elif "QS" in cards:
         card = "QS"
     else:
