@@ -204,3 +204,20 @@ def test_a_hand_of_hearts_is_served(inprocess, game: str) -> None:
     answers, recorded = inprocess(body, game=game)
     assert len(answers) == 52 and {a["policy"] for a in answers} == {"learned", "rules"}
     assert recorded > 0
+
+
+@pytest.mark.integration  # in-process, ~5-10 s of CPU (schemathesis's generation)
+def test_hearts_schema_admits_what_the_game_takes_and_refuses_what_it_refuses() -> None:
+    """The declaration's schema held to its checks both ways, as the other development
+    games' are (`test_cards.py`'s `semantics`: what a schema cannot say)."""
+    pytest.importorskip("schemathesis", reason="pip install -e '.[dev]'")
+    from tests.helpers.state_schema import admitted_states_taken, refused_states_refused
+    from tests.test_cards import EXAMPLES_PER_GAME, semantics
+
+    adapter = load_adapter(FIXED)
+    seen = admitted_states_taken(
+        adapter, lambda state: semantics(adapter.game, state), EXAMPLES_PER_GAME
+    )
+    assert seen[True] > 0, seen
+    refused, boundary = refused_states_refused(adapter, EXAMPLES_PER_GAME)
+    assert refused >= 20 + boundary // 2, (refused, boundary)
