@@ -284,7 +284,7 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
             p = last_progress(progress_file)
             w = curve.window(summary, p)
             if p is None:
-                # Already served: the clone (version 1) when the game has rules; what is
+                # Already served: the clone (version 1) on a rules-anchored start; what is
                 # awaited is the first update, not the trainer itself.
                 say(f"  waiting for the first training iteration... {summary.hands} hands "
                     "played", flush=True)  # fmt: skip
