@@ -493,15 +493,24 @@ def score(
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
     admin_key: Annotated[str | None, typer.Option(envvar="CROUPIER_ADMIN_KEY")] = None,
 ) -> None:
-    """Score the server's newest version against the rules; post it to the dashboard's curve."""
+    """Score the server's newest version against the rules; post it to the dashboard's curve
+    (a keyed server: --admin-key alone does both, it opens the engine routes too)."""
     import uvloop
 
+    from croupier.arena.arena import ArenaError
+    from croupier.client import CroupierError
     from croupier.dashboard.score import score_loop
 
     def report(result) -> None:  # noqa: ANN001
         typer.echo(result.model_dump_json())
 
-    uvloop.run(score_loop(url, game, hands, every, rounds, opponent, api_key, admin_key, report))
+    try:
+        uvloop.run(
+            score_loop(url, game, hands, every, rounds, opponent, api_key, admin_key, report)
+        )
+    except (ArenaError, CroupierError, ValueError, OSError) as e:  # a message, not a traceback
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
 
 
 @app.command()

@@ -284,7 +284,10 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
             p = last_progress(progress_file)
             w = curve.window(summary, p)
             if p is None:
-                say(f"  waiting for the trainer... {summary.hands} hands played", flush=True)
+                # Already served: the clone (version 1) on a rules-anchored start; what is
+                # awaited is the first update, not the trainer itself.
+                say(f"  waiting for the first training iteration... {summary.hands} hands "
+                    "played", flush=True)  # fmt: skip
                 return
             payoff = "   n/a" if w["payoff"] is None else f"{w['payoff']:+.3f}"
             say(

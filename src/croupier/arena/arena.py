@@ -94,9 +94,11 @@ class MatchResult:
 
     def format(self) -> str:
         a, b = self.named("a"), self.named("b")
+        per_set = self.hands // max(self.pairs, 1)  # a four-seat game deals each deal 4 times
+        sets = "pairs" if per_set == 2 else f"sets of {per_set} hands"
         lines = [
             f"{self.game}: {a} vs {b}, {self.hands} hands ({self.pairs} duplicate "
-            f"pairs) in {self.seconds:.1f} s ({self.hands_per_s:.1f} hands/s), "
+            f"{sets}) in {self.seconds:.1f} s ({self.hands_per_s:.1f} hands/s), "
             f"{self.errors} errors",
             f"strength score of {a} against {b}: {self.mean:+.4f} ± {self.ci95:.4f} (95% CI "
             f"[{self.ci_low:+.4f}, {self.ci_high:+.4f}])",

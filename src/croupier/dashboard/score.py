@@ -55,6 +55,7 @@ async def score_loop(
     """Score the newest version, post it; repeat every `every_s` for a version not yet scored
     (once when `every_s` is None; at most `rounds` results)."""
     scored: list[ArenaResult] = []
+    api_key = api_key or admin_key  # an admin key opens every engine route too (README, Keys)
     async with (
         CroupierClient(url, api_key=api_key) as engine_client,
         CroupierClient(url, api_key=admin_key or api_key) as admin_client,

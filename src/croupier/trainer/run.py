@@ -394,20 +394,25 @@ class Trainer:
         opts = self.options
         why = ra.anchorable(opts.game, adapter)
         if why is not None:
-            log.info("no rules-anchored start: %s", why)
+            log.warning("no rules-anchored start: %s", why)
             return False
         directory = Path(opts.checkpoint_dir)
         found = ra.load_anchor(directory)
+        # At warning, the default level: the clone takes a while (Hearts: ~20 s, doudizhu
+        # ~55 s) before the link opens, and a trainer silent that long reads as hung.
         if found is None:
-            log.info("distilling the rules of %s (%d decisions)...", opts.game,
-                     opts.rules_anchor.clone_decisions)  # fmt: skip
+            log.warning("distilling the rules of %s (%d decisions) before the link opens...",
+                        opts.game, opts.rules_anchor.clone_decisions)  # fmt: skip
             gamma = opts.hyper.gamma if opts.hyper else 1.0
             weights, report = ra.distil(opts.game, spec, opts.rules_anchor, gamma=gamma)
             ra.save_anchor(directory, weights, report)
         else:
             weights, report = found[0], found[1].get("clone", {})
         ra.start_from(self.algo, weights, version=1)
-        log.info("starting from the rules' clone as version 1: %s", report)
+        log.warning("starting from the rules' clone as version 1 (greedy agreement with the "
+                    "rules %s; the whole report: %s)", report.get("greedy_agreement"),
+                    directory / ra.ANCHOR_STATE)  # fmt: skip
+        log.info("the rules' clone: %s", report)
         return True
 
     def _hold_anchor(self) -> None:
