@@ -618,8 +618,10 @@ def test_a_real_server_keeps_serving_through_an_outage_impostor_broken_trainers_
     runner = build_runner(token=TOKEN, max_frame_bytes=32 * 1024)
     cleanup.append(runner)
     port = free_port()
+    # The outage is this server's first minutes: version 0 is served and recorded (not the
+    # rules before a first version), so that a backlog builds.
     args = ("--trainer", f"127.0.0.1:{port}", "--link-token-file", token_file(TOKEN),
-            "--data-dir", str(tmp_path))  # fmt: skip
+            "--data-dir", str(tmp_path), "--no-rules-before-first-version")  # fmt: skip
     with running_server_logged(*args, "--seats", "learned,rules", timeout_s=90) as server:
         link = lambda: server.get("/healthz")["trainer_link"]  # noqa: E731
         episodes = lambda: server.get("/healthz")["episodes"]  # noqa: E731

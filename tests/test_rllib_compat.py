@@ -131,7 +131,10 @@ def _decide_once(url: str) -> dict[str, Any]:
 
 
 def test_stock_trainer_refused_without_compat(stock):
-    args = ("--trainer", f"127.0.0.1:{stock.port}", "--seats", "learned,rules")
+    # Version 0 served and recorded (not the rules before a first version): what is tested
+    # is that the episodes stay here.
+    args = ("--trainer", f"127.0.0.1:{stock.port}", "--seats", "learned,rules",
+            "--no-rules-before-first-version")  # fmt: skip
     with running_server_logged(*args) as server:
         log = _link_outcome(server)
         assert "use --rllib-compat" in log, log[-3000:]

@@ -270,6 +270,12 @@ class ServerConfig:
         from_cli=_zero_is_none,
     )
     fallback: str = setting("rules", "rules | random")
+    rules_before_first_version: bool = setting(
+        True,
+        "With --trainer and a game with rules: the rules answer the model seats while this "
+        "server holds only its own untrained version 0 (until the trainer's first version), "
+        "unrecorded; --no-rules-before-first-version serves and records version 0",
+    )
     max_body_bytes: int = setting(
         4 << 20,  # a full decide:batch (4096 items) fits
         "Larger request bodies (in KB) get 413",

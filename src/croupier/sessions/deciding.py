@@ -391,7 +391,8 @@ class Decider:
         versions = self.batcher.versions
         zero = policy.version == 0 or (policy.version is None and versions.latest == 0)
         return (zero and versions.placeholder_zero and policy.uses_model
-                and self.config.trainer is not None and self.rules is not None)  # fmt: skip
+                and self.config.trainer is not None and self.rules is not None
+                and self.config.rules_before_first_version)  # fmt: skip
 
     def _note_teams(self, session: GameSession, state: dict[str, Any]) -> None:
         """Read the game's partners once, from its first valid state (`team_payoffs`)."""
