@@ -23,7 +23,6 @@ from dataclasses import replace
 
 import numpy as np
 import torch
-from ray.rllib.core.columns import Columns
 
 from croupier.bench.evaluate import payoff_vs
 from croupier.games.registry import load_adapter
@@ -34,11 +33,7 @@ from croupier.trainer.algo import training_defaults
 def value_spreads(game: str, module: object, first: ra.Decisions) -> dict[str, float]:
     """The returns' spread at fresh first steps, less the value raw and less it scaled (the
     scale fitted on the first half, every spread read on the second)."""
-    batch, _ = ra._batch(first, np.arange(len(first)))
-    with torch.no_grad():
-        out = module.forward_train(batch)
-        values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS))
-    v, r = values.numpy().astype(np.float64), first.returns.astype(np.float64)
+    v, r = ra.clone_values(module, first), first.returns.astype(np.float64)
     fit, judge = slice(0, len(r) // 2), slice(len(r) // 2, None)
     scale = float(np.cov(r[fit], v[fit])[0, 1] / v[fit].var(ddof=1))
     return {"returns_sd": float(r[judge].std()), "raw_sd": float((r[judge] - v[judge]).std()),

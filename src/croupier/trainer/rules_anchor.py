@@ -490,6 +490,15 @@ def calibration_steps(game: str, clone_decisions: int, seed: int, gamma: float) 
 
 
 @torch.no_grad()
+def clone_values(module: Any, steps: Decisions) -> np.ndarray:
+    """float64[N]: the module's value at each of `steps`' rows."""
+    batch, _ = _batch(steps, np.arange(len(steps)))
+    out = module.forward_train(batch)
+    values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS))
+    return values.numpy().astype(np.float64)
+
+
+@torch.no_grad()
 def first_step_offset(module: Any, first: Decisions) -> dict[str, float]:
     """How far the clone's value at a seat's first decision is from what the rules then make,
     on fresh hands of the rules against the rules (`first`: first steps only). The value is
@@ -500,10 +509,7 @@ def first_step_offset(module: Any, first: Decisions) -> dict[str, float]:
     than it removes (UNO: 0.97 a hand of residual against the payoff's own 0.85); scaled, the
     residual is never much above the payoff's spread, and the value still removes what it
     knows (a Leduc deal's card)."""
-    batch, _ = _batch(first, np.arange(len(first)))
-    out = module.forward_train(batch)
-    values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS)).numpy()
-    returns, values = first.returns.astype(np.float64), values.astype(np.float64)
+    returns, values = first.returns.astype(np.float64), clone_values(module, first)
     scale = 1.0
     if len(values) > 2 and values.var() > 1e-12:
         slope = float(np.cov(returns, values)[0, 1] / values.var(ddof=1))
@@ -521,10 +527,7 @@ def clone_level(module: Any, mine: Decisions, scale: float) -> dict[str, Any]:
     the rules, `rules_decisions(player=...)`), read as the learner reads the policy's: the
     mean of (return - scale * value), before the offset. Per team; its worst team's is the
     pull back's floor (`Release.floor`), with that mean's standard error."""
-    batch, _ = _batch(mine, np.arange(len(mine)))
-    out = module.forward_train(batch)
-    values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS)).numpy()
-    gains = mine.returns.astype(np.float64) - scale * values.astype(np.float64)
+    gains = mine.returns.astype(np.float64) - scale * clone_values(module, mine)
     assert mine.teams is not None
     by_team = []
     for team in np.unique(mine.teams).tolist():
