@@ -25,10 +25,11 @@ player, and a clone of the rules that cannot learn is no better than the rules. 
 
 Why these choices, with the measured numbers: docs/training.md, "Rules-anchored learning".
 
-Why ~770 lines in one module: one feature read in the order it happens (the rules' decisions,
-the clone and its value's offset, the learners' terms and their gain, when to pull back or let
-go, installing both in an Algorithm, keeping them beside the checkpoint), all driven by one
-`RulesAnchor`; apart, a reader would chase one schedule through four files.
+Why ~860 lines in one module: one feature read in the order it happens (the rules' decisions,
+the clone, its value's offset and scale and its own level, the learners' terms and their
+gain, when to pull back or let go, installing both in an Algorithm, keeping them beside the
+checkpoint), all driven by one `RulesAnchor`; apart, a reader would chase one schedule
+through four files.
 """
 
 from __future__ import annotations
