@@ -160,6 +160,13 @@ def bench_strength(
             "croupier.games.uno_cards:UnoCardsCandidates)"
         ),
     ] = None,
+    train_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A `croupier train` flag for the external trainer alone (repeat; e.g. "
+            "--train-arg=--rules-entropy-boost --train-arg=0)"
+        ),
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
     """External path vs an in-process anchor, same wall-clock: strength against the rules.
@@ -189,6 +196,7 @@ def bench_strength(
         train={k: v for k, v in given.items() if v is not None},
         preset=None if preset is None else str(preset),
         adapter=adapter,
+        train_args=list(train_arg or []),
     )
     try:
         report = run(settings, out)

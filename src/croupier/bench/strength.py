@@ -98,6 +98,9 @@ class StrengthRun:
     # UnoCardsCandidates`); None: the game's own. The engine, the rules, the deals and the
     # yardstick stay the same, so the two feature sets are compared like for like.
     adapter: str | None = None
+    # More `croupier train` flags for the external trainer alone (e.g. the rules anchor's
+    # `--rules-entropy-boost 0`): what the in-process anchor has no flag for.
+    train_args: list[str] = field(default_factory=list)
 
     @property
     def served(self) -> str:
@@ -328,8 +331,9 @@ def preset_flags(run: StrengthRun) -> list[str]:
 
 
 def anchor_flags(run: StrengthRun) -> list[str]:
-    """`croupier train` flags for the run's rules anchor (on by default there)."""
-    return [] if run.rules_anchor else ["--no-rules-anchor"]
+    """`croupier train` flags for the run's rules anchor (on by default there), and the run's
+    own extra trainer flags."""
+    return ([] if run.rules_anchor else ["--no-rules-anchor"]) + list(run.train_args)
 
 
 def _clone_report(checkpoint_dir: Path) -> dict[str, Any] | None:
