@@ -1,7 +1,8 @@
 """What a first run on a new game prints, as docs/your-game.md has a newcomer run it: the
 trainer says why it starts untrained at its default log level, `croupier score` plays and
 posts with an admin key alone and answers a refused key with one line (not a traceback), and
-the arena names a four-seat game's duplicate sets as what they are."""
+the arena names a four-seat game's duplicate sets as what they are, and a server that logged
+its trainer link failing logs it coming up."""
 
 from __future__ import annotations
 
@@ -52,3 +53,67 @@ def test_score_plays_and_posts_with_an_admin_key_and_refusals_are_one_line() -> 
         refused = CliRunner().invoke(app, ["score", "--url", url, "--hands", "20"], env={})
     assert refused.exit_code == 1, refused.output
     assert "error: HTTP 401" in refused.output and "Traceback" not in refused.output
+
+
+def _answer_handshakes(listener, versions, adapter, sessions: int) -> None:  # noqa: ANN001
+    """A trainer that answers `sessions` link handshakes, each then closed at once."""
+    from croupier.link import wire
+
+    for _ in range(sessions):
+        conn, _ = listener.accept()
+        with conn:
+            for _ in range(3):
+                kind, _body = wire.recv(conn)
+                if kind.name == "PING":
+                    wire.send(conn, {"type": "PONG"})
+                elif kind.name == "GET_CONFIG":
+                    plain = {"format": "croupier/1", "model": versions.spec.to_dict()}
+                    plain.update(obs_size=adapter.obs_size, num_actions=adapter.num_actions)
+                    wire.send(conn, {"type": "SET_CONFIG", "config": {**plain, "acks": True}})
+                else:
+                    state = {"rl_module": versions.weights(0), "weights_seq_no": 0}
+                    wire.send(conn, {"type": "SET_STATE", "state": state})
+
+
+def test_a_server_logs_its_link_coming_up_after_it_logged_the_link_failing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At the default level (warning) a server that logged "connection refused" while its
+    trainer was still starting also logs the link coming up, and the same failure after
+    that is logged again."""
+    import socket
+    import threading
+
+    from croupier.config import ServerConfig
+    from croupier.link.client import TrainerLink
+    from croupier.policies.learned import PolicyVersions
+    from croupier.trajectories.spool import EpisodeSpool
+    from tests.conftest import free_port, wait_for
+
+    adapter = load_adapter("leduc-holdem")
+    versions = PolicyVersions(adapter)
+    port = free_port()  # nothing listens there yet: refused
+    link = TrainerLink(ServerConfig(trainer=f"127.0.0.1:{port}"), versions,
+                       EpisodeSpool(tmp_path / "spool.sqlite3"))  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="croupier.link.client"):
+        link.start()
+        try:
+            wait_for(lambda: link.errors >= 2, 10, 0.05, "refused connections")
+            assert caplog.text.count("trainer link 127.0.0.1") == 1  # a repeat stays quiet
+            listener = socket.create_server(("127.0.0.1", port))
+            trainer = threading.Thread(
+                target=_answer_handshakes, args=(listener, versions, adapter, 1), daemon=True
+            )
+            trainer.start()
+            wait_for(lambda: link.connects >= 1, 15, 0.05, "the link")
+            trainer.join(10)
+            listener.close()  # refused again
+            wait_for(lambda: caplog.text.count("trainer link 127.0.0.1") >= 2, 15, 0.05,
+                     "the refusal after the link was up")  # fmt: skip
+        finally:
+            link.stop()
+    lines = [r.getMessage() for r in caplog.records]
+    up = [i for i, m in enumerate(lines) if m.startswith("trainer link up")]
+    assert len(up) == 1, lines
+    assert any("trainer link 127.0.0.1" in m for m in lines[: up[0]]), lines
+    assert any("trainer link 127.0.0.1" in m for m in lines[up[0] + 1 :]), lines

@@ -129,6 +129,11 @@ class TrainerLink:
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self._error_lock = threading.Lock()
+        # The error last written to the log since the link was last up: a repeat stays quiet,
+        # and once one was written, the link coming up is written too (at the same level), so
+        # a log at the default level does not end on "Connection refused" while a trainer that
+        # was still distilling its clone is long connected.
+        self._logged_error: str | None = None
         self._up_since = 0.0
         # The most bytes one EPISODES frame body may have: below the trainer's announced limit.
         self.max_message_bytes = wire.DEFAULT_MAX_FRAME
@@ -169,8 +174,9 @@ class TrainerLink:
 
     def _error(self, what: str) -> None:
         with self._error_lock:  # the link thread and its reader both report
-            if self.last_error != what:
+            if self._logged_error != what:
                 log.warning("trainer link %s:%d: %s", *self.address, what)
+                self._logged_error = what
             self.errors += 1
             self.last_error = what
             self.last_error_at = time.time()
@@ -221,7 +227,10 @@ class TrainerLink:
         self.connected = True
         self._up_since = time.monotonic()
         self.connects += 1
-        log.info("trainer link up: %s:%d, version %d", *self.address, self.versions.latest)
+        with self._error_lock:
+            level = logging.INFO if self._logged_error is None else logging.WARNING
+            self._logged_error = None
+        log.log(level, "trainer link up: %s:%d, version %d", *self.address, self.versions.latest)
 
         reader_done = threading.Event()
         reader = threading.Thread(
