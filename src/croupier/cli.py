@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import ssl
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.rich_utils
 
 from croupier.bench.cli import bench_app
 from croupier.config import ServeProcess, ServerConfig, TrainSettings
 from croupier.settings import build, command, layer_sizes, markdown_table
+
+# Help sent to a pipe or a file (not a terminal) is laid out by rich at 80 columns, where the
+# longest option names (`--rules-anchor-release --no-rules-anchor-release`) take half of it and
+# each description wraps to a word or two a line; at 120 they read. COLUMNS or TERMINAL_WIDTH,
+# when set, still decide.
+if typer.rich_utils.MAX_WIDTH is None and "COLUMNS" not in os.environ and not sys.stdout.isatty():
+    typer.rich_utils.MAX_WIDTH = 120
 
 app = typer.Typer(
     help="Serve, record and train RLlib policies behind a card game's decision API.",
