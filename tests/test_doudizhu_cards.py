@@ -334,7 +334,8 @@ def test_the_rules_clone_through_the_declaration_plays_as_the_rules() -> None:
     import torch
 
     from croupier.trainer.algo import training_defaults
-    from croupier.trainer.rules_anchor import RulesAnchor, clone_fit, distil, rules_decisions
+    from croupier.trainer.rules_anchor import RulesAnchor
+    from croupier.trainer.rules_clone import clone_fit, distil, rules_decisions
 
     spec, _ = training_defaults(CANDIDATES, None, {})
     anchor = RulesAnchor(clone_decisions=4000, clone_epochs=6)

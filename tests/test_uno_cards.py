@@ -316,7 +316,8 @@ def test_the_rules_clone_through_the_declaration_plays_as_the_rules() -> None:
     from croupier.bench.evaluate import policy_player
     from croupier.games.base import rules_seeded
     from croupier.trainer.algo import training_defaults
-    from croupier.trainer.rules_anchor import RulesAnchor, distil
+    from croupier.trainer.rules_anchor import RulesAnchor
+    from croupier.trainer.rules_clone import distil
 
     spec, _ = training_defaults(CANDIDATES, None, {})
     anchor = RulesAnchor(clone_decisions=1500, clone_epochs=3)

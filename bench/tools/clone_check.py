@@ -27,13 +27,14 @@ import torch
 from croupier.bench.evaluate import payoff_vs
 from croupier.games.registry import load_adapter
 from croupier.trainer import rules_anchor as ra
+from croupier.trainer import rules_clone as rc
 from croupier.trainer.algo import training_defaults
 
 
-def value_spreads(game: str, module: object, first: ra.Decisions) -> dict[str, float]:
+def value_spreads(game: str, module: object, first: rc.Decisions) -> dict[str, float]:
     """The returns' spread at fresh first steps, less the value raw and less it scaled (the
     scale fitted on the first half, every spread read on the second)."""
-    v, r = ra.clone_values(module, first), first.returns.astype(np.float64)
+    v, r = rc.clone_values(module, first), first.returns.astype(np.float64)
     fit, judge = slice(0, len(r) // 2), slice(len(r) // 2, None)
     scale = float(np.cov(r[fit], v[fit])[0, 1] / v[fit].var(ddof=1))
     return {"returns_sd": float(r[judge].std()), "raw_sd": float((r[judge] - v[judge]).std()),
@@ -49,9 +50,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     spec, hyper = training_defaults(args.game, None, {}, None)
-    data = ra.rules_decisions(args.game, args.decisions, seed=0, gamma=hyper.gamma)
-    first = ra.calibration_steps(args.game, args.decisions, 0, hyper.gamma)
-    full, report = ra.distil(args.game, spec, ra.RulesAnchor(), hyper.gamma, data=data, first=first)
+    data = rc.rules_decisions(args.game, args.decisions, seed=0, gamma=hyper.gamma)
+    first = rc.calibration_steps(args.game, args.decisions, 0, hyper.gamma)
+    full, report = rc.distil(args.game, spec, ra.RulesAnchor(), hyper.gamma, data=data, first=first)
     adapter = load_adapter(args.game)
     module = spec.rl_module_spec(adapter.observation_space, adapter.action_space).build()
     module.set_state(full)
@@ -62,8 +63,8 @@ def main() -> None:
     print(f"clone's own gain by team: {report['clone_gain_by_team']}", flush=True)
     for smoothing in [float(x) for x in args.smoothing.split(",") if x.strip()]:
         anchor = replace(ra.RulesAnchor(), smoothing=smoothing)
-        full, report = ra.distil(args.game, spec, anchor, hyper.gamma, data=data, first=first)
-        served = ra.served_weights(args.game, spec, full)
+        full, report = rc.distil(args.game, spec, anchor, hyper.gamma, data=data, first=first)
+        served = rc.served_weights(args.game, spec, full)
         sampled = payoff_vs(args.game, spec, served, args.hands, seed=1)
         greedy = payoff_vs(args.game, spec, served, args.hands, seed=1, explore=False)
         print(f"smoothing {smoothing}: agreement {report['greedy_agreement']:.3f}, entropy "

@@ -57,12 +57,13 @@ def run_anchor(
     from croupier.games.registry import load_adapter
     from croupier.policies.learned import PolicyVersions, module_weights
     from croupier.trainer import rules_anchor as ra
+    from croupier.trainer import rules_clone as rc
     from croupier.trainer.algo import anchor_config, training_defaults
 
     torch.set_num_threads(1)
     spec, hyper = training_defaults(game, algo, train, preset)  # as `croupier train`
     anchor = rules_anchor if rules_anchor is not None else ra.RulesAnchor()
-    if anchor.enabled and ra.anchorable(game) is not None:
+    if anchor.enabled and rc.anchorable(game) is not None:
         anchor = replace(anchor, enabled=False)
     served_keys = PolicyVersions(load_adapter(game), spec).weights(0).keys()
     ray_started = ray_started or ray.is_initialized()
@@ -74,7 +75,7 @@ def run_anchor(
         algo_ = config.debugging(seed=seed).build_algo()
         if anchor.enabled:
             t0 = time.monotonic()
-            full, clone = ra.distil(game, spec, anchor, gamma=hyper.gamma, seed=seed)
+            full, clone = rc.distil(game, spec, anchor, gamma=hyper.gamma, seed=seed)
             clone["seconds"] = time.monotonic() - t0  # before the clock starts, as the trainer's
             ra.start_from(algo_, full, version=1)
             ra.hold_reference(algo_, full)

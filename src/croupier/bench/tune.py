@@ -183,6 +183,7 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
 
     from croupier.bench.evaluate import payoff_vs
     from croupier.trainer import rules_anchor as ra
+    from croupier.trainer import rules_clone as rc
     from croupier.trainer.algo import anchor_config, training_defaults
 
     torch.set_num_threads(1)
@@ -214,7 +215,7 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
         reference = {k[4:]: v for k, v in arrays.items() if k.startswith("ref/")}
         ra.start_from(algo, {k: v for k, v in arrays.items() if "/" not in k}, version=1)
     elif anchor.enabled:
-        reference, clone = ra.distil(game, spec, anchor, hyper.gamma, seed, setup["decisions"],
+        reference, clone = rc.distil(game, spec, anchor, hyper.gamma, seed, setup["decisions"],
                                      setup["first_steps"])  # fmt: skip
         release = ra.restored_release({"clone": clone})  # the clone's value offset and scale
         ra.start_from(algo, reference, version=1)
@@ -231,7 +232,7 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
 
     def report(steps: int, last: bool) -> None:
         full = full_weights()
-        served = ra.served_weights(game, spec, full)
+        served = rc.served_weights(game, spec, full)
         hands = setup["final_hands"] if last else setup["eval_hands"]
         score = payoff_vs(game, spec, served, hands, seed=seed)
         metrics = {"trained_s": trained_s, "env_steps": steps, "score": score["mean"],
@@ -280,15 +281,16 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
 def trial_setup(run: TuneRun, base: TrainingPreset, trial_s: float, checkpoints: bool) -> dict:
     """What every trial of a search or comparison shares (`trial`'s `setup`)."""
     from croupier.trainer import rules_anchor as ra
+    from croupier.trainer import rules_clone as rc
 
     anchor = ra.RulesAnchor(**run.rules_anchor)
     decisions = first_steps = None
-    if anchor.enabled and ra.anchorable(run.game) is None:
+    if anchor.enabled and rc.anchorable(run.game) is None:
         # Recorded once here, each trial fitting its own clone (its own network) to them:
         # leduc's 20,000 decisions took 3.2 s to record and 9.2 s to fit on the 2-core box.
-        decisions = ra.rules_decisions(run.game, anchor.clone_decisions, seed=run.seed,
+        decisions = rc.rules_decisions(run.game, anchor.clone_decisions, seed=run.seed,
                                        gamma=base.gamma)  # fmt: skip
-        first_steps = ra.calibration_steps(run.game, len(decisions), run.seed, base.gamma)
+        first_steps = rc.calibration_steps(run.game, len(decisions), run.seed, base.gamma)
     return {"game": run.game, "base": base, "seed": run.seed, "rules_anchor": run.rules_anchor,
             "decisions": decisions, "first_steps": first_steps, "num_envs": run.num_envs,
             "trial_s": trial_s, "eval_every_s": run.eval_every_s, "eval_hands": run.eval_hands,

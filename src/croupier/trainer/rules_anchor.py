@@ -1,35 +1,30 @@
-"""Rules-anchored learning: start as the rules' clone, learn under a pull back toward it.
+"""Rules-anchored learning: learn from the rules' clone under a pull back toward it.
 
-A learned seat plays real players from its first hand, so it must not start as a random
-player, and a clone of the rules that cannot learn is no better than the rules. Two parts:
+A learned seat plays real players from its first hand, so it starts as the rules' clone
+(`trainer/rules_clone.py`: the rules' decisions through the game's simulator, the network
+fitted to them, its checks on fresh hands), and a clone of the rules that cannot learn is no
+better than the rules. What lets it learn without serving worse than them is here:
 
-1. **The clone** (`distil`): the rules play the rules in-process through the game's simulator
-   (any game with a simulator and a rules bot); every decision is encoded by the game's
-   adapter exactly as the server encodes it, and the network that is served (the masked
-   actor-critic or the candidate scorer, same class) is fitted to the rules' action by
-   cross-entropy with label smoothing (so the clone keeps some entropy to explore from) and
-   its value head to the hand's payoff (so PPO's first advantages are not noise: an untrained
-   value head was half of why the sharp clone of `croupier pretrain` learned slower after).
-   Nothing is served or recorded: no server is needed. It becomes the trainer's first version.
-2. **The anchor** (`AnchoredPPOLearner`, `AnchoredAPPOLearner`): RLlib's own PPO / APPO
-   learners with one term added to their loss, `coeff * KL(clone || policy)` on each
-   minibatch's states, the clone held frozen by the learner. The coefficient decays with the
-   env steps trained (`RulesAnchor.coefficient`, a half-life), so the policy is held near the
-   rules while its updates are noise and let go as they stop being so. The KL is the forward
-   one (clone first): it keeps the rules' move likely where the clone is sure of it and costs
-   nothing for moving mass among moves the clone spreads over, so the policy may add better
-   moves without dropping the rules' one first. The coefficient's clock runs on evidence
-   (`Release`): each whole hand's return (`trainer/hand_returns.py`) less the clone's value at
-   the hand's first step (scaled by how much of the returns it tracks there), less that
-   value's own offset, both measured on fresh hands (`distil`).
+**The anchor** (`AnchoredPPOLearner`, `AnchoredAPPOLearner`): RLlib's own PPO / APPO
+learners with one term added to their loss, `coeff * KL(clone || policy)` on each
+minibatch's states, the clone held frozen by the learner. The coefficient decays with the
+env steps trained (`RulesAnchor.coefficient`, a half-life), so the policy is held near the
+rules while its updates are noise and let go as they stop being so. The KL is the forward
+one (clone first): it keeps the rules' move likely where the clone is sure of it and costs
+nothing for moving mass among moves the clone spreads over, so the policy may add better
+moves without dropping the rules' one first. The coefficient's clock runs on evidence
+(`Release`): each whole hand's return (`trainer/hand_returns.py`) less the clone's value at
+the hand's first step (scaled by how much of the returns it tracks there), less that
+value's own offset, both measured on fresh hands (`rules_clone.distil`).
 
 Why these choices, with the measured numbers: docs/training.md, "Rules-anchored learning".
 
-Why ~860 lines in one module: one feature read in the order it happens (the rules' decisions,
-the clone, its value's offset and scale and its own level, the learners' terms and their
-gain, when to pull back or let go, installing both in an Algorithm, keeping them beside the
-checkpoint), all driven by one `RulesAnchor`; apart, a reader would chase one schedule
-through four files.
+Why ~540 lines in one module: one feature read in the order it happens (its settings, when
+to pull back or let go, the learners' terms and their gain, installing both in an
+Algorithm, keeping them beside the checkpoint), all driven by one `RulesAnchor`; apart, a
+reader would chase one schedule through several files. `RulesAnchor` also holds the clone's
+own settings (one `croupier train --rules-anchor ...`); this module imports nothing of
+`rules_clone`, which reads those few fields.
 """
 
 from __future__ import annotations
@@ -38,8 +33,6 @@ import copy
 import json
 import logging
 import math
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,9 +44,6 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 from torch.nn import functional as F
 
-from croupier.games.candidates import is_candidate_game
-from croupier.policies.distribution import from_module, sampler
-from croupier.policies.module import ModelSpec
 from croupier.trainer.hand_returns import HAND_RETURN
 
 log = logging.getLogger(__name__)
@@ -74,18 +64,6 @@ ENTROPY_BOOST_KEY = "rules_entropy_boost"
 GAIN_ROWS_KEY = "rules_gain_rows"
 GAIN_SUMS_KEYS = ("rules_gain_returns", "rules_gain_values", "rules_gain_return_squares",
                   "rules_gain_value_squares", "rules_gain_cross")  # fmt: skip
-# A deviation from the rules now and then while recording, so the clone also sees states the
-# rules alone never reach (the learner's own mistakes lead there); the label stays the rules'.
-DEVIATE = 0.1
-# The clone's value at a seat's first decision is checked on fresh hands of the rules (first
-# steps only, a fifth of the clone's decisions): fitted on a few hundred hands, it was off by
-# -0.044 ± 0.035 (UNO) and +0.027 ± 0.019 (crazy eights) on 3,000 fresh first steps, as large
-# as the gains the anchor judges; the gain is read less that offset.
-CALIBRATION_SHARE = 5
-# The most the clone's value is scaled by in the gain (`first_step_offset`): a value fitted
-# too flat is scaled up to what it tracks, a value of a few rows' noise not without bound.
-MAX_VALUE_SCALE = 2.0
-MAX_DECISIONS_PER_HAND = 10_000
 
 
 @dataclass(frozen=True)
@@ -161,8 +139,8 @@ class Release:
     still and goes back a half-life an update (`RulesAnchor.pull_back`).
 
     "The rules' own" is the clone's value head: fitted to the payoffs the rules earn against
-    the rules from each state (`distil`), it says what the rules would make from a hand's
-    first decision, seat by seat (a landlord and a peasant differ), against whichever
+    the rules from each state (`rules_clone.distil`), it says what the rules would make from a
+    hand's first decision, seat by seat (a landlord and a peasant differ), against whichever
     opponents the rules faced. The learner measures, on each minibatch, each whole hand's
     return less the clone's value at its first step (`_gain`): the policy's own outcome, one
     row a hand, read where the clone was fitted (the states before a seat's first decision do
@@ -180,14 +158,15 @@ class Release:
 
     updates: int = 5
     t: float = 2.776  # Student's t at 95%, two-sided, for `updates` - 1 = 4 degrees of freedom
-    # The clone's value's own error at first steps (`first_step_offset`): the gains are read
-    # less `offset`, its standard error widening the interval.
+    # The clone's value's own error at first steps (`rules_clone.first_step_offset`): the
+    # gains are read less `offset`, its standard error widening the interval.
     offset: float = 0.0
     offset_se: float = 0.0
-    scale: float = 1.0  # the gain is return - scale * the clone's value (`first_step_offset`)
+    # The gain is return - scale * the clone's value (`rules_clone.first_step_offset`)
+    scale: float = 1.0
     # The clone's own gain, as the gain is read before the offset, playing against the rules on
-    # fresh hands (`clone_level`; its worst team), and its standard error: what pulling back
-    # can restore. None: the rules' level (a clone kept before it was measured).
+    # fresh hands (`rules_clone.clone_level`; its worst team), and its standard error: what
+    # pulling back can restore. None: the rules' level (a clone kept before it was measured).
     floor: float | None = None
     floor_se: float = 0.0
     gains: list[float] = field(default_factory=list)  # the last `updates` updates' gains
@@ -261,301 +240,6 @@ class Release:
             self.released_at = float(env_steps)
             return True
         return False
-
-
-def anchorable(game: str, adapter: Any = None) -> str | None:
-    """None if `game` can start from its rules (a rules bot and a simulator), else why not."""
-    from croupier.games.registry import load_adapter, load_simulator
-
-    adapter = adapter or load_adapter(game)
-    if adapter.rules() is None:
-        return f"{adapter.name} has no rules bot"
-    try:
-        load_simulator(game)
-    except ValueError as e:
-        return str(e)
-    return None
-
-
-# --- the rules' decisions ------------------------------------------------------------------
-
-
-@dataclass
-class Decisions:
-    """The rules' decisions as the server encodes them: one row each."""
-
-    obs: np.ndarray  # float32[N, obs_size]
-    legal: list[np.ndarray]  # a mask float32[A] each, or a candidate game's features [K_i, F]
-    actions: np.ndarray  # int64[N]: the rules' action index
-    returns: np.ndarray  # float32[N]: the deciding seat's discounted payoff from there
-    candidates: bool
-    hands: int
-    seconds: float
-    # With a `player` (`rules_decisions`): the team it played, per row (`Simulator.teams`).
-    teams: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.actions)
-
-
-def rules_decisions(
-    game: str,
-    decisions: int,
-    seed: int = 0,
-    gamma: float = 1.0,
-    deviate: float = DEVIATE,
-    first_steps: bool = False,
-    player: Callable[[dict[str, Any]], Any] | None = None,
-) -> Decisions:
-    """The rules play the rules on `game`'s simulator until `decisions` decisions are made
-    (the last hand played out); each seat's every decision is encoded by the game's adapter,
-    labelled with the rules' action and the seat's payoff (discounted by its own later
-    decisions, as the learner's episodes count them). `deviate`: the share of moves played
-    at random instead (still labelled with the rules' move). `first_steps`: only each seat's
-    first decision of a hand is kept (the hand still played out). `player` (a function of
-    the state, as the rules are): it plays one team a hand, drawn at random, against the
-    rules, and only its seats' decisions are kept, labelled with its own actions."""
-    from croupier.games.base import rules_seeded
-    from croupier.games.registry import load_adapter, load_simulator
-
-    t0 = time.monotonic()
-    table = load_simulator(game)
-    adapter = load_adapter(game)
-    rules = adapter.rules()
-    if rules is None:
-        raise ValueError(f"{adapter.name} has no rules bot to clone")
-    rng = np.random.default_rng(seed)
-    obs_rows: list[np.ndarray] = []
-    legal_rows: list[np.ndarray] = []
-    actions: list[int] = []
-    returns: list[float] = []
-    teams: list[int] = []
-    hands = 0
-    with rules_seeded(seed):
-        while len(actions) < decisions:
-            hands += 1
-            if hands > 10 * decisions + 1000:  # bounded, even for a game of no decisions
-                break
-            table.reset(int(rng.integers(2**31)))
-            team, played = -1, frozenset(range(table.num_players))  # whose decisions count
-            if player is not None:
-                sides = table.teams()
-                team = int(rng.integers(len(sides)))
-                played = frozenset(sides[team])
-            rows_of: dict[int, list[tuple[int, int]]] = {}  # seat: (row, its decision index)
-            made: dict[int, int] = {}  # seat: decisions made this hand
-            for _ in range(MAX_DECISIONS_PER_HAND):
-                if table.is_over():
-                    break
-                seat = table.current_player()
-                state = table.state(seat)
-                ours = seat in played
-                action = player(state) if ours and player is not None else rules(state)
-                made[seat] = made.get(seat, 0) + 1
-                if ours and (not first_steps or made[seat] == 1):
-                    obs, legal = adapter.encode(state)
-                    rows_of.setdefault(seat, []).append((len(actions), made[seat] - 1))
-                    obs_rows.append(obs)
-                    legal_rows.append(legal)
-                    actions.append(adapter.action_index(action, state))
-                    returns.append(0.0)
-                    teams.append(team)
-                if deviate > 0 and player is None and rng.random() < deviate:
-                    options = state["legal_actions"]
-                    action = options[int(rng.integers(len(options)))]
-                table.step(action)
-            else:
-                raise RuntimeError(f"a hand of {adapter.name} ran past {MAX_DECISIONS_PER_HAND}")
-            payoffs = table.payoffs()
-            for seat, rows in rows_of.items():
-                for row, k in rows:
-                    returns[row] = float(payoffs[seat]) * gamma ** (made[seat] - 1 - k)
-    return Decisions(
-        obs=np.asarray(obs_rows, np.float32),
-        legal=legal_rows,
-        actions=np.asarray(actions, np.int64),
-        returns=np.asarray(returns, np.float32),
-        candidates=is_candidate_game(adapter),
-        hands=hands,
-        seconds=time.monotonic() - t0,
-        teams=np.asarray(teams, np.int64) if player is not None else None,
-    )
-
-
-def _batch(data: Decisions, rows: np.ndarray) -> tuple[dict[str, Any], torch.Tensor]:
-    """A module batch of `rows` (candidate rows padded to the batch's longest list) and the
-    legal-action mask of its slots."""
-    obs = torch.from_numpy(data.obs[rows])
-    if not data.candidates:
-        mask = torch.from_numpy(np.stack([data.legal[i] for i in rows]))
-        return {Columns.OBS: {"observations": obs, "action_mask": mask}}, mask
-    cands = [data.legal[i] for i in rows]
-    k = max(len(c) for c in cands)
-    padded = np.zeros((len(rows), k, cands[0].shape[1]), np.float32)
-    mask = np.zeros((len(rows), k), np.float32)
-    for j, c in enumerate(cands):
-        padded[j, : len(c)] = c
-        mask[j, : len(c)] = 1.0
-    t_mask = torch.from_numpy(mask)
-    batch = {"observations": obs, "candidates": torch.from_numpy(padded), "candidate_mask": t_mask}
-    return {Columns.OBS: batch}, t_mask
-
-
-def smoothed_targets(actions: torch.Tensor, legal: torch.Tensor, smoothing: float) -> torch.Tensor:
-    """1 - smoothing on the rules' action, smoothing spread evenly over the legal actions."""
-    legal = (legal > 0).float()
-    onehot = F.one_hot(actions, legal.shape[1]).float()
-    return (1.0 - smoothing) * onehot + smoothing * legal / legal.sum(1, keepdim=True)
-
-
-def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Per row -sum target * log softmax(logits); illegal slots (target 0) add nothing."""
-    logp = F.log_softmax(logits, dim=-1)
-    return -torch.where(targets > 0, targets * logp, torch.zeros_like(logp)).sum(-1)
-
-
-def distil(
-    game: str,
-    spec: ModelSpec,
-    anchor: RulesAnchor,
-    gamma: float = 1.0,
-    seed: int = 0,
-    data: Decisions | None = None,
-    first: Decisions | None = None,
-) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The rules' clone as the full training module's weights (policy and value heads), and a
-    report: decisions, seconds, final loss, greedy agreement with the rules and entropy, and
-    its value's offset at first steps (on `first`, else on fresh hands: `calibration_steps`)."""
-    from croupier.games.registry import load_adapter
-    from croupier.policies.learned import module_weights
-
-    torch.set_num_threads(1)
-    data = data or rules_decisions(game, anchor.clone_decisions, seed=seed, gamma=gamma)
-    if not len(data):
-        raise ValueError(f"the rules of {game} made no decision in {data.hands} hands")
-    t0 = time.monotonic()
-    adapter = load_adapter(game)
-    torch.manual_seed(seed)
-    module = spec.rl_module_spec(adapter.observation_space, adapter.action_space).build()
-    module.train()
-    params = [p for p in module.parameters() if p.requires_grad]
-    optim = torch.optim.Adam(params, lr=1e-3)
-    rng = np.random.default_rng(seed)
-    n, size = len(data), 256
-    losses = []
-    for _ in range(anchor.clone_epochs):
-        order = rng.permutation(n)
-        for start in range(0, n, size):
-            rows = order[start : start + size]
-            batch, legal = _batch(data, rows)
-            out = module.forward_train(batch)
-            actions = torch.from_numpy(data.actions[rows])
-            targets = smoothed_targets(actions, legal, anchor.smoothing)
-            policy_loss = cross_entropy(out[Columns.ACTION_DIST_INPUTS], targets).mean()
-            values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS))
-            value_loss = F.mse_loss(values, torch.from_numpy(data.returns[rows]))
-            loss = policy_loss + 0.5 * value_loss
-            optim.zero_grad()
-            loss.backward()
-            optim.step()
-            losses.append((policy_loss.item(), value_loss.item()))
-    module.eval()
-    fit_s = time.monotonic() - t0
-    first = calibration_steps(game, n, seed, gamma) if first is None else first
-    offset = first_step_offset(module, first)
-    weights = module_weights(module)
-    # The clone itself against the rules, on as many fresh first steps: its own level.
-    player = sampler(from_module(adapter, spec, served_weights(game, spec, weights)), seed + 2)
-    mine = rules_decisions(game, len(first), seed=seed + 2, gamma=gamma, deviate=0.0,
-                           first_steps=True, player=player)  # fmt: skip
-    report = {
-        "decisions": n,
-        "hands": data.hands,
-        "record_s": round(data.seconds, 1),
-        "fit_s": round(fit_s, 1),
-        "policy_loss": losses[-1][0] if losses else None,
-        "value_loss": losses[-1][1] if losses else None,
-        **clone_fit(module, data),
-        **offset,
-        **clone_level(module, mine, offset["value_scale"]),
-        "settings": anchor.to_dict(),
-    }
-    return weights, report
-
-
-def calibration_steps(game: str, clone_decisions: int, seed: int, gamma: float) -> Decisions:
-    """Fresh hands of the rules against the rules, each seat's first decision only (a fifth of
-    the clone's decisions, other deals than its own), to check the clone's value on."""
-    rows = max(clone_decisions // CALIBRATION_SHARE, 2)
-    return rules_decisions(game, rows, seed=seed + 1, gamma=gamma, deviate=0.0, first_steps=True)
-
-
-@torch.no_grad()
-def clone_values(module: Any, steps: Decisions) -> np.ndarray:
-    """float64[N]: the module's value at each of `steps`' rows."""
-    batch, _ = _batch(steps, np.arange(len(steps)))
-    out = module.forward_train(batch)
-    values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS))
-    return values.numpy().astype(np.float64)
-
-
-@torch.no_grad()
-def first_step_offset(module: Any, first: Decisions) -> dict[str, float]:
-    """How far the clone's value at a seat's first decision is from what the rules then make,
-    on fresh hands of the rules against the rules (`first`: first steps only). The value is
-    first scaled by how much of the returns it tracks there (`value_scale`: the regression of
-    the returns on the values, within [0, MAX_VALUE_SCALE]), then the offset is the mean of
-    (return - scale * value), with its standard error and the rows. The anchor's gain is read
-    the same way. Why the scale: fitted on a few hundred hands, the value can add more noise
-    than it removes (UNO: 0.97 a hand of residual against the payoff's own 0.85); scaled, the
-    residual is never much above the payoff's spread, and the value still removes what it
-    knows (a Leduc deal's card)."""
-    returns, values = first.returns.astype(np.float64), clone_values(module, first)
-    scale = 1.0
-    if len(values) > 2 and values.var() > 1e-12:
-        slope = float(np.cov(returns, values)[0, 1] / values.var(ddof=1))
-        scale = min(max(slope, 0.0), MAX_VALUE_SCALE)
-    diff = returns - scale * values
-    se = float(diff.std(ddof=1) / len(diff) ** 0.5) if len(diff) > 1 else 0.0
-    return {"value_offset": float(diff.mean()), "value_offset_se": se,
-            "value_offset_rows": len(diff), "value_scale": scale,
-            "value_offset_s": round(first.seconds, 1)}  # fmt: skip
-
-
-@torch.no_grad()
-def clone_level(module: Any, mine: Decisions, scale: float) -> dict[str, Any]:
-    """The clone's own gain against the rules (`mine`: its first steps playing a team against
-    the rules, `rules_decisions(player=...)`), read as the learner reads the policy's: the
-    mean of (return - scale * value), before the offset. Per team; its worst team's is the
-    pull back's floor (`Release.floor`), with that mean's standard error."""
-    gains = mine.returns.astype(np.float64) - scale * clone_values(module, mine)
-    assert mine.teams is not None
-    by_team = []
-    for team in np.unique(mine.teams).tolist():
-        g = gains[mine.teams == team]
-        se = float(g.std(ddof=1) / len(g) ** 0.5) if len(g) > 1 else 0.0
-        by_team.append({"team": team, "gain": float(g.mean()), "se": se, "rows": len(g)})
-    worst = min(by_team, key=lambda t: t["gain"])
-    return {"clone_gain": worst["gain"], "clone_gain_se": worst["se"],
-            "clone_gain_by_team": by_team, "clone_play_s": round(mine.seconds, 1)}  # fmt: skip
-
-
-@torch.no_grad()
-def clone_fit(module: Any, data: Decisions, rows: int = 4096) -> dict[str, float]:
-    """Over (up to) `rows` of `data`: how often the module's most likely action is the
-    rules', and its mean entropy over the decisions with a choice."""
-    idx = np.arange(min(rows, len(data)))
-    batch, legal = _batch(data, idx)
-    logits = module.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
-    agree = (logits.argmax(-1).numpy() == data.actions[idx]).mean()
-    p = F.softmax(logits, -1)
-    logp = F.log_softmax(logits, -1)
-    entropy = -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)
-    choice = (legal > 0).sum(-1) > 1
-    return {
-        "greedy_agreement": float(agree),
-        "entropy": float(entropy[choice].mean()) if bool(choice.any()) else 0.0,
-    }
 
 
 # --- the KL term and the learners that add it ---------------------------------------------
@@ -854,12 +538,3 @@ def restored_release(state: dict[str, Any]) -> Release:
                    scale=1.0 if scale is None else scale,
                    floor=number(clone, "clone_gain"),
                    floor_se=number(clone, "clone_gain_se") or 0.0)  # fmt: skip
-
-
-def served_weights(game: str, spec: ModelSpec, full: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Of a full module's weights, those the served (inference-only) module holds."""
-    from croupier.games.registry import load_adapter
-    from croupier.policies.learned import PolicyVersions
-
-    keys = PolicyVersions(load_adapter(game), spec).weights(0).keys()
-    return {k: full[k] for k in keys}

@@ -390,9 +390,10 @@ class Trainer:
         one an interrupted first start already distilled), becomes version 1. False (and a
         log line saying why) for a game without rules or a simulator: it starts untrained."""
         from croupier.trainer import rules_anchor as ra
+        from croupier.trainer import rules_clone as rc
 
         opts = self.options
-        why = ra.anchorable(opts.game, adapter)
+        why = rc.anchorable(opts.game, adapter)
         if why is not None:
             log.warning("no rules-anchored start: %s", why)
             return False
@@ -404,7 +405,7 @@ class Trainer:
             log.warning("distilling the rules of %s (%d decisions) before the link opens...",
                         opts.game, opts.rules_anchor.clone_decisions)  # fmt: skip
             gamma = opts.hyper.gamma if opts.hyper else 1.0
-            weights, report = ra.distil(opts.game, spec, opts.rules_anchor, gamma=gamma)
+            weights, report = rc.distil(opts.game, spec, opts.rules_anchor, gamma=gamma)
             ra.save_anchor(directory, weights, report)
         else:
             weights, report = found[0], found[1].get("clone", {})
