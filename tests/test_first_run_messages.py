@@ -55,26 +55,6 @@ def test_score_plays_and_posts_with_an_admin_key_and_refusals_are_one_line() -> 
     assert "error: HTTP 401" in refused.output and "Traceback" not in refused.output
 
 
-def _answer_handshakes(listener, versions, adapter, sessions: int) -> None:  # noqa: ANN001
-    """A trainer that answers `sessions` link handshakes, each then closed at once."""
-    from croupier.link import wire
-
-    for _ in range(sessions):
-        conn, _ = listener.accept()
-        with conn:
-            for _ in range(3):
-                kind, _body = wire.recv(conn)
-                if kind.name == "PING":
-                    wire.send(conn, {"type": "PONG"})
-                elif kind.name == "GET_CONFIG":
-                    plain = {"format": "croupier/1", "model": versions.spec.to_dict()}
-                    plain.update(obs_size=adapter.obs_size, num_actions=adapter.num_actions)
-                    wire.send(conn, {"type": "SET_CONFIG", "config": {**plain, "acks": True}})
-                else:
-                    state = {"rl_module": versions.weights(0), "weights_seq_no": 0}
-                    wire.send(conn, {"type": "SET_STATE", "state": state})
-
-
 def test_a_server_logs_its_link_coming_up_after_it_logged_the_link_failing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -89,6 +69,7 @@ def test_a_server_logs_its_link_coming_up_after_it_logged_the_link_failing(
     from croupier.policies.learned import PolicyVersions
     from croupier.trajectories.spool import EpisodeSpool
     from tests.conftest import free_port, wait_for
+    from tests.helpers.link import answer_handshake
 
     adapter = load_adapter("leduc-holdem")
     versions = PolicyVersions(adapter)
@@ -101,9 +82,14 @@ def test_a_server_logs_its_link_coming_up_after_it_logged_the_link_failing(
             wait_for(lambda: link.errors >= 2, 10, 0.05, "refused connections")
             assert caplog.text.count("trainer link 127.0.0.1") == 1  # a repeat stays quiet
             listener = socket.create_server(("127.0.0.1", port))
-            trainer = threading.Thread(
-                target=_answer_handshakes, args=(listener, versions, adapter, 1), daemon=True
-            )
+
+            def one_session() -> None:  # a handshake, then the connection closes
+                conn, _ = listener.accept()
+                with conn:
+                    state = {"rl_module": versions.weights(0), "weights_seq_no": 0}
+                    answer_handshake(conn, versions, adapter, state)
+
+            trainer = threading.Thread(target=one_session, daemon=True)
             trainer.start()
             wait_for(lambda: link.connects >= 1, 15, 0.05, "the link")
             trainer.join(10)

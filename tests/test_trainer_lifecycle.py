@@ -333,6 +333,7 @@ def test_a_server_keeps_its_newer_version_when_the_trainer_offers_an_older_one(t
     from croupier.link.client import TrainerLink
     from croupier.policies.learned import PolicyVersions
     from croupier.trajectories.spool import EpisodeSpool
+    from tests.helpers.link import answer_handshake
 
     adapter = load_adapter(GAME)
     versions = PolicyVersions(adapter)
@@ -345,17 +346,7 @@ def test_a_server_keeps_its_newer_version_when_the_trainer_offers_an_older_one(t
     def fake_trainer() -> None:  # answers the handshake with version 3, then pushes 9
         conn, _ = listener.accept()
         with conn:
-            for _ in range(3):
-                kind, _body = wire.recv(conn)
-                if kind.name == "PING":
-                    wire.send(conn, {"type": "PONG"})
-                elif kind.name == "GET_CONFIG":
-                    plain = {"format": "croupier/1", "model": versions.spec.to_dict()}
-                    plain.update(obs_size=adapter.obs_size, num_actions=adapter.num_actions)
-                    wire.send(conn, {"type": "SET_CONFIG", "config": {**plain, "acks": True}})
-                else:
-                    state = {"rl_module": older, "weights_seq_no": 3}
-                    wire.send(conn, {"type": "SET_STATE", "state": state})
+            answer_handshake(conn, versions, adapter, {"rl_module": older, "weights_seq_no": 3})
             time.sleep(0.5)
             wire.send(conn, {"type": "SET_STATE", "state": {"rl_module": older,
                                                             "weights_seq_no": 9}})  # fmt: skip

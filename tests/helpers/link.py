@@ -1,5 +1,5 @@
-"""Raw bytes on a link socket: hand-made frames, and waiting for the peer to close; the link
-token in a file."""
+"""Raw bytes on a link socket: hand-made frames, a trainer's side of the handshake, and
+waiting for the peer to close; the link token in a file."""
 
 from __future__ import annotations
 
@@ -9,12 +9,28 @@ import shutil
 import socket
 import tempfile
 import time
+from typing import Any
 
 from croupier.link import wire
 
 
 def raw_frame(body: bytes) -> bytes:
     return str(len(body)).zfill(wire.HEADER_BYTES).encode() + body
+
+
+def answer_handshake(conn: socket.socket, versions: Any, adapter: Any, state: dict) -> None:
+    """A trainer's side of a server's link handshake on `conn`: PONG to its ping, the model's
+    config (with acks), then `state` ({"rl_module": weights, "weights_seq_no": N})."""
+    for _ in range(3):
+        kind, _body = wire.recv(conn)
+        if kind.name == "PING":
+            wire.send(conn, {"type": "PONG"})
+        elif kind.name == "GET_CONFIG":
+            plain = {"format": "croupier/1", "model": versions.spec.to_dict()}
+            plain.update(obs_size=adapter.obs_size, num_actions=adapter.num_actions)
+            wire.send(conn, {"type": "SET_CONFIG", "config": {**plain, "acks": True}})
+        else:
+            wire.send(conn, {"type": "SET_STATE", "state": state})
 
 
 def closed_by_peer(sock: socket.socket, timeout_s: float = 15.0) -> bool:
