@@ -112,64 +112,36 @@ def test_a_declaration_gives_sizes_and_each_zone_its_features() -> None:
     deck = TOY.deck
     assert (a.name, a.num_players, a.payoff_range) == ("toy", 3, (-3.0, 3.0))
     assert deck.cards[:3] == ("9H", "9S", "TH") and deck.cards[-1] == "RJ" and deck.size == 13
-    # a card set: per card and copy (2 each: "holds at least 1", "at least 2"), per rank
-    # (6 + the joker), per suit, its size
-    per_card = TOY.count_size
-    assert per_card == 2 * 13 and TOY.set_size == per_card + 7 + 2 + 1
+    # a card set: per card, per rank (6 + the joker), per suit, its size
+    assert TOY.set_size == 13 + 7 + 2 + 1
     assert a.obs_size == sum(n for _, n in blocks(TOY).values())
     obs, _ = a.encode(toy_state())
     b = blocks(TOY)
     o, n = b["hand"]
     hand = obs[o : o + n]
-    assert list(hand[0:2]) == [1.0, 1.0]  # two of two 9H
-    assert list(hand[per_card - 2 : per_card]) == [1.0, 0.0]  # one of two jokers
-    assert list(hand[2:4]) == [0.0, 0.0]  # no 9S
-    assert hand[per_card + 0] == pytest.approx(2 / 4)  # rank 9: 2 of its 4 copies
-    assert hand[per_card + 6] == 0.5  # the joker's rank
-    assert hand[per_card + 7] == pytest.approx(2 / 12)  # hearts: 2 of 12 (no joker)
+    assert hand[0] == 1.0 and hand[deck.size - 1] == 0.5  # two of two 9H; one of two jokers
+    assert hand[deck.size + 0] == pytest.approx(2 / 4)  # rank 9: 2 of its 4 copies
+    assert hand[deck.size + 6] == 0.5  # the joker's rank
+    assert hand[deck.size + 7] == pytest.approx(2 / 12)  # hearts: 2 of 12 (no joker)
     assert hand[-1] == pytest.approx(4 / 8)
     o, _ = b["score"]  # read from the acting seat (1) round the table: 1, 2, 0
     np.testing.assert_allclose(obs[o : o + 3], [(-2 + 10) / 20, 0.5, (1.5 + 10) / 20])
     o, _ = b["won"]
-    th = 2 * deck.cards.index("TH")  # seat 2's TH: one of two
-    assert obs[o : o + per_card].sum() == 0  # mine empty
-    assert list(obs[o + per_card + th : o + per_card + th + 2]) == [1.0, 0.0]
+    assert obs[o : o + 13].sum() == 0 and obs[o + 13 + 2] == 0.5  # mine empty; seat 2's TH
     o, _ = b["round"]
     assert obs[o] == 0.5
     o, n = b["phase"]
     assert list(obs[o : o + n]) == [0.0, 1.0]
     o, _ = b["moves"]  # the last 2, newest first: mine (a pass), then seat 0's AS
     slot = TOY.move_size
-    assert slot == 3 + 4 + per_card
+    assert slot == 3 + 4 + 13
     assert obs[o + 0] == 1.0 and obs[o + 3 + 0] == 1.0  # me, pass
     assert obs[o + slot + 2] == 1.0 and obs[o + slot + 3 + 1] == 1.0  # 0 is 2 seats on: play
-    assert list(obs[o + slot + 7 + 2 * deck.cards.index("AS") :][:2]) == [1.0, 0.0]
+    assert obs[o + slot + 7 + deck.cards.index("AS")] == 0.5
     # the same table seen by seat 2: the scores rotate with it
     obs2, _ = a.encode(toy_state(seat=2))
     o, _ = b["score"]
     np.testing.assert_allclose(obs2[o : o + 3], [0.5, (1.5 + 10) / 20, (-2 + 10) / 20])
-
-
-def test_an_integer_per_seat_is_also_one_hot_up_to_its_most() -> None:
-    """Cards held per seat: scaled, then one-hot (a seat with 1 card left is not one with 2),
-    the values from `ONE_HOT_MOST` on in the last column; a float per seat is scaled alone."""
-    from croupier.games.cards.zones import ONE_HOT_MOST
-
-    a = load_adapter("examples.president.adapter:President")
-    state = {"seat": 1, "hand": ["7C", "7H", "9S"], "to_beat": [], "num_cards": [13, 3, 1, 0],
-             "moves": [], "legal_actions": ["play 7C", "play 7C 7H", "play 9S"]}  # fmt: skip
-    o, n = blocks(a.game)["num_cards"]
-    assert n == 4 * (1 + 14)
-    block = a.encode(state)[0][o : o + n]
-    np.testing.assert_allclose(block[:4], [3 / 13, 1 / 13, 0.0, 1.0])  # from seat 1 round
-    hot = block[4:].reshape(4, 14)
-    assert hot.sum(1).tolist() == [1.0] * 4
-    assert np.argmax(hot, 1).tolist() == [3, 1, 0, 13]
-    wide = SeatNumbers("chips", high=100)  # 0..ONE_HOT_MOST - 1 each, then "that or more"
-    assert wide.one_hot == ONE_HOT_MOST + 1 and SeatNumbers("s", integer=False).one_hot == 0
-    out = np.zeros(wide.size(a.game), np.float32)
-    wide.encode([99, 20, 19, 0], a.game, 0, out)
-    assert np.argmax(out[4:].reshape(4, -1), 1).tolist() == [20, 20, 19, 0]
 
 
 def test_the_fixed_head_has_a_slot_per_kind_card_or_rank_and_inverts() -> None:
@@ -210,10 +182,9 @@ def test_candidates_say_the_kind_the_cards_what_is_left_and_what_they_answer() -
     np.testing.assert_array_equal(cands[:, :4], np.eye(4)[[0, 1, 1, 3]])
     card = 4  # the move's cards start here; then what it leaves in the hand
     left = card + TOY.set_size
-    ks = 2 * TOY.deck.cards.index("KS")  # its first copy's column
-    assert list(cands[2, card + ks : card + ks + 2]) == [1.0, 0.0]  # one KS
-    assert cands[2, left + ks] == 0.0 and list(cands[2, left : left + 2]) == [1.0, 0.0]
-    assert cands[0, left + ks] == 1.0  # a pass leaves the hand as it is
+    ks = TOY.deck.cards.index("KS")
+    assert cands[2, card + ks] == 0.5 and cands[2, left + ks] == 0.0 and cands[2, left] == 0.5
+    assert cands[0, left + ks] == 0.5  # a pass leaves the hand as it is
     assert cands[:, left + TOY.set_size - 1].tolist() == [2 / 8, 1 / 8, 1 / 8, 2 / 8]
     # The trick is QH then AS: 9H follows the lead (hearts), KS matches the top's suit and
     # beats the lead suit's best (QH) but not the trick's best (AS).

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXED = "croupier.games.uno_cards:UnoCards"
 CANDIDATES = "croupier.games.uno_cards:UnoCardsCandidates"
 # The state's layout: seat, hand, target, colour in force, played cards, counts, history.
-SET = GAME.set_size  # 54 cards by copy (108), 15 ranks (13 + the two wilds), 4 colours, the size
+SET = GAME.set_size  # 54 cards, 15 ranks (13 + the two wilds), 4 colours, the size
 HAND, COLOR = 0, 2 * SET
 
 
@@ -106,22 +106,16 @@ def test_every_engine_state_is_read_by_both_heads_and_the_schemas_agree(
 
 
 def test_the_features_say_what_the_state_holds(states: list[dict[str, Any]]) -> None:
-    """The hand's counts per card and copy (a wild under any colour RLCard wrote is the one
-    wild, four in the deck), the colour in force (not the wild target's printed one), and a
-    wild's named colour in its candidate row."""
+    """The hand's counts per card (a wild under any colour RLCard wrote is the one wild, four
+    in the deck), the colour in force (not the wild target's printed one), and a wild's
+    named colour in its candidate row."""
     a = load_adapter(CANDIDATES).inner
     state = next(s for s in states if "wild" in s["target"] and s["color"] != s["target"][0]
                  and any("wild" in c for c in s["hand"]))  # fmt: skip
     obs, _ = a.encode_candidates(state)
     held = Counter(c.split("-", 1)[1] if "wild" in c else c for c in state["hand"])
-    column = HAND
-    for i, card in enumerate(GAME.deck.cards):  # per card and copy: "holds at least k + 1"
-        copies = int(GAME.copies[i])
-        assert obs[column : column + copies].tolist() == [
-            float(held[card] > k) for k in range(copies)
-        ], card
-        column += copies
-    assert column == HAND + GAME.count_size
+    for i, card in enumerate(GAME.deck.cards):
+        assert obs[HAND + i] == pytest.approx(held[card] / GAME.copies[i]), card
     assert obs[HAND + SET - 1] == pytest.approx(len(state["hand"]) / 108)
     assert obs[COLOR : COLOR + 4].tolist() == [float(c == state["color"]) for c in COLORS]
     state = next(s for s in states if any("wild" in m for m in s["legal_actions"]))
@@ -385,7 +379,7 @@ def test_the_toolkit_features_uno_needed_work_for_any_game() -> None:
     p = game.parse(state)
     obs = game.features(p)
     move = game.move_size + 2  # seat round the table, kind, cards, choice | in force
-    assert move == 2 + 3 + 2 * 7 + 2 + 2 and obs.size == game.obs_size  # 2 copies a card
+    assert move == 2 + 3 + 7 + 2 + 2 and obs.size == game.obs_size
     newest, older = obs[-2 * move : -move], obs[-move:]
     assert newest[:2].tolist() == [1, 0] and newest[-2:].tolist() == [1, 0]  # pass, facing x
     assert older[:2].tolist() == [0, 1] and older[-4:].tolist() == [1, 0, 0, 1]  # J naming a

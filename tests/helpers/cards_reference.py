@@ -25,7 +25,6 @@ from croupier.games.cards import (
     SeatPiles,
     TopCard,
 )
-from croupier.games.cards.zones import ONE_HOT_MOST
 
 
 def card_ids(g: CardGame, cards: Any, joined: bool) -> list[int]:
@@ -37,36 +36,22 @@ def counts_of(g: CardGame, ids: list[int]) -> np.ndarray:
     return np.bincount(np.array(ids, np.int64), minlength=g.deck.size)
 
 
-def per_copy(g: CardGame, counts: np.ndarray) -> np.ndarray:
-    """float32[n, count_size]: per card, a column per copy, "holds at least k + 1" (0 or 1),
-    the card's last column how many it holds above k (a pile that may repeat cards)."""
-    rows = []
-    for row in np.atleast_2d(counts):
-        out = []
-        for held, copies in zip(row.tolist(), g.deck.card_copies, strict=True):
-            for k in range(copies):
-                above = max(held - k, 0)
-                out.append(above if k == copies - 1 else min(above, 1))
-        rows.append(out)
-    return np.array(rows, np.float32)
-
-
 def set_features(g: CardGame, counts: np.ndarray, max_cards: int) -> np.ndarray:
-    """float32[n, set_size]: per card and copy (`per_copy`), per rank and per suit / the
-    deck's, the jokers' own count / copies beside the ranks, the size / `max_cards`."""
+    """float32[n, set_size]: per card / its copies, per rank and per suit / the deck's, the
+    jokers again beside the ranks, the size / `max_cards`."""
     d, copies = g.deck, np.array(g.deck.card_copies, np.int64)
     n = len(counts)
     out = np.empty((n, g.set_size), np.float32)
-    out[:, : g.count_size] = per_copy(g, counts)
+    out[:, : d.size] = counts / copies
     if d.suits:
         ranks, suits = len(d.ranks), len(d.suits)
         plain = ranks * suits
         grid = counts[:, :plain].reshape(n, ranks, suits)
         grid_copies = copies[:plain].reshape(ranks, suits)
-        o = g.count_size
+        o = d.size
         out[:, o : o + ranks] = grid.sum(2) / grid_copies.sum(1)
         o += ranks
-        out[:, o : o + len(d.jokers)] = counts[:, plain:] / copies[plain:]
+        out[:, o : o + len(d.jokers)] = out[:, plain : d.size]
         o += len(d.jokers)
         out[:, o : o + suits] = grid.sum(1) / grid_copies.sum(0)
     out[:, -1] = counts.sum(1) / max(max_cards, 1)
@@ -111,7 +96,7 @@ def pile_counts(g: CardGame, z: Any, value: Any) -> tuple[np.ndarray, list[int]]
 
 def state_features(g: CardGame, state: dict[str, Any]) -> np.ndarray:
     seat = next((state.get(z.field, 0) for z in g.zones if isinstance(z, Seat)), 0)
-    n, width = g.players, g.count_size
+    n, copies = g.players, np.array(g.deck.card_copies, np.int64)
     parts = []
     for z in g.zones:
         value = zone_value(g, z, state)
@@ -123,14 +108,10 @@ def state_features(g: CardGame, state: dict[str, Any]) -> np.ndarray:
         elif isinstance(z, SeatPiles):
             rows = [counts_of(g, card_ids(g, p, z.joined)) for p in value or [[]] * n]
             for r in range(n):
-                out[r * width : (r + 1) * width] = per_copy(g, rows[(seat + r) % n])[0]
+                out[r * g.deck.size : (r + 1) * g.deck.size] = rows[(seat + r) % n] / copies
         elif isinstance(z, SeatNumbers):
             for r in range(n):
                 out[r] = (value[(seat + r) % n] - z.low) / max(z.high - z.low, 1e-9)
-                if z.integer:  # one-hot, the last column "that many or more"
-                    most = min(int(z.high - z.low), ONE_HOT_MOST)
-                    at = min(int(value[(seat + r) % n] - z.low), most)
-                    out[n + r * (most + 1) + at] = 1.0
         elif isinstance(z, Numbers):
             out[:] = (np.array(value, np.float64) - z.low) / max(z.high - z.low, 1e-9)
         elif isinstance(z, Number):
@@ -144,7 +125,7 @@ def state_features(g: CardGame, state: dict[str, Any]) -> np.ndarray:
                 o = i * g.move_size
                 out[o + (who - seat) % n] = 1.0
                 out[o + n + kind] = 1.0
-                out[o + n + len(g.kinds) : o + n + len(g.kinds) + width] = per_copy(g, counts)[0]
+                out[o + n + len(g.kinds) : o + g.move_size] = counts / copies
         parts.append(out)
     return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 

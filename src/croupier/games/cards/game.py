@@ -158,23 +158,9 @@ class CardGame:
         round from it, and the layout of a move's row (`move_row`)."""
         d, put = self.deck, object.__setattr__
         ranks = d.num_ranks if d.suits else 0
-        # A set's first columns, per card: "holds at least 1, 2, ... of its copies" (one column
-        # for a card of one copy: how many it holds). Doudizhu's hand-made features count so
-        # (a rank's 4 copies as 4 columns: a pair, a trio and a bomb are each a column), where
-        # one count / copies column leaves the network to find the thresholds itself.
-        copies = self._copies
-        put(self, "_count_cols", np.repeat(np.arange(d.size), copies))
-        put(self, "_count_lo", np.concatenate([np.arange(c) for c in copies]))
-        # Each card's last column is open above: a pile that may repeat cards (`counted=False`)
-        # still shows how many it holds, as with one column.
-        cap = np.ones(int(copies.sum()), np.float32)
-        cap[np.cumsum(copies) - 1] = np.inf
-        put(self, "_count_cap", cap)
-        count_size = int(copies.sum())
-        put(self, "_count_size", count_size)
-        set_size = count_size + ranks + len(d.suits) + 1
+        set_size = d.size + ranks + len(d.suits) + 1
         put(self, "_set_size", set_size)
-        put(self, "_move_size", self.players + len(self.kinds) + count_size + len(self.choices))
+        put(self, "_move_size", self.players + len(self.kinds) + d.size + len(self.choices))
         layout, o = [], 0
         for z in self.zones:
             n = z.size(self)
@@ -213,7 +199,7 @@ class CardGame:
                 table[ord(c)] = i
         put(self, "_byte_index", bytes(table))
         # A move's row: kind one-hot | its cards' set features (the candidate's first
-        # columns; the history's are the kind and the first `count_size` of them) | its cards
+        # columns; the history's are the kind and the first deck-size of them) | its cards
         # counted | its highest rank (-1: none) | its highest rank per suit (-1: none) |
         # whether it holds each rank | whether it holds n cards, n = 0..the most a kind
         # takes | its rank gap to a pile whose highest rank is r, r = 0..ranks - 1. The
@@ -245,15 +231,9 @@ class CardGame:
         return self._copies
 
     @property
-    def count_size(self) -> int:
-        """A set of cards' features per card (the first of its features): a column per copy
-        of each card in the deck."""
-        return self._count_size
-
-    @property
     def set_size(self) -> int:
-        """A set of cards' features: per card and copy, per rank (a suitless deck's cards are
-        its ranks: none), per suit, its size."""
+        """A set of cards' features: per card, per rank (a suitless deck's cards are its
+        ranks: none), per suit, its size."""
         return self._set_size
 
     @property
@@ -485,25 +465,23 @@ class CardGame:
     def set_features(
         self, counts: np.ndarray, max_cards: int, out: np.ndarray | None = None
     ) -> np.ndarray:
-        """float32[n, set_size] of int[n, deck] counts: per card and copy, whether it holds
-        at least that many (`_tabulate`), per rank and per suit / the deck's, the size /
-        `max_cards` (into `out` if given). Sums over the deck's rank-major layout, not a
-        matrix product: a BLAS call for these tiny shapes cost ~0.3 ms a state on the loaded
-        2-core box, the sums ~10x less."""
+        """float32[n, set_size] of int[n, deck] counts: per card / its copies, per rank and
+        per suit / the deck's, the size / `max_cards` (into `out` if given). Sums over the
+        deck's rank-major layout, not a matrix product: a BLAS call for these tiny shapes
+        cost ~0.3 ms a state on the loaded 2-core box, the sums ~10x less."""
         d = self.deck
         n = len(counts)
         if out is None:
             out = np.empty((n, self._set_size), np.float32)
-        o = self._count_size
-        above = counts[:, self._count_cols] - self._count_lo
-        np.minimum(np.maximum(above, 0), self._count_cap, out=out[:, :o], casting="unsafe")
+        out[:, : d.size] = counts / self._copies
         if d.suits:  # (suitless: a card is its rank, already counted)
             ranks, suits = len(d.ranks), len(d.suits)
             plain = ranks * suits
             grid = counts[:, :plain].reshape(n, ranks, suits)
+            o = d.size
             out[:, o : o + ranks] = _SUM(grid, 2) / self._rank_copies
             o += ranks
-            out[:, o : o + len(d.jokers)] = counts[:, plain:] / self._copies[plain:]
+            out[:, o : o + len(d.jokers)] = out[:, plain : d.size]
             o += len(d.jokers)
             out[:, o : o + suits] = _SUM(grid, 1) / self._suit_copies
         out[:, -1] = _SUM(counts, 1) / max(max_cards, 1)

@@ -147,7 +147,7 @@ class SeatPiles(Zone):
     joined: bool = False
 
     def size(self, g: CardGame) -> int:
-        return g.players * g.count_size
+        return g.players * g.deck.size
 
     def schema(self, g: CardGame) -> dict[str, Any]:
         return g.per_seat(g.cards_schema(self.max_cards, self.joined))
@@ -160,36 +160,23 @@ class SeatPiles(Zone):
         return [g.read_cards([], self.max_cards, self.field)] * g.players
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
-        # Per card and copy: a set's features begin so (kept with the set; each seat's played
-        # cards repeat until it plays again), round the table from `seat`.
-        d = g.count_size
+        # Per card / its copies: a set's features begin so (kept with the set; each seat's
+        # played cards repeat until it plays again), round the table from `seat`.
+        d = g.deck.size
         rows = [g.set_row(value[s], self.max_cards)[:d] for s in g.seats_from(seat)]
         np.concatenate(rows, out=out)
 
 
-# An integer per seat (cards held, points) is also one-hot up to this many above its low
-# ("this many or more" in the last column): a seat with one card left is not a seat with two
-# to a network, which from one scaled column must learn the thresholds itself. Doudizhu's
-# hand-made features hold each seat's cards left so (0..20).
-ONE_HOT_MOST = 20
-
-
 @dataclass(frozen=True)
 class SeatNumbers(Zone):
-    """A number per seat (cards held, chips in), in seat order, in [low, high]: scaled to
-    0..1, then (an integer) one-hot, `ONE_HOT_MOST` and above in one column."""
+    """A number per seat (cards held, chips in), in seat order, in [low, high]."""
 
     low: float = 0
     high: float = 52
     integer: bool = True
 
-    @property
-    def one_hot(self) -> int:
-        """Columns of the one-hot per seat (0: none)."""
-        return min(int(self.high - self.low), ONE_HOT_MOST) + 1 if self.integer else 0
-
     def size(self, g: CardGame) -> int:
-        return g.players * (1 + self.one_hot)
+        return g.players
 
     def schema(self, g: CardGame) -> dict[str, Any]:
         return g.per_seat(g.number_schema(self.low, self.high, self.integer))
@@ -204,14 +191,7 @@ class SeatNumbers(Zone):
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
         # (Python floats: the same float64 arithmetic as numpy's, no array per state)
         span = max(self.high - self.low, 1e-9)
-        seats = g.seats_from(seat)
-        out[: len(seats)] = [(value[s] - self.low) / span for s in seats]
-        if self.one_hot:
-            out[len(seats) :] = 0.0
-            most = self.one_hot - 1
-            at = [len(seats) + i * self.one_hot + min(int(value[s] - self.low), most)
-                  for i, s in enumerate(seats)]  # fmt: skip
-            out[at] = 1.0
+        out[:] = [(value[s] - self.low) / span for s in g.seats_from(seat)]
 
 
 @dataclass(frozen=True)
@@ -360,7 +340,7 @@ class History(Zone):
         # Each move's kind and cards are the first columns of its row (`CardGame.move_row`):
         # one gather for the moves, one for the seats, not three writes a move.
         n, size = g.players, g.move_size + len(self.then)
-        base = n + len(g.kinds) + g.count_size  # then the choice, then what was in force
+        base = n + len(g.kinds) + g.deck.size  # then the choice, then what was in force
         moves = value.moves[: -k - 1 : -1]
         rows = np.concatenate([m.row for m in moves]).reshape(k, -1)
         view = out.reshape(self.last, size)
