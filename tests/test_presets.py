@@ -52,3 +52,17 @@ def test_a_game_without_a_preset_trains_the_default_algorithm_everywhere() -> No
     # the benches leave it to the trainer unless told
     assert ExternalRun().algo is None and StrengthRun().algo is None
     assert all(p.algo == "ppo" for p in PRESETS.values())
+
+
+def test_a_kl_target_turns_on_ppos_own_kl_penalty_and_refuses_a_negative_one() -> None:
+    """`croupier train --kl-target X`: RLlib's adaptive KL between the policy before and after
+    an update (off by default: the clip alone)."""
+    from croupier.trainer.algo import base_config
+
+    spec, hyper = training_defaults("leduc-holdem")
+    assert base_config(spec, hyper).use_kl_loss is False
+    spec, hyper = training_defaults("leduc-holdem", None, {"kl_target": 0.01})
+    config = base_config(spec, hyper)
+    assert (config.use_kl_loss, config.kl_target, config.kl_coeff) == (True, 0.01, 0.2)
+    with pytest.raises(ValueError, match="kl_target"):
+        training_defaults("leduc-holdem", None, {"kl_target": -0.1})

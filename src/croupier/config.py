@@ -435,6 +435,11 @@ class TrainSettings:
         "default: ppo 2, appo no cap; 0: no cap",
     )
     entropy_coeff: float | None = setting(None, "Default: the game's preset, else 0.01")
+    kl_target: float | None = setting(
+        None,
+        "PPO: a KL penalty between the policy before and after each update, its coefficient "
+        "adapted toward this mean KL (RLlib's kl_target); default 0: off, the clip alone",
+    )
     hiddens: str | None = setting(
         None, "Hidden layer sizes, e.g. 128,128; default: the game's preset, else 128,128"
     )

@@ -41,6 +41,10 @@ class Hyper:
     num_epochs: int = 4  # PPO
     entropy_coeff: float = 0.01
     vf_loss_coeff: float = 0.5
+    # PPO: RLlib's own KL penalty between the policy before and after an update, its
+    # coefficient adapted toward this mean KL (RLlib's `use_kl_loss`, `kl_target`); 0: off,
+    # the clip alone bounds an update.
+    kl_target: float = 0.0
     # The most one learner update takes, in train batches of the oldest waiting env steps;
     # the rest waits for the next updates (see `EpisodeInbox.take`). None: everything
     # received. PPO needs it: its update blocks sampling and grows with the sample, so a
@@ -120,6 +124,8 @@ def training_defaults(
         raise ValueError(f"unknown training settings {unknown}")
     for name, value in overrides.items():
         setattr(hyper, name, value)
+    if not hyper.kl_target >= 0:
+        raise ValueError(f"kl_target: 0 (off) or a mean KL above it, got {hyper.kl_target!r}")
     if "hiddens" in model:
         model["hiddens"] = list(model["hiddens"])
     return replace(spec, **model), hyper
@@ -157,8 +163,10 @@ def base_config(
         training = {
             "num_epochs": hyper.num_epochs,
             "minibatch_size": hyper.minibatch_size,
-            "use_kl_loss": False,
+            "use_kl_loss": hyper.kl_target > 0,
         }
+        if hyper.kl_target > 0:  # RLlib's starting coefficient, adapted from there
+            training.update(kl_target=hyper.kl_target, kl_coeff=0.2)
     else:
         raise ValueError(f"unknown algorithm {spec.algo!r}: appo or ppo")
     from croupier.trainer.rules_anchor import LEARNER_CLASSES
