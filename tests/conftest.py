@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import subprocess
 import tempfile
 import time
@@ -107,27 +106,16 @@ def inprocess() -> Callable[..., Any]:
     return run_inprocess
 
 
-def _rlcard_states(game: str, hands: int, seed: int, max_steps: int = 500) -> list[dict]:
-    from croupier.engine.rlcard_games import RLCardTable
-
-    table = RLCardTable(game)
-    rng = random.Random(seed)
-    states = []
-    for hand in range(hands):
-        table.reset(seed + hand)
-        for _ in range(max_steps):
-            if table.is_over():
-                break
-            state = table.state_json(table.current_player())
-            states.append(state)
-            table.step(rng.choice(state["legal_actions"]))
-    return states
-
-
 @pytest.fixture(scope="session")
 def leduc_states() -> list[dict]:
     """Real Leduc states (RLCard's raw observation as JSON) from random-play hands."""
-    states = _rlcard_states("leduc-holdem", hands=80, seed=11)
+    from croupier.engine.rlcard_games import RLCardTable
+    from croupier.games.simulator import mixed_play_states
+
+    # Random play only: rules_share 0 never asks the (absent) rules for a move.
+    states = mixed_play_states(
+        RLCardTable("leduc-holdem"), None, hands=80, seed=11, rules_share=0.0
+    )
     assert len(states) > 150
     return states
 

@@ -66,3 +66,21 @@ def test_a_kl_target_turns_on_ppos_own_kl_penalty_and_refuses_a_negative_one() -
     assert (config.use_kl_loss, config.kl_target, config.kl_coeff) == (True, 0.01, 0.2)
     with pytest.raises(ValueError, match="kl_target"):
         training_defaults("leduc-holdem", None, {"kl_target": -0.1})
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--kl-target", "-0.1"], "kl_target"),
+        (["--clone-keep", "0"], "clone_keep"),
+        (["--clone-keep", "1.5"], "clone_keep"),
+    ],  # fmt: skip
+)
+def test_a_training_setting_out_of_its_range_is_a_usage_error_not_a_traceback(flags, says):
+    from typer.testing import CliRunner
+
+    from croupier.cli import app
+
+    result = CliRunner().invoke(app, ["train", "--game", "leduc-holdem", *flags])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "Traceback" not in result.output

@@ -9,9 +9,15 @@ on the same rows). The play: each smoothing's clone against the rules over `--ha
 duplicate hands (`bench/evaluate.py` `payoff_vs`: the strength score), sampled and greedy.
 
     PYTHONPATH=src:. python bench/tools/clone_check.py --game uno
+    PYTHONPATH=src:. python bench/tools/clone_check.py --game uno --keep 1,0.2
     PYTHONPATH=src:. python bench/tools/clone_check.py \
         --game croupier.games.doudizhu_cards:DoudizhuCardsCandidates \
         --smoothing 0.05,0.01,0 --hands 1000
+
+`--keep`: the value (and, on 2,000 held-out decisions of fresh hands, the greedy agreement with
+the rules and the share of the returns' variance the value explains) of a clone fitted to the
+same number of decisions kept at each share (`rules_decisions(keep=...)`: fewer a hand, from
+more deals), each its own recording, judged on the same fresh first steps.
 
 Prints one line per measurement.
 """
@@ -25,7 +31,6 @@ import numpy as np
 import torch
 
 from croupier.bench.evaluate import payoff_vs
-from croupier.games.registry import load_adapter
 from croupier.trainer import rules_anchor as ra
 from croupier.trainer import rules_clone as rc
 from croupier.trainer.algo import training_defaults
@@ -47,20 +52,28 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=20_000)
     parser.add_argument("--smoothing", default="", help="comma separated; empty: value only")
     parser.add_argument("--hands", type=int, default=1000)
+    parser.add_argument("--keep", default="1", help="comma separated shares of decisions kept")
     args = parser.parse_args()
     torch.set_num_threads(1)
     spec, hyper = training_defaults(args.game, None, {}, None)
-    data = rc.rules_decisions(args.game, args.decisions, seed=0, gamma=hyper.gamma)
     first = rc.calibration_steps(args.game, args.decisions, 0, hyper.gamma)
-    full, report = rc.distil(args.game, spec, ra.RulesAnchor(), hyper.gamma, data=data, first=first)
-    adapter = load_adapter(args.game)
-    module = spec.rl_module_spec(adapter.observation_space, adapter.action_space).build()
-    module.set_state(full)
-    module.eval()
-    spreads = value_spreads(args.game, module, first)
-    print(f"{args.game}: {data.hands} hands recorded, {len(first)} fresh first steps; "
-          + ", ".join(f"{k} {v:.3f}" for k, v in spreads.items()), flush=True)  # fmt: skip
-    print(f"clone's own gain by team: {report['clone_gain_by_team']}", flush=True)
+    held_out = rc.rules_decisions(args.game, 2000, seed=7, gamma=hyper.gamma, deviate=0.0)
+    data = None
+    for keep in [float(x) for x in args.keep.split(",") if x.strip()]:
+        kept = rc.rules_decisions(args.game, args.decisions, seed=0, gamma=hyper.gamma, keep=keep)
+        data = data or kept
+        module, _ = rc.fit_clone(args.game, spec, ra.RulesAnchor(), kept)
+        spreads = value_spreads(args.game, module, first)
+        agreement = rc.clone_fit(module, held_out)["greedy_agreement"]
+        # The critic PPO starts from, at every step of fresh hands: the share of the
+        # returns' variance its value explains.
+        miss = held_out.returns - rc.clone_values(module, held_out)
+        explained = 1.0 - float(miss.var() / held_out.returns.var())
+        said = ", ".join(f"{k} {v:.3f}" for k, v in spreads.items())
+        print(f"{args.game}, keep {keep}: {kept.hands} hands recorded ({kept.seconds:.0f} s), "
+              f"{len(first)} fresh first steps; {said}; on {len(held_out)} held-out "
+              f"decisions: greedy agreement {agreement:.3f}, value's explained variance "
+              f"{explained:.3f}", flush=True)  # fmt: skip
     for smoothing in [float(x) for x in args.smoothing.split(",") if x.strip()]:
         anchor = replace(ra.RulesAnchor(), smoothing=smoothing)
         full, report = rc.distil(args.game, spec, anchor, hyper.gamma, data=data, first=first)

@@ -340,6 +340,8 @@ def train_options(s: TrainSettings) -> Any:
             enabled=s.rules_anchor,
             clone_decisions=s.clone_decisions,
             smoothing=s.clone_smoothing,
+            clone_keep=s.clone_keep,
+            clone_value=s.clone_value,
             kl_coeff=s.rules_kl,
             entropy_boost=s.rules_entropy_boost,
             half_life=s.rules_anchor_half_life,
@@ -377,7 +379,10 @@ def train(values: dict[str, Any]) -> None:
         check_listen(parse_address(s.listen)[0], source.given, s.insecure)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    options = train_options(s)
+    try:
+        options = train_options(s)
+    except ValueError as e:  # a setting out of its range (--kl-target, --clone-keep ...)
+        raise typer.BadParameter(str(e)) from None
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,15 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def legend(ax: Any, fontsize: float = 7, width: int = 70, loc: str = "best") -> None:
+    """The axes' legend with each label wrapped at `width` characters: a label naming a
+    setting and an adapter's import path ran wider than the figure, and laying it out pushed
+    the plot into a corner."""
+    handles, labels = ax.get_legend_handles_labels()
+    wrapped = [textwrap.fill(label, width) for label in labels]
+    ax.legend(handles, wrapped, fontsize=fontsize, loc=loc)
 
 
 def save(fig: Any, path: Path) -> None:

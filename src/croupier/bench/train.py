@@ -133,8 +133,11 @@ def run_anchor(
         "weights": weights,
         "spec": spec,
         "curve": curve,
-        "rules_anchor": {**anchor.to_dict(), "released_at": release.released_at,
-                         "held_back": release.held_back},
+        "rules_anchor": {
+            **anchor.to_dict(),
+            "released_at": release.released_at,
+            "held_back": release.held_back,
+        },
         "clone": clone,
     }
 

@@ -74,11 +74,17 @@ class RulesAnchor:
     # Decisions of the rules against the rules the clone learns from (whole hands: the last
     # one is played out). A budget in decisions, not hands: a doudizhu game is ~46 of them.
     clone_decisions: int = 20_000
+    # The share of the rules' decisions recorded, each drawn (`rules_decisions(keep=...)`):
+    # as many decisions from 1 / keep times as many deals.
+    clone_keep: float = 1.0
     # Cross-entropy target: 1 - smoothing on the rules' move, the rest spread over the legal
     # moves. 0: the sharpest clone.
     smoothing: float = 0.05
     # Passes over the recorded decisions (minibatches of 256, Adam 1e-3).
     clone_epochs: int = 10
+    # Fit the clone's value head to the rules' returns (the critic PPO starts from); False:
+    # to their mean alone.
+    clone_value: bool = True
     # The KL term's coefficient at the start (0: the clone alone, no pull back toward it).
     kl_coeff: float = 0.05
     # An entropy bonus on top of the algorithm's own at the start: the clone is sharp, and
@@ -101,6 +107,10 @@ class RulesAnchor:
     # the anchor's job, never serving worse than the rules, is then done, and its terms only
     # slow the policy down (the anchored demo ended +0.86 where the untrained one reached +1.12).
     release: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.clone_keep <= 1.0:
+            raise ValueError(f"clone_keep: a share in (0, 1], got {self.clone_keep!r}")
 
     @property
     def earliest(self) -> float:

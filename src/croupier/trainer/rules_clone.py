@@ -100,6 +100,7 @@ def rules_decisions(
     deviate: float = DEVIATE,
     first_steps: bool = False,
     player: Callable[[dict[str, Any]], Any] | None = None,
+    keep: float = 1.0,
 ) -> Decisions:
     """The rules play the rules on `game`'s simulator until `decisions` decisions are made
     (the last hand played out); each seat's every decision is encoded by the game's adapter,
@@ -108,7 +109,9 @@ def rules_decisions(
     at random instead (still labelled with the rules' move). `first_steps`: only each seat's
     first decision of a hand is kept (the hand still played out). `player` (a function of
     the state, as the rules are): it plays one team a hand, drawn at random, against the
-    rules, and only its seats' decisions are kept, labelled with its own actions."""
+    rules, and only its seats' decisions are kept, labelled with its own actions. `keep`: the
+    share of the decisions kept, each drawn (the hands still played out), so that as many
+    decisions come from 1 / `keep` times as many deals."""
     from croupier.games.base import rules_seeded
     from croupier.games.registry import load_adapter, load_simulator
 
@@ -118,6 +121,8 @@ def rules_decisions(
     rules = adapter.rules()
     if rules is None:
         raise ValueError(f"{adapter.name} has no rules bot to clone")
+    if not 0.0 < keep <= 1.0:
+        raise ValueError(f"keep must be in (0, 1], got {keep}")
     rng = np.random.default_rng(seed)
     obs_rows: list[np.ndarray] = []
     legal_rows: list[np.ndarray] = []
@@ -146,7 +151,8 @@ def rules_decisions(
                 ours = seat in played
                 action = player(state) if ours and player is not None else rules(state)
                 made[seat] = made.get(seat, 0) + 1
-                if ours and (not first_steps or made[seat] == 1):
+                kept = keep >= 1.0 or rng.random() < keep  # (1: no draw, the same deals)
+                if ours and (not first_steps or made[seat] == 1) and kept:
                     obs, legal = adapter.encode(state)
                     rows_of.setdefault(seat, []).append((len(actions), made[seat] - 1))
                     obs_rows.append(obs)
@@ -224,38 +230,15 @@ def distil(
     from croupier.policies.learned import module_weights
 
     torch.set_num_threads(1)
-    data = data or rules_decisions(game, anchor.clone_decisions, seed=seed, gamma=gamma)
+    data = data or rules_decisions(game, anchor.clone_decisions, seed=seed, gamma=gamma,
+                                   keep=anchor.clone_keep)  # fmt: skip
     if not len(data):
         raise ValueError(f"the rules of {game} made no decision in {data.hands} hands")
     t0 = time.monotonic()
     adapter = load_adapter(game)
-    torch.manual_seed(seed)
-    module = spec.rl_module_spec(adapter.observation_space, adapter.action_space).build()
-    module.train()
-    params = [p for p in module.parameters() if p.requires_grad]
-    optim = torch.optim.Adam(params, lr=1e-3)
-    rng = np.random.default_rng(seed)
-    n, size = len(data), 256
-    losses = []
-    for _ in range(anchor.clone_epochs):
-        order = rng.permutation(n)
-        for start in range(0, n, size):
-            rows = order[start : start + size]
-            batch, legal = _batch(data, rows)
-            out = module.forward_train(batch)
-            actions = torch.from_numpy(data.actions[rows])
-            targets = smoothed_targets(actions, legal, anchor.smoothing)
-            policy_loss = cross_entropy(out[Columns.ACTION_DIST_INPUTS], targets).mean()
-            values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS))
-            value_loss = F.mse_loss(values, torch.from_numpy(data.returns[rows]))
-            loss = policy_loss + 0.5 * value_loss
-            optim.zero_grad()
-            loss.backward()
-            optim.step()
-            losses.append((policy_loss.item(), value_loss.item()))
-    module.eval()
+    module, losses = fit_clone(game, spec, anchor, data, seed)
     fit_s = time.monotonic() - t0
-    first = calibration_steps(game, n, seed, gamma) if first is None else first
+    first = calibration_steps(game, len(data), seed, gamma) if first is None else first
     offset = first_step_offset(module, first)
     weights = module_weights(module)
     # The clone itself against the rules, on as many fresh first steps: its own level.
@@ -263,7 +246,7 @@ def distil(
     mine = rules_decisions(game, len(first), seed=seed + 2, gamma=gamma, deviate=0.0,
                            first_steps=True, player=player)  # fmt: skip
     report = {
-        "decisions": n,
+        "decisions": len(data),
         "hands": data.hands,
         "record_s": round(data.seconds, 1),
         "fit_s": round(fit_s, 1),
@@ -275,6 +258,48 @@ def distil(
         "settings": anchor.to_dict(),
     }
     return weights, report
+
+
+def fit_clone(
+    game: str, spec: ModelSpec, anchor: RulesAnchor, data: Decisions, seed: int = 0
+) -> tuple[Any, list[tuple[float, float]]]:
+    """A fresh module of `spec` fitted to the rules' decisions (cross-entropy to their moves,
+    smoothed, and its value head to the returns), in eval mode, and its (policy, value)
+    losses minibatch by minibatch."""
+    from croupier.games.registry import load_adapter
+
+    adapter = load_adapter(game)
+    torch.manual_seed(seed)
+    module = spec.rl_module_spec(adapter.observation_space, adapter.action_space).build()
+    module.train()
+    params = [p for p in module.parameters() if p.requires_grad]
+    optim = torch.optim.Adam(params, lr=1e-3)
+    rng = np.random.default_rng(seed)
+    n, size = len(data), 256
+    # Without `clone_value` the value head learns the mean return alone: a baseline that
+    # knows nothing, as an untrained critic's, without its noise.
+    returns = data.returns
+    if not anchor.clone_value:
+        returns = np.full_like(returns, returns.mean())
+    losses = []
+    for _ in range(anchor.clone_epochs):
+        order = rng.permutation(n)
+        for start in range(0, n, size):
+            rows = order[start : start + size]
+            batch, legal = _batch(data, rows)
+            out = module.forward_train(batch)
+            actions = torch.from_numpy(data.actions[rows])
+            targets = smoothed_targets(actions, legal, anchor.smoothing)
+            policy_loss = cross_entropy(out[Columns.ACTION_DIST_INPUTS], targets).mean()
+            values = module.compute_values(batch, embeddings=out.get(Columns.EMBEDDINGS))
+            value_loss = F.mse_loss(values, torch.from_numpy(returns[rows]))
+            loss = policy_loss + 0.5 * value_loss
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+            losses.append((policy_loss.item(), value_loss.item()))
+    module.eval()
+    return module, losses
 
 
 def calibration_steps(game: str, clone_decisions: int, seed: int, gamma: float) -> Decisions:
