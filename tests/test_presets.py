@@ -72,8 +72,8 @@ def test_a_kl_target_turns_on_ppos_own_kl_penalty_and_refuses_a_negative_one() -
     ("flags", "says"),
     [
         (["--kl-target", "-0.1"], "kl_target"),
-        (["--clone-keep", "0"], "clone_keep"),
-        (["--clone-keep", "1.5"], "clone_keep"),
+        (["--clone-decisions", "0"], "clone_decisions"),
+        (["--clone-smoothing", "1.5"], "smoothing"),
     ],  # fmt: skip
 )
 def test_a_training_setting_out_of_its_range_is_a_usage_error_not_a_traceback(flags, says):

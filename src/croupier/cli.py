@@ -340,7 +340,6 @@ def train_options(s: TrainSettings) -> Any:
             enabled=s.rules_anchor,
             clone_decisions=s.clone_decisions,
             smoothing=s.clone_smoothing,
-            clone_keep=s.clone_keep,
             clone_value=s.clone_value,
             kl_coeff=s.rules_kl,
             entropy_boost=s.rules_entropy_boost,
@@ -381,7 +380,7 @@ def train(values: dict[str, Any]) -> None:
         raise typer.BadParameter(str(e)) from None
     try:
         options = train_options(s)
-    except ValueError as e:  # a setting out of its range (--kl-target, --clone-keep ...)
+    except ValueError as e:  # a setting out of its range (--kl-target ...)
         raise typer.BadParameter(str(e)) from None
     last = run_training(options)
     typer.echo(json.dumps({"final": last}, default=str))

@@ -481,11 +481,6 @@ class TrainSettings:
     clone_smoothing: float = setting(
         0.05, "The clone's label smoothing: the share of its target spread over the legal moves"
     )
-    clone_keep: float = setting(
-        1.0,
-        "The share of the rules' decisions the clone keeps, each drawn (0 < share <= 1): as "
-        "many decisions from 1/share times as many deals",
-    )
     clone_value: bool = setting(
         True,
         "Fit the clone's value head (the critic training starts from) to the rules' returns; "

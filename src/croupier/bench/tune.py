@@ -289,7 +289,7 @@ def trial_setup(run: TuneRun, base: TrainingPreset, trial_s: float, checkpoints:
         # Recorded once here, each trial fitting its own clone (its own network) to them:
         # leduc's 20,000 decisions took 3.2 s to record and 9.2 s to fit on the 2-core box.
         decisions = rc.rules_decisions(run.game, anchor.clone_decisions, seed=run.seed,
-                                       gamma=base.gamma, keep=anchor.clone_keep)  # fmt: skip
+                                       gamma=base.gamma)  # fmt: skip
         first_steps = rc.calibration_steps(run.game, len(decisions), run.seed, base.gamma)
     return {"game": run.game, "base": base, "seed": run.seed, "rules_anchor": run.rules_anchor,
             "decisions": decisions, "first_steps": first_steps, "num_envs": run.num_envs,

@@ -74,9 +74,6 @@ class RulesAnchor:
     # Decisions of the rules against the rules the clone learns from (whole hands: the last
     # one is played out). A budget in decisions, not hands: a doudizhu game is ~46 of them.
     clone_decisions: int = 20_000
-    # The share of the rules' decisions recorded, each drawn (`rules_decisions(keep=...)`):
-    # as many decisions from 1 / keep times as many deals.
-    clone_keep: float = 1.0
     # Cross-entropy target: 1 - smoothing on the rules' move, the rest spread over the legal
     # moves. 0: the sharpest clone.
     smoothing: float = 0.05
@@ -109,8 +106,11 @@ class RulesAnchor:
     release: bool = True
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.clone_keep <= 1.0:
-            raise ValueError(f"clone_keep: a share in (0, 1], got {self.clone_keep!r}")
+        if self.clone_decisions < 1 or self.clone_epochs < 1:
+            raise ValueError("clone_decisions and clone_epochs: at least 1 each, got "
+                             f"{self.clone_decisions!r} and {self.clone_epochs!r}")  # fmt: skip
+        if not 0.0 <= self.smoothing < 1.0:
+            raise ValueError(f"smoothing: a share in [0, 1), got {self.smoothing!r}")
 
     @property
     def earliest(self) -> float:

@@ -230,8 +230,7 @@ def distil(
     from croupier.policies.learned import module_weights
 
     torch.set_num_threads(1)
-    data = data or rules_decisions(game, anchor.clone_decisions, seed=seed, gamma=gamma,
-                                   keep=anchor.clone_keep)  # fmt: skip
+    data = data or rules_decisions(game, anchor.clone_decisions, seed=seed, gamma=gamma)
     if not len(data):
         raise ValueError(f"the rules of {game} made no decision in {data.hands} hands")
     t0 = time.monotonic()
