@@ -77,3 +77,16 @@ def test_a_metrics_port_beyond_loopback_is_warned_about(monkeypatch, caplog):
         with pytest.raises(RuntimeError):
             metrics.serve_trainer_metrics(FakeTrainer(), 9100, host="127.0.0.1")
         assert "open to whoever" not in caplog.text
+
+
+def test_the_critics_explained_variance_is_read_from_ppos_learner_results():
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    from croupier.trainer.metrics import value_explained_variance
+
+    def result(value: object) -> dict:
+        return {"learners": {DEFAULT_MODULE_ID: {"vf_explained_var": value}}}
+
+    assert value_explained_variance(result(-0.25)) == -0.25
+    assert value_explained_variance(result(float("nan"))) is None  # not measured anew
+    assert value_explained_variance({"learners": {}}) is None  # APPO logs none

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import socket
 import threading
 from collections.abc import Callable, Iterable
@@ -43,6 +44,17 @@ def learner_trained_lifetime(result: dict[str, Any]) -> float | None:
     learners = result.get("learners", {}).get("__all_modules__", {})
     value = learners.get("num_env_steps_trained_lifetime")
     return float(value) if isinstance(value, int | float) else None
+
+
+def value_explained_variance(result: dict[str, Any]) -> float | None:
+    """The share of the value targets' variance the critic explained over the last update's
+    batch (RLlib PPO's `vf_explained_var`; APPO logs none): near 0 or below, the advantages
+    are about as noisy as the returns themselves."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    value = result.get("learners", {}).get(DEFAULT_MODULE_ID, {}).get("vf_explained_var")
+    ok = isinstance(value, int | float) and math.isfinite(value)
+    return float(value) if ok else None
 
 
 def lag_histogram_family(histogram: dict[int, int]) -> HistogramMetricFamily:
