@@ -150,9 +150,13 @@ def test_the_move_to_beat_is_read_from_the_history() -> None:
 
 def semantics(state: dict[str, Any]) -> bool:
     """What the schema cannot say, written apart from the toolkit: moves the spelling reads,
-    legal moves made of cards in the hand, the hand and the played cards within the deck."""
+    each within the deck (no "JJ" of the one joker, in the history too), legal moves made of
+    cards in the hand, the hand and the played cards within the deck."""
     moves = [*state["legal_actions"], *(m for _, m in state["moves"])]
     if not all(m == "-" or len(m) == 1 or m[0] == m[1] for m in moves):
+        return False
+    copies = dict(zip(DECK.cards, DECK.card_copies, strict=True))
+    if any(n > copies[c] for m in moves if m != "-" for c, n in Counter(m).items()):
         return False
     hand = Counter(state["hand"])
     held = hand + Counter("".join(state["played"]))
