@@ -162,11 +162,14 @@ def test_without_clone_value_the_value_head_learns_the_mean_return_alone():
     crazy eights the fitted one explained less of fresh hands' returns than their mean)."""
     from dataclasses import replace
 
+    from croupier.games.registry import load_adapter
+
     spec = ModelSpec(algo="ppo", hiddens=[32])
     data = rc.rules_decisions(GAME, 3000, seed=8)
     anchor = ra.RulesAnchor(clone_decisions=3000, clone_epochs=10)
-    fitted, _ = rc.fit_clone(GAME, spec, anchor, data)
-    blind, _ = rc.fit_clone(GAME, spec, replace(anchor, clone_value=False), data)
+    adapter = load_adapter(GAME)
+    fitted, _ = rc.fit_clone(adapter, spec, anchor, data)
+    blind, _ = rc.fit_clone(adapter, spec, replace(anchor, clone_value=False), data)
     fitted_v, blind_v = rc.clone_values(fitted, data), rc.clone_values(blind, data)
     # Leduc's returns spread by chips (sd ~6) and the fitted value follows some of it; the
     # blind one stays at their mean.

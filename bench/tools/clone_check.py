@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from croupier.bench.evaluate import payoff_vs
+from croupier.games.registry import load_adapter
 from croupier.trainer import rules_anchor as ra
 from croupier.trainer import rules_clone as rc
 from croupier.trainer.algo import training_defaults
@@ -58,11 +59,12 @@ def main() -> None:
     spec, hyper = training_defaults(args.game, None, {}, None)
     first = rc.calibration_steps(args.game, args.decisions, 0, hyper.gamma)
     held_out = rc.rules_decisions(args.game, 2000, seed=7, gamma=hyper.gamma, deviate=0.0)
-    data = None
+    adapter = load_adapter(args.game)
+    data = None  # the first share's recording, which the smoothings below are fitted to
     for keep in [float(x) for x in args.keep.split(",") if x.strip()]:
         kept = rc.rules_decisions(args.game, args.decisions, seed=0, gamma=hyper.gamma, keep=keep)
-        data = data or kept
-        module, _ = rc.fit_clone(args.game, spec, ra.RulesAnchor(), kept)
+        data = kept if data is None else data
+        module, _ = rc.fit_clone(adapter, spec, ra.RulesAnchor(), kept)
         spreads = value_spreads(args.game, module, first)
         agreement = rc.clone_fit(module, held_out)["greedy_agreement"]
         # The critic PPO starts from, at every step of fresh hands: the share of the
@@ -82,7 +84,8 @@ def main() -> None:
         greedy = payoff_vs(args.game, spec, served, args.hands, seed=1, explore=False)
         print(f"smoothing {smoothing}: agreement {report['greedy_agreement']:.3f}, entropy "
               f"{report['entropy']:.3f}; sampled {sampled['mean']:+.4f} ± {sampled['ci95']:.4f}, "
-              f"greedy {greedy['mean']:+.4f} ± {greedy['ci95']:.4f}", flush=True)  # fmt: skip
+              f"greedy {greedy['mean']:+.4f} ± {greedy['ci95']:.4f}; its own gain by team "
+              f"{report['clone_gain_by_team']}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from croupier.policies.distribution import from_module, sampler
 from croupier.policies.module import ModelSpec
 
 if TYPE_CHECKING:
+    from croupier.games.base import GameAdapter
     from croupier.trainer.rules_anchor import RulesAnchor
 
 # A deviation from the rules now and then while recording, so the clone also sees states the
@@ -235,7 +236,7 @@ def distil(
         raise ValueError(f"the rules of {game} made no decision in {data.hands} hands")
     t0 = time.monotonic()
     adapter = load_adapter(game)
-    module, losses = fit_clone(game, spec, anchor, data, seed)
+    module, losses = fit_clone(adapter, spec, anchor, data, seed)
     fit_s = time.monotonic() - t0
     first = calibration_steps(game, len(data), seed, gamma) if first is None else first
     offset = first_step_offset(module, first)
@@ -260,14 +261,12 @@ def distil(
 
 
 def fit_clone(
-    game: str, spec: ModelSpec, anchor: RulesAnchor, data: Decisions, seed: int = 0
+    adapter: GameAdapter, spec: ModelSpec, anchor: RulesAnchor, data: Decisions, seed: int = 0
 ) -> tuple[Any, list[tuple[float, float]]]:
-    """A fresh module of `spec` fitted to the rules' decisions (cross-entropy to their moves,
-    smoothed, and its value head to the returns), in eval mode, and its (policy, value)
-    losses minibatch by minibatch."""
-    from croupier.games.registry import load_adapter
-
-    adapter = load_adapter(game)
+    """A fresh module of `spec` for `adapter`'s spaces fitted to the rules' decisions
+    (cross-entropy to their moves, smoothed, and its value head to the returns, or to their
+    mean without `anchor.clone_value`), in eval mode, and its (policy, value) losses
+    minibatch by minibatch."""
     torch.manual_seed(seed)
     module = spec.rl_module_spec(adapter.observation_space, adapter.action_space).build()
     module.train()
