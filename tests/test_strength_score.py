@@ -54,3 +54,24 @@ def test_minutes_below_counts_until_the_next_point() -> None:
     spans = evaluation_spans(curve, end_s=240.0)
     assert minutes_below(spans, 0.0) == pytest.approx(2.0)
     assert minutes_below(spans, -1.0) == 0.0
+
+
+def test_a_side_played_alone_reads_its_win_rate_on_the_same_deals() -> None:
+    """`side_score` (what `bench exploit --role` measures): A on every seat of one side only.
+    Doudizhu's rule peasants beat the rule landlord about half the time (0.503 ± 0.031 over
+    1,000 games, ../shared notes); random peasants seldom do (the rule landlord wins 0.93
+    against them); the same seed deals the same hands."""
+    from croupier.bench.evaluate import side_score
+
+    rules = opponent_player("doudizhu", "rules", 0)
+    random = opponent_player("doudizhu", "random", 0)
+    even = side_score("doudizhu", rules, rules, 120, "peasant", seed=5)
+    weak = side_score("doudizhu", random, rules, 120, "peasant", seed=5)
+    assert even["n"] == weak["n"] == 120 and even["role"] == "peasant"
+    assert 0.3 < even["win"] < 0.7 and weak["win"] < 0.25
+    assert weak["win"] < even["win"] - 2 * max(even["win_ci95"], weak["win_ci95"]) / 1.96
+    # a doudizhu side wins 1 a seat, loses 0: the payoff is the win rate
+    assert even["payoff"] == pytest.approx(even["win"])
+    assert side_score("doudizhu", rules, rules, 120, "peasant", seed=5) == even
+    with pytest.raises(ValueError, match="no side 'dealer'"):
+        side_score("doudizhu", rules, rules, 2, "dealer")

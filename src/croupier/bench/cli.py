@@ -376,6 +376,13 @@ def bench_exploit(
         str | None,
         typer.Option(help="The exploiter's adapter of the same game (default: --game's)"),
     ] = None,
+    role: Annotated[
+        str | None,
+        typer.Option(
+            help="The side the exploiter plays, every seat of it (a game with named sides: "
+            "doudizhu's peasant); default: a team drawn at random each hand"
+        ),
+    ] = None,
     hands: Annotated[int, typer.Option(min=2, help="Duplicate hands per evaluation")] = 4000,
     seed: int = 0,
     max_steps: Annotated[
@@ -386,7 +393,7 @@ def bench_exploit(
     """Train a fresh exploiter against a target (a frozen version) and, as long, against the
     rules: each one's win per hand with a 95% CI over duplicate hands (exact beside, for
     kuhn and leduc). JSON + PNG under --out."""
-    from croupier.bench.exploit import ExploitRun, format_report
+    from croupier.bench.exploit import ExploitRun, check_role, format_report
     from croupier.bench.exploit import bench_exploit as run
     from croupier.games.registry import load_adapter
     from croupier.policies.distribution import load_policy
@@ -395,11 +402,14 @@ def bench_exploit(
         for name in (target, baseline):
             load_policy(name, game, weights_dir)
         load_adapter(exploiter_game or game)
+        if role is not None:
+            check_role(game, role)
     except (ValueError, TypeError, ImportError, AttributeError) as e:
         raise typer.BadParameter(str(e)) from None
     settings = ExploitRun(
         game=game, target=target, weights_dir=weights_dir, minutes=minutes, baseline=baseline,
-        exploiter_game=exploiter_game, hands=hands, seed=seed, max_steps=max_steps,
+        exploiter_game=exploiter_game, role=role, hands=hands, seed=seed,
+        max_steps=max_steps,
     )  # fmt: skip
     typer.echo(format_report(run(settings, out)))
 

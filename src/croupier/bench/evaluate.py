@@ -15,6 +15,7 @@ from typing import Any
 from croupier.arena.duplicate import SCORE_MEANING, Hand, score_summary, set_outcome
 from croupier.games.base import rules_seeded
 from croupier.games.registry import load_adapter, load_simulator
+from croupier.games.simulator import side_seats
 from croupier.policies.learned import PolicyVersions, WeightsState
 from croupier.policies.module import ModelSpec
 from croupier.stats import Mean
@@ -105,6 +106,41 @@ def duplicate_score(game: str, a: Act, b: Act, hands: int, seed: int = 0) -> dic
         "payoff": payoff.mean,  # A's raw payoff per hand
         "payoff_ci95": payoff.to_dict()["ci95"],
         "win": wins / n if n else float("nan"),
+    }
+
+
+def side_score(game: str, a: Act, b: Act, hands: int, role: str, seed: int = 0) -> dict[str, Any]:
+    """A on every seat of one side (`Simulator.roles`: doudizhu's "peasant") against B on the
+    rest, `hands` deals: A's win rate (its team scored more than the other teams' mean, as
+    `set_outcome` counts a win) and raw payoff per hand, each with a 95% CI over hands. No par:
+    a side played alone has none (B never plays it), so this is a payoff against a fixed
+    opponent, read beside another A's on the same deals (the same `seed`)."""
+    table = load_simulator(game)
+    win, payoff = Mean(), Mean()
+    for k in range(hands):
+        deal = seed * 1_000_003 + k
+        table.reset(deal)
+        mine = side_seats(table, role)
+        with rules_seeded(deal % 2**32):
+            for _ in range(MAX_STEPS_PER_HAND):
+                if table.is_over():
+                    break
+                seat = table.current_player()
+                table.step((a if seat in mine else b)(table.state(seat)))
+            else:
+                raise RuntimeError(f"a {game} hand took over {MAX_STEPS_PER_HAND} steps")
+        payoffs = [float(p) for p in table.payoffs()]
+        ours = sum(payoffs[s] for s in mine) / len(mine)
+        rest = [p for s, p in enumerate(payoffs) if s not in mine]
+        win.add(float(ours > sum(rest) / len(rest)) if rest else 0.0)
+        payoff.add(ours)
+    return {
+        "n": hands,
+        "role": role,
+        "win": win.mean,
+        "win_ci95": win.to_dict()["ci95"],
+        "payoff": payoff.mean,
+        "payoff_ci95": payoff.to_dict()["ci95"],
     }
 
 

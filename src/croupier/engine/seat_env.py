@@ -1,5 +1,11 @@
-"""An in-process gymnasium env: one seat of a game (any with a simulator) against a fixed
+"""An in-process gymnasium env: one side of a game (any with a simulator) against a fixed
 opponent.
+
+The learner plays a whole team (`Simulator.teams`: one seat in most games, both peasants in
+doudizhu, whose payoffs are one): a team drawn at random each hand, or every seat of one named
+side (`role`: doudizhu's "peasant", as `croupier bench exploit --role` asks of an exploiter of
+a landlord). Its decisions come from whichever of its seats is to act, each seeing only its
+own state, as two seats of one version do on a server; its reward is the team's payoff.
 
 The same adapter encodes the same JSON states the engine would send over HTTP, so RLlib
 stepping this env (no HTTP, no link) trains the same module on the same problem. It is the
@@ -25,6 +31,7 @@ import numpy as np
 
 from croupier.games.candidates import is_candidate_game
 from croupier.games.registry import import_object, load_adapter, load_simulator
+from croupier.games.simulator import side_seats
 
 MAX_DEALS_PER_RESET = 1000
 
@@ -50,7 +57,11 @@ class SeatEnv(gym.Env):
         self.observation_space = self.adapter.observation_space
         self.action_space = self.adapter.action_space
         self._rng = np.random.default_rng(config.get("seed"))
-        self._seat = 0
+        self._role: str | None = config.get("role")
+        if self._role is not None:  # a side the game has not: refused before any training
+            self.table.reset(0)
+            side_seats(self.table, self._role)
+        self._seats: list[int] = [0]  # the learner's seats this hand
         self._state: dict[str, Any] = {}
         # A candidate game's observation is its padded candidate space (what the candidate
         # module trains on); `encoded` keeps the unpadded rows, for evaluating a policy.
@@ -63,18 +74,30 @@ class SeatEnv(gym.Env):
             self._rng = np.random.default_rng(seed)
         for _ in range(MAX_DEALS_PER_RESET):
             self.table.reset(int(self._rng.integers(2**31)))
-            self._seat = int(self._rng.integers(self.adapter.num_players))
+            self._seats = self._learner_seats()
             self._play_opponents()
             if not self.table.is_over():
                 return self._observe(), {}
-            self.skipped_payoffs.append(float(self.table.payoffs()[self._seat]))
+            self.skipped_payoffs.append(self._payoff())
         raise RuntimeError("the learner never got a decision")
+
+    def _learner_seats(self) -> list[int]:
+        """The learner's seats this hand (asked after `reset`: a side may move with the deal)."""
+        if self._role is None:
+            teams = self.table.teams()
+            return list(teams[int(self._rng.integers(len(teams)))])
+        return side_seats(self.table, self._role)
+
+    def _payoff(self) -> float:
+        """The learner's payoff for the finished hand: its team's, one per seat."""
+        payoffs = self.table.payoffs()
+        return float(np.mean([payoffs[seat] for seat in self._seats]))
 
     def step(self, action: int) -> tuple[Any, float, bool, bool, dict]:
         self.table.step(self.adapter.action_value(int(action), self._state))
         self._play_opponents()
         if self.table.is_over():
-            reward = float(self.table.payoffs()[self._seat])
+            reward = self._payoff()
             return self._observation(*self.adapter.terminal_observation()), reward, True, False, {}
         return self._observe(), 0.0, False, False, {}
 
@@ -84,12 +107,12 @@ class SeatEnv(gym.Env):
         return self._state
 
     def _play_opponents(self) -> None:
-        while not self.table.is_over() and self.table.current_player() != self._seat:
+        while not self.table.is_over() and self.table.current_player() not in self._seats:
             player = self.table.current_player()
             self.table.step(self._opponent(self.table.state(player)))
 
     def _observe(self) -> dict[str, np.ndarray]:
-        self._state = self.table.state(self._seat)
+        self._state = self.table.state(self.table.current_player())
         self.encoded = self.adapter.encode(self._state)
         return self._observation(*self.encoded)
 

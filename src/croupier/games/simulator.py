@@ -114,6 +114,16 @@ class Simulator(ABC):
         return [str(seat) for seat in range(self.num_players)]
 
 
+def side_seats(table: Simulator, role: str) -> list[int]:
+    """The seats playing side `role` in the hand `table` was last reset to (`Simulator.roles`);
+    ValueError, naming the game's sides, for a side it has none of."""
+    roles = table.roles()
+    seats = [seat for seat, r in enumerate(roles or []) if r == role]
+    if not seats:
+        raise ValueError(f"{table.name} has no side {role!r} (its sides: {roles})")
+    return seats
+
+
 def mixed_play_states(
     table: Simulator, rules: Any, hands: int, seed: int = 7, rules_share: float = 0.5
 ) -> list[dict[str, Any]]:
