@@ -170,3 +170,22 @@ def test_auto_promotion_can_judge_greedy_play(live, tmp_path):
     assert service.rollout.channels.production == 7
     with pytest.raises(ValueError, match="play must be"):
         asyncio.run(auto_promote(live.url, GAME, 20, admin_key="adm", play="argmax"))
+
+
+@pytest.mark.integration
+def test_a_side_alone_is_measured_against_b_there_on_the_same_deals():
+    """`side`: A plays doudizhu's landlord alone, the rules there on the same deals and as the
+    peasants both times. A random landlord wins ~5% where the rules' wins ~50%: half of the
+    gap below 0; its win rate counts its own hands only."""
+    with ThreadServer(game="doudizhu", api_keys=["k"]) as server:
+        r = asyncio.run(
+            play_arena(server.url, "doudizhu", "random", "rules", 60, side="landlord",
+                       api_key="k", tables=8)  # fmt: skip
+        )
+        assert r.side == "landlord" and r.pairs == 30 and r.hands == 60 and r.errors == 0
+        assert r.mean + r.ci95 < 0 and r.win < 0.3
+        assert abs(r.win + r.draw + r.loss - 1) < 1e-9
+        assert "as landlord" in r.format()
+        with pytest.raises(ArenaError, match="no side 'dealer'"):
+            asyncio.run(play_arena(server.url, "doudizhu", "random", "rules", 4, side="dealer",
+                                   api_key="k"))  # fmt: skip

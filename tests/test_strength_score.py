@@ -57,7 +57,7 @@ def test_minutes_below_counts_until_the_next_point() -> None:
 
 
 def test_a_side_played_alone_reads_its_win_rate_on_the_same_deals() -> None:
-    """`side_score` (what `bench exploit --role` measures): A on every seat of one side only.
+    """`side_score` (what `bench exploit --side` measures): A on every seat of one side only.
     Doudizhu's rule peasants beat the rule landlord about half the time (0.503 ± 0.031 over
     1,000 games, ../shared notes); random peasants seldom do (the rule landlord wins 0.93
     against them); the same seed deals the same hands."""
@@ -67,7 +67,7 @@ def test_a_side_played_alone_reads_its_win_rate_on_the_same_deals() -> None:
     random = opponent_player("doudizhu", "random", 0)
     even = side_score("doudizhu", rules, rules, 120, "peasant", seed=5)
     weak = side_score("doudizhu", random, rules, 120, "peasant", seed=5)
-    assert even["n"] == weak["n"] == 120 and even["role"] == "peasant"
+    assert even["n"] == weak["n"] == 120 and even["side"] == "peasant"
     assert 0.3 < even["win"] < 0.7 and weak["win"] < 0.25
     assert weak["win"] < even["win"] - 2 * max(even["win_ci95"], weak["win_ci95"]) / 1.96
     # a doudizhu side wins 1 a seat, loses 0: the payoff is the win rate
@@ -75,3 +75,15 @@ def test_a_side_played_alone_reads_its_win_rate_on_the_same_deals() -> None:
     assert side_score("doudizhu", rules, rules, 120, "peasant", seed=5) == even
     with pytest.raises(ValueError, match="no side 'dealer'"):
         side_score("doudizhu", rules, rules, 2, "dealer")
+
+
+def test_a_set_on_one_side_is_half_of_a_minus_b_there() -> None:
+    """A on the landlord's seat, then B there on the same deal (B on the peasants both times):
+    the par is their mean, the set's score half of A - B on that side; only A's hand counts
+    for its win rate."""
+    a_hand = [1.0, 0.0, 0.0]  # A as landlord won
+    b_hand = [0.0, 1.0, 1.0]  # B as landlord lost the same deal
+    outcome = set_outcome([([0], [[1, 2]], a_hand)], reference=[b_hand])
+    assert outcome.value == pytest.approx((1.0 - 0.0) / 2)
+    assert (outcome.wins, outcome.draws, outcome.losses) == (1, 0, 0)
+    assert set_outcome([([0], [[1, 2]], b_hand)], reference=[b_hand]).value == 0.0

@@ -358,3 +358,23 @@ def test_the_stored_bench_report_reads_and_draws(tmp_path):
     assert "tier:5  frozen@23:greedy" in text and "strictly ordered" in text
     plot(report, tmp_path / "tiers.png")
     assert (tmp_path / "tiers.png").stat().st_size > 10_000
+
+
+def test_a_calibration_on_one_side_is_redone_on_that_side(live):
+    """`promote --auto --tiers-dir`: the new calibration measures the side the last one did
+    (a landlord's tiers stay a landlord's). Leduc has no sides, so calibrating it on the
+    landlord's is refused: the promotion's recalibration says so, naming the side."""
+    from croupier.arena.promote import recalibrate
+
+    calibration = {
+        "format": 1, "game": GAME, "production": 1, "side": "landlord",
+        "tiers": [{"tier": i + 1, **TierSetting(1, rules_share=1 - i / 4).to_dict()}
+                  for i in range(5)],
+    }  # fmt: skip
+    write_calibration(live.weights_dir, calibration)
+    try:
+        options = {"weights_dir": live.weights_dir, "hands": 10, "verify_hands": 10}
+        out = asyncio.run(recalibrate(live.url, GAME, "adm", 4, 0, options))
+        assert "no side 'landlord'" in out["error"], out
+    finally:
+        (live.weights_dir / CALIBRATION_FILE).unlink()

@@ -596,6 +596,13 @@ def eval_cmd(
     ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+    side: Annotated[
+        str | None,
+        typer.Option(
+            help="A on this side alone, B there on the same deals and everywhere else (a "
+            "version that learned one side: doudizhu's landlord)"
+        ),
+    ] = None,
     exploitability: Annotated[
         bool,
         typer.Option(
@@ -638,13 +645,14 @@ def eval_cmd(
                 result["saved"] = str(save_league(result, run_dir, weights_dir))
                 return result
             arena = await play_arena(
-                url, game, a, b, hands, tables=tables, seed=seed, api_key=api_key, batch=batch
-            )
+                url, game, a, b, hands, tables=tables, seed=seed, api_key=api_key, batch=batch,
+                side=side,
+            )  # fmt: skip
             matches = {"arena": arena}
             if greedy and a.strip() not in ("rules", "random") and ":" not in a:
                 matches["greedy"] = await play_arena(
                     url, game, f"{a.strip()}:greedy", b, hands, tables=tables, seed=seed,
-                    api_key=api_key, batch=batch,
+                    api_key=api_key, batch=batch, side=side,
                 )  # fmt: skip
             return matches
 
@@ -935,6 +943,13 @@ def tiers_calibrate(
         False
     ),
     api_key: Annotated[str | None, typer.Option(envvar="CROUPIER_API_KEY")] = None,
+    side: Annotated[
+        str | None,
+        typer.Option(
+            help="Measure every candidate on this side alone (versions that learned one side: "
+            "doudizhu's landlord); promote --auto --tiers-dir keeps it"
+        ),
+    ] = None,
 ) -> None:
     """Measure candidate settings (versions of the history, temperatures, shares of the
     rules) against the rules in the arena, choose five strictly ordered tiers from about the
@@ -959,6 +974,7 @@ def tiers_calibrate(
                 tables=tables,
                 seed=seed,
                 progress=lambda line: typer.echo(line, err=True),
+                side=side,
             )  # fmt: skip
         )
     except (ArenaError, CroupierError, ValueError, OSError) as e:

@@ -6,6 +6,9 @@ Hands are played in duplicate sets and scored by croupier's one strength score
 on the same deals; 0 for B against itself; in a two-player zero-sum game, A's payoff per hand).
 The reported mean and its 95% confidence interval are over sets (independent), win/draw/loss
 rates over hands (A's team against the other teams' mean). Games are created unrecorded.
+`side` (a game of named sides: doudizhu's landlord) plays A on that side alone, each deal
+once with A there and once with B there, B everywhere else (`arena/duplicate.py`): how a
+version that learned one side is measured; its win rate is over A's hands.
 
 Policy names: `rules`, `random`, `learned@latest` (the newest version when the run starts,
 played fixed), `frozen@<version>` (as the server's seat spec names a fixed version;
@@ -34,7 +37,7 @@ from croupier.client import CroupierClient
 from croupier.engine.batching import BatchingClient
 from croupier.engine.runner import HAND_ERRORS, play_decisions
 from croupier.games.registry import load_simulator
-from croupier.games.simulator import Simulator
+from croupier.games.simulator import Simulator, side_seats
 from croupier.local_server import serving
 from croupier.policies.seats import BadPolicySpec, parse_spec
 
@@ -69,6 +72,7 @@ class MatchResult:
     errors: int
     error_samples: list[str] = field(default_factory=list)
     pair_values: list[float] = field(default_factory=list, repr=False)
+    side: str | None = None  # A played this side alone (None: every team in turn)
 
     @property
     def ci_low(self) -> float:
@@ -96,8 +100,9 @@ class MatchResult:
         a, b = self.named("a"), self.named("b")
         per_set = self.hands // max(self.pairs, 1)  # a four-seat game deals each deal 4 times
         sets = "pairs" if per_set == 2 else f"sets of {per_set} hands"
+        on = f" as {self.side} (B there on the same deals)" if self.side else ""
         lines = [
-            f"{self.game}: {a} vs {b}, {self.hands} hands ({self.pairs} duplicate "
+            f"{self.game}: {a} vs {b}{on}, {self.hands} hands ({self.pairs} duplicate "
             f"{sets}) in {self.seconds:.1f} s ({self.hands_per_s:.1f} hands/s), "
             f"{self.errors} errors",
             f"strength score of {a} against {b}: {self.mean:+.4f} ± {self.ci95:.4f} (95% CI "
@@ -173,9 +178,10 @@ class _Score:
         self.next_pair += 1
         return self.next_pair - 1
 
-    def record(self, hands: list[Hand]) -> None:
-        """One duplicate set: per hand, A's seats, the other teams' seats, every payoff."""
-        outcome = set_outcome(hands)
+    def record(self, hands: list[Hand], reference: list[list[float]] | None = None) -> None:
+        """One duplicate set: per hand, A's seats, the other teams' seats, every payoff (and
+        the payoffs of B's hands on A's side, for a set on one side)."""
+        outcome = set_outcome(hands, reference or ())
         self.wins += outcome.wins
         self.draws += outcome.draws
         self.losses += outcome.losses
@@ -202,7 +208,9 @@ async def _hand(client, decide, table: Simulator, seats: dict[str, str]) -> list
         raise
 
 
-async def _table(client, decide, game: str, a: str, b: str, score: _Score, seed: int) -> None:
+async def _table(
+    client, decide, game: str, a: str, b: str, score: _Score, seed: int, side: str | None = None
+) -> None:
     table = load_simulator(game)
     while (pair := score.claim()) is not None:
         deal = seed * 1_000_003 + pair
@@ -210,6 +218,15 @@ async def _table(client, decide, game: str, a: str, b: str, score: _Score, seed:
             table.reset(deal)
             teams = table.teams()
             hands = []
+            if side is not None:  # A on the side's seats, then B there: same deal, same others
+                mine = side_seats(table, side)
+                others = [t for t in teams if t != mine]
+                seats = {str(s): a if s in mine else b for s in range(table.num_players)}
+                hands.append((mine, others, await _hand(client, decide, table, seats)))
+                table.reset(deal)
+                alone = {str(s): b for s in range(table.num_players)}
+                score.record(hands, [await _hand(client, decide, table, alone)])
+                continue
             for i, mine in enumerate(teams):
                 if i:
                     table.reset(deal)  # the same cards, A on the next team's seats
@@ -233,15 +250,20 @@ async def play_arena(
     seed: int = 0,
     api_key: str | None = None,
     batch: bool = False,
+    side: str | None = None,
 ) -> MatchResult:
-    """Play `hands` hands (rounded up to whole duplicate sets) of A against B. `game`: a
-    built-in game, `package.module:Simulator`, or an adapter naming its simulator."""
+    """Play `hands` hands (rounded up to whole duplicate sets) of A against B (A on `side`
+    alone, when given). `game`: a built-in game, `package.module:Simulator`, or an adapter
+    naming its simulator."""
     try:
         probe = load_simulator(game)
+        probe.reset(seed * 1_000_003)
+        if side is not None:
+            side_seats(probe, side)
     except (ValueError, TypeError) as e:
         raise ArenaError(str(e)) from None
-    probe.reset(seed * 1_000_003)
-    per_set = max(1, len(probe.teams()))  # hands per duplicate set (2 for two teams)
+    # hands per duplicate set: one per team (2 for two teams); on a side, A's and B's
+    per_set = 2 if side is not None else max(1, len(probe.teams()))
     if hands < 2 or tables < 1:
         raise ArenaError("play at least 2 hands on at least 1 table")
     pairs = math.ceil(hands / per_set)
@@ -258,9 +280,16 @@ async def play_arena(
         t0 = time.monotonic()
         async with asyncio.TaskGroup() as tg:
             for _ in range(min(tables, pairs)):
-                tg.create_task(_table(client, decide, game, specs["a"], specs["b"], score, seed))
+                tg.create_task(
+                    _table(client, decide, game, specs["a"], specs["b"], score, seed, side)
+                )
         seconds = max(time.monotonic() - t0, 1e-9)
-    return summarize(probe.name, a, b, specs, score, seconds, per_set)
+    result = summarize(probe.name, a, b, specs, score, seconds, per_set)
+    if side is not None:  # only A's hands are A's: half of them
+        result.side = side
+        for rate in ("win", "draw", "loss"):
+            setattr(result, rate, 2 * getattr(result, rate))
+    return result
 
 
 def summarize(

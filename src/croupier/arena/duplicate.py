@@ -21,6 +21,12 @@ Why this one:
   everyone.
 - Seat advantage and the luck of the deal cancel within a set, so it needs far fewer hands
   than a raw payoff for the same CI.
+
+**On one side** (`side`: a game of named sides, e.g. doudizhu's landlord, for a version that
+learned one side only): a set is the deal played twice, A on that side's seats and then B on
+them, B on every other seat both times; the par is the mean of the two, so the score is half of
+(A - B) on that side on the same deals, against the same opponents. Only A's hand is A's: its
+wins, draws and losses count that hand alone.
 """
 
 from __future__ import annotations
@@ -49,10 +55,12 @@ class SetOutcome:
     losses: int
 
 
-def set_outcome(hands: Sequence[Hand]) -> SetOutcome:
-    """One duplicate set's score, and A's wins, draws and losses over its hands."""
+def set_outcome(hands: Sequence[Hand], reference: Sequence[Sequence[float]] = ()) -> SetOutcome:
+    """One duplicate set's score, and A's wins, draws and losses over its hands. `reference`:
+    every seat's payoffs in the set's hands B played alone (a set on one side): in the par,
+    not A's."""
     par: dict[int, list[float]] = {}  # seat -> its payoffs over the set's hands
-    for _, _, payoffs in hands:
+    for payoffs in [*(h[2] for h in hands), *reference]:
         for seat, p in enumerate(payoffs):
             par.setdefault(seat, []).append(p)
     value = 0.0

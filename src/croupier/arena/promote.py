@@ -121,8 +121,13 @@ async def recalibrate(
     """The tiers calibrated again for the production just promoted: what the decision logs
     (each tier's setting and strength; the candidates stay in the calibration file)."""
     from croupier.arena.tiers import calibrate
+    from croupier.policies.tiers import read_calibration
 
     try:
+        # On the side the last calibration measured (a landlord's tiers stay a landlord's).
+        previous = read_calibration(options["weights_dir"]) if options.get("weights_dir") else None
+        if previous and previous.get("side") and "side" not in options:
+            options = {**options, "side": previous["side"]}
         calibration = await calibrate(url, game, api_key=key, tables=tables, seed=seed, **options)
     except (ArenaError, ValueError, OSError) as e:
         # The promotion stands: the old tiers keep serving, said stale, until a calibration.

@@ -154,13 +154,16 @@ async def measure(
     tables: int = 16,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    side: str | None = None,
 ) -> list[Measured]:
-    """Each setting against the yardstick in the arena, on the same deals (`seed`)."""
+    """Each setting against the yardstick in the arena, on the same deals (`seed`; on `side`
+    alone when given)."""
     out = []
     for setting in settings:
         r = await play_arena(
-            url, game, setting.spec(), YARDSTICK, hands, tables=tables, seed=seed, api_key=api_key
-        )
+            url, game, setting.spec(), YARDSTICK, hands, tables=tables, seed=seed,
+            api_key=api_key, side=side,
+        )  # fmt: skip
         if r.errors:
             raise ArenaError(f"{setting.spec()}: {r.errors} arena hands failed: {r.error_samples}")
         out.append(Measured(setting, r.mean, r.ci95, r.hands))
@@ -185,11 +188,13 @@ async def calibrate(
     settings: Sequence[TierSetting] | None = None,
     candidates: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
+    side: str | None = None,
 ) -> dict[str, Any]:
     """Calibrate the tiers on the server at `url` (see the module doc); written into its
     `weights_dir` (its `--weights-dir`: the server re-reads it) when given. `settings`: the
     candidates (default: `candidate_settings` of the server's loaded versions, with the
-    keyword arguments `candidates`)."""
+    keyword arguments `candidates`). `side`: every candidate measured on that side alone
+    (a game of named sides whose versions learned one: doudizhu's landlord)."""
     t0 = time.monotonic()
     async with CroupierClient(url, api_key=api_key) as client:
         channels = await client.channels()
@@ -198,11 +203,13 @@ async def calibrate(
     best = production if production is not None else latest
     if settings is None:
         settings = candidate_settings(loaded, best, **(candidates or {}))
-    screened = await measure(url, game, settings, hands, api_key=api_key, tables=tables, seed=seed)
+    screened = await measure(
+        url, game, settings, hands, api_key=api_key, tables=tables, seed=seed, side=side
+    )
     chosen, apart = choose(screened)
     verified = await measure(
         url, game, [m.setting for m in chosen], verify_hands,
-        api_key=api_key, tables=tables, seed=seed + 1,
+        api_key=api_key, tables=tables, seed=seed + 1, side=side,
     )  # fmt: skip
     calibration = {
         "format": CALIBRATION_FORMAT,
@@ -210,6 +217,7 @@ async def calibrate(
         "production": production,
         "best": best,
         "yardstick": YARDSTICK,
+        "side": side,
         "score": SCORE_MEANING,
         "time": time.time(),
         "seconds": round(time.monotonic() - t0, 1),
@@ -230,7 +238,8 @@ def format_calibration(calibration: dict[str, Any]) -> str:
     lines = [
         f"{calibration['game']}: tiers for production {calibration['production']} (best "
         f"version {calibration['best']}), strength score against the {calibration['yardstick']}"
-        f" over {calibration['hands']} fresh hands each ({calibration['seconds']} s)",
+        + (f" as {calibration['side']}" if calibration.get("side") else "")
+        + f" over {calibration['hands']} fresh hands each ({calibration['seconds']} s)",
     ]
     for t in calibration["tiers"]:
         lines.append(f"  tier:{t['tier']}  {t['spec']:<32} {t['score']:+.3f} ± {t['ci95']:.3f}")

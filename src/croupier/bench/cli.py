@@ -376,7 +376,7 @@ def bench_exploit(
         str | None,
         typer.Option(help="The exploiter's adapter of the same game (default: --game's)"),
     ] = None,
-    role: Annotated[
+    side: Annotated[
         str | None,
         typer.Option(
             help="The side the exploiter plays, every seat of it (a game with named sides: "
@@ -393,7 +393,7 @@ def bench_exploit(
     """Train a fresh exploiter against a target (a frozen version) and, as long, against the
     rules: each one's win per hand with a 95% CI over duplicate hands (exact beside, for
     kuhn and leduc). JSON + PNG under --out."""
-    from croupier.bench.exploit import ExploitRun, check_role, format_report
+    from croupier.bench.exploit import ExploitRun, check_side, format_report
     from croupier.bench.exploit import bench_exploit as run
     from croupier.games.registry import load_adapter
     from croupier.policies.distribution import load_policy
@@ -402,13 +402,13 @@ def bench_exploit(
         for name in (target, baseline):
             load_policy(name, game, weights_dir)
         load_adapter(exploiter_game or game)
-        if role is not None:
-            check_role(game, role)
+        if side is not None:
+            check_side(game, side)
     except (ValueError, TypeError, ImportError, AttributeError) as e:
         raise typer.BadParameter(str(e)) from None
     settings = ExploitRun(
         game=game, target=target, weights_dir=weights_dir, minutes=minutes, baseline=baseline,
-        exploiter_game=exploiter_game, role=role, hands=hands, seed=seed,
+        exploiter_game=exploiter_game, side=side, hands=hands, seed=seed,
         max_steps=max_steps,
     )  # fmt: skip
     typer.echo(format_report(run(settings, out)))
@@ -491,6 +491,13 @@ def bench_tiers(
     tables: int = 16,
     seed: int = 0,
     name: Annotated[str | None, typer.Option(help="File name's tail (default: the time)")] = (None),
+    side: Annotated[
+        str | None,
+        typer.Option(
+            help="Measure every tier on this side alone (a game of named sides whose versions "
+            "learned one: doudizhu's landlord)"
+        ),
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
     """Five difficulty tiers calibrated in the arena on a version history, then each served
@@ -503,7 +510,7 @@ def bench_tiers(
         raise typer.BadParameter(f"{weights_dir} holds no versions (no latest.json)")
     report = run(
         game, weights_dir, out, production=production, hands=hands, verify_hands=verify_hands,
-        check_hands=check_hands, tables=tables, seed=seed, name=name,
+        check_hands=check_hands, tables=tables, seed=seed, name=name, side=side,
     )  # fmt: skip
     typer.echo(format_report(report))
     if not report["ordered"]:

@@ -109,7 +109,7 @@ def duplicate_score(game: str, a: Act, b: Act, hands: int, seed: int = 0) -> dic
     }
 
 
-def side_score(game: str, a: Act, b: Act, hands: int, role: str, seed: int = 0) -> dict[str, Any]:
+def side_score(game: str, a: Act, b: Act, hands: int, side: str, seed: int = 0) -> dict[str, Any]:
     """A on every seat of one side (`Simulator.roles`: doudizhu's "peasant") against B on the
     rest, `hands` deals: A's win rate (its team scored more than the other teams' mean, as
     `set_outcome` counts a win) and raw payoff per hand, each with a 95% CI over hands. No par:
@@ -120,7 +120,7 @@ def side_score(game: str, a: Act, b: Act, hands: int, role: str, seed: int = 0) 
     for k in range(hands):
         deal = seed * 1_000_003 + k
         table.reset(deal)
-        mine = side_seats(table, role)
+        mine = side_seats(table, side)
         with rules_seeded(deal % 2**32):
             for _ in range(MAX_STEPS_PER_HAND):
                 if table.is_over():
@@ -136,7 +136,7 @@ def side_score(game: str, a: Act, b: Act, hands: int, role: str, seed: int = 0) 
         payoff.add(ours)
     return {
         "n": hands,
-        "role": role,
+        "side": side,
         "win": win.mean,
         "win_ci95": win.to_dict()["ci95"],
         "payoff": payoff.mean,

@@ -42,6 +42,7 @@ def bench_tiers(
     tables: int = 16,
     seed: int = 0,
     name: str | None = None,
+    side: str | None = None,
 ) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -50,11 +51,9 @@ def bench_tiers(
         shutil.copytree(weights_dir, served)
         (served / "tiers.json").unlink(missing_ok=True)
         with local_server(game, served, log=Path(tmp) / "server.log") as url:
-            report = uvloop.run(
-                _run(
-                    url, game, served, production, hands, verify_hands, check_hands, tables, seed
-                )  # fmt: skip
-            )
+            hands_each = (hands, verify_hands, check_hands)
+            run = _run(url, game, served, production, *hands_each, tables, seed, side)
+            report = uvloop.run(run)
     report["seconds"] = round(time.monotonic() - t0, 1)
     report["source"] = str(weights_dir)
     stem = f"tiers-{load_adapter(game).name}-{name or time.strftime('%Y%m%d-%H%M%S')}"
@@ -74,6 +73,7 @@ async def _run(
     check_hands: int,
     tables: int,
     seed: int,
+    side: str | None,
 ) -> dict[str, Any]:
     async with CroupierClient(url) as client:
         learned = (await client.policies())["policies"]["learned"]
@@ -82,13 +82,13 @@ async def _run(
             await client.promote(best, {"by": "croupier bench tiers"})
     calibration = await calibrate(
         url, game, weights_dir=served, hands=hands, verify_hands=verify_hands, tables=tables,
-        seed=seed, progress=_say,
+        seed=seed, progress=_say, side=side,
     )  # fmt: skip
     _say(f"each tier served as tier:N, {check_hands} hands each:")
     served_tiers = []
     for tier in range(1, TIERS + 1):
         r = await play_arena(url, game, f"tier:{tier}", YARDSTICK, check_hands, tables=tables,
-                             seed=seed + 2)  # fmt: skip
+                             seed=seed + 2, side=side)  # fmt: skip
         setting = TierSetting.of(calibration["tiers"][tier - 1])
         served_tiers.append(Measured(setting, r.mean, r.ci95, r.hands))
         _say(f"  tier:{tier} {r.mean:+.3f} ± {r.ci95:.3f}")
@@ -98,7 +98,9 @@ async def _run(
         "game": game,
         "versions_loaded": learned["versions"],
         "production": best,
-        "yardstick": f"the strength score against the {YARDSTICK} (0: the rules' level)",
+        "yardstick": f"the strength score against the {YARDSTICK} (0: the rules' level)"
+        + (f", as {side} (half of A - the rules there, on the same deals)" if side else ""),
+        "side": side,
         "calibration": calibration,
         "served": [{"tier": i + 1, **m.to_dict()} for i, m in enumerate(served_tiers)],
         "served_hands": check_hands,

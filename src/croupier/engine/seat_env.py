@@ -3,7 +3,7 @@ opponent.
 
 The learner plays a whole team (`Simulator.teams`: one seat in most games, both peasants in
 doudizhu, whose payoffs are one): a team drawn at random each hand, or every seat of one named
-side (`role`: doudizhu's "peasant", as `croupier bench exploit --role` asks of an exploiter of
+side (`side`: doudizhu's "peasant", as `croupier bench exploit --side` asks of an exploiter of
 a landlord). Its decisions come from whichever of its seats is to act, each seeing only its
 own state, as two seats of one version do on a server; its reward is the team's payoff.
 
@@ -57,10 +57,10 @@ class SeatEnv(gym.Env):
         self.observation_space = self.adapter.observation_space
         self.action_space = self.adapter.action_space
         self._rng = np.random.default_rng(config.get("seed"))
-        self._role: str | None = config.get("role")
-        if self._role is not None:  # a side the game has not: refused before any training
+        self._side: str | None = config.get("side")
+        if self._side is not None:  # a side the game has not: refused before any training
             self.table.reset(0)
-            side_seats(self.table, self._role)
+            side_seats(self.table, self._side)
         self._seats: list[int] = [0]  # the learner's seats this hand
         self._state: dict[str, Any] = {}
         # A candidate game's observation is its padded candidate space (what the candidate
@@ -83,10 +83,10 @@ class SeatEnv(gym.Env):
 
     def _learner_seats(self) -> list[int]:
         """The learner's seats this hand (asked after `reset`: a side may move with the deal)."""
-        if self._role is None:
+        if self._side is None:
             teams = self.table.teams()
             return list(teams[int(self._rng.integers(len(teams)))])
-        return side_seats(self.table, self._role)
+        return side_seats(self.table, self._side)
 
     def _payoff(self) -> float:
         """The learner's payoff for the finished hand: its team's, one per seat."""

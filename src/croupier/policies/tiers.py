@@ -15,6 +15,7 @@ the calibration here, in the server's weights dir (its state dir, beside `channe
 `ratings.json`):
 
     <weights-dir>/tiers.json  {"format": 1, "game": ..., "production": 12, "yardstick": "rules",
+                               "side": null (or the side measured alone: "landlord"),
                                "tiers": [{"tier": 1, "version": 3, "temperature": 1.0,
                                           "rules_share": 0.6, "spec": ..., "score": ...,
                                           "ci95": ..., "hands": ...}, ...], ...}
