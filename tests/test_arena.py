@@ -178,10 +178,9 @@ def test_a_side_alone_is_measured_against_b_there_on_the_same_deals():
     peasants both times. A random landlord wins ~5% where the rules' wins ~50%: half of the
     gap below 0; its win rate counts its own hands only."""
     with ThreadServer(game="doudizhu", api_keys=["k"]) as server:
-        r = asyncio.run(
-            play_arena(server.url, "doudizhu", "random", "rules", 60, side="landlord",
-                       api_key="k", tables=8)  # fmt: skip
-        )
+        match = play_arena(server.url, "doudizhu", "random", "rules", 60, side="landlord",
+                           api_key="k", tables=8)  # fmt: skip
+        r = asyncio.run(match)
         assert r.side == "landlord" and r.pairs == 30 and r.hands == 60 and r.errors == 0
         assert r.mean + r.ci95 < 0 and r.win < 0.3
         assert abs(r.win + r.draw + r.loss - 1) < 1e-9

@@ -371,12 +371,12 @@ def test_a_server_keeps_its_newer_version_when_the_trainer_offers_an_older_one(t
 def test_max_idle_durations():
     import typer
 
-    from croupier.cli import _duration_s
+    from croupier.cli import duration_s
 
-    assert [_duration_s(t, "--max-idle") for t in ("none", "0", "forever", "")] == [None] * 4
-    assert _duration_s("900", "--max-idle") == 900.0
-    assert _duration_s("15m", "--max-idle") == 900.0
-    assert _duration_s("2h", "--max-idle") == 7200.0
+    assert [duration_s(t, "--max-idle") for t in ("none", "0", "forever", "")] == [None] * 4
+    assert duration_s("900", "--max-idle") == 900.0
+    assert duration_s("15m", "--max-idle") == 900.0
+    assert duration_s("2h", "--max-idle") == 7200.0
     for bad in ("soon", "-5", "m"):
         with pytest.raises(typer.BadParameter):
-            _duration_s(bad, "--max-idle")
+            duration_s(bad, "--max-idle")

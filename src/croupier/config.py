@@ -390,9 +390,9 @@ class ServeProcess:
 
 @dataclass
 class TrainSettings:
-    """`croupier train`'s settings: its flags, help and environment variables (cli.py builds the
-    trainer's `TrainOptions` and `Hyper` from them; `None` hyperparameters keep the algorithm's
-    defaults, `Hyper.defaults(algo)`)."""
+    """`croupier train`'s settings: its flags, help and environment variables
+    (`cli/training.py` builds the trainer's `TrainOptions` and `Hyper` from them; `None`
+    hyperparameters keep the algorithm's defaults, `Hyper.defaults(algo)`)."""
 
     game: str = setting(
         "leduc-holdem",

@@ -1,8 +1,9 @@
 """Per-game training defaults, chosen by measurement (docs/strength.md), stored with the game.
 
 A preset is plain data: what a trainer should use for this game unless the user overrides it.
-`croupier train --game G` starts from `preset_for(G)` (cli.py `train_options`): the algorithm,
-network, batch, learning rate, entropy and discount; every flag given overrides its field.
+`croupier train --game G` starts from `preset_for(G)` (`cli/training.py` `train_options`): the
+algorithm, network, batch, learning rate, entropy and discount; every flag given overrides its
+field.
 A game without a preset trains `DEFAULT_ALGO` with its own defaults (`Hyper.defaults`).
 
 A studio's game ships its own preset as its adapter's `preset` attribute (a `TrainingPreset`;
