@@ -185,7 +185,7 @@ def test_the_masked_head_keeps_the_richer_observation_end_to_end():
     obs, _ = env.reset()
     seen_history = seen_opp_draw = False
     for _ in range(300):
-        state = env.table.state_json(env._seat)
+        state = env.table.state_json(env.table.current_player())
         want, mask = adapter.encode(state)
         np.testing.assert_array_equal(obs["observations"], want)
         np.testing.assert_array_equal(obs["action_mask"], mask)
@@ -269,7 +269,7 @@ def test_built_in_uno_scores_candidates_through_seat_env():
     obs, _ = env.reset()
     assert set(obs) == {"observations", "candidates", "candidate_mask"}
     for _ in range(200):
-        state = env.table.state_json(env._seat)
+        state = env.table.state_json(env.table.current_player())
         want_obs, want_cands = env.adapter.encode(state)
         k = len(state["legal_actions"])
         assert obs["candidate_mask"].sum() == k == len(want_cands)
