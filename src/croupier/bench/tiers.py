@@ -144,7 +144,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
     tiers.set_ylabel("strength score vs the rules, 95% CI")
     tiers.legend(fontsize=8)
     tiers.set_title("the five tiers" + (" (ordered, CIs apart)" if report["ordered"] else ""))
-    fig.suptitle(f"bench tiers: {report['game']}, production v{report['production']}")
+    side = report.get("side")
+    side = f", as {side} (the rules there on the same deals)" if side else ""
+    fig.suptitle(f"bench tiers: {report['game']}, production v{report['production']}{side}")
     save(fig, path)
 
 
