@@ -326,3 +326,21 @@ def test_bad_hidden_sizes_are_a_usage_error_not_a_traceback(capsys):
             inprocess.main(["--hiddens", bad, "--out", "unused.json"])
         assert exit_.value.code == 2
     assert "positive sizes separated by commas" in capsys.readouterr().err
+
+
+def test_the_anchors_entropy_bonus_starts_by_the_policys_kind():
+    """Unset, the rules anchor's entropy bonus is 0.1 for a fixed action head (leduc) and 0 for
+    scored candidate moves (doudizhu: with it the landlord drifted below its clone and was held
+    there; docs/training.md); a flag sets it for either."""
+    assert train_parse("--game", "leduc-holdem").rules_anchor.entropy_boost == 0.1
+    assert train_parse("--game", "doudizhu").rules_anchor.entropy_boost == 0.0
+    assert (
+        train_parse("--game", "doudizhu", "--rules-entropy-boost", "0.1").rules_anchor.entropy_boost
+        == 0.1
+    )
+    assert (
+        train_parse(
+            "--game", "leduc-holdem", "--rules-entropy-boost", "0"
+        ).rules_anchor.entropy_boost
+        == 0.0
+    )

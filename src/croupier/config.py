@@ -489,8 +489,10 @@ class TrainSettings:
     rules_kl: float = setting(
         0.05, "The KL(clone || policy) coefficient at the start (0: the clone, no pull back)"
     )
-    rules_entropy_boost: float = setting(
-        0.1, "An entropy bonus over the algorithm's own at the start, to explore from the clone"
+    rules_entropy_boost: float | None = setting(
+        None,
+        "An entropy bonus over the algorithm's own at the start, to explore from the clone "
+        "(default: 0.1 for a fixed action head, 0 for scored candidate moves)",
     )
     rules_anchor_half_life: float = setting(
         200_000.0,

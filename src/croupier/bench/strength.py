@@ -428,7 +428,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         print(f"anchor (RLlib in-process on the simulator): {run.minutes:g} min...", flush=True)
         anchor = run_rllib_anchor(
             run.served, spec.algo, run.minutes, run.ray_cpus, run.train,
-            rules_anchor=RulesAnchor(enabled=run.rules_anchor),
+            rules_anchor=None if run.rules_anchor else RulesAnchor(enabled=False),
             eval_every_s=run.eval_every_s, eval_hands=run.eval_games, preset=preset,
         )  # fmt: skip
         spans = evaluation_spans(anchor["curve"], anchor["seconds"])

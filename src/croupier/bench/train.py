@@ -54,6 +54,7 @@ def run_anchor(
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
+    from croupier.games.candidates import is_candidate_game
     from croupier.games.registry import load_adapter
     from croupier.policies.learned import PolicyVersions, module_weights
     from croupier.trainer import rules_anchor as ra
@@ -62,7 +63,10 @@ def run_anchor(
 
     torch.set_num_threads(1)
     spec, hyper = training_defaults(game, algo, train, preset)  # as `croupier train`
-    anchor = rules_anchor if rules_anchor is not None else ra.RulesAnchor()
+    if rules_anchor is None:  # `croupier train`'s default for the game
+        candidates = is_candidate_game(load_adapter(game))
+        rules_anchor = ra.RulesAnchor(entropy_boost=ra.default_entropy_boost(candidates))
+    anchor = rules_anchor
     if anchor.enabled and rc.anchorable(game) is not None:
         anchor = replace(anchor, enabled=False)
     served_keys = PolicyVersions(load_adapter(game), spec).weights(0).keys()

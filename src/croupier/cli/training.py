@@ -64,9 +64,11 @@ def preset_file(path: Path | None, game: str, flag: str = "--preset") -> Any:
 
 def train_options(s: TrainSettings) -> Any:
     """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
+    from croupier.games.candidates import is_candidate_game
+    from croupier.games.registry import load_adapter
     from croupier.link.secret import TokenSource
     from croupier.trainer.algo import training_defaults
-    from croupier.trainer.rules_anchor import RulesAnchor
+    from croupier.trainer.rules_anchor import RulesAnchor, default_entropy_boost
     from croupier.trainer.run import TrainOptions
 
     names = ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff", "gamma",
@@ -115,7 +117,11 @@ def train_options(s: TrainSettings) -> Any:
             smoothing=s.clone_smoothing,
             clone_value=s.clone_value,
             kl_coeff=s.rules_kl,
-            entropy_boost=s.rules_entropy_boost,
+            entropy_boost=(
+                default_entropy_boost(is_candidate_game(load_adapter(s.game)))
+                if s.rules_entropy_boost is None
+                else s.rules_entropy_boost
+            ),
             half_life=s.rules_anchor_half_life,
             release=s.rules_anchor_release,
             pull_back=s.rules_anchor_pull_back,
