@@ -285,10 +285,7 @@ async def play_arena(
                 )
         seconds = max(time.monotonic() - t0, 1e-9)
     result = summarize(probe.name, a, b, specs, score, seconds, per_set)
-    if side is not None:  # only A's hands are A's: half of them
-        result.side = side
-        for rate in ("win", "draw", "loss"):
-            setattr(result, rate, 2 * getattr(result, rate))
+    result.side = side
     return result
 
 
@@ -304,6 +301,8 @@ def summarize(
     n = len(score.values)
     mean, half_width = score_summary(score.values)
     hands = per_set * n
+    # the rates are over A's hands: every hand of a set, or one of two on a side
+    mine = score.wins + score.draws + score.losses
     return MatchResult(
         game=game,
         a=a,
@@ -313,9 +312,9 @@ def summarize(
         pairs=n,
         mean=mean,
         ci95=half_width,
-        win=score.wins / hands if hands else 0.0,
-        draw=score.draws / hands if hands else 0.0,
-        loss=score.losses / hands if hands else 0.0,
+        win=score.wins / mine if mine else 0.0,
+        draw=score.draws / mine if mine else 0.0,
+        loss=score.losses / mine if mine else 0.0,
         seconds=seconds,
         hands_per_s=hands / seconds,
         errors=score.errors,

@@ -61,6 +61,21 @@ def opponent_player(game: str, opponent: str, seed: int) -> Act:
     return random_action
 
 
+def _play_hand(game: str, table: Any, deal: int, a: Act, b: Act, mine: list[int]) -> list[float]:
+    """Play the hand `table` was reset to, A on the seats `mine` and B on the rest; every
+    seat's payoff. The rule agents' own draws are seeded by the deal: alike in every hand
+    played on it."""
+    with rules_seeded(deal % 2**32):
+        for _ in range(MAX_STEPS_PER_HAND):
+            if table.is_over():
+                break
+            seat = table.current_player()
+            table.step((a if seat in mine else b)(table.state(seat)))
+        else:
+            raise RuntimeError(f"a {game} hand took over {MAX_STEPS_PER_HAND} steps")
+    return [float(p) for p in table.payoffs()]
+
+
 def duplicate_score(game: str, a: Act, b: Act, hands: int, seed: int = 0) -> dict[str, Any]:
     """A against B over `hands` hands (whole duplicate sets) on the simulator, scored by the
     strength score; also A's raw payoff per hand (a different number outside two-player
@@ -79,17 +94,7 @@ def duplicate_score(game: str, a: Act, b: Act, hands: int, seed: int = 0) -> dic
         for i, mine in enumerate(teams):
             if i:
                 table.reset(deal)  # the same cards, A on the next team's seats
-            # rule agents' own draws alike in every hand of the set
-            with rules_seeded(deal % 2**32):
-                for _ in range(MAX_STEPS_PER_HAND):
-                    if table.is_over():
-                        break
-                    seat = table.current_player()
-                    player = a if seat in mine else b
-                    table.step(player(table.state(seat)))
-                else:
-                    raise RuntimeError(f"a {game} hand took over {MAX_STEPS_PER_HAND} steps")
-            payoffs = [float(p) for p in table.payoffs()]
+            payoffs = _play_hand(game, table, deal, a, b, mine)
             played.append((mine, [t for t in teams if t is not mine], payoffs))
             payoff.add(sum(payoffs[s] for s in mine) / len(mine))
         outcome = set_outcome(played)
@@ -121,15 +126,7 @@ def side_score(game: str, a: Act, b: Act, hands: int, side: str, seed: int = 0) 
         deal = seed * 1_000_003 + k
         table.reset(deal)
         mine = side_seats(table, side)
-        with rules_seeded(deal % 2**32):
-            for _ in range(MAX_STEPS_PER_HAND):
-                if table.is_over():
-                    break
-                seat = table.current_player()
-                table.step((a if seat in mine else b)(table.state(seat)))
-            else:
-                raise RuntimeError(f"a {game} hand took over {MAX_STEPS_PER_HAND} steps")
-        payoffs = [float(p) for p in table.payoffs()]
+        payoffs = _play_hand(game, table, deal, a, b, mine)
         ours = sum(payoffs[s] for s in mine) / len(mine)
         rest = [p for s, p in enumerate(payoffs) if s not in mine]
         win.add(float(ours > sum(rest) / len(rest)) if rest else 0.0)

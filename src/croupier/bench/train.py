@@ -63,13 +63,14 @@ def run_anchor(
 
     torch.set_num_threads(1)
     spec, hyper = training_defaults(game, algo, train, preset)  # as `croupier train`
+    adapter = load_adapter(game)
     if rules_anchor is None:  # `croupier train`'s default for the game
-        candidates = is_candidate_game(load_adapter(game))
-        rules_anchor = ra.RulesAnchor(entropy_boost=ra.default_entropy_boost(candidates))
+        boost = ra.default_entropy_boost(is_candidate_game(adapter))
+        rules_anchor = ra.RulesAnchor(entropy_boost=boost)
     anchor = rules_anchor
     if anchor.enabled and rc.anchorable(game) is not None:
         anchor = replace(anchor, enabled=False)
-    served_keys = PolicyVersions(load_adapter(game), spec).weights(0).keys()
+    served_keys = PolicyVersions(adapter, spec).weights(0).keys()
     ray_started = ray_started or ray.is_initialized()
     if not ray_started:
         ray.init(num_cpus=num_cpus, include_dashboard=False)
