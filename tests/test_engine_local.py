@@ -156,3 +156,42 @@ def test_doudizhu_deals_are_replayed_with_roles_rotated_and_scored_per_side(tmp_
     assert sides["random as landlord"].n == 2 and sides["random as peasant"].n == 4
     assert 0.0 <= sides["rules as landlord"].mean <= 1.0
     assert "random as landlord" in summary.format_table()
+
+
+def test_tables_take_turns_with_several_maps_of_sides(tmp_path, monkeypatch):
+    """A league's training mix: with two maps of side to policy, half the tables seat each
+    (table i the map i mod 2), every hand seated after its deal."""
+    import asyncio
+    import contextlib
+
+    from croupier.api.components import build_components
+    from croupier.config import ServerConfig
+    from croupier.engine import runner
+
+    class _Yielding(_InProcessClient):
+        async def create_game(self, game, seats=None, record=None):  # noqa: ANN001, ANN201
+            await asyncio.sleep(0)  # as a request would: the other tables go on meanwhile
+            return await super().create_game(game, seats, record)
+
+    service = build_components(ServerConfig(game="doudizhu", data_dir=tmp_path)).service
+    client = _Yielding(service)
+
+    @contextlib.asynccontextmanager
+    async def in_process(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        yield client
+
+    monkeypatch.setattr(runner, "client_for_urls", in_process)
+    mixes = [{"landlord": "random", "peasant": "rules"}, {"landlord": "rules", "peasant": "rules"}]
+    summary = asyncio.run(runner.run_engine("in-process", "doudizhu", 4, None, 16, None,
+                                            sides=mixes))  # fmt: skip
+    assert summary.hands == 16 and summary.errors == 0
+    # Only the first map seats `random`, and only as the landlord; both maps were played.
+    random_landlord, rules_landlord = (
+        summary.sides[f"{p} as landlord"].n for p in ("random", "rules")
+    )
+    assert random_landlord + rules_landlord == 16 and random_landlord >= 4 and rules_landlord >= 4
+    assert "random as peasant" not in summary.sides
+    assert summary.sides["rules as peasant"].n == 16  # one result a hand for the pair
+    with pytest.raises(ValueError, match="name landlord and peasant"):
+        asyncio.run(runner.run_engine("in-process", "doudizhu", 4, None, 16, None,
+                                      sides=[mixes[0], {"landlord": "rules"}]))  # fmt: skip

@@ -23,11 +23,46 @@ def test_evaluations_seat_the_learned_side_sampled_then_greedy(monkeypatch):
         asyncio.run(strength._play("http://127.0.0.1:1", run, None, 10, record=False))
         asyncio.run(strength._play("http://127.0.0.1:1", run, None, 10, False, GREEDY_SEAT))
     assert seen == [
-        {"landlord": "learned", "peasant": "rules"},
-        {"landlord": "learned:greedy", "peasant": "rules"},
-        {"landlord": "rules", "peasant": "learned"},
-        {"landlord": "rules", "peasant": "learned:greedy"},
+        [{"landlord": "learned", "peasant": "rules"}],
+        [{"landlord": "learned:greedy", "peasant": "rules"}],
+        [{"landlord": "rules", "peasant": "learned"}],
+        [{"landlord": "rules", "peasant": "learned:greedy"}],
     ]
+
+
+def test_league_tables_train_beside_the_rules_and_never_enter_an_evaluation(monkeypatch):
+    seen: list[list[dict[str, str]]] = []
+
+    async def fake_engine(*args, sides, **kwargs):
+        seen.append(sides)
+
+    monkeypatch.setattr(strength, "run_engine", fake_engine)
+    selfplay = {"landlord": "learned", "peasant": "learned"}
+    past = {"landlord": "learned", "peasant": "league"}
+    run = StrengthRun(learn="landlord", league_sides=[selfplay, past])
+    asyncio.run(strength._play("http://127.0.0.1:1", run, 60.0, None, record=True))
+    asyncio.run(strength._play("http://127.0.0.1:1", run, None, 10, record=False))
+    rules = {"landlord": "learned", "peasant": "rules"}
+    assert seen == [[rules, selfplay, past], [rules]]
+
+
+@pytest.mark.parametrize(
+    "mix, match",
+    [({"landlord": "learned"}, "name landlord and peasant"),
+     ({"landlord": "learned", "peasant": "strong"}, "unknown seat policy"),
+     ({"landlord": "learned", "peasant": "frozen@x"}, "frozen@N")],
+)  # fmt: skip
+def test_a_bad_league_table_is_refused_before_any_run(mix, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        strength.bench_strength(StrengthRun(league_sides=[mix]), tmp_path)
+    assert not list(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def test_league_tables_are_for_doudizhu(tmp_path):
+    run = StrengthRun(game="leduc-holdem", league_sides=[{"landlord": "learned",
+                                                           "peasant": "league"}])  # fmt: skip
+    with pytest.raises(ValueError, match="doudizhu only"):
+        strength.bench_strength(run, tmp_path)
 
 
 class _Side:

@@ -167,6 +167,22 @@ def bench_strength(
             "--train-arg=--rules-entropy-boost --train-arg=0)"
         ),
     ] = None,
+    league_sides: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="doudizhu, league training: more training tables' sides, taking turns with "
+            "the learned side against the rules (repeat; e.g. landlord=learned,peasant=learned "
+            "for self-play, landlord=learned,peasant=league for past versions); evaluations "
+            "stay against the rules"
+        ),
+    ] = None,
+    serve_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="doudizhu: a `croupier serve` flag for the external server (repeat; e.g. "
+            "--serve-arg=--league-sampling --serve-arg=fsp)"
+        ),
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
     """External path vs an in-process anchor, same wall-clock: strength against the rules.
@@ -174,6 +190,7 @@ def bench_strength(
     anchor alike."""
     from croupier.bench.strength import StrengthRun, format_report
     from croupier.bench.strength import bench_strength as run
+    from croupier.cli.common import side_map
     from croupier.settings import layer_sizes
 
     sizes = layer_sizes(hiddens) if hiddens else None
@@ -197,6 +214,8 @@ def bench_strength(
         preset=None if preset is None else str(preset),
         adapter=adapter,
         train_args=list(train_arg or []),
+        league_sides=[side_map(mix, "--league-sides") for mix in league_sides or []],
+        serve_args=list(serve_arg or []),
     )
     try:
         report = run(settings, out)

@@ -101,6 +101,13 @@ class StrengthRun:
     # More `croupier train` flags for the external trainer alone (e.g. the rules anchor's
     # `--rules-entropy-boost 0`): what the in-process anchor has no flag for.
     train_args: list[str] = field(default_factory=list)
+    # Doudizhu, league training: more tables' sides while training, beside the learned side
+    # against the rules (the tables take turns with them), e.g. self-play
+    # {"landlord": "learned", "peasant": "learned"} and past versions as peasants
+    # {"landlord": "learned", "peasant": "league"}. Evaluations stay against the rules.
+    league_sides: list[dict[str, str]] = field(default_factory=list)
+    # More `croupier serve` flags for the external server (e.g. `--league-sampling fsp`).
+    serve_args: list[str] = field(default_factory=list)
 
     @property
     def served(self) -> str:
@@ -140,9 +147,12 @@ def _side_rate(summary: Any, learn: str, policy: str = "learned") -> dict[str, f
 
 async def _play(url: str, run: StrengthRun, seconds: float | None, hands: int | None,
                 record: bool, learned: str = "learned") -> Any:  # fmt: skip
+    """Evaluation (`record` false): the learned side against the rules. Training: those
+    tables and, in turns with them, the run's league tables."""
     sides = {side: learned if who == "learned" else who for side, who in SIDES[run.learn].items()}
+    mix = [sides, *run.league_sides] if record else [sides]
     return await run_engine(url, run.game, run.tables, None, hands, seconds, batch=True,
-                            record=record, sides=sides)  # fmt: skip
+                            record=record, sides=mix)  # fmt: skip
 
 
 def _learned_decisions(url: str) -> int:
@@ -162,7 +172,7 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
     curve: list[dict[str, Any]] = []
     try:
         args = ["--game", run.served, "--trainer", f"127.0.0.1:{port}",
-                "--data-dir", str(run_dir / "server")]  # fmt: skip
+                "--data-dir", str(run_dir / "server"), *run.serve_args]  # fmt: skip
         with serving(args) as (url, _):
             # The clock starts once the trainer serves its first version (the rules' clone,
             # distilled before its link opens): no game is played by the untrained model.
@@ -202,9 +212,13 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
         log.close()
     final = curve[-1] if curve else None
     trainer_last = last_progress(run_dir / "trainer" / PROGRESS) or {}
+    league = "".join(
+        f"; also {m['landlord']} landlord vs {m['peasant']} peasants" for m in run.league_sides
+    )
     return {
         "setting": f"learned {run.learn} vs doudizhu-rule-v1 (external path"
         + (", from the rules' clone" if run.rules_anchor else "")
+        + (f"; training tables take turns: the rules{league}" if league else "")
         + (f"; {run.adapter})" if run.adapter else ")"),
         "clone": _clone_report(run_dir / "trainer"),
         # What the learner got of what was played: steps trained and their rate, and the
@@ -264,6 +278,7 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         raise ValueError(f"learn must be one of {sorted(SIDES)}")
     if not (run.external or run.anchor or run.dmc):
         raise ValueError("nothing to run: --no-external with --no-anchor and no --dmc")
+    check_league_sides(run.league_sides)
     train_flags(run.train)  # an unknown setting fails here, before any run
     run_preset(run)  # and a bad preset file
     if run.adapter is not None:  # and an adapter that cannot stand in for `--game doudizhu`
@@ -305,6 +320,18 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     label = "" if run.adapter is None else "-" + run.adapter.rpartition(":")[2]
     path = out_dir / f"strength-{run.game}{label}-{run.learn}-{stamp}.json"
     return save_report(report, path, plot)
+
+
+def check_league_sides(league_sides: list[dict[str, str]]) -> None:
+    """ValueError unless each league table names the landlord's and the peasants' policy
+    with a seat spec the server takes (before any run, not as failed hands after it)."""
+    from croupier.policies.seats import parse_spec
+
+    for mix in league_sides:
+        if set(mix) != set(SIDES["landlord"]):
+            raise ValueError(f"--league-sides: name landlord and peasant, got {sorted(mix)}")
+        for policy in mix.values():
+            parse_spec(policy)  # BadPolicySpec, a ValueError
 
 
 def same_table(run: StrengthRun) -> None:
@@ -370,6 +397,8 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     name = load_simulator(run.served).name  # ValueError (a clear CLI error) without one
     if not run.external:  # its anchor trains the algorithm the external run's version names
         raise ValueError("--no-external: doudizhu only")
+    if run.league_sides or run.serve_args:
+        raise ValueError("--league-sides and --serve-arg: doudizhu only (bench league: leduc)")
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = new_run_dir(out_dir, stamp)

@@ -34,3 +34,11 @@ def echo_or_write(text: str, out: Path | None) -> None:
 
 def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(name)s %(message)s")
+
+
+def side_map(text: str, flag: str) -> dict[str, str]:
+    """`landlord=learned,peasant=rules` as {side: policy}; a clear usage error otherwise."""
+    try:
+        return dict(part.split("=", 1) for part in (x.strip() for x in text.split(",")))
+    except ValueError:
+        raise typer.BadParameter("expected side=policy,...", param_hint=flag) from None

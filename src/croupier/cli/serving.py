@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from croupier.cli.common import app, echo_or_write, setup_logging
+from croupier.cli.common import app, echo_or_write, setup_logging, side_map
 from croupier.config import ServeProcess, ServerConfig, TrainSettings
 from croupier.settings import build, command, markdown_table
 
@@ -139,10 +139,11 @@ def engine(
         ),
     ] = None,
     sides: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             help="doudizhu, instead of --seats: a policy per side, seated after the deal, "
-            "e.g. landlord=learned,peasant=rules"
+            "e.g. landlord=learned,peasant=rules; repeat it and the tables take turns with "
+            "each (a league's training mix)"
         ),
     ] = None,
     hands: Annotated[int | None, typer.Option(help="Stop after this many hands")] = None,
@@ -168,12 +169,7 @@ def engine(
     if hands is None and seconds is None:
         raise typer.BadParameter("give --hands or --seconds")
     seat_list = [s.strip() for s in seats.split(",")] if seats else None
-    side_map = None
-    if sides:
-        try:
-            side_map = dict(p.split("=", 1) for p in (x.strip() for x in sides.split(",")))
-        except ValueError:
-            raise typer.BadParameter("expected side=policy,...", param_hint="--sides") from None
+    side_maps = [side_map(mix, "--sides") for mix in sides] if sides else None
 
     def progress(summary) -> None:  # noqa: ANN001
         if not json_out:
@@ -197,12 +193,14 @@ def engine(
                 batch=batch,
                 api_key=api_key,
                 record={"true": True, "false": False}.get(record, record) if record else None,
-                sides=side_map,
+                sides=side_maps,
             )
         )
     except UnknownGame as e:  # one line, as a usage error: no traceback
         typer.echo(f"Error: --game: {e}", err=True)
         raise typer.Exit(2) from None
+    except ValueError as e:  # run_engine's checks of its arguments, before any hand
+        raise typer.BadParameter(str(e)) from None
     if json_out:
         typer.echo(json.dumps(summary.to_dict(), indent=2))
     else:

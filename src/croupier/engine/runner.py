@@ -322,7 +322,7 @@ async def run_engine(
     batch: bool = False,
     api_key: str | None = None,
     record: bool | str | None = None,
-    sides: dict[str, str] | None = None,
+    sides: dict[str, str] | list[dict[str, str]] | None = None,
 ) -> EngineSummary:
     """Play hands of `game` on `games` concurrent tables against the server at `url` (or
     several, comma separated: each game goes to the server its id hashes to).
@@ -336,8 +336,11 @@ async def run_engine(
     `record`: the games' `record` field (None: the server's default; "rules": also write the
     rules seats' decisions as offline episodes).
     `sides`: instead of `seats`, a policy per named side of a game that has them (doudizhu:
-    {"landlord": "learned", "peasant": "rules"}), seated after each deal. A game with named
-    sides and one policy per seat replays each deal once per rotation of the seats.
+    {"landlord": "learned", "peasant": "rules"}), seated after each deal; several such maps:
+    the tables take turns with them (table i plays map i mod n: e.g. a learned landlord
+    against the rule peasants at half the tables and against learned peasants at the rest, a
+    league's training mix). A game with named sides and one policy per seat replays each deal
+    once per rotation of the seats.
     """
     try:
         num_players = load_simulator(game).num_players
@@ -351,8 +354,12 @@ async def run_engine(
         raise ValueError("give seats or sides, not both")
     if sides is not None and game != "doudizhu":
         raise ValueError("sides (landlord, peasant) are for doudizhu")
-    if sides is not None and set(sides) != {"landlord", "peasant"}:
-        raise ValueError(f"sides must name landlord and peasant, got {sorted(sides)}")
+    side_maps = [sides] if isinstance(sides, dict) else sides
+    if side_maps is not None and not side_maps:
+        raise ValueError("sides: give at least one map of side to policy")
+    for side_map in side_maps or []:
+        if set(side_map) != {"landlord", "peasant"}:
+            raise ValueError(f"sides must name landlord and peasant, got {sorted(side_map)}")
     if hands is None and seconds is None:
         raise ValueError("give hands or seconds (or both): the run must be bounded")
     if (hands is not None and hands < 0) or (seconds is not None and seconds <= 0):
@@ -371,9 +378,11 @@ async def run_engine(
         try:
             # TaskGroup: a bug in one table cancels the others instead of leaving them running.
             async with asyncio.TaskGroup() as tg:
+                mixes = side_maps or [None]
                 for i in range(games):
+                    its_sides = mixes[i % len(mixes)]  # tables take turns with the maps
                     tg.create_task(
-                        _table_loop(client, decide, game, i, tally, seats, seed, record, sides)
+                        _table_loop(client, decide, game, i, tally, seats, seed, record, its_sides)
                     )
         finally:
             if reporter is not None:
