@@ -195,3 +195,20 @@ def test_tables_take_turns_with_several_maps_of_sides(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="name landlord and peasant"):
         asyncio.run(runner.run_engine("in-process", "doudizhu", 4, None, 16, None,
                                       sides=[mixes[0], {"landlord": "rules"}]))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "sides, message",
+    [(["landlord=learned"], "name landlord and peasant"),
+     (["landlord=learned,peasant=rules", "landlord"], "expected side=policy")],
+)  # fmt: skip
+def test_engine_sides_it_cannot_seat_are_a_one_line_usage_error(sides, message):
+    """Checked before any hand or connection (no server at this URL): exit 2, no traceback."""
+    from typer.testing import CliRunner
+
+    from croupier.cli import app
+
+    args = ["engine", "--url", "http://127.0.0.1:9", "--game", "doudizhu", "--hands", "3"]
+    result = CliRunner().invoke(app, args + [a for s in sides for a in ("--sides", s)])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert "Traceback" not in result.output
