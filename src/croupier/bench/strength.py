@@ -14,10 +14,10 @@ the same number of games, sampled and greedy, so each comparison is like for lik
 Setting, written into the result: learned side vs `doudizhu-rule-v1` on the other side
 (not self-play). With `league_sides` (league training, docs/robustness.md) the training
 tables take turns with that seating and these (self-play, past versions as `league` seats);
-the evaluations stay against the rules. With `dmc`, RLCard's own DMC trainer (`bench/strength_dmc.py`: self-play of
-all three seats, the setting it was built for) is trained for the same minutes too and its
-side of the table evaluated against the rules over `final_games` (greedy); it needs
-`gitpython` (`pip install 'croupier[bench]'`).
+the evaluations stay against the rules. With `dmc`, RLCard's own DMC trainer
+(`bench/strength_dmc.py`: self-play of all three seats, the setting it was built for) is
+trained for the same minutes too and its side of the table evaluated against the rules over
+`final_games` (greedy); it needs `gitpython` (`pip install 'croupier[bench]'`).
 
 The runs take turns (not at once): each gets the whole machine for its minutes.
 `external=False` (`--no-external`) runs the anchors alone, to set beside an external run of
