@@ -52,7 +52,7 @@ from croupier.bench.curve import Snapshots, score_snapshots
 from croupier.bench.plotting import legend, pyplot, save, save_report
 from croupier.bench.record import evaluation_spans
 from croupier.demo import TRAINER_BUILD_TIMEOUT_S, wait_for_links
-from croupier.engine.runner import run_engine
+from croupier.engine.runner import run_engine, seatings
 from croupier.local_server import free_port, get_json, serving, start_train, stop
 from croupier.stats import minutes_below
 from croupier.trainer.progress import PROGRESS, last_progress
@@ -325,15 +325,14 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
 
 
 def check_league_sides(league_sides: list[dict[str, str]]) -> None:
-    """ValueError unless each league table names the landlord's and the peasants' policy
-    with a seat spec the server takes (before any run, not as failed hands after it)."""
+    """ValueError unless each league table is a seating the engine plays (`seatings`), each
+    policy a seat spec the server takes: before any run, not as failed hands after it."""
     from croupier.policies.seats import parse_spec
 
-    for mix in league_sides:
-        if set(mix) != set(SIDES["landlord"]):
-            raise ValueError(f"--league-sides: name landlord and peasant, got {sorted(mix)}")
-        for policy in mix.values():
-            parse_spec(policy)  # BadPolicySpec, a ValueError
+    if league_sides:
+        for mix in seatings(league_sides):
+            for policy in mix.values():
+                parse_spec(policy)  # BadPolicySpec, a ValueError
 
 
 def same_table(run: StrengthRun) -> None:

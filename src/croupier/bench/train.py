@@ -54,7 +54,6 @@ def run_anchor(
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from croupier.games.candidates import is_candidate_game
     from croupier.games.registry import load_adapter
     from croupier.policies.learned import PolicyVersions, module_weights
     from croupier.trainer import rules_anchor as ra
@@ -65,8 +64,7 @@ def run_anchor(
     spec, hyper = training_defaults(game, algo, train, preset)  # as `croupier train`
     adapter = load_adapter(game)
     if rules_anchor is None:  # `croupier train`'s default for the game
-        boost = ra.default_entropy_boost(is_candidate_game(adapter))
-        rules_anchor = ra.RulesAnchor(entropy_boost=boost)
+        rules_anchor = ra.RulesAnchor(entropy_boost=ra.default_entropy_boost(adapter))
     anchor = rules_anchor
     if anchor.enabled and rc.anchorable(game) is not None:
         anchor = replace(anchor, enabled=False)

@@ -64,7 +64,6 @@ def preset_file(path: Path | None, game: str, flag: str = "--preset") -> Any:
 
 def train_options(s: TrainSettings) -> Any:
     """The trainer's `TrainOptions` (and `Hyper`) from `croupier train`'s settings."""
-    from croupier.games.candidates import is_candidate_game
     from croupier.games.registry import load_adapter
     from croupier.link.secret import TokenSource
     from croupier.trainer.algo import training_defaults
@@ -118,7 +117,7 @@ def train_options(s: TrainSettings) -> Any:
             clone_value=s.clone_value,
             kl_coeff=s.rules_kl,
             entropy_boost=(
-                default_entropy_boost(is_candidate_game(load_adapter(s.game)))
+                default_entropy_boost(load_adapter(s.game))
                 if s.rules_entropy_boost is None
                 else s.rules_entropy_boost
             ),

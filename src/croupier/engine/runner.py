@@ -310,6 +310,18 @@ async def _report(progress: Callable[[EngineSummary], Any], tally: _Tally) -> No
             log.exception("progress callback failed")
 
 
+def seatings(sides: dict[str, str] | list[dict[str, str]]) -> list[dict[str, str]]:
+    """`sides` as a list of maps of side to policy (one map: every table plays it);
+    ValueError for none, or a map that does not name doudizhu's landlord and peasant."""
+    side_maps = [sides] if isinstance(sides, dict) else sides
+    if not side_maps:
+        raise ValueError("sides: give at least one map of side to policy")
+    for side_map in side_maps:
+        if set(side_map) != {"landlord", "peasant"}:
+            raise ValueError(f"sides must name landlord and peasant, got {sorted(side_map)}")
+    return side_maps
+
+
 async def run_engine(
     url: str,
     game: str,
@@ -354,12 +366,7 @@ async def run_engine(
         raise ValueError("give seats or sides, not both")
     if sides is not None and game != "doudizhu":
         raise ValueError("sides (landlord, peasant) are for doudizhu")
-    side_maps = [sides] if isinstance(sides, dict) else sides
-    if side_maps is not None and not side_maps:
-        raise ValueError("sides: give at least one map of side to policy")
-    for side_map in side_maps or []:
-        if set(side_map) != {"landlord", "peasant"}:
-            raise ValueError(f"sides must name landlord and peasant, got {sorted(side_map)}")
+    side_maps = None if sides is None else seatings(sides)
     if hands is None and seconds is None:
         raise ValueError("give hands or seconds (or both): the run must be bounded")
     if (hands is not None and hands < 0) or (seconds is not None and seconds <= 0):

@@ -44,6 +44,7 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 from torch.nn import functional as F
 
+from croupier.games.candidates import is_candidate_game
 from croupier.trainer.hand_returns import HAND_RETURN
 
 log = logging.getLogger(__name__)
@@ -79,10 +80,10 @@ FIXED_HEAD_ENTROPY_BOOST = 0.1
 CANDIDATES_ENTROPY_BOOST = 0.0
 
 
-def default_entropy_boost(candidates: bool) -> float:
-    """The anchor's entropy bonus at the start for a policy that scores candidate moves
-    (`candidates`) or has a fixed action head, when not set."""
-    return CANDIDATES_ENTROPY_BOOST if candidates else FIXED_HEAD_ENTROPY_BOOST
+def default_entropy_boost(adapter: Any) -> float:
+    """The anchor's entropy bonus at the start, when not set, for the game's policy: one
+    that scores candidate moves or one with a fixed action head."""
+    return CANDIDATES_ENTROPY_BOOST if is_candidate_game(adapter) else FIXED_HEAD_ENTROPY_BOOST
 
 
 @dataclass(frozen=True)
