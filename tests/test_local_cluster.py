@@ -57,3 +57,37 @@ def test_progress_line_says_where_the_remote_runners_are():
     assert format_progress({**line, "runners": two}).endswith("runners 2 on 2 nodes")
     same = [{"node_id": "n1"}, {"node_id": "n1"}]
     assert format_progress({**line, "runners": same}).endswith("runners 2 on 1 node")
+
+
+def test_a_dead_remote_runner_ends_the_run_with_a_clear_error_not_a_missing_counter():
+    """Ray drops a dead env runner's answer (RLlib ignores actor errors when it may restart
+    them): one of two answering must end the run saying so; it was a KeyError on the first
+    progress counter (`steps_sampled`), or, for PPO, a loop waiting for every runner."""
+    import pytest
+
+    from croupier.trainer.run import EnvRunnerLost, Trainer, TrainOptions
+
+    stats = {"steps_sampled": 5, "lag_histogram": {}, "weights_seq_no": 1, "idle_s": 0.0}
+
+    class Group:
+        def __init__(self, answering: int) -> None:
+            self.answering = answering
+
+        def num_remote_env_runners(self) -> int:
+            return 2
+
+        def num_healthy_remote_env_runners(self) -> int:
+            return self.answering
+
+        def foreach_env_runner(self, func, **kwargs):
+            return [stats] * self.answering if "timeout_seconds" not in kwargs else [True] * 2
+
+    trainer = Trainer(TrainOptions(num_env_runners=2, algo="ppo"))
+    trainer.algo = type("Algo", (), {"env_runner_group": Group(2)})()
+    assert trainer.link_stats()["steps_sampled"] == 10  # both answer: their sum
+    assert trainer._remote_runners_ready(1)
+    trainer.algo.env_runner_group = Group(1)
+    with pytest.raises(EnvRunnerLost, match="1 of 2 env runners died"):
+        trainer.link_stats()
+    with pytest.raises(EnvRunnerLost, match="restart the trainer"):
+        trainer._remote_runners_ready(1)

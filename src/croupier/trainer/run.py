@@ -139,6 +139,22 @@ _RUNNER_KEYS = (
 _RUNNER_OWN = ("worker_index", "node_id", "port")
 
 
+class EnvRunnerLost(RuntimeError):
+    """A remote env runner died (its process or its node): the games it listened for have
+    no trainer side, so the run ends here with this, not later on a missing counter."""
+
+
+def _check_runners(configured: int, answering: int) -> None:
+    """Raise `EnvRunnerLost` when fewer remote env runners answer than were started. Not
+    restarted: a runner's link port and the servers pointed at it belong to that process
+    (docs/operations.md: restart the trainer; it resumes from its checkpoint)."""
+    if answering < configured:
+        raise EnvRunnerLost(
+            f"{configured - answering} of {configured} env runners died (see the Ray log "
+            "above); restart the trainer: it resumes from its last checkpoint"
+        )
+
+
 def trained_share(stats: dict[str, Any]) -> float | None:
     """Of the episodes that left the trainer's queue (or were refused for lag), the share
     handed to the learner; None before any did."""
@@ -503,9 +519,9 @@ class Trainer:
         runner = self._runner()
         if runner is not None:
             return runner.link_stats()
-        per_runner = self.algo.env_runner_group.foreach_env_runner(
-            lambda r: r.link_stats(), local_env_runner=False
-        )
+        group = self.algo.env_runner_group
+        per_runner = group.foreach_env_runner(lambda r: r.link_stats(), local_env_runner=False)
+        _check_runners(group.num_remote_env_runners(), len(per_runner))
         merged: dict[str, Any] = {"lag_histogram": {}}
         for stats in per_runner:
             for k, v in stats.items():
@@ -646,6 +662,7 @@ class Trainer:
         ready = group.foreach_env_runner(
             lambda r: r.wait_for_steps(steps, 0.5), local_env_runner=False, timeout_seconds=2.0
         )
+        _check_runners(group.num_remote_env_runners(), group.num_healthy_remote_env_runners())
         if self.options.algo == "ppo":
             return len(ready) == group.num_remote_env_runners() and all(ready)
         return any(ready)
