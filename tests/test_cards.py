@@ -41,13 +41,14 @@ from tests.helpers.hands import play_hand
 ROOT = Path(__file__).resolve().parent.parent
 SPIEL = pytest.mark.skipif(
     importlib.util.find_spec("pyspiel") is None,
-    reason="crazy eights is OpenSpiel's: pip install 'croupier[games]' (open-spiel)",
+    reason="crazy eights and hearts are OpenSpiel's: pip install 'croupier[games]' (open-spiel)",
 )
 # The development games: (fixed head, scored candidates, hands of random play to check).
 EXAMPLES = [
     pytest.param("examples.limit_holdem.adapter:LimitHoldem", 80, id="limit-holdem"),
     pytest.param("examples.president.adapter:President", 4, id="president"),
     pytest.param("examples.crazy_eights.adapter:CrazyEights", 6, id="crazy-eights", marks=SPIEL),
+    pytest.param("examples.hearts.adapter:Hearts", 3, id="hearts", marks=SPIEL),
 ]
 
 # A small game that uses every zone: two copies of each card and a joker (the schema's
@@ -277,7 +278,8 @@ def semantics(game: CardGame, state: dict[str, Any]) -> bool:
             seen.update(value)
     hand = Counter(next((state[z.field] for z in game.zones if type(z) is Hand), []))
     kinds = {k.name: k for k in game.kinds}
-    moves = [m for _, m in state.get("moves", [])] + state["legal_actions"]
+    # each history entry is [seat, move] or [seat, move, what was in force]
+    moves = [entry[1] for entry in state.get("moves", [])] + state["legal_actions"]
     in_hand = [Counter(m.split(" ")[1:]) <= hand for m in state["legal_actions"]
                if kinds[m.split(" ")[0]].from_hand]  # fmt: skip
     return (
@@ -293,6 +295,7 @@ SCHEMA_GAMES = [
     pytest.param("examples.limit_holdem.adapter:LimitHoldem", id="limit-holdem"),
     pytest.param("examples.president.adapter:President", id="president"),
     pytest.param("examples.crazy_eights.adapter:CrazyEights", id="crazy-eights"),
+    pytest.param("examples.hearts.adapter:Hearts", id="hearts"),
 ]
 
 
@@ -357,13 +360,14 @@ def test_every_engine_state_validates_and_both_heads_take_it(game: str, hands: i
 
 def test_each_development_game_is_declared_in_under_100_lines_with_a_short_bot() -> None:
     from examples.crazy_eights.adapter import eights_rules  # (no OpenSpiel needed here)
+    from examples.hearts.adapter import hearts_rules
     from examples.limit_holdem.adapter import holdem_rules
     from examples.president.adapter import president_rules
 
-    for name in ("limit_holdem", "president", "crazy_eights"):
+    for name in ("limit_holdem", "president", "crazy_eights", "hearts"):
         lines = (ROOT / f"examples/{name}/adapter.py").read_text().splitlines()
         assert len(lines) < 100, (name, len(lines))
-    for bot in (holdem_rules, president_rules, eights_rules):
+    for bot in (holdem_rules, president_rules, eights_rules, hearts_rules):
         assert len(inspect.getsource(bot).splitlines()) <= 30, bot.__name__
 
 

@@ -36,7 +36,7 @@ from croupier.games.simulator import mixed_play_states
 from tests.helpers import cards_reference as ref
 
 SPIEL = pytest.mark.skipif(
-    importlib.util.find_spec("pyspiel") is None, reason="crazy eights is OpenSpiel's"
+    importlib.util.find_spec("pyspiel") is None, reason="crazy eights and hearts are OpenSpiel's"
 )
 # (scored candidates adapter, hands of play: a few hundred states each)
 GAMES = [
@@ -44,6 +44,7 @@ GAMES = [
     pytest.param("examples.president.adapter:PresidentCandidates", 4, id="president"),
     pytest.param("examples.crazy_eights.adapter:CrazyEightsCandidates", 5, id="crazy-eights",
                  marks=SPIEL),
+    pytest.param("examples.hearts.adapter:HeartsCandidates", 4, id="hearts", marks=SPIEL),
     pytest.param("examples.limit_holdem.adapter:LimitHoldemCandidates", 120, id="limit-holdem"),
 ]  # fmt: skip
 

@@ -120,12 +120,15 @@ def state_features(g: CardGame, state: dict[str, Any]) -> np.ndarray:
             out[z.options.index(value)] = 1.0
         elif isinstance(z, History):
             newest = list(reversed((value or [])[-z.last :] if z.last else []))
-            for i, (who, text) in enumerate(newest):
+            width = g.move_size + len(z.then)  # each move, then what was in force (one-hot)
+            for i, (who, text, *then) in enumerate(newest):
                 kind, counts, _ = read_move(g, text)
-                o = i * g.move_size
+                o = i * width
                 out[o + (who - seat) % n] = 1.0
                 out[o + n + kind] = 1.0
                 out[o + n + len(g.kinds) : o + g.move_size] = counts / copies
+                if z.then:
+                    out[o + g.move_size + z.then.index(then[0])] = 1.0
         parts.append(out)
     return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
@@ -135,7 +138,7 @@ def to_answer(g: CardGame, state: dict[str, Any]) -> tuple[np.ndarray, list[int]
     value = zone_value(g, z, state)
     if not isinstance(z, History):
         return pile_counts(g, z, value)
-    for _, text in reversed((value or [])[1 - g.players :]):
+    for _, text, *_ in reversed((value or [])[1 - g.players :]):
         _, counts, ids = read_move(g, text)
         if ids:
             return counts, np.repeat(np.arange(g.deck.size), counts).tolist()
