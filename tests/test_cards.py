@@ -48,7 +48,7 @@ EXAMPLES = [
     pytest.param("examples.limit_holdem.adapter:LimitHoldem", 80, id="limit-holdem"),
     pytest.param("examples.president.adapter:President", 4, id="president"),
     pytest.param("examples.crazy_eights.adapter:CrazyEights", 6, id="crazy-eights", marks=SPIEL),
-    pytest.param("examples.hearts.adapter:Hearts", 3, id="hearts", marks=SPIEL),
+    pytest.param("examples.hearts_openspiel.adapter:Hearts", 3, id="hearts-openspiel", marks=SPIEL),
 ]
 
 # A small game that uses every zone: two copies of each card and a joker (the schema's
@@ -295,7 +295,7 @@ SCHEMA_GAMES = [
     pytest.param("examples.limit_holdem.adapter:LimitHoldem", id="limit-holdem"),
     pytest.param("examples.president.adapter:President", id="president"),
     pytest.param("examples.crazy_eights.adapter:CrazyEights", id="crazy-eights"),
-    pytest.param("examples.hearts.adapter:Hearts", id="hearts"),
+    pytest.param("examples.hearts_openspiel.adapter:Hearts", id="hearts-openspiel"),
 ]
 
 
@@ -360,11 +360,11 @@ def test_every_engine_state_validates_and_both_heads_take_it(game: str, hands: i
 
 def test_each_development_game_is_declared_in_under_100_lines_with_a_short_bot() -> None:
     from examples.crazy_eights.adapter import eights_rules  # (no OpenSpiel needed here)
-    from examples.hearts.adapter import hearts_rules
+    from examples.hearts_openspiel.adapter import hearts_rules
     from examples.limit_holdem.adapter import holdem_rules
     from examples.president.adapter import president_rules
 
-    for name in ("limit_holdem", "president", "crazy_eights", "hearts"):
+    for name in ("limit_holdem", "president", "crazy_eights", "hearts_openspiel"):
         lines = (ROOT / f"examples/{name}/adapter.py").read_text().splitlines()
         assert len(lines) < 100, (name, len(lines))
     for bot in (holdem_rules, president_rules, eights_rules, hearts_rules):

@@ -44,7 +44,8 @@ GAMES = [
     pytest.param("examples.president.adapter:PresidentCandidates", 4, id="president"),
     pytest.param("examples.crazy_eights.adapter:CrazyEightsCandidates", 5, id="crazy-eights",
                  marks=SPIEL),
-    pytest.param("examples.hearts.adapter:HeartsCandidates", 4, id="hearts", marks=SPIEL),
+    pytest.param("examples.hearts_openspiel.adapter:HeartsCandidates", 4, id="hearts-openspiel",
+                 marks=SPIEL),
     pytest.param("examples.limit_holdem.adapter:LimitHoldemCandidates", 120, id="limit-holdem"),
 ]  # fmt: skip
 

@@ -1,7 +1,8 @@
-"""Hearts (OpenSpiel's, four seats) declared through croupier's card-game toolkit.
+"""Hearts (four seats, no passing) declared through croupier's card-game toolkit (the engine:
+`game.py`).
 
-Serve the fixed head with `--game examples.hearts.adapter:Hearts` (a slot per card), scored
-candidates with `--game examples.hearts.adapter:HeartsCandidates`.
+Serve the fixed head with `--game examples.hearts.adapter:Hearts` (a slot per card),
+scored candidates with `--game examples.hearts.adapter:HeartsCandidates`.
 """
 
 from __future__ import annotations
@@ -19,29 +20,28 @@ from croupier.games.cards import (
     Kind,
     Pile,
     Seat,
+    SeatNumbers,
     SeatPiles,
 )
 
-RANKS, SUITS = "23456789TJQKA", "CDHS"
+RANKS = "23456789TJQKA"
 GAME = CardGame(
     name="hearts",
-    deck=Deck(ranks=RANKS, suits=SUITS),  # OpenSpiel's "QS", "2C"
+    deck=Deck(ranks=RANKS, suits="CDHS"),
     players=4,
     zones=(
         Seat("seat"),
         Hand("hand", max_cards=13),
-        Pile("trick", max_cards=3),  # this trick's cards as played (empty: you lead)
-        Pile("played", max_cards=48),  # the cards of the tricks done
-        # The point cards each seat took: also in `played`, so not counted against the deck.
-        SeatPiles("taken", max_cards=14, counted=False),
-        Choice("hearts_broken", options=("no", "yes")),
-        # Each move with the suit led when it was made ("lead": it led): a card of another
-        # suit says that seat has none of the one led.
-        History("moves", last=12, max_moves=52, then=("lead", *SUITS)),
+        Pile("trick", max_cards=3, counted=False),  # also in "played"
+        Choice("lead", options=("none", "C", "D", "H", "S")),  # the led suit of the trick
+        Choice("broken", options=("no", "yes")),  # a heart has been played
+        SeatPiles("played", max_cards=13),  # every card each seat played, this trick's too
+        SeatNumbers("points", high=26),  # points taken so far
+        History("moves", last=8, max_moves=52),
     ),
     kinds=(Kind("play", cards=(1, 1)),),
     answers="trick",
-    payoff_range=(0.0, 1.0),  # OpenSpiel's 26 less the points taken, / 26
+    payoff_range=(-1.0, 1.0),
     max_legal=13,
 )
 
@@ -59,29 +59,25 @@ class HeartsCandidates(Hearts, CardCandidatesAdapter):
 
 
 def hearts_rules(state: dict[str, Any]) -> str:
-    """The studio's bot: lead the lowest card, hearts last; follow with the highest card that
-    does not take the trick, else the lowest (the highest but the queen of spades when last
-    to a trick without points); with none of the suit led, drop the queen of spades, then
-    the highest heart, then the highest card."""
-    cards, trick = [m[5:] for m in state["legal_actions"]], state["trick"]
-
-    def rank(card: str) -> int:
-        return RANKS.index(card[0])
-
+    """The studio's bot: following, the highest card that still loses the trick, else the
+    lowest; void of the led suit, dump the queen of spades, then the highest heart, then the
+    highest card; leading, the lowest card."""
+    cards = [m[5:] for m in state["legal_actions"]]
+    rank = RANKS.index
+    trick = state["trick"]
     if not trick:
-        return "play " + min([c for c in cards if c[1] != "H"] or cards, key=rank)
-    lead = trick[0][1]
-    follow = [c for c in cards if c[1] == lead]
-    if follow:
-        top = max(rank(c) for c in trick if c[1] == lead)
-        under = [c for c in follow if rank(c) < top]
-        if under:
-            return "play " + max(under, key=rank)
-        clean = len(trick) == 3 and not any(c[1] == "H" or c == "QS" for c in trick)
-        if clean:
-            return "play " + max([c for c in follow if c != "QS"] or follow, key=rank)
-        return "play " + min(follow, key=rank)
-    for pick in ([c for c in cards if c == "QS"], [c for c in cards if c[1] == "H"], cards):
-        if pick:
-            return "play " + max(pick, key=rank)
-    raise ValueError("no legal move")  # unreachable: a state always lists one
+        card = min(cards, key=lambda c: rank(c[0]))
+    elif cards[0][1] == trick[0][1]:  # following suit
+        best = max(rank(c[0]) for c in trick if c[1] == trick[0][1])
+        losing = [c for c in cards if rank(c[0]) < best]
+        card = (
+            max(losing, key=lambda c: rank(c[0]))
+            if losing
+            else min(cards, key=lambda c: rank(c[0]))
+        )
+    elif "QS" in cards:
+        card = "QS"
+    else:
+        hearts = [c for c in cards if c[1] == "H"]
+        card = max(hearts or cards, key=lambda c: rank(c[0]))
+    return "play " + card

@@ -1,15 +1,16 @@
-"""Hearts, four seats, as OpenSpiel plays it (`pip install 'croupier[games]'`: the
-`open-spiel` package), wrapped from scratch as a studio wraps its engine: the hands are read
-from OpenSpiel's deal, the trick, the cards taken and the hearts broken followed from the
-plays; chance is drawn from the table's seed.
+"""Hearts, four seats, no passing, written from scratch as a studio's engine.
 
-OpenSpiel's rules (its defaults): 13 cards each, dealt without a pass here (OpenSpiel's pass
-direction "No Pass" every hand: one kind of decision); the 2 of clubs leads the first trick;
-follow the lead suit if you can; no points on the first trick; hearts are not led until one
-(or the queen of spades) has been played; the highest card of the lead suit takes the trick
-and leads the next. Each heart taken costs a point, the queen of spades 13; a seat that takes
-all 26 ("shoots the moon") gives every other seat 26 instead. OpenSpiel's return is 26 less
-the points; the payoff here is that / 26 (1: no points taken).
+52 cards, 13 each. The holder of the 2 of clubs leads it to the first trick. Each seat follows
+the led suit if it can, else plays any card; the highest card of the led suit takes the trick
+and leads the next. Hearts may not be led until one has been played (hearts "broken"), unless
+the leader holds only hearts. Each heart taken is 1 point, the queen of spades 13 (26 a hand).
+Shooting the moon is played: a seat that takes all 26 scores 0 and each other seat 26.
+
+Payoff per seat: (the mean of the other seats' points - its own) / 26. Zero-sum, in -1..+1
+(+1: shot the moon; -1: took all 26 while nobody shot; a clean hand while another took the
+queen is about +0.17), so a point taken costs the same whoever gives it away.
+
+A move is "play 7H"; the engine lists one per playable card, in hand order.
 """
 
 from __future__ import annotations
@@ -19,86 +20,88 @@ from typing import Any
 
 from croupier.games.simulator import Simulator
 
-SEATS, SCALE = 4, 26.0
-RANKS, SUITS = "23456789TJQKA", "CDHS"
-QUEEN = "QS"
+RANKS, SUITS, SEATS = "23456789TJQKA", "CDHS", 4
+DECK = [r + s for s in SUITS for r in RANKS]  # hand order: by suit, then rank
+QUEEN, MOON = "QS", 26
 
 
 def points(card: str) -> int:
     return 13 if card == QUEEN else int(card[1] == "H")
 
 
-def _spiel() -> Any:
-    try:
-        import pyspiel  # the optional `games` extra
-    except ImportError:
-        raise ValueError("hearts is OpenSpiel's: pip install 'croupier[games]'") from None
-    return pyspiel.load_game("hearts")
-
-
 class HeartsSimulator(Simulator):
     name = "hearts"
     adapter = "examples.hearts.adapter:Hearts"
     num_players = SEATS
-    zero_sum = False  # 26 points are shared out; a moon gives 78
 
     def __init__(self) -> None:
-        self.game, self.rng = _spiel(), random.Random()
+        self.rng = random.Random()
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
         if seed is not None:
             self.rng.seed(seed)
-        self.s = self.game.new_initial_state()
-        self.s.apply_action(0)  # the pass direction: "No Pass"
-        while self.s.is_chance_node():
-            self.s.apply_action(self.rng.choice(self.s.chance_outcomes())[0])
-        self.hands = [self._dealt(seat) for seat in range(SEATS)]
-        self.trick: list[str] = []  # this trick's cards, in the order played
-        self.played: list[str] = []  # the cards of the tricks done
-        self.taken: list[list[str]] = [[] for _ in range(SEATS)]  # point cards taken
+        deck = self.rng.sample(DECK, len(DECK))
+        self.hands = [sorted(deck[i::SEATS], key=DECK.index) for i in range(SEATS)]
+        self.turn = next(s for s in range(SEATS) if "2C" in self.hands[s])
+        self.trick: list[str] = []  # cards of the trick in play, in the order played
+        self.leader = self.turn
+        self.taken = [0] * SEATS  # points taken so far
+        self.played: list[list[str]] = [[] for _ in range(SEATS)]
         self.broken = False
         self.moves: list[list[Any]] = []
 
-    def _dealt(self, seat: int) -> list[str]:
-        """The seat's hand from OpenSpiel's view of it ("S JT3" a line per suit)."""
-        lines = self.s.information_state_string(seat).split("Hand:")[1].split("\n")
-        return [rank + line[0] for line in lines if line[:2] in ("S ", "H ", "D ", "C ")
-                for rank in line[2:].strip().replace("none", "")]  # fmt: skip
-
     def current_player(self) -> int:
-        return int(self.s.current_player())
+        return self.turn
 
-    def _legal(self) -> dict[str, int]:
-        return {"play " + self.s.action_to_string(a): a for a in self.s.legal_actions()}
+    def legal_actions(self) -> list[str]:
+        hand = self.hands[self.turn]
+        if not self.trick:  # leading
+            if len(hand) == 13:  # the first trick: the 2 of clubs
+                cards = ["2C"]
+            elif self.broken or all(c[1] == "H" for c in hand):
+                cards = hand
+            else:
+                cards = [c for c in hand if c[1] != "H"]
+        else:
+            cards = [c for c in hand if c[1] == self.trick[0][1]] or hand
+        return ["play " + c for c in cards]
 
     def state(self, seat: int) -> dict[str, Any]:
-        legal = list(self._legal()) if seat == self.current_player() else []
+        legal = self.legal_actions() if seat == self.turn else []
         return {"seat": seat, "hand": list(self.hands[seat]), "trick": list(self.trick),
-                "played": list(self.played), "taken": [list(t) for t in self.taken],
-                "hearts_broken": "yes" if self.broken else "no", "moves": self.moves[-52:],
-                "legal_actions": legal}  # fmt: skip
+                "lead": self.trick[0][1] if self.trick else "none",
+                "broken": "yes" if self.broken else "no",
+                "played": [list(p) for p in self.played], "points": list(self.taken),
+                "moves": [list(m) for m in self.moves], "legal_actions": legal}  # fmt: skip
 
     def step(self, action: Any) -> None:
-        legal = self._legal()
-        if self.is_over() or action not in legal:
-            raise ValueError(f"illegal action {action!r}; legal: {list(legal)}")
-        seat, card = self.current_player(), action[5:]
-        self.moves.append([seat, action, self.trick[0][1] if self.trick else "lead"])
+        if self.is_over() or action not in self.legal_actions():
+            raise ValueError(f"illegal action {action!r}; legal: {self.legal_actions()}")
+        seat, card = self.turn, action[5:]
+        self.moves.append([seat, action])
         self.hands[seat].remove(card)
+        self.played[seat].append(card)
         self.trick.append(card)
-        self.broken = self.broken or points(card) > 0
-        self.s.apply_action(legal[action])
-        if len(self.trick) == SEATS:
-            lead = self.trick[0][1]
-            best = max((c for c in self.trick if c[1] == lead), key=lambda c: RANKS.index(c[0]))
-            winner = (seat + 1 + self.trick.index(best)) % SEATS  # seat played the 4th card
-            self.taken[winner] += [c for c in self.trick if points(c)]
-            self.played += self.trick
-            self.trick = []
+        self.broken = self.broken or card[1] == "H"
+        if len(self.trick) < SEATS:
+            self.turn = (seat + 1) % SEATS
+            return
+        lead = self.trick[0][1]
+        best = max((c for c in self.trick if c[1] == lead), key=lambda c: RANKS.index(c[0]))
+        winner = (self.leader + self.trick.index(best)) % SEATS
+        self.taken[winner] += sum(points(c) for c in self.trick)
+        self.trick, self.leader, self.turn = [], winner, winner
 
     def is_over(self) -> bool:
-        return bool(self.s.is_terminal())
+        return not any(self.hands)
+
+    def scores(self) -> list[int]:
+        """Each seat's points for the hand, the moon applied."""
+        if MOON in self.taken:
+            return [0 if t == MOON else MOON for t in self.taken]
+        return list(self.taken)
 
     def payoffs(self) -> list[float]:
-        return [r / SCALE for r in self.s.returns()]
+        s = self.scores()
+        return [((sum(s) - own) / (SEATS - 1) - own) / MOON for own in s]
