@@ -328,12 +328,15 @@ def test_bad_hidden_sizes_are_a_usage_error_not_a_traceback(capsys):
     assert "positive sizes separated by commas" in capsys.readouterr().err
 
 
-def test_the_anchors_entropy_bonus_starts_by_the_policys_kind():
-    """Unset, the rules anchor's entropy bonus is 0.1 for a fixed action head (leduc) and 0 for
-    scored candidate moves (doudizhu: with it the landlord drifted below its clone and was held
-    there; docs/training.md); a flag sets it for either."""
+def test_the_anchors_entropy_bonus_starts_by_how_many_moves_a_decision_has():
+    """Unset, the rules anchor's entropy bonus is 0.1 for a fixed head of a few named moves
+    (leduc's four) and 0 for many moves, whatever the head: scored candidates (doudizhu: with it
+    the landlord drifted below its clone and was held there) or a slot per card (Hearts:
+    docs/training.md); a flag sets it for either."""
     assert train_parse("--game", "leduc-holdem").rules_anchor.entropy_boost == 0.1
     assert train_parse("--game", "doudizhu").rules_anchor.entropy_boost == 0.0
+    slot_per_card = "examples.president.adapter:President"  # 53 slots, a fixed head
+    assert train_parse("--game", slot_per_card).rules_anchor.entropy_boost == 0.0
     assert (
         train_parse("--game", "doudizhu", "--rules-entropy-boost", "0.1").rules_anchor.entropy_boost
         == 0.1

@@ -492,7 +492,7 @@ class TrainSettings:
     rules_entropy_boost: float | None = setting(
         None,
         "An entropy bonus over the algorithm's own at the start, to explore from the clone "
-        "(default: 0.1 for a fixed action head, 0 for scored candidate moves)",
+        "(default: 0.1 for a fixed head of at most 16 moves, 0 for more or scored candidates)",
     )
     rules_anchor_half_life: float = setting(
         200_000.0,

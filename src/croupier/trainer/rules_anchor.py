@@ -67,23 +67,27 @@ GAIN_SUMS_KEYS = ("rules_gain_returns", "rules_gain_values", "rules_gain_return_
                   "rules_gain_value_squares", "rules_gain_cross")  # fmt: skip
 
 
-# The entropy bonus's start by the policy's kind, unless set (docs/training.md):
-# - a fixed action head, 0.1 (not 0.04): leduc's `make demo` (quiet machine) +1.064 against
-#   +0.996 (and the untrained start +1.109 in the same window);
-# - scored candidate moves, none: with many legal moves the bonus spreads mass over poor ones
-#   faster than the advantages pull it back. Doudizhu's landlord, 15 minutes at once, one core
-#   each: with 0.1 it fell below the clone within 100k env steps, was pulled back to the most
-#   and never let go (0.467 sampled / 0.498 greedy, 7.5 minutes below the rules' record);
-#   without it, let go at 160k (0.660 / 0.775, 0.0 minutes below). UNO's declared cards ended
-#   level either way (-0.047 / -0.032 with it, -0.056 / -0.024 without).
-FIXED_HEAD_ENTROPY_BOOST = 0.1
-CANDIDATES_ENTROPY_BOOST = 0.0
+# The entropy bonus's start by how many moves a decision has, unless set (docs/training.md):
+# - a fixed head of a few named moves (at most `FEW_MOVES` slots), 0.1 (not 0.04): leduc's
+#   `make demo` (quiet machine) +1.064 against +0.996 (and the untrained start +1.109 in the
+#   same window);
+# - many moves, none, whatever the head: the bonus spreads mass over poor moves faster than
+#   the advantages pull it back. Doudizhu's landlord (scored candidates), 15 minutes at once,
+#   one core each: with 0.1 it fell below the clone within 100k env steps, was pulled back to
+#   the most and never let go (0.467 sampled / 0.498 greedy, 7.5 minutes below the rules'
+#   record); without it, let go at 160k (0.660 / 0.775, 0.0 minutes below). OpenSpiel's
+#   Hearts, a fixed head of a slot per card, 30 minutes beside its candidates: with 0.1
+#   -0.014 sampled / +0.024 greedy; without it +0.007 / +0.036 (2,000 duplicate hands each).
+FEW_MOVES = 16
+FEW_MOVES_ENTROPY_BOOST = 0.1
+MANY_MOVES_ENTROPY_BOOST = 0.0
 
 
 def default_entropy_boost(adapter: Any) -> float:
-    """The anchor's entropy bonus at the start, when not set, for the game's policy: one
-    that scores candidate moves or one with a fixed action head."""
-    return CANDIDATES_ENTROPY_BOOST if is_candidate_game(adapter) else FIXED_HEAD_ENTROPY_BOOST
+    """The anchor's entropy bonus at the start, when not set: for a fixed head of at most
+    `FEW_MOVES` moves (betting games), none for more (a slot per card, scored candidates)."""
+    few = not is_candidate_game(adapter) and adapter.num_actions <= FEW_MOVES
+    return FEW_MOVES_ENTROPY_BOOST if few else MANY_MOVES_ENTROPY_BOOST
 
 
 @dataclass(frozen=True)
@@ -107,8 +111,8 @@ class RulesAnchor:
     # An entropy bonus on top of the algorithm's own at the start: the clone is sharp, and
     # PPO's clipped steps grow a move it rarely plays only slowly; the bonus spreads mass
     # where the advantages do not object, i.e. where deviating from the rules is cheap.
-    # `croupier train` starts it by the policy's kind (`default_entropy_boost`).
-    entropy_boost: float = FIXED_HEAD_ENTROPY_BOOST
+    # `croupier train` starts it by how many moves a decision has (`default_entropy_boost`).
+    entropy_boost: float = FEW_MOVES_ENTROPY_BOOST
     # Env steps trained over which both halve (0: they never decay).
     half_life: float = 200_000.0
     # The anchor's clock runs on evidence, not only on steps (`Release`): while the policy's
