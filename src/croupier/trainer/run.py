@@ -147,7 +147,7 @@ class EnvRunnerLost(RuntimeError):
 def _check_runners(configured: int, answering: int) -> None:
     """Raise `EnvRunnerLost` when fewer remote env runners answer than were started. Not
     restarted: a runner's link port and the servers pointed at it belong to that process
-    (docs/operations.md: restart the trainer; it resumes from its checkpoint)."""
+    (docs/scale-out.md: restart the trainer; it resumes from its checkpoint)."""
     if answering < configured:
         raise EnvRunnerLost(
             f"{configured - answering} of {configured} env runners died (see the Ray log "
