@@ -21,7 +21,7 @@ DECK = sorted(r + s for r in "23456789TJQKA" for s in "CDHS")
 def test_the_followed_hands_tricks_and_points_are_openspiels() -> None:
     from examples.hearts_openspiel.game import HeartsSimulator
 
-    table, rng, moons = HeartsSimulator(), random.Random(2), 0
+    table, rng = HeartsSimulator(), random.Random(2)
     for hand in range(120):
         table.reset(hand)
         assert sorted(c for h in table.hands for c in h) == DECK
@@ -38,7 +38,6 @@ def test_the_followed_hands_tricks_and_points_are_openspiels() -> None:
         points = [sum(13 if c == "QS" else 1 for c in taken) for taken in table.taken]
         assert sum(points) == 26
         moon = 26 in points
-        moons += moon
         want = [26.0 * (p == 26) for p in points] if moon else [26.0 - p for p in points]
         assert [round(x * 26, 6) for x in table.payoffs()] == want
     assert len(table.played) == 52 and not table.trick

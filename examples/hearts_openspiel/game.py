@@ -40,7 +40,7 @@ class HeartsSimulator(Simulator):
     name = "hearts-openspiel"
     adapter = "examples.hearts_openspiel.adapter:Hearts"
     num_players = SEATS
-    zero_sum = False  # 26 points are shared out; a moon gives 78
+    zero_sum = False  # every payoff is 0..1: they sum to 3 a hand, 1 after a moon
 
     def __init__(self) -> None:
         self.game, self.rng = _spiel(), random.Random()
