@@ -336,7 +336,7 @@ def test_the_rules_clone_through_the_declaration_plays_as_the_rules() -> None:
     from croupier.trainer.rules_clone import clone_fit, distil, rules_decisions
 
     spec, _ = training_defaults(CANDIDATES, None, {})
-    anchor = RulesAnchor(clone_decisions=4000, clone_epochs=6)
+    anchor = RulesAnchor(clone_decisions=4000, clone_max_decisions=4000, clone_epochs=6)
     weights, report = distil(CANDIDATES, spec, anchor)
     adapter = load_adapter(CANDIDATES)
     module = spec.rl_module_spec(adapter.observation_space, adapter.action_space).build()

@@ -11,7 +11,9 @@ from croupier.trainer import rules_anchor as ra
 from tests.helpers.trainer import RunningTrainer, trainer_options
 
 GAME = "leduc-holdem"
-ANCHOR = ra.RulesAnchor(clone_decisions=1500, clone_epochs=5, kl_coeff=0.5, half_life=1000)
+ANCHOR = ra.RulesAnchor(
+    clone_decisions=1500, clone_max_decisions=1500, clone_epochs=5, kl_coeff=0.5, half_life=1000
+)
 
 
 @pytest.mark.ray

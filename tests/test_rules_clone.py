@@ -65,7 +65,7 @@ def test_first_steps_only_keeps_each_seats_first_decision_with_its_discounted_re
 
 def test_the_clones_report_holds_its_value_offset_on_fresh_first_steps():
     spec = ModelSpec(algo="ppo", hiddens=[16])
-    anchor = ra.RulesAnchor(clone_decisions=1000, clone_epochs=2)
+    anchor = ra.RulesAnchor(clone_decisions=1000, clone_max_decisions=1000, clone_epochs=2)
     _, report = rc.distil(GAME, spec, anchor, seed=4)
     assert report["value_offset_rows"] >= 200  # a fifth of the clone's decisions
     # And the clone's own level against the rules, each team's, the worst the floor.
@@ -178,3 +178,52 @@ def test_without_clone_value_the_value_head_learns_the_mean_return_alone():
     # The policy alike: the rules' moves, greedy, on its own data.
     for module in (fitted, blind):
         assert rc.clone_fit(module, data)["greedy_agreement"] > 0.95
+
+
+def test_the_clones_budget_doubles_while_it_still_misses_the_rules_on_fresh_decisions():
+    """`grow_clone`: a clone too small for its first budget (one epoch of 600 decisions)
+    misses Leduc's rules on fresh decisions; its budget doubles, on new deals, while a
+    doubling still cuts the misses, up to the most allowed; the report says each round."""
+    spec = ModelSpec(algo="ppo", hiddens=[8])
+    anchor = ra.RulesAnchor(clone_decisions=600, clone_max_decisions=4800, clone_epochs=1)
+    _, report = rc.distil(GAME, spec, anchor, seed=5)
+    rounds = report["rounds"]
+    assert len(rounds) >= 2 and rounds[0]["misses"] > rc.CLONE_MISS_TOLERANCE, rounds
+    sizes = [r["decisions"] for r in rounds]
+    assert all(b >= 2 * a for a, b in zip(sizes, sizes[1:], strict=False)) and sizes[-1] <= 4800
+    assert report["decisions"] == sizes[-1]
+    # Leduc's rules are deterministic: asked again they answer the same.
+    assert all(r["rules_misses"] == 0.0 and r["held_out"] > 0 for r in rounds)
+    # It stopped for a reason: the budget, the fit, or a doubling that cut too little.
+    assert 2 * sizes[-1] > 4800 or not rc.more_decisions(rounds)
+    # The checks' rows follow the first budget, not the grown one.
+    assert report["value_offset_rows"] < sizes[-1] // rc.CALIBRATION_SHARE or len(rounds) == 1
+
+
+def test_more_decisions_reads_the_misses_beyond_the_rules_own():
+    tol = rc.CLONE_MISS_TOLERANCE
+
+    def r(misses: float, rules: float = 0.0) -> dict:
+        return {"misses": misses, "rules_misses": rules}
+
+    def m(missed: int, of: int = 1000, first: int = 0) -> np.ndarray:
+        out = np.zeros(of, bool)
+        out[first : first + missed] = True
+        return out
+
+    assert rc.more_decisions([r(0.1)], [m(100)])  # a first round that misses: one doubling more
+    assert not rc.more_decisions([r(tol / 2)], [m(25)])  # close enough to the rules
+    # A bot that draws disagrees with itself: only the misses beyond that count.
+    assert not rc.more_decisions([r(0.2, rules=0.2 - tol / 2)], [m(200)])
+    # The doubling helped: 100 missed, then 70 of them.
+    assert rc.more_decisions([r(0.1), r(0.07)], [m(100), m(70)])
+    # It did not: 100 missed, then 95 others, 5 of them new (within the noise).
+    assert not rc.more_decisions([r(0.1), r(0.095)], [m(100), m(95, first=10)])
+
+
+def test_a_bot_that_draws_is_told_apart_by_asking_it_twice():
+    """UNO's `uno-rule-v1` picks at random among its equal choices; asked the same state
+    again it answers otherwise now and then. Leduc's rules never do (above)."""
+    data = rc.rules_decisions("uno", 400, seed=2, deviate=0.0, ask_twice=True)
+    assert data.again is not None and len(data.again) == len(data)
+    assert (data.again != data.actions).mean() > 0.0

@@ -77,3 +77,15 @@ def test_a_game_it_cannot_load_is_a_one_line_error(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
+
+
+def test_the_rules_anchor_through_train_arg_is_a_usage_error(tmp_path):
+    """The bench waits for the trainer's clone by its own --rules-anchor: the trainer told
+    --no-rules-anchor behind its back would be waited for until a timeout."""
+    result = CliRunner().invoke(
+        app, ["bench", "strength", "--game", "examples.kuhn.adapter:KuhnAdapter", "--minutes",
+              "1", "--train-arg=--no-rules-anchor", "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--no-rules-anchor" in result.output and "Traceback" not in result.output
+    assert not any(tmp_path.iterdir())  # nothing started

@@ -65,7 +65,8 @@ def test_a_tiny_tune_writes_a_preset_train_takes(tmp_path) -> None:
     start = TrainingPreset(algo="ppo", policy="masked", hiddens=[16, 16], lr=1e-3,
                            train_batch_size=256, minibatch_size=128, num_epochs=1)  # fmt: skip
     run = TuneRun(game=KUHN, minutes=3, trials=2, trial_minutes=0.04, eval_every_s=1,
-                  eval_hands=100, final_hands=200, rules_anchor={"clone_decisions": 400},
+                  eval_hands=100, final_hands=200,
+                  rules_anchor={"clone_decisions": 400, "clone_max_decisions": 400},
                   num_envs=8, space=small, start=start, compare=True)  # fmt: skip
     out = tmp_path / "kuhn.json"
     report = tune_game(run, out, tmp_path / "results", tmp_path / "tune")

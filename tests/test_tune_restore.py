@@ -42,7 +42,7 @@ def test_a_copied_trial_starts_from_the_weights_it_copied(monkeypatch, tmp_path)
     from ray import tune
 
     run = TuneRun(game=KUHN, eval_every_s=2, eval_hands=50, final_hands=50, num_envs=8,
-                  rules_anchor={"clone_decisions": 300})  # fmt: skip
+                  rules_anchor={"clone_decisions": 300, "clone_max_decisions": 300})  # fmt: skip
     setup = trial_setup(run, SMALL, trial_s=4.0, checkpoints=True)
     config = trial_config(SMALL)
     donor = _run_trial(monkeypatch, setup, config, None, tmp_path / "donor")

@@ -314,7 +314,7 @@ def test_the_rules_clone_through_the_declaration_plays_as_the_rules() -> None:
     from croupier.trainer.rules_clone import distil
 
     spec, _ = training_defaults(CANDIDATES, None, {})
-    anchor = RulesAnchor(clone_decisions=1500, clone_epochs=3)
+    anchor = RulesAnchor(clone_decisions=1500, clone_max_decisions=1500, clone_epochs=3)
     weights, report = distil(CANDIDATES, spec, anchor)
     assert report["decisions"] >= 1500
     clone = policy_player(CANDIDATES, spec, weights, explore=False)

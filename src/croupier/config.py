@@ -476,7 +476,12 @@ class TrainSettings:
         "KL term; --no-rules-anchor: start untrained, no KL term",
     )
     clone_decisions: int = setting(
-        20_000, "Rules-vs-rules decisions the clone is distilled from (whole hands)"
+        20_000, "Rules-vs-rules decisions the clone is distilled from first (whole hands)"
+    )
+    clone_max_decisions: int = setting(
+        160_000,
+        "The most decisions the clone's budget doubles to while it still misses the rules' "
+        "moves on fresh decisions (at most --clone-decisions: no growth)",
     )
     clone_smoothing: float = setting(
         0.05, "The clone's label smoothing: the share of its target spread over the legal moves"

@@ -193,6 +193,14 @@ def bench_strength(
     from croupier.cli.common import side_map
     from croupier.settings import layer_sizes
 
+    # The bench waits for the trainer's first version where the trainer starts from the
+    # clone: its own flag says which, so a trainer told otherwise behind its back would be
+    # waited for in vain (10 minutes, then a timeout).
+    if {"--rules-anchor", "--no-rules-anchor"} & set(train_arg or []):
+        raise typer.BadParameter(
+            "give --rules-anchor / --no-rules-anchor to bench strength itself",
+            param_hint="--train-arg",
+        )
     sizes = layer_sizes(hiddens) if hiddens else None
     given = {"hiddens": sizes, "score_hidden": score_hidden, "lr": lr,
              "train_batch_size": train_batch_size, "minibatch_size": minibatch_size,

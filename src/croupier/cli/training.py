@@ -113,6 +113,7 @@ def train_options(s: TrainSettings) -> Any:
         rules_anchor=RulesAnchor(
             enabled=s.rules_anchor,
             clone_decisions=s.clone_decisions,
+            clone_max_decisions=max(s.clone_max_decisions, s.clone_decisions),
             smoothing=s.clone_smoothing,
             clone_value=s.clone_value,
             kl_coeff=s.rules_kl,

@@ -98,6 +98,9 @@ class RulesAnchor:
     # Decisions of the rules against the rules the clone learns from (whole hands: the last
     # one is played out). A budget in decisions, not hands: a doudizhu game is ~46 of them.
     clone_decisions: int = 20_000
+    # The most the budget grows to: it doubles while the clone still misses the rules' moves
+    # on fresh decisions (`rules_clone.grow_clone`; a slot per card needed 100,000).
+    clone_max_decisions: int = 160_000
     # Cross-entropy target: 1 - smoothing on the rules' move, the rest spread over the legal
     # moves. 0: the sharpest clone.
     smoothing: float = 0.05
@@ -132,6 +135,9 @@ class RulesAnchor:
         if self.clone_decisions < 1 or self.clone_epochs < 1:
             raise ValueError("clone_decisions and clone_epochs: at least 1 each, got "
                              f"{self.clone_decisions!r} and {self.clone_epochs!r}")  # fmt: skip
+        if self.clone_max_decisions < self.clone_decisions:
+            raise ValueError(f"clone_max_decisions ({self.clone_max_decisions!r}) below "
+                             f"clone_decisions ({self.clone_decisions!r})")  # fmt: skip
         if not 0.0 <= self.smoothing < 1.0:
             raise ValueError(f"smoothing: a share in [0, 1), got {self.smoothing!r}")
 

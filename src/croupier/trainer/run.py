@@ -422,8 +422,10 @@ class Trainer:
         # At warning, the default level: the clone takes a while (Hearts: ~20 s, doudizhu
         # ~55 s) before the link opens, and a trainer silent that long reads as hung.
         if found is None:
-            log.warning("distilling the rules of %s (%d decisions) before the link opens...",
-                        opts.game, opts.rules_anchor.clone_decisions)  # fmt: skip
+            log.warning("distilling the rules of %s (%d decisions, up to %d while the clone "
+                        "still misses their moves) before the link opens...", opts.game,
+                        opts.rules_anchor.clone_decisions,
+                        opts.rules_anchor.clone_max_decisions)  # fmt: skip
             gamma = opts.hyper.gamma if opts.hyper else 1.0
             weights, report = rc.distil(opts.game, spec, opts.rules_anchor, gamma=gamma)
             ra.save_anchor(directory, weights, report)
