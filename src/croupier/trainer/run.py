@@ -422,19 +422,21 @@ class Trainer:
         # At warning, the default level: the clone takes a while (Hearts: ~20 s, doudizhu
         # ~55 s) before the link opens, and a trainer silent that long reads as hung.
         if found is None:
-            log.warning("distilling the rules of %s (%d decisions, up to %d while the clone "
-                        "still misses their moves) before the link opens...", opts.game,
-                        opts.rules_anchor.clone_decisions,
-                        opts.rules_anchor.clone_max_decisions)  # fmt: skip
+            budget, most = opts.rules_anchor.clone_decisions, opts.rules_anchor.clone_max_decisions
+            grows = f", up to {most} while the clone misses their moves" if most > budget else ""
+            log.warning("distilling the rules of %s (%d decisions%s) before the link opens...",
+                        opts.game, budget, grows)  # fmt: skip
             gamma = opts.hyper.gamma if opts.hyper else 1.0
             weights, report = rc.distil(opts.game, spec, opts.rules_anchor, gamma=gamma)
             ra.save_anchor(directory, weights, report)
         else:
             weights, report = found[0], found[1].get("clone", {})
         ra.start_from(self.algo, weights, version=1)
-        log.warning("starting from the rules' clone as version 1 (greedy agreement with the "
-                    "rules %s; the whole report: %s)", report.get("greedy_agreement"),
-                    directory / ra.ANCHOR_STATE)  # fmt: skip
+        last = (report.get("rounds") or [{}])[-1]  # (a clone kept before rounds: none)
+        log.warning("starting from the rules' clone as version 1 (fitted on %s decisions; it "
+                    "misses the rules' move on %s of fresh decisions, the rules themselves on "
+                    "%s; the whole report: %s)", report.get("decisions"), last.get("misses"),
+                    last.get("rules_misses"), directory / ra.ANCHOR_STATE)  # fmt: skip
         log.info("the rules' clone: %s", report)
         return True
 
