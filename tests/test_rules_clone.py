@@ -189,18 +189,29 @@ def test_the_clones_budget_doubles_while_it_still_misses_the_rules_on_fresh_deci
     _, report = rc.distil(GAME, spec, anchor, seed=5)
     rounds = report["rounds"]
     assert len(rounds) >= 2 and rounds[0]["misses"] > rc.CLONE_MISS_TOLERANCE, rounds
+    # Each round's budget doubles (the hands' last decisions a few more), up to the most.
     sizes = [r["decisions"] for r in rounds]
-    assert all(b >= 2 * a for a, b in zip(sizes, sizes[1:], strict=False)) and sizes[-1] <= 4800
-    assert report["decisions"] == sizes[-1]
+    budgets = [600 * 2**k for k in range(len(rounds))]
+    assert all(b <= n < b + 40 for b, n in zip(budgets, sizes, strict=True)), sizes
+    assert budgets[-1] <= 4800 and report["decisions"] == sizes[-1]
     # Leduc's rules are deterministic: asked again they answer the same.
     assert all(r["rules_misses"] == 0.0 and r["held_out"] > 0 for r in rounds)
     # It stopped for a reason: the budget, the fit, or a doubling that cut too little.
-    assert 2 * sizes[-1] > 4800 or not rc.more_decisions(rounds)
+    # It stopped for the reason it gives, and only the last round stopped.
+    assert all("stop" not in r for r in rounds[:-1])
+    stop, last = rounds[-1]["stop"], rounds[-1]
+    assert stop in ("close to the rules", "a doubling no longer helps", "the most decisions")
+    if stop == "the most decisions":
+        assert budgets[-1] == 4800
+    elif stop == "close to the rules":
+        assert last["misses"] <= rc.CLONE_MISS_TOLERANCE
+    else:
+        assert len(rounds) >= 2 and last["misses"] > rc.CLONE_MISS_TOLERANCE
     # The checks' rows follow the first budget, not the grown one.
     assert report["value_offset_rows"] < sizes[-1] // rc.CALIBRATION_SHARE or len(rounds) == 1
 
 
-def test_more_decisions_reads_the_misses_beyond_the_rules_own():
+def test_the_clone_stops_growing_close_to_the_rules_when_a_doubling_no_longer_helps_or_at_most():
     tol = rc.CLONE_MISS_TOLERANCE
 
     def r(misses: float, rules: float = 0.0) -> dict:
@@ -211,14 +222,18 @@ def test_more_decisions_reads_the_misses_beyond_the_rules_own():
         out[first : first + missed] = True
         return out
 
-    assert rc.more_decisions([r(0.1)], [m(100)])  # a first round that misses: one doubling more
-    assert not rc.more_decisions([r(tol / 2)], [m(25)])  # close enough to the rules
+    def stop(rounds: list[dict], missed: list[np.ndarray], next_budget: int = 40) -> str | None:
+        return rc.stop_growing(rounds, missed, next_budget, most=160)
+
+    assert stop([r(0.1)], [m(100)]) is None  # a first round that misses: one doubling more
+    assert stop([r(tol / 2)], [m(10)]) == "close to the rules"
     # A bot that draws disagrees with itself: only the misses beyond that count.
-    assert not rc.more_decisions([r(0.2, rules=0.2 - tol / 2)], [m(200)])
-    # The doubling helped: 100 missed, then 70 of them.
-    assert rc.more_decisions([r(0.1), r(0.07)], [m(100), m(70)])
+    assert stop([r(0.2, rules=0.2 - tol / 2)], [m(200)]) == "close to the rules"
+    # The doubling helped: 100 missed, then 70 of them; then the next budget is past the most.
+    assert stop([r(0.1), r(0.07)], [m(100), m(70)]) is None
+    assert stop([r(0.1), r(0.07)], [m(100), m(70)], next_budget=320) == "the most decisions"
     # It did not: 100 missed, then 95 others, 5 of them new (within the noise).
-    assert not rc.more_decisions([r(0.1), r(0.095)], [m(100), m(95, first=10)])
+    assert stop([r(0.1), r(0.095)], [m(100), m(95, first=10)]) == "a doubling no longer helps"
 
 
 def test_a_bot_that_draws_is_told_apart_by_asking_it_twice():

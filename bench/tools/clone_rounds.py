@@ -1,6 +1,6 @@
 """The rules' clone's budget, round by round, as `croupier train` distils it: per game, the
 decisions of each round and the clone's misses of the rules' moves on 4,000 fresh decisions
-(`rules_clone.grow_clone`), with the time it took to record and fit them.
+(`rules_clone.grow_clone`) and why it stopped, with the time it took to record and fit them.
 
     PYTHONPATH=src:. python bench/tools/clone_rounds.py leduc-holdem \
         examples.hearts_openspiel.adapter:Hearts examples.president.adapter:President

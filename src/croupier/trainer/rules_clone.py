@@ -17,6 +17,10 @@ seat's first decision (`first_step_offset`), its own level playing a team agains
 (`clone_level`), and how closely it follows them (`clone_fit`).
 
 Why these choices, with the measured numbers: docs/training.md, "Rules-anchored learning".
+Why ~490 lines in one module: the clone's making read in the order it happens (the rules'
+decisions recorded, the fit, its budget grown by its misses on fresh decisions, its checks),
+each step reading the one before's `Decisions`; apart, a reader would chase one record
+format through several files.
 Why apart from the anchor (`trainer/rules_anchor.py`, the pull back toward this clone while
 the policy learns): one job a module; the clone is made once, before any learner exists.
 Its settings are the anchor's (`RulesAnchor`: one `croupier train --rules-anchor ...`), of
@@ -307,37 +311,49 @@ def grow_clone(
     seed: int,
 ) -> tuple[Any, list[tuple[float, float]], Decisions, list[dict[str, Any]]]:
     """The clone fitted to `data`, then, while it still misses the rules on fresh decisions
-    (`more_decisions`), to twice as many (new deals; the same module fitted on), up to
+    (`stop_growing`), to twice as many (new deals; the same module fitted on), up to
     `anchor.clone_max_decisions`. Returns the module, its last round's losses, the decisions
     it was fitted to, and each round's fit on the fresh ones."""
     held = rules_decisions(game, min(HELD_OUT, len(data)), seed=seed + 3, gamma=gamma,
                            deviate=0.0, ask_twice=True)  # fmt: skip
     module, rounds, missed = None, [], []
+    # The budget, not the decisions recorded (whole hands: a few more), is what doubles, so
+    # 20,000 reaches a most of 160,000 in three doublings.
+    budget = anchor.clone_decisions
     for round_ in range(1, 64):  # bounded: the budget doubles each round
         module, losses = fit_clone(adapter, spec, anchor, data, seed, module)
         fit, misses = held_out_fit(module, held)
         rounds.append({"decisions": len(data), **fit})
         missed.append(misses)
-        if not more_decisions(rounds, missed) or 2 * len(data) > anchor.clone_max_decisions:
+        stop = stop_growing(rounds, missed, 2 * budget, anchor.clone_max_decisions)
+        if stop is not None:
+            rounds[-1]["stop"] = stop
             break
-        data = data + rules_decisions(game, len(data), seed=seed + 10 + round_, gamma=gamma)
+        data = data + rules_decisions(game, budget, seed=seed + 10 + round_, gamma=gamma)
+        budget *= 2
     return module, losses, data, rounds
 
 
-def more_decisions(rounds: list[dict[str, Any]], missed: list[np.ndarray]) -> bool:
-    """Whether the clone of the last round should be fitted to more decisions: it misses the
-    rules on fresh ones more often than they miss themselves, by over CLONE_MISS_TOLERANCE,
-    and (after a first round) the last doubling cut its misses by more than their noise: of
-    the same fresh decisions, those it now gets right less those it now gets wrong, over
-    twice their spread (a paired sign test)."""
+def stop_growing(
+    rounds: list[dict[str, Any]], missed: list[np.ndarray], next_budget: int, most: int
+) -> str | None:
+    """Why the clone of the last round is not fitted to more decisions, or None: it misses
+    the rules on fresh ones no more often than they miss themselves plus CLONE_MISS_TOLERANCE
+    ("close to the rules"); the last doubling did not cut its misses by more than their
+    noise: of the same fresh decisions, those it now gets right less those it now gets wrong,
+    within twice their spread (a paired sign test: "a doubling no longer helps"); or the next
+    budget is past the most ("the most decisions")."""
     last = rounds[-1]
     if last["misses"] - last["rules_misses"] <= CLONE_MISS_TOLERANCE:
-        return False
-    if len(missed) == 1:
-        return True
-    fixed = int((missed[-2] & ~missed[-1]).sum())
-    broken = int((missed[-1] & ~missed[-2]).sum())
-    return fixed - broken > 2.0 * math.sqrt(fixed + broken)
+        return "close to the rules"
+    if len(missed) > 1:
+        fixed = int((missed[-2] & ~missed[-1]).sum())
+        broken = int((missed[-1] & ~missed[-2]).sum())
+        if fixed - broken <= 2.0 * math.sqrt(fixed + broken):
+            return "a doubling no longer helps"
+    if next_budget > most:
+        return "the most decisions"
+    return None
 
 
 @torch.no_grad()
