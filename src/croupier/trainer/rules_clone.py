@@ -17,7 +17,7 @@ seat's first decision (`first_step_offset`), its own level playing a team agains
 (`clone_level`), and how closely it follows them (`clone_fit`).
 
 Why these choices, with the measured numbers: docs/training.md, "Rules-anchored learning".
-Why ~490 lines in one module: the clone's making read in the order it happens (the rules'
+Why ~510 lines in one module: the clone's making read in the order it happens (the rules'
 decisions recorded, the fit, its budget grown by its misses on fresh decisions, its checks),
 each step reading the one before's `Decisions`; apart, a reader would chase one record
 format through several files.
