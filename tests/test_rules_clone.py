@@ -196,7 +196,6 @@ def test_the_clones_budget_doubles_while_it_still_misses_the_rules_on_fresh_deci
     assert budgets[-1] <= 4800 and report["decisions"] == sizes[-1]
     # Leduc's rules are deterministic: asked again they answer the same.
     assert all(r["rules_misses"] == 0.0 and r["held_out"] > 0 for r in rounds)
-    # It stopped for a reason: the budget, the fit, or a doubling that cut too little.
     # It stopped for the reason it gives, and only the last round stopped.
     assert all("stop" not in r for r in rounds[:-1])
     stop, last = rounds[-1]["stop"], rounds[-1]

@@ -99,7 +99,7 @@ class RulesAnchor:
     # one is played out). A budget in decisions, not hands: a doudizhu game is ~46 of them.
     clone_decisions: int = 20_000
     # The most the budget grows to: it doubles while the clone still misses the rules' moves
-    # on fresh decisions (`rules_clone.grow_clone`; a slot per card needed 100,000).
+    # on fresh decisions (`rules_clone.grow_clone`; Hearts' slot per card: 160,000).
     clone_max_decisions: int = 160_000
     # Cross-entropy target: 1 - smoothing on the rules' move, the rest spread over the legal
     # moves. 0: the sharpest clone.

@@ -419,8 +419,9 @@ class Trainer:
             return False
         directory = Path(opts.checkpoint_dir)
         found = ra.load_anchor(directory)
-        # At warning, the default level: the clone takes a while (Hearts: ~20 s, doudizhu
-        # ~55 s) before the link opens, and a trainer silent that long reads as hung.
+        # At warning, the default level: the clone takes a while (doudizhu ~70 s, the
+        # from-scratch Hearts' candidates ~90 s, a slot per card up to ~170 s) before the link
+        # opens, and a trainer silent that long reads as hung.
         if found is None:
             budget, most = opts.rules_anchor.clone_decisions, opts.rules_anchor.clone_max_decisions
             grows = f", up to {most} while the clone misses their moves" if most > budget else ""
