@@ -347,3 +347,33 @@ def test_the_anchors_entropy_bonus_starts_by_how_many_moves_a_decision_has():
         ).rules_anchor.entropy_boost
         == 0.0
     )
+
+
+def test_the_clones_smoothing_starts_by_head():
+    """Unset, the clone's label smoothing is 0.01 for a fixed head of a slot per card (spread
+    over every legal card, 5% kept Hearts' sampled clone below its bot: docs/training.md) and
+    0.05 for a few named moves or scored candidates; a flag sets it for either, and the
+    in-process trainers resolve it as `croupier train` does."""
+    from croupier.games.registry import load_adapter
+    from croupier.trainer.rules_anchor import anchor_for
+
+    slot_per_card = "examples.president.adapter:President"  # 53 slots, a fixed head
+    assert train_parse("--game", slot_per_card).rules_anchor.smoothing == 0.01
+    assert train_parse("--game", "leduc-holdem").rules_anchor.smoothing == 0.05
+    assert train_parse("--game", "doudizhu").rules_anchor.smoothing == 0.05
+    assert (
+        train_parse(
+            "--game", "examples.president.adapter:PresidentCandidates"
+        ).rules_anchor.smoothing
+        == 0.05
+    )
+    given = train_parse("--game", slot_per_card, "--clone-smoothing", "0.05")
+    assert given.rules_anchor.smoothing == 0.05
+    assert (
+        train_parse("--game", "leduc-holdem", "--clone-smoothing", "0").rules_anchor.smoothing
+        == 0.0
+    )
+    assert (
+        anchor_for(load_adapter(slot_per_card)) == train_parse("--game", slot_per_card).rules_anchor
+    )
+    assert anchor_for(load_adapter(slot_per_card), smoothing=None).smoothing == 0.01

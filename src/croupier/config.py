@@ -483,8 +483,11 @@ class TrainSettings:
         "The most decisions the clone's budget doubles to while it still misses the rules' "
         "moves on fresh decisions (at most --clone-decisions: no growth)",
     )
-    clone_smoothing: float = setting(
-        0.05, "The clone's label smoothing: the share of its target spread over the legal moves"
+    clone_smoothing: float | None = setting(
+        None,
+        "The clone's label smoothing: the share of its target spread over the legal moves "
+        "(default: 0.01 for a fixed head of more than 16 moves, 0.05 for fewer or scored "
+        "candidates)",
     )
     clone_value: bool = setting(
         True,

@@ -72,9 +72,10 @@ class AnchorBench:
 def run_variant(bench: AnchorBench, name: str, record: float) -> dict[str, Any]:
     from croupier.bench.evaluate import payoff_vs
     from croupier.bench.train import run_anchor
-    from croupier.trainer.rules_anchor import RulesAnchor
+    from croupier.games.registry import load_adapter
+    from croupier.trainer.rules_anchor import anchor_for
 
-    anchor = variant_anchor(name, RulesAnchor(**bench.settings))
+    anchor = variant_anchor(name, anchor_for(load_adapter(bench.game), **bench.settings))
     print(f"{name}: {bench.minutes:g} min in-process...", flush=True)
     run = run_anchor(bench.game, bench.algo, bench.minutes, train=bench.train, rules_anchor=anchor,
                      eval_every_s=bench.eval_every_s, eval_hands=bench.eval_hands,

@@ -64,7 +64,7 @@ def run_anchor(
     spec, hyper = training_defaults(game, algo, train, preset)  # as `croupier train`
     adapter = load_adapter(game)
     if rules_anchor is None:  # `croupier train`'s default for the game
-        rules_anchor = ra.RulesAnchor(entropy_boost=ra.default_entropy_boost(adapter))
+        rules_anchor = ra.anchor_for(adapter)
     anchor = rules_anchor
     if anchor.enabled and rc.anchorable(game) is not None:
         anchor = replace(anchor, enabled=False)

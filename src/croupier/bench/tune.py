@@ -280,10 +280,11 @@ def trial(config: dict[str, Any], setup: dict[str, Any]) -> None:
 
 def trial_setup(run: TuneRun, base: TrainingPreset, trial_s: float, checkpoints: bool) -> dict:
     """What every trial of a search or comparison shares (`trial`'s `setup`)."""
+    from croupier.games.registry import load_adapter
     from croupier.trainer import rules_anchor as ra
     from croupier.trainer import rules_clone as rc
 
-    anchor = ra.RulesAnchor(**run.rules_anchor)
+    anchor = ra.anchor_for(load_adapter(run.game), **run.rules_anchor)  # as `croupier train`
     decisions = first_steps = None
     if anchor.enabled and rc.anchorable(run.game) is None:
         # Recorded once here, each trial fitting its own clone (its own network) to them:
@@ -291,7 +292,7 @@ def trial_setup(run: TuneRun, base: TrainingPreset, trial_s: float, checkpoints:
         decisions = rc.rules_decisions(run.game, anchor.clone_decisions, seed=run.seed,
                                        gamma=base.gamma)  # fmt: skip
         first_steps = rc.calibration_steps(run.game, len(decisions), run.seed, base.gamma)
-    return {"game": run.game, "base": base, "seed": run.seed, "rules_anchor": run.rules_anchor,
+    return {"game": run.game, "base": base, "seed": run.seed, "rules_anchor": anchor.to_dict(),
             "decisions": decisions, "first_steps": first_steps, "num_envs": run.num_envs,
             "trial_s": trial_s, "eval_every_s": run.eval_every_s, "eval_hands": run.eval_hands,
             "final_hands": run.final_hands, "checkpoints": checkpoints}  # fmt: skip

@@ -67,7 +67,7 @@ def train_options(s: TrainSettings) -> Any:
     from croupier.games.registry import load_adapter
     from croupier.link.secret import TokenSource
     from croupier.trainer.algo import training_defaults
-    from croupier.trainer.rules_anchor import RulesAnchor, default_entropy_boost
+    from croupier.trainer.rules_anchor import anchor_for
     from croupier.trainer.run import TrainOptions
 
     names = ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff", "gamma",
@@ -110,18 +110,15 @@ def train_options(s: TrainSettings) -> Any:
         metrics_port=s.metrics_port,
         metrics_host=s.metrics_host,
         init_weights=s.init_weights,
-        rules_anchor=RulesAnchor(
+        rules_anchor=anchor_for(
+            load_adapter(s.game),
             enabled=s.rules_anchor,
             clone_decisions=s.clone_decisions,
             clone_max_decisions=max(s.clone_max_decisions, s.clone_decisions),
             smoothing=s.clone_smoothing,
             clone_value=s.clone_value,
             kl_coeff=s.rules_kl,
-            entropy_boost=(
-                default_entropy_boost(load_adapter(s.game))
-                if s.rules_entropy_boost is None
-                else s.rules_entropy_boost
-            ),
+            entropy_boost=s.rules_entropy_boost,
             half_life=s.rules_anchor_half_life,
             release=s.rules_anchor_release,
             pull_back=s.rules_anchor_pull_back,

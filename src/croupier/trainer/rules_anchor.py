@@ -90,6 +90,26 @@ def default_entropy_boost(adapter: Any) -> float:
     return FEW_MOVES_ENTROPY_BOOST if few else MANY_MOVES_ENTROPY_BOOST
 
 
+# The clone's label smoothing by head, unless set (docs/training.md, "The clone's budget
+# follows its fit"). Spread evenly over a slot per card, 5% costs the sampled clone what the
+# fit gained: OpenSpiel's Hearts' 160,000-decision clone in-process, 2,000 duplicate hands,
+# -0.015 +- 0.006 a hand at 0.05, -0.004 +- 0.004 at 0.01 (greedy -0.004 / -0.002), and through
+# the path minute 0 -0.017 +- 0.016 (5.0 minutes below) against -0.000 +- 0.011 (0.0 below,
+# +0.032 greedy after 30 minutes); crazy eights' slot per card, 30 minutes at once, 0.05 5.0
+# minutes below and -0.030 +- 0.014 sampled at the end, 0.01 0.0 below and -0.008 +- 0.012.
+# Scored candidates share the moves' features (Hearts' clone -0.005 at 0.05) and a few named
+# moves explore from it (leduc's `make demo`): 0.05.
+SLOT_PER_CARD_SMOOTHING = 0.01
+SMOOTHING = 0.05
+
+
+def default_smoothing(adapter: Any) -> float:
+    """The clone's label smoothing, when not set: 0.01 for a fixed head of more than
+    `FEW_MOVES` slots (a slot per card), 0.05 for a few named moves or scored candidates."""
+    per_card = not is_candidate_game(adapter) and adapter.num_actions > FEW_MOVES
+    return SLOT_PER_CARD_SMOOTHING if per_card else SMOOTHING
+
+
 @dataclass(frozen=True)
 class RulesAnchor:
     """Rules-anchored learning's settings (`croupier train --rules-anchor ...`)."""
@@ -102,8 +122,8 @@ class RulesAnchor:
     # on fresh decisions (`rules_clone.grow_clone`; Hearts' slot per card: 160,000).
     clone_max_decisions: int = 160_000
     # Cross-entropy target: 1 - smoothing on the rules' move, the rest spread over the legal
-    # moves. 0: the sharpest clone.
-    smoothing: float = 0.05
+    # moves. 0: the sharpest clone. `croupier train` sets it by head (`default_smoothing`).
+    smoothing: float = SMOOTHING
     # Passes over the recorded decisions (minibatches of 256, Adam 1e-3).
     clone_epochs: int = 10
     # Fit the clone's value head to the rules' returns (the critic PPO starts from); False:
@@ -168,6 +188,15 @@ class RulesAnchor:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def anchor_for(adapter: Any, **given: Any) -> RulesAnchor:
+    """The game's `RulesAnchor`: the defaults that depend on its head (the entropy bonus, the
+    clone's smoothing) resolved for it, `given` over them (a None: the default)."""
+    settings = {"entropy_boost": default_entropy_boost(adapter),
+                "smoothing": default_smoothing(adapter)}  # fmt: skip
+    settings.update({k: v for k, v in given.items() if v is not None})
+    return RulesAnchor(**settings)
 
 
 @dataclass
