@@ -178,7 +178,7 @@ def test_candidates_say_the_kind_the_cards_what_is_left_and_what_they_answer() -
     state = toy_state(hand=["9H", "KS"], legal_actions=["pass", "play 9H", "play KS", "bid.up"])
     obs, cands = a.encode_candidates(state)
     assert obs.shape == (a.obs_size,) and cands.shape == (4, a.candidate_size)
-    assert a.candidate_size == 4 + 2 * TOY.set_size + 1 + 8
+    assert a.candidate_size == 4 + 2 * TOY.set_size + 1 + 8 + 2 + 2  # ..., suits, kept
     # the kinds, in the legal order: pass, play, play, bid.up
     np.testing.assert_array_equal(cands[:, :4], np.eye(4)[[0, 1, 1, 3]])
     card = 4  # the move's cards start here; then what it leaves in the hand
@@ -189,7 +189,8 @@ def test_candidates_say_the_kind_the_cards_what_is_left_and_what_they_answer() -
     assert cands[:, left + TOY.set_size - 1].tolist() == [2 / 8, 1 / 8, 1 / 8, 2 / 8]
     # The trick is QH then AS: 9H follows the lead (hearts), KS matches the top's suit and
     # beats the lead suit's best (QH) but not the trick's best (AS).
-    answer = cands[:, -8:]
+    at = 4 + 2 * TOY.set_size + 1
+    answer = cands[:, at : at + 8]
     assert answer[1, 1] == 1 and answer[2, 1] == 0  # follows the lead suit
     assert answer[2, 2] == 1 and answer[1, 2] == 0  # the top card's suit
     assert answer[2, 4] == 0 and answer[2, 5] == 0 and answer[1, 5] == 0
@@ -198,7 +199,12 @@ def test_candidates_say_the_kind_the_cards_what_is_left_and_what_they_answer() -
     gone = a.encode_candidates(toy_state(hand=["KS"], legal_actions=["play KS", "pass"]))[1]
     assert gone[:, 4 + 2 * TOY.set_size].tolist() == [1.0, 0.0]  # it empties the hand
     lead = a.encode_candidates(toy_state(trick=[]))[1]
-    assert (lead[:, -8] == 1).all()  # leading: nothing to answer
+    assert (lead[:, at] == 1).all()  # leading: nothing to answer
+    # Its suits, then what it keeps of them and of its ranks (n cards: n / (n + 2)).
+    kept = a.encode_candidates(
+        toy_state(hand=["9H", "TH", "KS", "KS"], legal_actions=["play 9H", "play KS", "pass"])
+    )[1][:, -4:]
+    np.testing.assert_allclose(kept, [[1, 0, 1 / 3, 0], [0, 1, 1 / 3, 1 / 3], [0, 0, 0, 0]])
     assert a.candidate_value(3, state) == "bid.up"
     served = load_adapter("tests.test_cards:ToyCandidates")
     assert is_candidate_game(served) and served.action_index("play KS", state) == 2

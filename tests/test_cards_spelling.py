@@ -134,13 +134,14 @@ def test_the_move_to_beat_is_read_from_the_history() -> None:
     play is to beat; after two passes the seat leads."""
     a = ShedCandidates()
     _, rows = a.encode_candidates(shed_state(moves=[[0, "2"], [1, "-"]]))
-    answer = rows[:, -8:]
+    at = len(a.game.kinds) + 2 * a.game.set_size + 1  # kind | cards | left, empties | answer
+    answer = rows[:, at : at + 8]
     assert (answer[:, 0] == 0).all()  # not leading
     # "-", "2", "22", "J" against a single 2: only J's best rank beats it; 2 and J match its size
     assert answer[:, 4].tolist() == [0, 0, 0, 1]
     assert answer[:, 7].tolist() == [0, 1, 0, 1]
     _, rows = a.encode_candidates(shed_state(moves=[[0, "2"], [1, "-"], [2, "-"]]))
-    assert (rows[:, -8] == 1).all()  # both others passed: the seat leads
+    assert (rows[:, at] == 1).all()  # both others passed: the seat leads
     with pytest.raises(ValueError, match="answers"):
         CardGame("x", DECK, (Hand("h"), Seat("s")), (Kind("p", (1, 1)),), answers="s")
 

@@ -107,14 +107,14 @@ def test_the_features_say_what_the_state_holds(states: list[dict[str, Any]]) -> 
     np.testing.assert_allclose(obs[o : o + 15], expected)
     assert obs[o + 15] == pytest.approx(len(state["current_hand"]) / 20)
     # answering the last move (not leading), each move the same number of cards as it or not
-    answer = rows[:, -8:]
+    answer = rows[:, -10:-2]  # | how it answers | what it keeps (a suitless deck: no suits)
     assert (answer[:, 0] == 0).all()
     size = [len(m) if m != "pass" else 0 for m in state["legal_actions"]]
     assert answer[:, 7].tolist() == [float(n == len(state["trace"][-1][1])) for n in size]
     # after two passes the seat leads: nothing to answer
     lead = next(s for s in states if len(s["trace"]) > 2 and s["trace"][-1][1] == "pass"
                 and s["trace"][-2][1] == "pass")  # fmt: skip
-    assert (a.encode_candidates(lead)[1][:, -8] == 1).all()
+    assert (a.encode_candidates(lead)[1][:, -10] == 1).all()
 
 
 def hand_made_refuses(state: dict[str, Any]) -> bool:

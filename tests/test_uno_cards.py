@@ -119,10 +119,14 @@ def test_the_features_say_what_the_state_holds(states: list[dict[str, Any]]) -> 
     assert obs[HAND + SET - 1] == pytest.approx(len(state["hand"]) / 108)
     assert obs[COLOR : COLOR + 4].tolist() == [float(c == state["color"]) for c in COLORS]
     state = next(s for s in states if any("wild" in m for m in s["legal_actions"]))
-    choice = a.encode_candidates(state)[1][:, -4:]
-    for move, row in zip(state["legal_actions"], choice, strict=True):
+    rows = a.encode_candidates(state)[1]
+    choice, suits = rows[:, -10:-6], rows[:, -6:-2]  # | choice | its colours | what it keeps
+    for move, named_row, suit_row in zip(state["legal_actions"], choice, suits, strict=True):
         named = move[0] if move.endswith("wild") or move.endswith("wild_draw_4") else None
-        assert row.tolist() == [float(c == named) for c in COLORS], move
+        assert named_row.tolist() == [float(c == named) for c in COLORS], move
+        # A wild's colour is the one it names; a coloured card's its own; a draw's none.
+        colour = named or (move[0] if move != "draw" else None)
+        assert suit_row.tolist() == [float(c == colour) for c in COLORS], move
 
 
 def hand_made_refuses(state: dict[str, Any]) -> bool:
@@ -383,7 +387,10 @@ def test_the_toolkit_features_uno_needed_work_for_any_game() -> None:
     newest, older = obs[-2 * move : -move], obs[-move:]
     assert newest[:2].tolist() == [1, 0] and newest[-2:].tolist() == [1, 0]  # pass, facing x
     assert older[:2].tolist() == [0, 1] and older[-4:].tolist() == [1, 0, 0, 1]  # J naming a
-    assert game.candidates(p)[:, -2:].tolist() == [[0, 0], [0, 0], [0, 1]]
+    rows = game.candidates(p)  # ... | choice | suits | what it keeps of its suits, ranks
+    assert rows[:, -6:-4].tolist() == [[0, 0], [0, 0], [0, 1]]
+    assert rows[:, -4:-2].tolist() == [[1, 0], [1, 0], [0, 1]]  # the joker's: the one named
+    np.testing.assert_allclose(rows[:, -2:], [[1 / 3, 1 / 3], [1 / 3, 1 / 3], [0, 0]])
     with pytest.raises(InvalidState, match="more copies"):  # an alias is the card it names
         game.parse({**state, "hand": ["J", "a-J", "J"]})
     with pytest.raises(InvalidState, match="twice"):

@@ -198,9 +198,33 @@ def candidates(g: CardGame, state: dict[str, Any]) -> np.ndarray:
             set_features(g, left, hand_max),
             empties,
             answer(g, counts, state),
+            kept(g, counts, left),
         ],
         axis=1,
     )
+
+
+def kept(g: CardGame, counts: np.ndarray, left: np.ndarray) -> np.ndarray:
+    """Per move: its cards' suits, one-hot, then the mean count left in the hand of its own
+    suits and of its own ranks, each as n / (n + 2) (no choices in the games held to it)."""
+    _, rank, _, by_suit = g.deck.tables()
+    suits = len(g.deck.suits)
+    out = np.zeros((len(counts), suits + 2), np.float32)
+    for m, (move, after) in enumerate(zip(counts, left, strict=True)):
+        held = np.flatnonzero(move)
+        its_suits = sorted({int(np.argmax(by_suit[i])) for i in held if by_suit[i].any()})
+        its_ranks = sorted({int(rank[i]) for i in held})
+        out[m, its_suits] = 1.0
+        left_of_suit = [
+            sum(int(after[i]) for i in range(g.deck.size) if by_suit[i, x]) for x in its_suits
+        ]
+        left_of_rank = [
+            sum(int(after[i]) for i in range(g.deck.size) if rank[i] == r) for r in its_ranks
+        ]
+        for col, lefts in ((suits, left_of_suit), (suits + 1, left_of_rank)):
+            n = sum(lefts) / max(len(lefts), 1)
+            out[m, col] = n / (n + 2.0)
+    return out
 
 
 def mask_slots(g: CardGame, state: dict[str, Any]) -> set[int]:

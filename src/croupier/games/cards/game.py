@@ -1,7 +1,7 @@
 """`CardGame`: the declaration, and what croupier builds from it: the state's checks, the
 features, the fixed head's slots, the candidates and the JSON Schema (`croupier.games.cards`).
 
-Why ~450 lines in one module: the checks, the features and the schema all read the declaration's
+Why ~730 lines in one module: the checks, the features and the schema all read the declaration's
 tables (card indices and ranks, each card's copies, the moves read so far); apart, each would
 reach into the others' private state, and a schema could drift from the checks it mirrors."""
 
@@ -24,6 +24,8 @@ from croupier.games.cards.zones import Hand, History, Pile, RoleSeat, Seat, Seat
 
 # Per-candidate features of how a move answers the `answers` zone (see `CardGame.answer`).
 ANSWER_SIZE = 8
+# Per-candidate features of what a move keeps of its suits and of its ranks (`CardGame.kept`).
+KEPT_SIZE = 2
 # The caches' bounds (a server runs for days): moves read, oldest out first. Doudizhu's
 # 27,472 moves all fit (~1.2 KB each with their rows, 32 MB all); card sets: a state's hands
 # and piles repeat from one state to the next (doudizhu's played cards 83% of the time, its
@@ -202,8 +204,11 @@ class CardGame:
         # columns; the history's are the kind and the first deck-size of them) | its cards
         # counted | its highest rank (-1: none) | its highest rank per suit (-1: none) |
         # whether it holds each rank | whether it holds n cards, n = 0..the most a kind
-        # takes | its rank gap to a pile whose highest rank is r, r = 0..ranks - 1. The
-        # answer features are comparisons of these and one of the gaps (`answer`).
+        # takes | its rank gap to a pile whose highest rank is r, r = 0..ranks - 1 | its
+        # suits (a card's, or the suit a choice names) | the cards of its suits and of its
+        # ranks it takes from the hand | how many suits and ranks it has (at least 1). The
+        # answer features are comparisons of these and one of the gaps (`answer`); what a
+        # move keeps, of the hand and the last three (`kept`).
         k, s, r = len(self.kinds), len(d.suits), d.num_ranks
         most = max(kind.cards[1] for kind in self.kinds)
         cand = k + set_size
@@ -215,7 +220,15 @@ class CardGame:
         put(self, "_row_rank", cand + d.size + 1 + s)
         put(self, "_row_sizes", cand + d.size + 1 + s + r)
         put(self, "_row_gap", cand + d.size + 1 + s + r + most + 1)
-        put(self, "_row_width", cand + d.size + 1 + s + r + most + 1 + r)
+        put(self, "_row_suits", cand + d.size + 1 + s + r + most + 1 + r)
+        put(self, "_row_kept", cand + d.size + 1 + s + r + most + 1 + r + s)
+        put(self, "_row_width", cand + d.size + 1 + s + r + most + 1 + r + s + 4)
+        # A hand's cards per suit and per rank, in one product with its counts (`kept`).
+        put(self, "_per_suit_rank", np.concatenate([by_suit, self._tables[2]], axis=1))
+        # A choice named as one of the deck's suits (UNO's wild, crazy eights' suit call)
+        # is that suit for what a move keeps.
+        put(self, "_choice_suit", [tuple(d.suits).index(c) if c in tuple(d.suits) else -1
+                                   for c in self.choices])  # fmt: skip
 
     def _zone(self, name: str) -> Zone:
         zone = next((z for z in self.zones if z.field == name), None)
@@ -254,8 +267,10 @@ class CardGame:
     @property
     def candidate_size(self) -> int:
         """kind | the move's cards | what it leaves in the hand, and whether it empties it |
-        how it answers `answers` | its choice (if any kind names one)."""
-        return len(self.kinds) + 2 * self.set_size + 1 + ANSWER_SIZE + len(self.choices)
+        how it answers `answers` | its choice (if any kind names one) | its suits | what it
+        keeps of them and of its ranks (`kept`)."""
+        return (len(self.kinds) + 2 * self.set_size + 1 + ANSWER_SIZE + len(self.choices)
+                + len(self.deck.suits) + KEPT_SIZE)  # fmt: skip
 
     @property
     def hand_max(self) -> int:
@@ -383,11 +398,11 @@ class CardGame:
         first = ids[0] if ids else -1
         named = self.choices.index(choice) if colon else -1
         move = Move(k, counts, first, tuple(sorted(ids)), self._slot_of(k, counts, first, named),
-                    self.move_row(k, counts), named)  # fmt: skip
+                    self.move_row(k, counts, named), named)  # fmt: skip
         _keep(self._moves, x, move, MOVES_KEPT)  # only valid moves are kept
         return move
 
-    def move_row(self, kind: int, counts: np.ndarray) -> np.ndarray:
+    def move_row(self, kind: int, counts: np.ndarray, named: int = -1) -> np.ndarray:
         """float32[_row_width]: what a move's features take from the move alone (the layout:
         `_tabulate`), computed once per move, gathered per state."""
         row = np.full(self._row_width, -1.0, np.float32)
@@ -408,7 +423,21 @@ class CardGame:
         row[self._row_sizes + int(counts.sum())] = 1.0
         tops = np.arange(self.deck.num_ranks)  # (the features' own formula, once per move)
         gap = np.where(mine_top >= 0, (mine_top - tops) / self.deck.num_ranks, 0.0)
-        row[self._row_gap : self._row_width] = gap
+        row[self._row_gap : self._row_suits] = gap
+        suits = row[self._row_suits : self._row_kept]
+        suits[:] = 0.0
+        chosen = self._choice_suit[named] if named >= 0 else -1
+        if chosen >= 0:
+            suits[chosen] = 1.0
+        else:
+            suits[[suit[i] for i in held if suit[i] >= 0]] = 1.0
+        ranks = row[self._row_rank : self._row_rank + self.deck.num_ranks]
+        taken = (0.0, 0.0)  # what it takes from the hand of its suits and of its ranks
+        if held and self.kinds[kind].from_hand:
+            per = counts @ self._per_suit_rank
+            taken = (suits @ per[: len(suits)], ranks @ per[len(suits) :])
+        at = self._row_kept
+        row[at : at + 4] = (*taken, max(suits.sum(), 1.0), max(ranks.sum(), 1.0))
         row.setflags(write=False)
         return row
 
@@ -538,12 +567,33 @@ class CardGame:
         held = self._hand_field is not None and len(p.values[self._hand_field].ids) > 0
         out[:, a + s] = (out[:, a + s - 1] == 0) & held
         self.answer(p, out[:, a + s + 1 : a + s + 1 + ANSWER_SIZE])
+        o = a + s + 1 + ANSWER_SIZE
         if self.choices:  # the choice a move names, one-hot
-            chosen = out[:, a + s + 1 + ANSWER_SIZE :]
+            chosen = out[:, o : o + len(self.choices)]
             chosen[:] = 0.0
             choice = np.array([m.choice for m in p.legal])
             named = np.flatnonzero(choice >= 0)
             chosen[named, choice[named]] = 1.0
+        self.kept(rows, hand, out[:, o + len(self.choices) :])
+        return out
+
+    def kept(self, rows: np.ndarray, hand: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Per move: its suits, one-hot (a card's, or the suit its choice names), then what it
+        leaves in the hand of its own suits and of its own ranks (cards, averaged over its
+        suits / ranks, as n / (n + 2): 1 card 0.33, 2 0.5, 8 0.8). A network sees at once
+        what the hand made only as a product of two inputs: the colour a wild should name
+        (UNO), the suit a trick game runs short of, the set a play breaks up. The hand's
+        cards per suit and rank once, summed over each move's (whole numbers: exact), less
+        what the move takes of them (its row's)."""
+        s, at = len(self.deck.suits), self._row_kept
+        per = hand @ self._per_suit_rank
+        suits = rows[:, self._row_suits : at]
+        held = np.empty((len(rows), 2))
+        held[:, 0] = suits @ per[:s]
+        held[:, 1] = rows[:, self._row_rank : self._row_rank + self.deck.num_ranks] @ per[s:]
+        n = (held - rows[:, at : at + 2]) / rows[:, at + 2 : at + 4]
+        out[:, :s] = suits
+        out[:, s:] = n / (n + 2.0)
         return out
 
     def to_answer(self, p: Parsed) -> tuple[np.ndarray, list[int] | bytes | tuple[int, ...]]:
