@@ -3,7 +3,7 @@ tests construct it directly) and `ServeProcess` (what only the `croupier serve` 
 address, TLS, logging). `croupier serve`'s flags, their help and environment variables, and
 docs/settings.md are generated from these fields (see croupier/settings.py).
 
-Why ~500 lines in one module: every setting of `serve` and `train` is defined here once, with
+Why ~545 lines in one module: every setting of `serve` and `train` is defined here once, with
 its help; split by command, the settings both share (keys, the link token) would be defined
 twice."""
 

@@ -19,12 +19,12 @@ value's own offset, both measured on fresh hands (`rules_clone.distil`).
 
 Why these choices, with the measured numbers: docs/training.md, "Rules-anchored learning".
 
-Why ~570 lines in one module: one feature read in the order it happens (its settings, when
-to pull back or let go, the learners' terms and their gain, installing both in an
-Algorithm, keeping them beside the checkpoint), all driven by one `RulesAnchor`; apart, a
-reader would chase one schedule through several files. `RulesAnchor` also holds the clone's
-own settings (one `croupier train --rules-anchor ...`); this module imports nothing of
-`rules_clone`, which reads those few fields.
+Why ~610 lines in one module: one feature read in the order it happens (its settings and
+their defaults by head, when to pull back or let go, the learners' terms and their gain,
+installing both in an Algorithm, keeping them beside the checkpoint), all driven by one
+`RulesAnchor`; apart, a reader would chase one schedule through several files.
+`RulesAnchor` also holds the clone's own settings (one `croupier train --rules-anchor ...`);
+this module imports nothing of `rules_clone`, which reads those few fields.
 """
 
 from __future__ import annotations
