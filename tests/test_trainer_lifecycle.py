@@ -11,6 +11,7 @@ of an outage is trained.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -162,6 +163,37 @@ def test_a_restart_goes_on_from_the_newest_published_weights(ray_session, tmp_pa
         assert "RESTORED OLDER WEIGHTS" in caplog.text
     finally:
         third.close()
+
+
+@pytest.mark.ray
+def test_a_restart_with_another_model_is_refused_by_name(ray_session, tmp_path):
+    """A checkpoint written by another model (a wider feature, other --hiddens) is refused
+    before the restore, naming a weight and both shapes; the checkpoint is left as it was
+    and still resumes with its own settings."""
+    from croupier.trainer.run import MODULE_SHAPES, StartRefused, Trainer
+
+    rt = RunningTrainer(trainer_options(tmp_path, iterations=1))
+    try:
+        rt.start().join(90, feed=True)
+        written = rt.seq()
+    finally:
+        rt.close()
+    shapes = json.loads((tmp_path / "checkpoint" / MODULE_SHAPES).read_text())
+    assert any(shape == [64, 64] for shape in shapes.values())
+
+    other = Trainer(trainer_options(tmp_path, hiddens=[32, 32]))
+    try:
+        wanted = r"another model .* \(\d+ weights differ in shape: .*64.* there, .*32.* here"
+        with pytest.raises(StartRefused, match=wanted):
+            other.build()
+    finally:
+        if other.algo is not None:
+            other.algo.stop()
+    again = RunningTrainer(trainer_options(tmp_path))
+    try:
+        assert again.seq() == written
+    finally:
+        again.close()
 
 
 # --- real processes: five restarts beside serving servers ---------------------------------------

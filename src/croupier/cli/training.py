@@ -148,7 +148,7 @@ def train(values: dict[str, Any]) -> None:
         raise typer.BadParameter(str(e)) from None
     from croupier.link.client import parse_address
     from croupier.link.server import check_listen
-    from croupier.trainer.run import EnvRunnerLost
+    from croupier.trainer.run import EnvRunnerLost, StartRefused
     from croupier.trainer.run import train as run_training
 
     try:
@@ -161,7 +161,7 @@ def train(values: dict[str, Any]) -> None:
         raise typer.BadParameter(str(e)) from None
     try:
         last = run_training(options)
-    except EnvRunnerLost as e:  # the run cannot go on; said in one line, not a traceback
+    except (EnvRunnerLost, StartRefused) as e:  # said in one line, not a traceback
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
     typer.echo(json.dumps({"final": last}, default=str))

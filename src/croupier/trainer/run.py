@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from croupier.files import owner_only, private_dir
 from croupier.games.presets import DEFAULT_ALGO
 from croupier.link.secret import TokenSource
@@ -142,6 +144,17 @@ _RUNNER_OWN = ("worker_index", "node_id", "port")
 class EnvRunnerLost(RuntimeError):
     """A remote env runner died (its process or its node): the games it listened for have
     no trainer side, so the run ends here with this, not later on a missing counter."""
+
+
+class StartRefused(ValueError):
+    """What the checkpoint dir (or `--init-weights`) holds does not fit the model this run
+    builds: said in one line, before anything is trained or served."""
+
+
+# Beside each checkpoint: the shape of every weight of the learner's module, so that a restart
+# with another model (a feature added by a newer croupier, another --hiddens) is refused by
+# name instead of by torch's size-mismatch traceback from inside RLlib's restore.
+MODULE_SHAPES = "croupier-module-shapes.json"
 
 
 def _check_runners(configured: int, answering: int) -> None:
@@ -289,6 +302,7 @@ class Trainer:
         checkpoint = recover_checkpoint(Path(opts.checkpoint_dir))
         from_rules = False
         if checkpoint is not None:
+            self._check_shapes(checkpoint)
             self.algo.restore_from_path(str(checkpoint.resolve()))
         elif opts.init_weights is not None:
             self._start_from(Path(opts.init_weights), spec)
@@ -374,6 +388,35 @@ class Trainer:
         )  # fmt: skip
         return True
 
+    def _module_shapes(self) -> dict[str, list[int]]:
+        """Each weight of the learner's module(s) by name, and its shape."""
+        weights = self.algo.learner_group.get_weights()
+        return {
+            f"{module_id}/{name}": [int(n) for n in np.shape(value)]
+            for module_id, params in weights.items()
+            for name, value in params.items()
+        }
+
+    def _check_shapes(self, checkpoint: Path) -> None:
+        """Refuse a checkpoint whose weights do not fit this run's module (a checkpoint
+        written before its shapes were recorded is left to RLlib's restore)."""
+        path = checkpoint / MODULE_SHAPES
+        if not path.exists():
+            return
+        saved = json.loads(path.read_text())
+        here = self._module_shapes()
+        differ = [k for k in sorted(saved) if k in here and saved[k] != here[k]]
+        if not differ:
+            return
+        first = ", ".join(f"{k} {saved[k]} there, {here[k]} here" for k in differ[:2])
+        raise StartRefused(
+            f"the checkpoint in {checkpoint.parent} holds another model than this run builds "
+            f"({len(differ)} weights differ in shape: {first}): the game's features or the "
+            "network changed since it was written (a newer croupier may add feature columns: "
+            "CHANGELOG.md). Start in a fresh --checkpoint-dir (it starts from the rules' "
+            "clone), or run with the settings and croupier version that wrote it."
+        )
+
     def _start_from(self, init_dir: Path, spec: Any) -> None:
         """Load a pretrain's full module (policy and value heads) into the learner(s) and keep
         its version number (`build` then hands it to the runners, which push it to servers)."""
@@ -384,7 +427,7 @@ class Trainer:
 
         init_spec, weights, version = read_init_weights(init_dir)
         if init_spec.to_dict() != spec.to_dict():
-            raise ValueError(
+            raise StartRefused(
                 f"{init_dir} holds a {init_spec.to_dict()} model; this run trains "
                 f"{spec.to_dict()} (pretrain with the same --algo and --hiddens)"
             )
@@ -714,6 +757,7 @@ class Trainer:
         tmp = target.with_name(CHECKPOINT + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         self.algo.save_to_path(str(tmp))
+        (tmp / MODULE_SHAPES).write_text(json.dumps(self._module_shapes()))
         owner_only(tmp)  # RLlib writes with the umask's modes (0644): 0600, folders 0700
         if self.anchor is not None:  # the coefficient's clock, for a restart
             from croupier.trainer.rules_anchor import save_steps
