@@ -326,6 +326,19 @@ def test_the_ppo_loss_gains_exactly_coeff_times_kl():
     assert loss(0.7) - loss(0.0) == pytest.approx(0.7 * kl, rel=1e-4, abs=1e-6)
     # The entropy bonus: the loss falls by bonus x the policy's mean entropy.
     assert loss(0.0, 0.05) - loss(0.0) == pytest.approx(-0.05 * h, rel=1e-4, abs=1e-6)
+    # Let go: neither term, and the reference is not run at all (its forward is not free).
+    reference_module = learner._rules_reference[DEFAULT_MODULE_ID]
+    calls: list[int] = []
+    run_reference = reference_module.forward_train
+    reference_module.forward_train = lambda b: calls.append(1) or run_reference(b)
+    learner.set_rules_coeff(0.0, 0.0, watching=False)
+    with torch.no_grad():
+        assert learner._anchor_term(DEFAULT_MODULE_ID, batch, fwd) is None
+    assert calls == []
+    learner.set_rules_coeff(0.0)
+    with torch.no_grad():
+        assert learner._anchor_term(DEFAULT_MODULE_ID, batch, fwd) is not None
+    assert calls == [1]
 
 
 # --- minutes below the rules' record --------------------------------------------------------

@@ -330,10 +330,12 @@ class _AnchoredMixin:
     _rules_reference: dict[str, Any]
     _rules_coeff: float
     _rules_entropy: float
+    _rules_watching: bool
 
     def _anchor_init(self) -> None:
         if not hasattr(self, "_rules_reference"):
             self._rules_reference, self._rules_coeff, self._rules_entropy = {}, 0.0, 0.0
+            self._rules_watching = True
 
     def set_rules_reference(self, weights: dict[str, np.ndarray], module_id: str) -> None:
         """Hold `weights` (the clone: a full module state) as the frozen reference."""
@@ -346,10 +348,12 @@ class _AnchoredMixin:
             p.requires_grad_(False)
         self._rules_reference[module_id] = reference
 
-    def set_rules_coeff(self, coeff: float, entropy: float = 0.0) -> None:
-        """The KL term's coefficient and the extra entropy bonus for the next updates."""
+    def set_rules_coeff(self, coeff: float, entropy: float = 0.0, watching: bool = True) -> None:
+        """The KL term's coefficient and the extra entropy bonus for the next updates; with
+        `watching` False (the anchor let go), neither term nor gain is computed any more."""
         self._anchor_init()
         self._rules_coeff, self._rules_entropy = float(coeff), float(entropy)
+        self._rules_watching = bool(watching)
 
     def rules_coeff(self) -> float:
         self._anchor_init()
@@ -360,10 +364,12 @@ class _AnchoredMixin:
         return bool(self._rules_reference)
 
     def _anchor_term(self, module_id: str, batch: dict[str, Any], fwd_out: dict[str, Any]) -> Any:
-        """The minibatch's mean KL(reference || policy) (None without a reference)."""
+        """The minibatch's mean KL(reference || policy) (None without a reference, or once
+        the anchor let go: the reference's forward was 15% of a doudizhu trainer's CPU after
+        it had let go, py-spy, for numbers nothing read any more)."""
         self._anchor_init()
         reference = self._rules_reference.get(module_id)
-        if reference is None:
+        if reference is None or not self._rules_watching:
             return None
         with torch.no_grad():
             ref_out = reference.forward_train(batch)
@@ -486,7 +492,7 @@ def set_coefficients(
     it let go)."""
     coeff = anchor.coefficient(clock, released)
     bonus = anchor.entropy_bonus(clock, released)
-    _on_learners(algo, lambda learner: learner.set_rules_coeff(coeff, bonus))
+    _on_learners(algo, lambda learner: learner.set_rules_coeff(coeff, bonus, not released))
     return coeff, bonus
 
 
