@@ -41,7 +41,9 @@ GAME = CardGame(
         Kind("play", cards=(1, 1)),
         Kind("draw"),
         Kind("pass"),
-        *(Kind(f"suit-{s}") for s in SUITS),
+        # Naming a suit is one kind with the suit as its choice (not a kind per suit): its
+        # candidate row then says which suit, and how many of it the hand keeps.
+        Kind("suit", choices=tuple(SUITS)),
     ),  # fmt: skip
     answers="top",
     # The first out wins the other's points, at most the deck's 508 (OpenSpiel's / 100).
@@ -68,7 +70,7 @@ def eights_rules(state: dict[str, Any]) -> str:
     legal, hand = state["legal_actions"], state["hand"]
     held = Counter(card[0] for card in hand if card[1] != "8")
     if state["phase"] == "nominate":
-        return f"suit-{max(SUITS, key=lambda s: held[s])}"
+        return f"suit:{max(SUITS, key=lambda s: held[s])}"
     plays = [m for m in legal if m.startswith("play ")]
     plain = [m for m in plays if m[6] != "8"]
     if plain:

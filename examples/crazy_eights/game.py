@@ -66,14 +66,14 @@ class CrazyEightsSimulator(Simulator):
         return int(self.s.current_player())
 
     def _legal(self) -> dict[str, int]:
-        """The legal moves by name: "play C4", "draw", "pass", "suit-H" (name a suit)."""
+        """The legal moves by name: "play C4", "draw", "pass", "suit:H" (name a suit)."""
         out = {}
         for a in self.s.legal_actions():
             text = self.s.action_to_string(a)
             if text.startswith("Play "):
                 out["play " + text[5:]] = a
             else:
-                out["suit-" + text[-1] if text.startswith("Nominate") else text.lower()] = a
+                out["suit:" + text[-1] if text.startswith("Nominate") else text.lower()] = a
         return out
 
     def state(self, seat: int) -> dict[str, Any]:

@@ -64,7 +64,15 @@ def read_move(g: CardGame, text: str) -> tuple[int, np.ndarray, list[int]]:
         text = g.spelling.read(text)
     name, *cards = text.split(" ")
     ids = card_ids(g, cards, False)
-    return [k.name for k in g.kinds].index(name), counts_of(g, ids), ids
+    return [k.name for k in g.kinds].index(name.split(":")[0]), counts_of(g, ids), ids
+
+
+def read_choice(g: CardGame, text: str) -> int:
+    """The index in the game's choices of what a move names ("kind:choice ..."), or -1."""
+    if g.spelling is not None:
+        text = g.spelling.read(text)
+    head = text.split(" ")[0]
+    return g.choices.index(head.split(":", 1)[1]) if ":" in head else -1
 
 
 def zone_value(g: CardGame, z: Any, state: dict[str, Any]) -> Any:
@@ -126,7 +134,9 @@ def state_features(g: CardGame, state: dict[str, Any]) -> np.ndarray:
                 o = i * width
                 out[o + (who - seat) % n] = 1.0
                 out[o + n + kind] = 1.0
-                out[o + n + len(g.kinds) : o + g.move_size] = counts / copies
+                out[o + n + len(g.kinds) : o + n + len(g.kinds) + g.deck.size] = counts / copies
+                if (choice := read_choice(g, text)) >= 0:
+                    out[o + n + len(g.kinds) + g.deck.size + choice] = 1.0
                 if z.then:
                     out[o + g.move_size + z.then.index(then[0])] = 1.0
         parts.append(out)
@@ -191,6 +201,11 @@ def candidates(g: CardGame, state: dict[str, Any]) -> np.ndarray:
     taken = np.array([g.kinds[k].from_hand for k, _, _ in moves])[:, None]
     left = hand[None] - np.where(taken, counts, 0)
     empties = ((left.sum(1) == 0) & (hand.sum() > 0))[:, None].astype(np.float32)
+    named = [read_choice(g, text) for text in state[g.legal_field]]
+    chosen = np.zeros((len(moves), len(g.choices)), np.float32)
+    for m, choice in enumerate(named):
+        if choice >= 0:
+            chosen[m, choice] = 1.0
     return np.concatenate(
         [
             kinds,
@@ -198,21 +213,25 @@ def candidates(g: CardGame, state: dict[str, Any]) -> np.ndarray:
             set_features(g, left, hand_max),
             empties,
             answer(g, counts, state),
-            kept(g, counts, left),
+            chosen,
+            kept(g, counts, left, named),
         ],
         axis=1,
     )
 
 
-def kept(g: CardGame, counts: np.ndarray, left: np.ndarray) -> np.ndarray:
-    """Per move: its cards' suits, one-hot, then the mean count left in the hand of its own
-    suits and of its own ranks, each as n / (n + 2) (no choices in the games held to it)."""
+def kept(g: CardGame, counts: np.ndarray, left: np.ndarray, named: list[int]) -> np.ndarray:
+    """Per move: its suits, one-hot (its cards', or the deck's suit its choice names), then
+    the mean count left in the hand of its own suits and of its own ranks, each as n / (n + 2)."""
     _, rank, _, by_suit = g.deck.tables()
     suits = len(g.deck.suits)
     out = np.zeros((len(counts), suits + 2), np.float32)
     for m, (move, after) in enumerate(zip(counts, left, strict=True)):
         held = np.flatnonzero(move)
         its_suits = sorted({int(np.argmax(by_suit[i])) for i in held if by_suit[i].any()})
+        choice = g.choices[named[m]] if named[m] >= 0 else None
+        if choice in g.deck.suits:
+            its_suits = [list(g.deck.suits).index(choice)]
         its_ranks = sorted({int(rank[i]) for i in held})
         out[m, its_suits] = 1.0
         left_of_suit = [
@@ -236,15 +255,18 @@ def mask_slots(g: CardGame, state: dict[str, Any]) -> set[int]:
         kind_i, counts, ids = read_move(g, text)
         kind, offset = g.kinds[kind_i], int(offsets[kind_i])
         head = kind.head_kind
+        named = read_choice(g, text)
+        per = max(len(kind.choices), 1)  # a slot per choice of each of the kind's own
+        choice = kind.choices.index(g.choices[named]) if named >= 0 else 0
         if head == "card":
-            slots.add(offset + (ids[0] if ids else 0))
+            slots.add(offset + (ids[0] if ids else 0) * per + choice)
         elif head in ("rank", "rank-count") and ids:
             rank = int(np.argmax(counts @ by_rank))
             if head == "rank":
-                slots.add(offset + rank)
+                slots.add(offset + rank * per + choice)
             else:
                 lo, hi = kind.cards
-                slots.add(offset + rank * (hi - lo + 1) + int(counts.sum()) - lo)
+                slots.add(offset + (rank * (hi - lo + 1) + int(counts.sum()) - lo) * per + choice)
         else:
-            slots.add(offset)
+            slots.add(offset + choice)
     return slots
