@@ -59,6 +59,13 @@ PRESETS: dict[str, TrainingPreset] = {
     # +47% (32 rows). One shared policy for both peasants beat one per seat past ~60k
     # decisions (one seed each). The features (no history, move context) are the game's:
     # `games/doudizhu.py` `SERVED_FEATURES`.
+    # Two epochs a batch, not four: through the external path on a small machine the learner
+    # shares the cores with the games, and a candidate update is most of the trainer's CPU
+    # (forward and backward over every legal move); two passes leave more of the core to
+    # playing. Declared through the card toolkit, from the clone, 30 min on one core each:
+    # landlord 0.777 sampled / 0.810 greedy with 2 (1.15M decisions) where 4 had 0.720 /
+    # 0.788 (0.90M); peasants 0.723 / 0.763 (2.09M) where 4 had 0.602 / 0.680 (1.84M)
+    # (docs/strength.md).
     "doudizhu": TrainingPreset(
         algo="ppo",
         policy="candidates",
@@ -67,6 +74,7 @@ PRESETS: dict[str, TrainingPreset] = {
         lr=5e-4,
         train_batch_size=4096,
         minibatch_size=512,
+        num_epochs=2,
         evidence="docs/strength.md#doudizhu",
     ),
     # In-process UNO vs `uno-rule-v1` (docs/strength.md): scored candidates (each legal card
