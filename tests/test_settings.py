@@ -377,3 +377,17 @@ def test_the_clones_smoothing_starts_by_head():
         anchor_for(load_adapter(slot_per_card)) == train_parse("--game", slot_per_card).rules_anchor
     )
     assert anchor_for(load_adapter(slot_per_card), smoothing=None).smoothing == 0.01
+
+
+def test_ppo_passes_a_batch_start_by_head():
+    """Without a preset, a scored-candidate game trains 2 epochs a batch (its update is most
+    of the trainer's CPU), a fixed head 4; a preset's own count and a flag win over both."""
+    from croupier.trainer.algo import CANDIDATE_EPOCHS, Hyper
+
+    candidates = "examples.president.adapter:PresidentCandidates"  # no preset of its own
+    assert Hyper.defaults("ppo").num_epochs > CANDIDATE_EPOCHS
+    assert train_parse("--game", candidates).hyper.num_epochs == CANDIDATE_EPOCHS
+    assert train_parse("--game", "examples.president.adapter:President").hyper.num_epochs == 4
+    assert train_parse("--game", "leduc-holdem").hyper.num_epochs == 4
+    assert train_parse("--game", "uno").hyper.num_epochs == 4  # its preset's
+    assert train_parse("--game", candidates, "--num-epochs", "3").hyper.num_epochs == 3

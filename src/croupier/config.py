@@ -427,7 +427,9 @@ class TrainSettings:
         None, "Default: the game's preset, else ppo 4000, appo 128"
     )
     minibatch_size: int | None = setting(None, "PPO; default: the game's preset, else 500")
-    num_epochs: int | None = setting(None, "PPO; default: the game's preset, else 4")
+    num_epochs: int | None = setting(
+        None, "PPO; default: the game's preset, else 2 for scored candidates, 4 otherwise"
+    )
     gamma: float | None = setting(None, "Discount; default: the game's preset, else 1.0")
     max_sample_batches: float | None = setting(
         None,
