@@ -379,9 +379,10 @@ def test_the_clones_smoothing_starts_by_head():
     assert anchor_for(load_adapter(slot_per_card), smoothing=None).smoothing == 0.01
 
 
-def test_ppo_passes_a_batch_start_by_head():
+def test_ppo_passes_a_batch_start_by_head(tmp_path):
     """Without a preset, a scored-candidate game trains 2 epochs a batch (its update is most
     of the trainer's CPU), a fixed head 4; a preset's own count and a flag win over both."""
+    from croupier.games.presets import TrainingPreset, save_preset
     from croupier.trainer.algo import CANDIDATE_EPOCHS, Hyper
 
     candidates = "examples.president.adapter:PresidentCandidates"  # no preset of its own
@@ -389,5 +390,8 @@ def test_ppo_passes_a_batch_start_by_head():
     assert train_parse("--game", candidates).hyper.num_epochs == CANDIDATE_EPOCHS
     assert train_parse("--game", "examples.president.adapter:President").hyper.num_epochs == 4
     assert train_parse("--game", "leduc-holdem").hyper.num_epochs == 4
-    assert train_parse("--game", "uno").hyper.num_epochs == 4  # its preset's
+    assert train_parse("--game", "uno").hyper.num_epochs == 2  # its preset's
     assert train_parse("--game", candidates, "--num-epochs", "3").hyper.num_epochs == 3
+    path = tmp_path / "preset.json"
+    save_preset(TrainingPreset(algo="ppo", policy="candidates", num_epochs=5), path)
+    assert train_parse("--game", candidates, "--preset", str(path)).hyper.num_epochs == 5
