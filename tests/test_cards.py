@@ -286,8 +286,9 @@ def semantics(game: CardGame, state: dict[str, Any]) -> bool:
     kinds = {k.name: k for k in game.kinds}
     # each history entry is [seat, move] or [seat, move, what was in force]
     moves = [entry[1] for entry in state.get("moves", [])] + state["legal_actions"]
+    # a move is "kind[:choice] cards..."
     in_hand = [Counter(m.split(" ")[1:]) <= hand for m in state["legal_actions"]
-               if kinds[m.split(" ")[0].split(":")[0]].from_hand]  # "kind[:choice] cards"
+               if kinds[m.split(" ")[0].split(":")[0]].from_hand]  # fmt: skip
     return (
         all(n <= copies for n in seen.values())
         and all(n <= copies for m in moves for n in Counter(m.split(" ")[1:]).values())
