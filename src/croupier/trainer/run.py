@@ -9,7 +9,7 @@ weights); without traffic it waits, reports itself idle and resumes when games r
 `max_idle_s` at most, forever by default); SIGTERM and SIGINT both checkpoint and exit, within
 `stop_grace_s`; `/healthz` on the metrics port says where it stands.
 
-Why one module of ~840 lines: it is the trainer's whole life, read top to bottom in the order
+Why one module of ~880 lines: it is the trainer's whole life, read top to bottom in the order
 it happens (build, restore, open the link, train, checkpoint, stop on a signal), like a
 CleanRL script; the link, the EnvRunner, the inbox, the published-weights notes and RLlib's
 internals each live in their own module.
