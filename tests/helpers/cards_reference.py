@@ -230,8 +230,8 @@ def kept(g: CardGame, counts: np.ndarray, left: np.ndarray, named: list[int]) ->
         held = np.flatnonzero(move)
         its_suits = sorted({int(np.argmax(by_suit[i])) for i in held if by_suit[i].any()})
         choice = g.choices[named[m]] if named[m] >= 0 else None
-        if choice in g.deck.suits:
-            its_suits = [list(g.deck.suits).index(choice)]
+        if choice in tuple(g.deck.suits):  # a suit's name, not a part of one
+            its_suits = [tuple(g.deck.suits).index(choice)]
         its_ranks = sorted({int(rank[i]) for i in held})
         out[m, its_suits] = 1.0
         left_of_suit = [

@@ -142,14 +142,16 @@ def training_defaults(
 
 
 def _scores_candidates(game: str) -> bool:
-    """Whether `game`'s adapter scores candidate moves (False for one that does not load:
-    the run then fails where the adapter is loaded, with its own message)."""
+    """Whether `game`'s adapter scores candidate moves. False for a name `load_adapter`
+    refuses (`vector` without its sizes, which the trainer passes later; an unknown name,
+    refused there with its own message); a module or class that is not there was already
+    raised by `preset_for`."""
     from croupier.games.candidates import is_candidate_game
     from croupier.games.registry import load_adapter
 
     try:
         return is_candidate_game(load_adapter(game))
-    except (ValueError, ImportError, AttributeError, TypeError):
+    except ValueError:
         return False
 
 
