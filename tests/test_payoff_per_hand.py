@@ -56,4 +56,12 @@ def test_the_progress_line_shows_return_and_payoff_per_hand() -> None:
             "payoff_per_hand": per_hand, "connected_servers": 1,
         }
     )  # fmt: skip
-    assert "return 0.85  per hand 0.7" in line
+    assert "return 0.85  per hand 0.7  servers 1" in line  # no entropy logged: none shown
+    line = format_progress(
+        {
+            "iteration": 3, "version": 3, "env_steps_per_s": 10.0, "env_steps": 100,
+            "lag": {"p50": 0, "p90": 1}, "episode_return_mean": 0.85,
+            "payoff_per_hand": per_hand, "connected_servers": 1, "policy_entropy": 0.4234,
+        }
+    )  # fmt: skip
+    assert "per hand 0.7  entropy 0.423  servers 1" in line

@@ -31,9 +31,11 @@ def test_a_first_start_serves_the_rules_clone_and_a_restart_holds_it(ray_session
         anchor = rt.trainer.last_progress["rules_anchor"]
         # The critic's share of the value targets' variance, as RLlib's PPO measured it.
         explained = rt.trainer.last_progress["value_explained_variance"]
+        entropy = rt.trainer.last_progress["policy_entropy"]
     finally:
         rt.close()
     assert isinstance(explained, float) and explained <= 1.0
+    assert isinstance(entropy, float) and entropy > 0.0  # the learner's own, from PPO
     # The last update ran under the coefficient set after the one before (its clock moved:
     # decayed, or pulled back where the policy fell below the rules).
     assert anchor["kl"] >= 0.0 and anchor["kl_coeff"] > 0.0

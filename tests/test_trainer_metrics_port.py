@@ -90,3 +90,14 @@ def test_the_critics_explained_variance_is_read_from_ppos_learner_results():
     assert value_explained_variance(result(-0.25)) == -0.25
     assert value_explained_variance(result(float("nan"))) is None  # not measured anew
     assert value_explained_variance({"learners": {}}) is None  # APPO logs none
+
+
+def test_the_policys_entropy_and_losses_are_read_from_the_learners_report():
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    from croupier.trainer.metrics import learner_stats
+
+    logged = {"entropy": 0.42, "policy_loss": -0.01, "vf_loss": float("nan")}
+    stats = learner_stats({"learners": {DEFAULT_MODULE_ID: logged}})
+    assert stats == {"policy_entropy": 0.42, "policy_loss": -0.01, "value_loss": None}
+    assert learner_stats({}) == dict.fromkeys(stats)  # no update yet: every one None

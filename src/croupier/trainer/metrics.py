@@ -57,6 +57,27 @@ def value_explained_variance(result: dict[str, Any]) -> float | None:
     return float(value) if ok else None
 
 
+# What the progress line carries of the learner's own report on its last update (RLlib's
+# PPO and APPO losses, logged per module): its name there -> ours.
+LEARNER_STATS = {"entropy": "policy_entropy", "policy_loss": "policy_loss", "vf_loss": "value_loss"}
+
+
+def learner_stats(result: dict[str, Any]) -> dict[str, float | None]:
+    """The policy's mean entropy and the policy and value losses over the last update's last
+    minibatch, as the learner logged them (None where it logged none). An entropy that falls
+    toward 0 while the payoff stays flat says the policy stopped exploring, not that it
+    stopped learning from lack of data."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    logged = result.get("learners", {}).get(DEFAULT_MODULE_ID, {})
+    out: dict[str, float | None] = {}
+    for theirs, ours in LEARNER_STATS.items():
+        value = logged.get(theirs)
+        ok = isinstance(value, int | float) and math.isfinite(value)
+        out[ours] = float(value) if ok else None
+    return out
+
+
 def lag_histogram_family(histogram: dict[int, int]) -> HistogramMetricFamily:
     buckets = []
     for edge in LAG_BUCKETS:
@@ -111,6 +132,10 @@ class TrainerCollector(Collector):
             "trained_share": (
                 "Share of the episodes taken that were trained (not dropped)",
                 progress.get("trained_share"),
+            ),
+            "policy_entropy": (
+                "The policy's mean entropy over the last update's last minibatch",
+                progress.get("policy_entropy"),
             ),
         }
         for name, (doc, value) in gauges.items():

@@ -36,6 +36,7 @@ from croupier.link.secret import TokenSource
 from croupier.trainer import ray_processes
 from croupier.trainer.algo import Hyper
 from croupier.trainer.metrics import (
+    learner_stats,
     learner_trained_lifetime,
     serve_trainer_metrics,
     value_explained_variance,
@@ -655,6 +656,7 @@ class Trainer:
                 "payoff_per_hand": _per_hand(stats, hands_last),
                 "env_steps_trained": trained,
                 "value_explained_variance": value_explained_variance(result),
+                **learner_stats(result),
                 # Samples trained per second of algo.train() (from the second iteration on).
                 "learner_steps_per_s": None
                 if trained is None or trained_last is None
@@ -796,13 +798,15 @@ def _per_hand(stats: dict[str, Any], last: tuple[int, float]) -> float | None:
 
 def format_progress(p: dict[str, Any]) -> str:
     ret, per_hand = p.get("episode_return_mean"), p.get("payoff_per_hand")
+    entropy = p.get("policy_entropy")
     return (
         f"iter {p['iteration']:4d}  version {p['version']:5d}  "
         f"{p['env_steps_per_s']:7.0f} steps/s  steps {p['env_steps']:9d}  "
         f"lag p50/p90 {p['lag']['p50']:.0f}/{p['lag']['p90']:.0f}  "
         f"return {ret if ret is None else round(ret, 3)}  "
         f"per hand {per_hand if per_hand is None else round(per_hand, 3)}  "
-        f"servers {p['connected_servers']}"
+        + ("" if entropy is None else f"entropy {entropy:.3f}  ")
+        + f"servers {p['connected_servers']}"
         + _runners_text(p.get("runners"))
         + _anchor_text(p.get("rules_anchor"))
     )
