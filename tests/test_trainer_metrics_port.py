@@ -79,25 +79,19 @@ def test_a_metrics_port_beyond_loopback_is_warned_about(monkeypatch, caplog):
         assert "open to whoever" not in caplog.text
 
 
-def test_the_critics_explained_variance_is_read_from_ppos_learner_results():
-    from ray.rllib.core import DEFAULT_MODULE_ID
-
-    from croupier.trainer.metrics import value_explained_variance
-
-    def result(value: object) -> dict:
-        return {"learners": {DEFAULT_MODULE_ID: {"vf_explained_var": value}}}
-
-    assert value_explained_variance(result(-0.25)) == -0.25
-    assert value_explained_variance(result(float("nan"))) is None  # not measured anew
-    assert value_explained_variance({"learners": {}}) is None  # APPO logs none
-
-
 def test_the_policys_entropy_and_losses_are_read_from_the_learners_report():
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from croupier.trainer.metrics import learner_stats
 
-    logged = {"entropy": 0.42, "policy_loss": -0.01, "vf_loss": float("nan")}
+    logged = {"entropy": 0.42, "policy_loss": -0.01, "vf_loss": 0.3, "vf_explained_var": -0.25}
     stats = learner_stats({"learners": {DEFAULT_MODULE_ID: logged}})
-    assert stats == {"policy_entropy": 0.42, "policy_loss": -0.01, "value_loss": None}
+    assert stats == {"policy_entropy": 0.42, "policy_loss": -0.01, "value_loss": 0.3,
+                     "value_explained_variance": -0.25}  # fmt: skip
+    nan = learner_stats({"learners": {DEFAULT_MODULE_ID: {**logged, "vf_loss": float("nan")}}})
+    assert nan["value_loss"] is None  # not measured anew
+    appo = {k: v for k, v in logged.items() if k != "vf_explained_var"}  # APPO logs none
+    assert (
+        learner_stats({"learners": {DEFAULT_MODULE_ID: appo}})["value_explained_variance"] is None
+    )
     assert learner_stats({}) == dict.fromkeys(stats)  # no update yet: every one None

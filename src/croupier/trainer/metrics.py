@@ -46,27 +46,22 @@ def learner_trained_lifetime(result: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def value_explained_variance(result: dict[str, Any]) -> float | None:
-    """The share of the value targets' variance the critic explained over the last update's
-    batch (RLlib PPO's `vf_explained_var`; APPO logs none): near 0 or below, the advantages
-    are about as noisy as the returns themselves."""
-    from ray.rllib.core import DEFAULT_MODULE_ID
-
-    value = result.get("learners", {}).get(DEFAULT_MODULE_ID, {}).get("vf_explained_var")
-    ok = isinstance(value, int | float) and math.isfinite(value)
-    return float(value) if ok else None
-
-
 # What the progress line carries of the learner's own report on its last update (RLlib's
-# PPO and APPO losses, logged per module): its name there -> ours.
-LEARNER_STATS = {"entropy": "policy_entropy", "policy_loss": "policy_loss", "vf_loss": "value_loss"}
+# PPO and APPO, logged per module; APPO logs no explained variance): its name there -> ours.
+LEARNER_STATS = {
+    "entropy": "policy_entropy",
+    "policy_loss": "policy_loss",
+    "vf_loss": "value_loss",
+    "vf_explained_var": "value_explained_variance",
+}
 
 
 def learner_stats(result: dict[str, Any]) -> dict[str, float | None]:
-    """The policy's mean entropy and the policy and value losses over the last update's last
-    minibatch, as the learner logged them (None where it logged none). An entropy that falls
-    toward 0 while the payoff stays flat says the policy stopped exploring, not that it
-    stopped learning from lack of data."""
+    """Over the last update, as the learner logged them (None where it logged none): the
+    policy's mean entropy and the policy and value losses (its last minibatch), and the share
+    of the value targets' variance the critic explained. An entropy falling toward 0 while
+    the payoff stays flat says the policy stopped exploring; an explained variance near 0 or
+    below, that the advantages are about as noisy as the returns themselves."""
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     logged = result.get("learners", {}).get(DEFAULT_MODULE_ID, {})

@@ -39,7 +39,6 @@ from croupier.trainer.metrics import (
     learner_stats,
     learner_trained_lifetime,
     serve_trainer_metrics,
-    value_explained_variance,
 )
 from croupier.trainer.progress import PROGRESS
 from croupier.trainer.rules_anchor import RulesAnchor, sync_target_networks
@@ -655,8 +654,7 @@ class Trainer:
                 # the hands it acted in): over the episodes received since the last iteration.
                 "payoff_per_hand": _per_hand(stats, hands_last),
                 "env_steps_trained": trained,
-                "value_explained_variance": value_explained_variance(result),
-                **learner_stats(result),
+                **learner_stats(result),  # the policy's entropy, losses, critic's variance
                 # Samples trained per second of algo.train() (from the second iteration on).
                 "learner_steps_per_s": None
                 if trained is None or trained_last is None
