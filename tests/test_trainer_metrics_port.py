@@ -88,8 +88,9 @@ def test_the_policys_entropy_and_losses_are_read_from_the_learners_report():
     stats = learner_stats({"learners": {DEFAULT_MODULE_ID: logged}})
     assert stats == {"policy_entropy": 0.42, "policy_loss": -0.01, "value_loss": 0.3,
                      "value_explained_variance": -0.25}  # fmt: skip
-    nan = learner_stats({"learners": {DEFAULT_MODULE_ID: {**logged, "vf_loss": float("nan")}}})
-    assert nan["value_loss"] is None  # not measured anew
+    unmeasured = {**logged, "vf_loss": float("nan"), "vf_explained_var": float("nan")}
+    nan = learner_stats({"learners": {DEFAULT_MODULE_ID: unmeasured}})
+    assert nan["value_loss"] is None and nan["value_explained_variance"] is None  # not anew
     appo = {k: v for k, v in logged.items() if k != "vf_explained_var"}  # APPO logs none
     assert (
         learner_stats({"learners": {DEFAULT_MODULE_ID: appo}})["value_explained_variance"] is None
