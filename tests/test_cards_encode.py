@@ -80,7 +80,7 @@ def test_the_encode_is_the_references_bit_for_bit(name: str, hands: int) -> None
 
 
 # Every kind of zone, jokers beside suits, two copies of each card, a kind not from the hand,
-# three seats read round the table, a zone left out (its default).
+# three seats read round the table, a zone left out (its default), the history's recency.
 TOY = CardGame(
     name="toy",
     deck=Deck(ranks="9TJQKA", suits="HS", jokers=("RJ",), copies=2),
@@ -95,7 +95,7 @@ TOY = CardGame(
         Number("round", low=0, high=4, integer=True),
         Numbers("bids", low=0, high=3, integer=True, length=2),
         Choice("phase", options=("bid", "play")),
-        History("moves", last=2, max_moves=10),
+        History("moves", last=2, max_moves=10, recency=True),
     ),
     kinds=(
         Kind("pass"),

@@ -129,6 +129,33 @@ def test_the_features_say_what_the_state_holds(states: list[dict[str, Any]]) -> 
         assert suit_row.tolist() == [float(c == colour) for c in COLORS], move
 
 
+def test_the_history_says_how_lately_each_seat_drew_facing_each_colour(
+    states: list[dict[str, Any]],
+) -> None:
+    """`History.recency` (the state's last 2 seats x 7 kinds x 4 colours): how lately each
+    seat made each kind of move facing each colour, 1 / (1 + its moves since), read past the
+    last 8 moves the history lists one by one; nothing it did not do."""
+    a = load_adapter(CANDIDATES).inner
+    kinds = [k.name for k in GAME.kinds]
+    early = [[0, "r-7", "r"], [1, "draw", "r"], [0, "g-7", "r"], [1, "g-skip", "g"],
+             [1, "draw", "g"]]  # fmt: skip
+    late = [[0, "draw", "b"], [1, "y-5", "y"]] * 4  # the last 8: the early ones are older
+    state = {**states[0], "current_player": 0, "moves": early + late}
+    size = 2 * len(kinds) * len(COLORS)
+    want = np.zeros((2, len(kinds), len(COLORS)), np.float32)
+    for seat, kind, colour, value in [
+        (0, "draw", "b", 1.0), (0, "number", "r", 1 / 5),  # its g-7 facing red, 4 moves ago
+        (1, "number", "y", 1.0), (1, "draw", "g", 1 / 5), (1, "skip", "g", 1 / 6),
+        (1, "draw", "r", 1 / 7),  # the opponent drew facing red 6 of its moves ago
+    ]:  # fmt: skip
+        want[seat, kinds.index(kind), COLORS.index(colour)] = value
+    obs, _ = a.encode_candidates(state)
+    assert obs[-size:].tolist() == want.reshape(-1).tolist()
+    # From the other seat the same moves, round the table from it.
+    obs, _ = a.encode_candidates({**state, "current_player": 1})
+    assert obs[-size:].tolist() == want[::-1].reshape(-1).tolist()
+
+
 def hand_made_refuses(state: dict[str, Any]) -> bool:
     try:
         load_adapter("uno").encode(state)

@@ -139,6 +139,14 @@ def state_features(g: CardGame, state: dict[str, Any]) -> np.ndarray:
                     out[o + n + len(g.kinds) + g.deck.size + choice] = 1.0
                 if z.then:
                     out[o + g.move_size + z.then.index(then[0])] = 1.0
+            if z.recency:  # per seat its own moves, newest first: the first of each is its latest
+                o, faced = z.last * width, max(1, len(z.then))
+                for r in range(n):
+                    mine = [e for e in value or [] if e[0] == (seat + r) % n]
+                    for ago, (_, text, *then) in enumerate(reversed(mine)):
+                        at = z.then.index(then[0]) if z.then else 0
+                        j = o + (r * len(g.kinds) + read_move(g, text)[0]) * faced + at
+                        out[j] = out[j] or 1.0 / (1 + ago)
         parts.append(out)
     return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 

@@ -84,7 +84,7 @@ PRESETS: dict[str, TrainingPreset] = {
     # gamma 0.99 from the masked runs (the best of them, within their CI). Two epochs a batch
     # (as doudizhu's, above): UNO declared through the card toolkit, 30 min from the clone on
     # one core, +0.101 sampled / +0.144 greedy with 2 (963k env steps) where 4 had +0.102 /
-    # +0.090 (822k).
+    # +0.090 (822k); with the history's recency (`uno_cards`) +0.177 / +0.171 (999k).
     "uno": TrainingPreset(
         algo="ppo",
         policy="candidates",

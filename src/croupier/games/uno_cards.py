@@ -70,7 +70,7 @@ GAME = CardGame(
         Choice("color", options=COLORS),  # required (the hand-made adapter defaults it)
         Pile("played_cards", max_cards=108),  # since the last reshuffle
         SeatNumbers("num_cards", high=108),
-        History("moves", last=8, max_moves=64, required=False, then=COLORS),
+        History("moves", last=8, max_moves=64, required=False, then=COLORS, recency=True),
     ),
     kinds=KINDS,
     answers="target",

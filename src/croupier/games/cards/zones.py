@@ -278,14 +278,25 @@ class History(Zone):
     `last` are features, newest first: the seat round the table, the kind, the cards.
     `then`: each entry is `[seat, move, one of then]`, what was in force when the move was
     made (RLCard's UNO engine: the colour the seat faced; a draw facing red says it had no
-    red), one-hot after the move."""
+    red), one-hot after the move.
+    `recency`: after those, over every move the state lists, how lately each seat (round the
+    table from yours) made each kind of move (facing each of `then`): 1 / (1 + that seat's
+    moves since), 0 if it did not. What a seat did facing what stays in view past the last
+    `last` (UNO: the opponent drew facing red two of its moves ago: 1/3)."""
 
     last: int = 8
     max_moves: int = 400
     then: tuple[str, ...] = ()
+    recency: bool = False
 
     def size(self, g: CardGame) -> int:
+        return self._moves_size(g) + self._recency_size(g)
+
+    def _moves_size(self, g: CardGame) -> int:
         return self.last * (g.move_size + len(self.then))
+
+    def _recency_size(self, g: CardGame) -> int:
+        return g.players * len(g.kinds) * max(1, len(self.then)) if self.recency else 0
 
     def schema(self, g: CardGame) -> dict[str, Any]:
         pair = [Seat("").schema(g), g.move_schema()]
@@ -334,6 +345,8 @@ class History(Zone):
         return Trace([], [], [] if self.then else None)
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+        if self.recency:
+            self._encode_recency(value, g, seat, out[self._moves_size(g) :])
         k = min(self.last, len(value.moves))
         if not k:
             return
@@ -343,7 +356,7 @@ class History(Zone):
         base = n + len(g.kinds) + g.deck.size  # then the choice, then what was in force
         moves = value.moves[: -k - 1 : -1]
         rows = np.concatenate([m.row for m in moves]).reshape(k, -1)
-        view = out.reshape(self.last, size)
+        view = out[: self.last * size].reshape(self.last, size)
         view[:k, n:base] = rows[:, : base - n]
         newest = value.seats[: -k - 1 : -1]
         out[[i * size + (who - seat) % n for i, who in enumerate(newest)]] = 1.0
@@ -353,3 +366,16 @@ class History(Zone):
                     view[i, base + m.choice] = 1.0
         if self.then:
             view[np.arange(k), g.move_size + np.array(value.then[: -k - 1 : -1])] = 1.0
+
+    def _encode_recency(self, value: Trace, g: CardGame, seat: int, out: np.ndarray) -> None:
+        # A loop over the listed moves, newest first (UNO's engine lists 16; a doudizhu trace
+        # is ~50): the first of each (seat, kind, in force) met is its latest.
+        n, kinds, faced = g.players, len(g.kinds), max(1, len(self.then))
+        since = [0] * n  # each seat's own moves newer than the one looked at
+        for i in range(len(value.moves) - 1, -1, -1):
+            who = value.seats[i]
+            j = (((who - seat) % n) * kinds + value.moves[i].kind) * faced
+            j += value.then[i] if value.then is not None else 0
+            if not out[j]:
+                out[j] = 1.0 / (1 + since[who])
+            since[who] += 1
