@@ -6,6 +6,7 @@ every state each game's engine produces, and one short round of each served."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import inspect
 import random
@@ -52,7 +53,9 @@ EXAMPLES = [
 ]
 
 # A small game that uses every zone: two copies of each card and a joker (the schema's
-# per-card `maxContains`), three seats (read round the table), a trick to answer.
+# per-card `maxContains`), three seats (read round the table), a trick to answer; a card's
+# and a rank's count as count / copies (`per_copy=True` writes them one column per copy:
+# `test_per_copy_writes_a_column_per_copy`).
 TOY = CardGame(
     name="toy",
     deck=Deck(ranks="9TJQKA", suits="HS", jokers=("RJ",), copies=2),
@@ -145,6 +148,45 @@ def test_a_declaration_gives_sizes_and_each_zone_its_features() -> None:
     np.testing.assert_allclose(obs2[o : o + 3], [0.5, (1.5 + 10) / 20, (-2 + 10) / 20])
 
 
+def test_per_copy_writes_a_column_per_copy() -> None:
+    """`per_copy`: each card's and each rank's count one column per copy, holds > 0, > 1,
+    ... (a pair, a trio is a column); the per-card columns the same in the played piles and
+    the history. A one-copy deck's per-card columns are the same either way."""
+    g = dataclasses.replace(TOY, per_copy=True)
+    deck = g.deck
+    assert g.card_width == 2 * 12 + 2 and g.set_size == 26 + (4 * 6 + 2) + 2 + 1
+    assert g.move_size == 3 + 4 + 26
+    obs = g.features(g.parse(toy_state()))
+    b = blocks(g)
+    o, n = b["hand"]
+    hand = obs[o : o + n]
+    assert list(hand[:4]) == [1.0, 1.0, 0.0, 0.0]  # two of two 9H, no 9S
+    assert list(hand[24:26]) == [1.0, 0.0]  # one of two jokers
+    assert list(hand[26:30]) == [1.0, 1.0, 0.0, 0.0]  # rank 9: 2 of its 4 copies
+    assert list(hand[26 + 24 : 26 + 26]) == [1.0, 0.0]  # the joker's rank
+    assert hand[52] == pytest.approx(2 / 12) and hand[-1] == pytest.approx(4 / 8)
+    o, _ = b["won"]  # round the table from seat 1: its own, seat 2's (TH TS), seat 0's (9S)
+    ts = 2 * deck.cards.index("TS")
+    assert obs[o : o + 26].sum() == 0 and list(obs[o + 26 + ts : o + 26 + ts + 2]) == [1, 0]
+    o, _ = b["moves"]  # the second newest: seat 0's AS, one of its two copies
+    at = o + g.move_size + 7 + 2 * deck.cards.index("AS")
+    assert list(obs[at : at + 2]) == [1.0, 0.0]
+    one_copy = dataclasses.replace(
+        g, deck=Deck(ranks="9TJQKA", suits="HS"), kinds=g.kinds[:2] + g.kinds[3:]
+    )
+    state = toy_state(hand=["9H", "KS"], won=[["9S"], [], ["TH"]], trick=["QH"],
+                      legal_actions=["pass", "play 9H", "bid.up"])  # fmt: skip
+    p = one_copy.parse(state)
+    declared = dataclasses.replace(one_copy, per_copy=True)
+    one_copy = dataclasses.replace(one_copy, per_copy=False)
+    assert one_copy.set_size == 12 + 6 + 2 + 1  # count / copies
+    assert declared.set_size == 12 + 2 * 6 + 2 + 1  # a rank is still two cards (two suits)
+    np.testing.assert_array_equal(  # the per-card columns: the same either way
+        declared.features(declared.parse(state))[: declared.card_width],
+        one_copy.features(p)[: one_copy.card_width],
+    )
+
+
 def test_the_fixed_head_has_a_slot_per_kind_card_or_rank_and_inverts() -> None:
     a = Toy()
     # pass 1 | play: a slot per card (13) | pair: per rank (7) | bid.up 1
@@ -194,7 +236,8 @@ def test_candidates_say_the_kind_the_cards_what_is_left_and_what_they_answer() -
     assert answer[1, 1] == 1 and answer[2, 1] == 0  # follows the lead suit
     assert answer[2, 2] == 1 and answer[1, 2] == 0  # the top card's suit
     assert answer[2, 4] == 0 and answer[2, 5] == 0 and answer[1, 5] == 0
-    assert answer[2, 6] == pytest.approx(-1 / 7)  # K against A: one rank below
+    # K against A: one rank below (each candidate feature the nearest float16: ~5e-4 apart)
+    assert answer[2, 6] == np.float16(-1 / 7)
     assert (answer[:, 0] == 0).all()  # not leading
     gone = a.encode_candidates(toy_state(hand=["KS"], legal_actions=["play KS", "pass"]))[1]
     assert gone[:, 4 + 2 * TOY.set_size].tolist() == [1.0, 0.0]  # it empties the hand
@@ -204,7 +247,8 @@ def test_candidates_say_the_kind_the_cards_what_is_left_and_what_they_answer() -
     kept = a.encode_candidates(
         toy_state(hand=["9H", "TH", "KS", "KS"], legal_actions=["play 9H", "play KS", "pass"])
     )[1][:, -4:]
-    np.testing.assert_allclose(kept, [[1, 0, 1 / 3, 0], [0, 1, 1 / 3, 1 / 3], [0, 0, 0, 0]])
+    want = np.array([[1, 0, 1 / 3, 0], [0, 1, 1 / 3, 1 / 3], [0, 0, 0, 0]], np.float16)
+    np.testing.assert_array_equal(kept, want.astype(np.float32))
     assert a.candidate_value(3, state) == "bid.up"
     served = load_adapter("tests.test_cards:ToyCandidates")
     assert is_candidate_game(served) and served.action_index("play KS", state) == 2

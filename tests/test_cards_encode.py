@@ -66,6 +66,8 @@ def check_against_reference(g: CardGame, states: list[dict[str, Any]]) -> None:
         want_obs, want_cands = ref.state_features(g, state), ref.candidates(g, state)
         assert same_bits(obs, want_obs), np.flatnonzero(obs != want_obs)
         assert same_bits(cands, want_cands), np.argwhere(cands != want_cands)[:5]
+        # each a float16's value: the trainer keeps the candidates in half the bytes
+        assert same_bits(cands, cands.astype(np.float16).astype(np.float32))
         assert set(np.flatnonzero(g.mask(p)).tolist()) == ref.mask_slots(g, state)
 
 
@@ -126,8 +128,10 @@ def test_the_toy_game_every_zone_is_the_references() -> None:
         {k: v for k, v in toy_state().items() if k != "top"},
         toy_state(seat=2, moves=[[0, "play 9S"], [1, "pair TH TH"], [2, "bid.up"]]),
     ]
-    check_against_reference(TOY, states)
-    check_against_reference(TOY, states)
+    # count / copies (the default), and one column per copy (`per_copy`)
+    for g in (TOY, dataclasses.replace(TOY, per_copy=True)):
+        check_against_reference(g, states)
+        check_against_reference(g, states)
 
 
 def test_the_caches_are_bounded_at_their_caps() -> None:

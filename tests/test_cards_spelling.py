@@ -6,6 +6,7 @@ and the state's schema held to the checks both ways, as `test_cards.py` does."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -83,6 +84,10 @@ def test_cards_of_different_copies_and_a_suitless_deck() -> None:
     assert SHED.set_size == 4 + 1
     features = SHED.set_features(np.array([[1, 2, 0, 1]]), 7)[0]
     np.testing.assert_allclose(features, [0.5, 1.0, 0.0, 1.0, 4 / 7])
+    per_copy = dataclasses.replace(SHED, per_copy=True)  # a card's count a column a copy
+    assert per_copy.set_size == 2 + 2 + 2 + 1 + 1
+    features = per_copy.set_features(np.array([[1, 2, 0, 1]]), 7)[0]
+    np.testing.assert_allclose(features, [1, 0, 1, 1, 0, 0, 1, 4 / 7])
     with pytest.raises(ValueError, match="copies_of"):
         Deck("A23", copies_of={"K": 1})
     with pytest.raises(InvalidState, match="more copies"):

@@ -36,26 +36,45 @@ def counts_of(g: CardGame, ids: list[int]) -> np.ndarray:
     return np.bincount(np.array(ids, np.int64), minlength=g.deck.size)
 
 
+def per_copy(g: CardGame) -> bool:
+    return g.per_copy
+
+
+def count_columns(count: int, copies: int, one_per_copy: bool) -> list[float]:
+    """A count of a card (a rank) of `copies`: count / copies, or holds > 0, > 1, ... ."""
+    if not one_per_copy:
+        return [count / copies]
+    return [1.0 if count > j else 0.0 for j in range(copies)]
+
+
+def card_columns(g: CardGame, counts: np.ndarray) -> list[float]:
+    """One set's per-card columns."""
+    copies = g.deck.card_copies
+    return [x for i in range(g.deck.size)
+            for x in count_columns(int(counts[i]), copies[i], per_copy(g))]  # fmt: skip
+
+
 def set_features(g: CardGame, counts: np.ndarray, max_cards: int) -> np.ndarray:
-    """float32[n, set_size]: per card / its copies, per rank and per suit / the deck's, the
-    jokers again beside the ranks, the size / `max_cards`."""
+    """float32[n, set_size]: per card, per rank (a card or a rank of several copies: one
+    column per copy with `per_copy`, else count / copies), the jokers' card columns again
+    beside the ranks, per suit / the deck's, the size / `max_cards`."""
     d, copies = g.deck, np.array(g.deck.card_copies, np.int64)
-    n = len(counts)
-    out = np.empty((n, g.set_size), np.float32)
-    out[:, : d.size] = counts / copies
-    if d.suits:
-        ranks, suits = len(d.ranks), len(d.suits)
-        plain = ranks * suits
-        grid = counts[:, :plain].reshape(n, ranks, suits)
-        grid_copies = copies[:plain].reshape(ranks, suits)
-        o = d.size
-        out[:, o : o + ranks] = grid.sum(2) / grid_copies.sum(1)
-        o += ranks
-        out[:, o : o + len(d.jokers)] = out[:, plain : d.size]
-        o += len(d.jokers)
-        out[:, o : o + suits] = grid.sum(1) / grid_copies.sum(0)
-    out[:, -1] = counts.sum(1) / max(max_cards, 1)
-    return out
+    rows = []
+    for c in counts:
+        row = card_columns(g, c)
+        if d.suits:
+            ranks, suits = len(d.ranks), len(d.suits)
+            plain = ranks * suits
+            grid = c[:plain].reshape(ranks, suits)
+            grid_copies = copies[:plain].reshape(ranks, suits)
+            for r in range(ranks):
+                row += count_columns(int(grid[r].sum()), int(grid_copies[r].sum()), per_copy(g))
+            for i in range(plain, d.size):
+                row += count_columns(int(c[i]), int(copies[i]), per_copy(g))
+            row += list(grid.sum(0) / grid_copies.sum(0))
+        row.append(c.sum() / max(max_cards, 1))
+        rows.append(row)
+    return np.array(rows, np.float32).reshape(len(counts), g.set_size)
 
 
 def read_move(g: CardGame, text: str) -> tuple[int, np.ndarray, list[int]]:
@@ -104,7 +123,7 @@ def pile_counts(g: CardGame, z: Any, value: Any) -> tuple[np.ndarray, list[int]]
 
 def state_features(g: CardGame, state: dict[str, Any]) -> np.ndarray:
     seat = next((state.get(z.field, 0) for z in g.zones if isinstance(z, Seat)), 0)
-    n, copies = g.players, np.array(g.deck.card_copies, np.int64)
+    n = g.players
     parts = []
     for z in g.zones:
         value = zone_value(g, z, state)
@@ -115,8 +134,9 @@ def state_features(g: CardGame, state: dict[str, Any]) -> np.ndarray:
             out[:] = set_features(g, pile_counts(g, z, value)[0][None], z.max_cards)[0]
         elif isinstance(z, SeatPiles):
             rows = [counts_of(g, card_ids(g, p, z.joined)) for p in value or [[]] * n]
+            w = g.card_width
             for r in range(n):
-                out[r * g.deck.size : (r + 1) * g.deck.size] = rows[(seat + r) % n] / copies
+                out[r * w : (r + 1) * w] = card_columns(g, rows[(seat + r) % n])
         elif isinstance(z, SeatNumbers):
             for r in range(n):
                 out[r] = (value[(seat + r) % n] - z.low) / max(z.high - z.low, 1e-9)
@@ -134,9 +154,10 @@ def state_features(g: CardGame, state: dict[str, Any]) -> np.ndarray:
                 o = i * width
                 out[o + (who - seat) % n] = 1.0
                 out[o + n + kind] = 1.0
-                out[o + n + len(g.kinds) : o + n + len(g.kinds) + g.deck.size] = counts / copies
+                w = g.card_width
+                out[o + n + len(g.kinds) : o + n + len(g.kinds) + w] = card_columns(g, counts)
                 if (choice := read_choice(g, text)) >= 0:
-                    out[o + n + len(g.kinds) + g.deck.size + choice] = 1.0
+                    out[o + n + len(g.kinds) + w + choice] = 1.0
                 if z.then:
                     out[o + g.move_size + z.then.index(then[0])] = 1.0
             if z.recency:  # per seat its own moves, newest first: the first of each is its latest
@@ -194,7 +215,7 @@ def answer(g: CardGame, counts: np.ndarray, state: dict[str, Any]) -> np.ndarray
 
 def candidates(g: CardGame, state: dict[str, Any]) -> np.ndarray:
     """float32[K, candidate_size]: kind | cards | what is left in the hand, and whether that
-    is nothing | how the move answers."""
+    is nothing | how the move answers | its choice | what it keeps; each a float16's value."""
     hand_zone = next((z for z in g.zones if type(z) is Hand), None)
     hand = (
         pile_counts(g, hand_zone, zone_value(g, hand_zone, state))[0]
@@ -214,7 +235,7 @@ def candidates(g: CardGame, state: dict[str, Any]) -> np.ndarray:
     for m, choice in enumerate(named):
         if choice >= 0:
             chosen[m, choice] = 1.0
-    return np.concatenate(
+    out = np.concatenate(
         [
             kinds,
             set_features(g, counts, hand_max),
@@ -226,6 +247,7 @@ def candidates(g: CardGame, state: dict[str, Any]) -> np.ndarray:
         ],
         axis=1,
     )
+    return out.astype(np.float16).astype(np.float32)  # each to the nearest float16, as served
 
 
 def kept(g: CardGame, counts: np.ndarray, left: np.ndarray, named: list[int]) -> np.ndarray:

@@ -147,7 +147,7 @@ class SeatPiles(Zone):
     joined: bool = False
 
     def size(self, g: CardGame) -> int:
-        return g.players * g.deck.size
+        return g.players * g.card_width
 
     def schema(self, g: CardGame) -> dict[str, Any]:
         return g.per_seat(g.cards_schema(self.max_cards, self.joined))
@@ -160,9 +160,10 @@ class SeatPiles(Zone):
         return [g.read_cards([], self.max_cards, self.field)] * g.players
 
     def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
-        # Per card / its copies: a set's features begin so (kept with the set; each seat's
-        # played cards repeat until it plays again), round the table from `seat`.
-        d = g.deck.size
+        # A set's card columns (per card / its copies, or per copy): its features begin so
+        # (kept with the set; each seat's played cards repeat until it plays again), round
+        # the table from `seat`.
+        d = g.card_width
         rows = [g.set_row(value[s], self.max_cards)[:d] for s in g.seats_from(seat)]
         np.concatenate(rows, out=out)
 
@@ -353,7 +354,7 @@ class History(Zone):
         # Each move's kind and cards are the first columns of its row (`CardGame.move_row`):
         # one gather for the moves, one for the seats, not three writes a move.
         n, size = g.players, g.move_size + len(self.then)
-        base = n + len(g.kinds) + g.deck.size  # then the choice, then what was in force
+        base = n + len(g.kinds) + g.card_width  # then the choice, then what was in force
         moves = value.moves[: -k - 1 : -1]
         rows = np.concatenate([m.row for m in moves]).reshape(k, -1)
         view = out[: self.last * size].reshape(self.last, size)
