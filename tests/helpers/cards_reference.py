@@ -36,10 +36,6 @@ def counts_of(g: CardGame, ids: list[int]) -> np.ndarray:
     return np.bincount(np.array(ids, np.int64), minlength=g.deck.size)
 
 
-def per_copy(g: CardGame) -> bool:
-    return g.per_copy
-
-
 def count_columns(count: int, copies: int, one_per_copy: bool) -> list[float]:
     """A count of a card (a rank) of `copies`: count / copies, or holds > 0, > 1, ... ."""
     if not one_per_copy:
@@ -51,7 +47,7 @@ def card_columns(g: CardGame, counts: np.ndarray) -> list[float]:
     """One set's per-card columns."""
     copies = g.deck.card_copies
     return [x for i in range(g.deck.size)
-            for x in count_columns(int(counts[i]), copies[i], per_copy(g))]  # fmt: skip
+            for x in count_columns(int(counts[i]), copies[i], g.per_copy)]  # fmt: skip
 
 
 def set_features(g: CardGame, counts: np.ndarray, max_cards: int) -> np.ndarray:
@@ -68,9 +64,9 @@ def set_features(g: CardGame, counts: np.ndarray, max_cards: int) -> np.ndarray:
             grid = c[:plain].reshape(ranks, suits)
             grid_copies = copies[:plain].reshape(ranks, suits)
             for r in range(ranks):
-                row += count_columns(int(grid[r].sum()), int(grid_copies[r].sum()), per_copy(g))
+                row += count_columns(int(grid[r].sum()), int(grid_copies[r].sum()), g.per_copy)
             for i in range(plain, d.size):
-                row += count_columns(int(c[i]), int(copies[i]), per_copy(g))
+                row += count_columns(int(c[i]), int(copies[i]), g.per_copy)
             row += list(grid.sum(0) / grid_copies.sum(0))
         row.append(c.sum() / max(max_cards, 1))
         rows.append(row)

@@ -166,7 +166,6 @@ class CardGame:
         round from it, and the layout of a move's row (`move_row`)."""
         d, put = self.deck, object.__setattr__
         per_copy = self.per_copy
-        put(self, "_per_copy", per_copy)
         if d.suits:  # each rank's and each suit's copies (`set_features`' divisors)
             plain = self._copies[: len(d.ranks) * len(d.suits)].reshape(len(d.ranks), -1)
             put(self, "_rank_copies", plain.sum(1))
@@ -185,7 +184,6 @@ class CardGame:
             put(self, "_joker_columns", slice(joker_from, card_width))
             rank_width = int(rank_copies.sum()) + card_width - joker_from
         put(self, "_card_width", card_width)
-        put(self, "_rank_width", rank_width)
         set_size = card_width + rank_width + len(d.suits) + 1
         put(self, "_set_size", set_size)
         put(self, "_move_size", self.players + len(self.kinds) + card_width + len(self.choices))
@@ -532,7 +530,7 @@ class CardGame:
         if out is None:
             out = np.empty((n, self._set_size), np.float32)
         cw = self._card_width
-        if self._per_copy:
+        if self.per_copy:
             out[:, :cw] = counts[:, self._copy_of] > self._copy_level
         else:
             out[:, :cw] = counts / self._copies
@@ -541,7 +539,7 @@ class CardGame:
             grid = counts[:, : ranks * suits].reshape(n, ranks, suits)
             o, rank_counts = cw, _SUM(grid, 2)
             plain = len(self._rank_copy_of)
-            if self._per_copy:
+            if self.per_copy:
                 out[:, o : o + plain] = rank_counts[:, self._rank_copy_of] > self._rank_copy_level
             else:
                 out[:, o : o + plain] = rank_counts / self._rank_copies
