@@ -1,7 +1,7 @@
 """`CardGame`: the declaration, and what croupier builds from it: the state's checks, the
 features, the fixed head's slots, the candidates and the JSON Schema (`croupier.games.cards`).
 
-Why ~730 lines in one module: the checks, the features and the schema all read the declaration's
+Why ~790 lines in one module: the checks, the features and the schema all read the declaration's
 tables (card indices and ranks, each card's copies, the moves read so far); apart, each would
 reach into the others' private state, and a schema could drift from the checks it mirrors."""
 
@@ -40,6 +40,13 @@ SETS_KEPT = 1 << 12
 _SUM, _ANY = np.add.reduce, np.logical_or.reduce
 _LEADS = np.eye(1, ANSWER_SIZE, dtype=np.float32)  # the answer features of a lead
 _ANSWER_COLUMNS = [0, 1, 2, 3, 4, 5, 7]  # `answer`'s comparisons, in its order
+
+
+def _copy_columns(copies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One column a copy of cards (ranks) of `copies` each: each column's card (rank) and
+    its level j, the column being "holds more than j of it" (`CardGame.per_copy`)."""
+    levels = np.concatenate([np.arange(c) for c in copies])
+    return np.repeat(np.arange(len(copies)), copies), levels
 
 
 class CardSet(NamedTuple):
@@ -170,16 +177,13 @@ class CardGame:
             plain = self._copies[: len(d.ranks) * len(d.suits)].reshape(len(d.ranks), -1)
             put(self, "_rank_copies", plain.sum(1))
             put(self, "_suit_copies", plain.sum(0))
-        # Per copy: column j of card (rank) i is "holds more than j of it" (`set_features`).
         copies = self._copies if per_copy else np.ones(d.size, np.int64)
-        put(self, "_copy_of", np.repeat(np.arange(d.size), copies))
-        put(self, "_copy_level", np.concatenate([np.arange(c) for c in copies]))
+        put(self, "_card_columns", _copy_columns(copies))
         card_width = int(copies.sum())
         rank_width = 0
         if d.suits:
             rank_copies = self._rank_copies if per_copy else np.ones(len(d.ranks), np.int64)
-            put(self, "_rank_copy_of", np.repeat(np.arange(len(d.ranks)), rank_copies))
-            put(self, "_rank_copy_level", np.concatenate([np.arange(c) for c in rank_copies]))
+            put(self, "_rank_columns", _copy_columns(rank_copies))
             joker_from = int(copies[: len(d.ranks) * len(d.suits)].sum())
             put(self, "_joker_columns", slice(joker_from, card_width))
             rank_width = int(rank_copies.sum()) + card_width - joker_from
@@ -530,19 +534,14 @@ class CardGame:
         if out is None:
             out = np.empty((n, self._set_size), np.float32)
         cw = self._card_width
-        if self.per_copy:
-            out[:, :cw] = counts[:, self._copy_of] > self._copy_level
-        else:
-            out[:, :cw] = counts / self._copies
+        self._count_columns(counts, self._copies, self._card_columns, out[:, :cw])
         if d.suits:  # (suitless: a card is its rank, already counted)
             ranks, suits = len(d.ranks), len(d.suits)
             grid = counts[:, : ranks * suits].reshape(n, ranks, suits)
-            o, rank_counts = cw, _SUM(grid, 2)
-            plain = len(self._rank_copy_of)
-            if self.per_copy:
-                out[:, o : o + plain] = rank_counts[:, self._rank_copy_of] > self._rank_copy_level
-            else:
-                out[:, o : o + plain] = rank_counts / self._rank_copies
+            o, plain = cw, len(self._rank_columns[0])
+            rank_counts = _SUM(grid, 2)
+            self._count_columns(rank_counts, self._rank_copies, self._rank_columns,
+                                out[:, o : o + plain])  # fmt: skip
             o += plain
             jokers = out[:, self._joker_columns]
             out[:, o : o + jokers.shape[1]] = jokers
@@ -550,6 +549,21 @@ class CardGame:
             out[:, o : o + suits] = _SUM(grid, 1) / self._suit_copies
         out[:, -1] = _SUM(counts, 1) / max(max_cards, 1)
         return out
+
+    def _count_columns(
+        self,
+        counts: np.ndarray,
+        copies: np.ndarray,
+        columns: tuple[np.ndarray, np.ndarray],
+        out: np.ndarray,
+    ) -> None:
+        """Counts of cards (ranks) of `copies` each into `out`: count / copies, or with
+        `per_copy` a column a copy (`_copy_columns`: holds more than 0, 1, ... of it)."""
+        if self.per_copy:
+            of, level = columns
+            out[:] = counts[:, of] > level
+        else:
+            out[:] = counts / copies
 
     def features(self, p: Parsed) -> np.ndarray:
         obs = np.zeros(self._obs_size, np.float32)
