@@ -81,6 +81,25 @@ class Simulator(ABC):
         and seats `--sides` by them."""
         return None
 
+    # --- worlds consistent with a seat's view (optional): what search plays out ---------------
+
+    def resample(self, state: dict[str, Any], rng: random.Random) -> None:
+        """Set this table to a whole hand consistent with `state` (the JSON the seat to act
+        was sent, as `state(seat)` writes it): every card that seat sees where it sees it, the
+        cards it cannot see dealt at random (`rng`) into the hidden places with their known
+        counts, the same seat to act and the same legal moves. The table then plays on from
+        there as from any hand (`step`, `is_over`, `payoffs`): the search seat
+        (`policies/search.py`) plays each candidate move out in many such worlds. A game
+        declared through the card toolkit deals the hidden cards from its zones
+        (`CardGame.deal_unseen`): its simulator only accepts the dealt world. Default: not
+        implemented (such a game cannot be searched)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot set a table from a seat's view")
+
+    @classmethod
+    def resamples(cls) -> bool:
+        """Whether this simulator implements `resample` (a search seat needs it)."""
+        return cls.resample is not Simulator.resample
+
     # --- exact solving (optional): a game small enough to walk every deal -------------------
 
     def deals(self) -> list[tuple[Any, float]] | None:
