@@ -4,6 +4,7 @@ the learned side greedy) and the report's text and plot with every part present.
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 
@@ -103,6 +104,31 @@ def test_report_text_and_plot_carry_the_greedy_finals(tmp_path):
     assert (tmp_path / "r.png").stat().st_size > 0
 
 
+def test_the_report_says_what_its_minutes_count(tmp_path):
+    """The minutes are training from the served clone; the setup before them (the trainer,
+    the rules' clone: ~5 minutes of a 30-minute run on a four-seat game) is reported apart,
+    in the text, on the plot's axis and in the JSON, never as "everything counted"."""
+    point = {"seconds": 0.0, "mean": -0.06, "ci95": 0.045, "n": 100}
+    final = {"mean": 0.03, "ci95": 0.01, "payoff": 0.03, "n": 2000}
+    report = {
+        "run": {"game": "x.y:Z", "minutes": 30.0},
+        "score": "the strength score",
+        "clock": strength.CLOCK,
+        "rules_record": 0.0,
+        "rules_record_detail": {"mean": 0.0, "ci95": 0.0, "payoff": 0.0},
+        "external": {"setting": "learned seat", "curve": [point, {**point, "seconds": 600.0}],
+                     "minutes_below": 10.0, "below_resolution": 0.045, "setup_s": 290.0,
+                     "env_steps": 1000, "final": {"sampled": final, "greedy": final}},
+    }  # fmt: skip
+    text = format_report(report)
+    assert "30 min of training from the served clone; 4.8 min of setup before it" in text, text
+    assert "a point shows a dip past ±0.045" in text, text
+    assert "setup" in strength._clock_label(report) and "4.8 min" in strength._clock_label(report)
+    assert "everything counted" not in strength._clock_label(report)
+    strength.plot_simulated(report, tmp_path / "r.png")
+    assert (tmp_path / "r.png").stat().st_size > 0
+
+
 def test_runs_started_together_get_a_directory_each(tmp_path):
     dirs = {strength.new_run_dir(tmp_path, "landlord-20261201-140351") for _ in range(3)}
     assert len(dirs) == 3 and all(d.is_dir() for d in dirs)
@@ -123,7 +149,8 @@ def test_no_external_runs_the_anchor_alone(monkeypatch, tmp_path):
         "final_greedy": {**point, "win_rate": 0.65}})  # fmt: skip
     run = StrengthRun(learn="peasants", external=False, final_games=40)
     report = strength.bench_strength(run, tmp_path)
-    assert set(report) == {"run", "rules_record", "rules_record_detail", "anchor", "saved"}
+    assert set(report) == {"run", "rules_record", "rules_record_detail", "anchor", "saved",
+                           "clock", "below_test"}  # fmt: skip
     # the rules' own record, drawn from the game: the rule agent in the peasants' seats
     assert report["rules_record_detail"]["games"] == 40
     assert 0 < report["rules_record"] < 1
@@ -132,6 +159,10 @@ def test_no_external_runs_the_anchor_alone(monkeypatch, tmp_path):
     # One evaluation at 0.6 ± 0.02: not below the rules' ~0.5
     assert report["anchor"]["minutes_below"] == 0.0
     assert "anchor: " in text and "min significantly below the rules' record" in text, text
+    # the smallest dip it could show: its point's CI and the record's, combined
+    record_ci = report["rules_record_detail"]["ci95"]
+    assert report["anchor"]["below_resolution"] == pytest.approx(math.hypot(0.02, record_ci))
+    assert f"a point shows a dip past ±{math.hypot(0.02, record_ci):.3f}" in text, text
     assert len(list(tmp_path.glob("strength-doudizhu-peasants-*.png"))) == 1
     nothing = StrengthRun(external=False, anchor=False)
     with pytest.raises(ValueError, match="nothing to run"):

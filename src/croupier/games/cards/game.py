@@ -593,6 +593,31 @@ class CardGame:
         """The fixed head's slot of a move."""
         return m.slot
 
+    def slot_names(self) -> tuple[str, ...]:
+        """Each slot of the fixed head named, in index order (the exported `policy.json`'s
+        `action_names`): a slot that holds one move is that move in the toolkit's spelling
+        ("pass", "play 7H", "wild:r wild"); a slot of several moves says the kind, its main
+        rank and, for "rank-count", how many cards ("play 7*", "play 7*2": any two cards
+        whose main rank is 7; the slot plays the first legal move listed in it)."""
+        ranks, names = [*self.deck.ranks, *self.deck.jokers], []
+        for kind in self.kinds:
+            lo, hi = kind.cards
+            if kind.head_kind == "card":
+                items = [self.deck.cards[i] for i in kind.rank_cards(self.deck)]
+            elif kind.head_kind == "rank":
+                items = [f"{ranks[r]}*" for r in kind.rank_ids(self.deck)]
+            elif kind.head_kind == "rank-count":
+                items = [f"{ranks[r]}*{n}" for r in kind.rank_ids(self.deck)
+                         for n in range(lo, hi + 1)]  # fmt: skip
+            else:
+                items = [""]
+            for item in items:  # the choices vary fastest (`_slot_of`)
+                for choice in kind.choices or ("",):
+                    head = f"{kind.name}:{choice}" if choice else kind.name
+                    names.append(f"{head} {item}" if item else head)
+        assert len(names) == self.num_actions
+        return tuple(names)
+
     def mask(self, p: Parsed) -> np.ndarray:
         mask = np.zeros(self.num_actions, np.float32)
         mask[[m.slot for m in p.legal]] = 1.0
