@@ -456,14 +456,18 @@ def test_each_development_game_is_declared_in_under_100_lines_with_a_short_bot()
 
 
 def test_the_state_docs_your_game_shows_is_taken() -> None:
-    """The president state of docs/your-game.md, section 0, as written."""
+    """The Hearts state of docs/your-game.md, step 1, as written."""
     import json
 
-    doc = (ROOT / "docs/your-game.md").read_text().split("## 0. Declare your card game")[1]
+    from examples.hearts.adapter import hearts_rules
+
+    doc = (ROOT / "docs/your-game.md").read_text().split("## 1. Declare your card game")[1]
     state = json.loads(doc.split("```json\n")[1].split("```")[0])
-    fixed = load_adapter("examples.president.adapter:President")
+    fixed = load_adapter("examples.hearts.adapter:Hearts")
     _, mask = fixed.encode(state)
-    assert [fixed.action_value(i, state) for i in np.flatnonzero(mask)] == ["pass", "play 4C 4S"]
+    legal = ["play 4C", "play 9C", "play KC"]
+    assert [fixed.action_value(i, state) for i in np.flatnonzero(mask)] == legal
+    assert hearts_rules(state) in legal  # the bot takes it too
 
 
 def test_the_limit_holdem_chips_bound_holds_when_every_seat_raises() -> None:

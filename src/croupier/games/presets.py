@@ -7,7 +7,7 @@ field.
 A game without a preset trains `DEFAULT_ALGO` with its own defaults (`Hyper.defaults`).
 
 A studio's game ships its own preset as its adapter's `preset` attribute (a `TrainingPreset`;
-docs/your-game.md): `--game pkg.module:Adapter` (or its simulator) finds it there.
+docs/adapter.md): `--game pkg.module:Adapter` (or its simulator) finds it there.
 
 A preset is also a JSON file (`save_preset`, `load_preset`): what `croupier tune` writes and
 `croupier train --preset FILE` and `bench strength --preset FILE` take in place of the game's.

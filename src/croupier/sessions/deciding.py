@@ -13,7 +13,7 @@ A forced move (one legal action) of a model's seat is ANSWERED at once, with no 
 not recorded: there is nothing to choose, so nothing to learn (its log-probability is 0 and
 its gradient none), and RLCard's UNO offers one legal action in ~61% of decisions. The reward
 that arrives with it is added to the seat's last recorded step, as any reward between two of
-its decisions is. An engine may equally apply forced moves itself (docs/your-game.md).
+its decisions is. An engine may equally apply forced moves itself (docs/adapter.md).
 
 Why ~520 lines in one module: the four paths share one step record and end in one `_finish`,
 which counts, records and answers; split, a path's recording would be read apart from the

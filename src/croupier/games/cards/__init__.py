@@ -38,7 +38,7 @@ across the counted zones and within one move.
 
 A game through the toolkit is `examples/limit_holdem/`, `examples/crazy_eights/`,
 `examples/president/`, `croupier.games.doudizhu_cards`, `croupier.games.uno_cards` (docs/
-your-game.md leads with it).
+your-game.md is its tutorial, docs/card-toolkit.md its reference).
 
 The package: `deck.py` (the deck, kinds of moves), `zones.py` (each zone's checks, features
 and schema side by side), `game.py` (`CardGame`: the state's checks, features, head, candidates,
