@@ -94,7 +94,8 @@ class CardGame:
     one column per copy, holds >= 1, >= 2, ... (a pair, a trio, a bomb is a column, not a
     threshold the network must learn; a one-copy deck's cards are the same either way);
     else (the default) its count / its copies, one column. Doudizhu's landlord played better
-    with it (0.835 against 0.805 greedy), its peasants no better (docs/strength.md, "Declared card games")."""
+    with it (0.835 against 0.805 greedy), its peasants no better (docs/strength.md,
+    "Declared card games")."""
 
     name: str
     deck: Deck
