@@ -29,6 +29,7 @@ from croupier.games.cards import (
     SeatNumbers,
     Spelling,
     TopCard,
+    Unseen,
 )
 from croupier.games.presets import PRESETS
 from croupier.games.uno import UnoBasicAdapter
@@ -77,6 +78,9 @@ GAME = CardGame(
     max_legal=35,  # a colour's 25 cards, a trait's 6 others, a wild's 4 colours (padding)
     repeated_legal=True,
     spelling=SPELLING,
+    # The opponent's hand is counted; the rest is the draw pile (played_cards: since the
+    # last reshuffle; the target card may lie in the draw pile after one, so it is unseen).
+    unseen=Unseen(hands="num_cards"),
 )
 
 
