@@ -59,7 +59,8 @@ class HeartsSimulator(Simulator):
         hidden in this Hearts."""
         world = GAME.deal_unseen(state, rng)
         seat = self.turn = world.seat
-        self.hands = [h if s == seat else sorted(h, key=ORDER.get) for s, h in enumerate(world.hands)]
+        self.hands = [h if s == seat else sorted(h, key=ORDER.get)
+                      for s, h in enumerate(world.hands)]  # fmt: skip
         self.trick = list(state["trick"])
         self.leader = (seat - len(self.trick)) % SEATS
         self.taken = list(state["points"])

@@ -53,7 +53,8 @@ class Unseen:
 
         def need(field: str, kinds: tuple[type, ...], what: str) -> None:
             if not isinstance(zones.get(field), kinds):
-                raise ValueError(f"{game.name}: unseen {what}={field!r} must name a {kinds[0].__name__}")
+                kind = kinds[0].__name__
+                raise ValueError(f"{game.name}: unseen {what}={field!r} must name a {kind}")
 
         if isinstance(self.hands, str):
             need(self.hands, (SeatNumbers,), "hands")
