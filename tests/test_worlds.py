@@ -193,7 +193,7 @@ def test_an_unseen_card_lands_in_each_hand_as_often_as_its_size_says() -> None:
 def test_an_unseen_card_is_in_the_opponent_s_hand_or_the_draw_pile_as_counts_say() -> None:
     from croupier.games.uno_cards import GAME
 
-    state = next(s for s in states_of("uno") if 3 <= s["num_cards"][1 - s["current_player"]])
+    state = next(s for s in states_of("uno") if s["num_cards"][1 - s["current_player"]] >= 3)
     rng, n = random.Random(7), 3_000
     world = GAME.deal_unseen(state, rng)
     other = 1 - state["current_player"]
@@ -258,8 +258,15 @@ def _game(**unseen: Any) -> CardGame:
 
 def test_an_unseen_declaration_names_zones_of_the_right_kind() -> None:
     assert _game(hands="n").unseen == Unseen(hands="n")
-    for bad in ({"hands": "hand"}, {"hands": "nope"}, {"hands": 3, "played": "n"},
-                {"hands": "n", "pool": "n"}, {"hands": -1}, {"hands": "n", "gone": ("hand",)}):  # fmt: skip
+    bad_ones: list[dict[str, Any]] = [
+        {"hands": "hand"},  # not a SeatNumbers zone
+        {"hands": "nope"},
+        {"hands": 3, "played": "n"},  # not a SeatPiles or History zone
+        {"hands": "n", "pool": "n"},
+        {"hands": -1},
+        {"hands": "n", "gone": ("hand",)},
+    ]
+    for bad in bad_ones:
         with pytest.raises(ValueError, match="unseen"):
             _game(**bad)
 
