@@ -259,13 +259,14 @@ class UnoTable(RLCardTable):
         from croupier.games.uno_cards import GAME  # (the games stage's; loaded on first use)
 
         world = GAME.deal_unseen(state, rng)
-        hands = [[_dealt(c, rng) for c in hand] for hand in world.hands]
+        # (A wild by its deck name, "wild": the only dealt names not led by a colour.)
+        hands = [[_wild(c, rng) if c[0] == "w" else c for c in hand] for hand in world.hands]
         hands[world.seat] = [card(c) for c in state["hand"]]
         played = [card(c) for c in state["played_cards"]]
         target = played[-1] if played else card(state["target"])
         if isinstance(target, Wild):
             target.printed, target.color = state["target"][0], state["color"]
-        deck = [_dealt(c, rng) for c in world.rest]
+        deck = [_wild(c, rng) if c[0] == "w" else c for c in world.rest]
         moves = [list(m) for m in state["moves"]]
         self._position = UnoPosition(
             hands, deck, played, target, state["color"], world.seat, moves, rng
@@ -273,13 +274,10 @@ class UnoTable(RLCardTable):
         self._dealt = True
 
 
-def _dealt(name: str, rng: random.Random) -> str | Wild:
-    """A card the toolkit dealt ("r-7"; a wild by its deck name, "wild"): a wild printed
-    and coloured at random."""
-    if name in ("wild", "wild_draw_4"):
-        color = rng.choice("rgby")
-        return Wild(color, color, name)
-    return name
+def _wild(name: str, rng: random.Random) -> Wild:
+    """A wild the toolkit dealt ("wild", "wild_draw_4"), printed and coloured at random."""
+    color = "rgby"[int(rng.random() * 4)]
+    return Wild(color, color, name)
 
 
 class DoudizhuTable(RLCardTable):
