@@ -7,8 +7,8 @@ table is driven by one task, so no locking is needed.
 A table set from a seat's view (`resample`, worlds for search) plays on in RLCard's own game
 where it can be set so cheaply (Leduc: dealt, then its few moves replayed); UNO and doudizhu
 play on in a plain-Python model of RLCard's rules from a position (`uno_position.py`,
-`doudizhu_position.py`: RLCard's game a move cost ~83 and ~290 us there, the models ~10x
-less; the same states, move by move), until the next `reset`.
+`doudizhu_position.py`: RLCard's game a move cost ~34 and ~97 us of CPU there, the models
+6.7 and 16, `croupier bench worlds`; the same states, move by move), until the next `reset`.
 """
 
 from __future__ import annotations
