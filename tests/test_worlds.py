@@ -205,6 +205,19 @@ def test_an_unseen_card_is_in_the_opponent_s_hand_or_the_draw_pile_as_counts_say
     assert _chi_square([held, n - held], [n * p, n * (1 - p)]) < CHI2_999[1], (held, n * p)
 
 
+def test_doudizhu_s_unseen_cards_split_between_the_other_two_by_their_counts() -> None:
+    from croupier.games.doudizhu_cards import GAME
+
+    state = next(s for s in states_of("doudizhu") if len(set(s["num_cards_left"])) == 3)
+    seat, rng, n = state["self"], random.Random(9), 3_000
+    a, b = (seat + 1) % 3, (seat + 2) % 3
+    card = next(c for c in state["others_hand"] if state["others_hand"].count(c) == 1)
+    to_a = sum(card in GAME.deal_unseen(state, rng).hands[a] for _ in range(n))
+    share = state["num_cards_left"][a] / (state["num_cards_left"][a] + state["num_cards_left"][b])
+    expected = [n * share, n * (1 - share)]
+    assert _chi_square([to_a, n - to_a], expected) < CHI2_999[1], (to_a, expected)
+
+
 def _no_copy(copies: int, drawn: int, total: int) -> float:
     """P(none of `copies` among `drawn` cards drawn from `total`)."""
     out = 1.0

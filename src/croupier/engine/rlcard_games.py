@@ -267,7 +267,7 @@ class UnoTable(RLCardTable):
         if isinstance(target, Wild):
             target.printed, target.color = state["target"][0], state["color"]
         deck = [_wild(c, rng) if c[0] == "w" else c for c in world.rest]
-        moves = [list(m) for m in state["moves"]]
+        moves = [list(m) for m in state.get("moves", [])]  # (optional in a state)
         self._position = UnoPosition(
             hands, deck, played, target, state["color"], world.seat, moves, rng
         )
