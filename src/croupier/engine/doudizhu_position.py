@@ -5,8 +5,8 @@ on (`engine/rlcard_games.py`), the same rules and the same state JSON as RLCard'
 Why not RLCard's own game: its objects (cards, players, a judger keeping every seat's
 playable moves) cost ~97 us of CPU a move, ~6.5 ms a hand; a search plays out hundreds of
 hands a decision: here 16 us a move, a world resampled and played out in ~0.6 ms
-(`croupier bench worlds`). Here a hand is three strings and the moves come from RLCard's own tables: a lead
-from its `playable_cards_from_hand` (what its judger keeps for a seat is that of the hand
+(`croupier bench worlds`). Here a hand is three strings and the moves come from RLCard's own
+tables: a lead from its `playable_cards_from_hand` (what its judger keeps for a seat is that of the hand
 it was dealt, less the moves it can no longer make: the same set, tested), an answer from its
 move table (`TYPE_CARD`), as its `get_gt_cards` reads it, in its order.
 
