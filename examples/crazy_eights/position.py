@@ -1,7 +1,7 @@
 """OpenSpiel's two-seat crazy eights from any position, in plain Python: what
 `CrazyEightsSimulator.resample` plays on. OpenSpiel's state cannot be set from a position
 (only replayed from the deal, and a state keeps only its last 16 moves), so this models its
-rules (`tests/test_worlds.py` plays it against OpenSpiel move by move: the same legal moves,
+rules (`tests/test_world_models.py` plays it against OpenSpiel move by move: the same legal moves,
 the same returns).
 
 OpenSpiel's rules with its defaults (no special cards, no reshuffle): play an 8, or a card of

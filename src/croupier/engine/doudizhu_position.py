@@ -1,14 +1,14 @@
 """RLCard's doudizhu from any position, in plain Python: what `DoudizhuTable.resample` plays
 on (`engine/rlcard_games.py`), the same rules and the same state JSON as RLCard's game
-(`tests/test_worlds.py` holds them together move by move).
+(`tests/test_world_models.py` holds them together move by move).
 
 Why not RLCard's own game: its objects (cards, players, a judger keeping every seat's
 playable moves) cost ~97 us of CPU a move, ~6.5 ms a hand; a search plays out hundreds of
 hands a decision: here 16 us a move, a world resampled and played out in ~0.6 ms
-(`croupier bench worlds`). Here a hand is three strings and the moves come from RLCard's own
-tables: a lead from its `playable_cards_from_hand` (what its judger keeps for a seat is that of the hand
-it was dealt, less the moves it can no longer make: the same set, tested), an answer from its
-move table (`TYPE_CARD`), as its `get_gt_cards` reads it, in its order.
+(`croupier bench worlds`). A hand is three strings and the moves come from RLCard's own
+tables: a lead from its `playable_cards_from_hand` (what its judger keeps for a seat is that
+of the hand it was dealt, less the moves it can no longer make: the same set, tested), an
+answer from its move table (`TYPE_CARD`), as its `get_gt_cards` reads it, in its order.
 
 RLCard's doudizhu as it plays it: the landlord is seat 0 with the three extra cards and leads;
 each seat in turn beats the newest play or passes; whoever made the newest play, the others

@@ -1,6 +1,6 @@
 """RLCard's two-seat UNO from any position, in plain Python: what `UnoTable.resample` plays
 on (`engine/rlcard_games.py`), the same rules and the same state JSON as RLCard's game
-(`tests/test_worlds.py` holds them together move by move).
+(`tests/test_world_models.py` holds them together move by move).
 
 Why not RLCard's own game: a world needs a table set from a seat's view many times a
 decision, then played out. RLCard's UNO took ~34 us of CPU a move (its state built, then made
