@@ -3,9 +3,10 @@
 followed from OpenSpiel's deals, draws and plays; chance is drawn from the table's seed.
 
 OpenSpiel's rules: 7 cards each; play a card of the suit in force or of the top card's rank,
-or an 8 and then name a suit; else draw (up to 5 a turn), then pass. The first out wins what
-the other holds in points (8: 50, court cards: 10, others their rank); OpenSpiel ends a game
-at 100 turns, every seat then paying its own points. Payoffs are OpenSpiel's / 100.
+or an 8 and then name a suit; else draw (up to 5 a turn), then pass. The hand ends when a
+seat is out, at the 100th card played, or at three passes in a row with the stock empty;
+each seat then pays the points it holds (8: 50, jack to ace: 10, any other card OpenSpiel's
+number for it plus 2: `position.py`), the first out nothing. Payoffs are OpenSpiel's / 100.
 """
 
 from __future__ import annotations
