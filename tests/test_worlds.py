@@ -313,3 +313,25 @@ def test_simulators_without_resample_say_so() -> None:
     assert not Plain.resamples()
     with pytest.raises(NotImplementedError):
         Plain().resample({}, random.Random(0))
+
+
+@needs_spiel
+def test_crazy_eights_worlds_have_the_true_stock_while_the_moves_reach_the_deal() -> None:
+    """Its state lists 16 moves: until they no longer reach the deal, the stock's size and
+    the plays so far are known exactly, and a world has them."""
+    from examples.crazy_eights.game import CrazyEightsSimulator
+
+    table, world, rng, checked = CrazyEightsSimulator(), CrazyEightsSimulator(), random.Random(5), 0
+    for hand in range(40):
+        table.reset(hand)
+        while not table.is_over() and len(table.moves) < 16:
+            state = table.state(table.current_player())
+            world.resample(state, rng)
+            plays = [m for m in table.moves if m[1].startswith("play ")]
+            drawn = sum(m[1] == "draw" for m in table.moves)
+            position = world._position
+            assert position is not None
+            assert (len(position.stock), position.plays) == (37 - drawn, len(plays))
+            checked += 1
+            table.step(rng.choice(state["legal_actions"]))
+    assert checked > 300

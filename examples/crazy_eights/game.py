@@ -16,10 +16,15 @@ from typing import Any
 
 from croupier.games.simulator import Simulator
 from examples.crazy_eights.adapter import GAME
-from examples.crazy_eights.position import MAX_DRAWS, MOVES_SENT, EightsPosition
+from examples.crazy_eights.position import MAX_DRAWS, MAX_PLAYS, MOVES_SENT, EightsPosition
 
 SCALE = 100.0  # OpenSpiel's points per payoff unit: a hand of points is ~0.5 to 4
 STOCK = 52 - 2 * 7 - 1  # after the deal and the first card turned up
+# Draws (and as many plays) a world adds before a state's 16 moves, beyond the fewest that
+# square the cards held: that bound fell short by 13 draws on average over 16,000 states of
+# mixed play (the rules' moves and random ones); with them the stock's size is off by 8.7
+# cards on average, not 13.3.
+HIDDEN_DRAWS = 13
 
 
 def _spiel() -> Any:
@@ -73,17 +78,19 @@ class CrazyEightsSimulator(Simulator):
         cannot be set from a position). Besides the cards, the stock's size and the cards
         played so far (the 100th ends the hand) are hidden once the state's 16 moves no
         longer reach the deal: the fewest plays and draws that account for the cards in
-        hand are taken (exact while the moves reach the deal). This turn's draws and the
-        passes in a row are read from the moves, as the legal moves confirm."""
+        hand, plus `HIDDEN_DRAWS` of each (exact while the moves reach the deal). This
+        turn's draws and the passes in a row are read from the moves, as the legal moves
+        confirm."""
         world = GAME.deal_unseen(state, rng)
         moves, seat = [list(m) for m in state["moves"]], world.seat
         plays = sum(m[1].startswith("play ") for m in moves)
         drawn = sum(m[1] == "draw" for m in moves)
-        if len(moves) >= MOVES_SENT:  # older moves unseen: the fewest that square the hands
+        if len(moves) >= MOVES_SENT:  # older moves unseen: see HIDDEN_DRAWS
             more = 14 - sum(state["num_cards"]) - plays + drawn  # plays less draws unseen
-            plays, drawn = plays + max(more, 0), drawn + max(-more, 0)
+            hidden = max(-more, 0) + HIDDEN_DRAWS
+            drawn, plays = drawn + hidden, min(plays + more + hidden, MAX_PLAYS - 1)
         legal = state["legal_actions"]
-        stock = min(max(STOCK - drawn, "draw" in legal), len(world.rest))
+        stock = min(max(STOCK - drawn, 0, "draw" in legal), len(world.rest))
         draws = 0
         for who, move in reversed(moves):
             if who != seat or move != "draw":
