@@ -143,10 +143,10 @@ def _unseen(game: CardGame, unseen: Unseen, state: Any) -> tuple[int, list[int],
             seen = [max(a, b) for a, b in zip(seen, out, strict=True)]
         left = [max(c - s, 0) for c, s in zip(game.deck.card_copies, seen, strict=True)]
     cards = [i for i, c in enumerate(left) for _ in range(c)]
-    return p.seat, cards, _hand_sizes(game, unseen, values, n)
+    return p.seat, cards, _hand_sizes(unseen, values, n)
 
 
-def _hand_sizes(game: CardGame, unseen: Unseen, values: dict[str, Any], n: int) -> list[int]:
+def _hand_sizes(unseen: Unseen, values: dict[str, Any], n: int) -> list[int]:
     if isinstance(unseen.hands, str):
         return [int(x) for x in values[unseen.hands]]
     played = [0] * n
