@@ -590,3 +590,20 @@ def bench_guards(
     from croupier.bench.guards import bench_guards as run
 
     typer.echo(json.dumps(run(hands, out), indent=2))
+
+
+@bench_app.command("worlds")
+def bench_worlds(
+    hands: Annotated[int, typer.Option(help="Hands of mixed play a game, its states")] = 6,
+    states: Annotated[int, typer.Option(help="States per game, evenly spaced")] = 40,
+    repeats: Annotated[int, typer.Option(help="Worlds per state (a search's resamples)")] = 20,
+    games: Annotated[str | None, typer.Option(help="Games, comma separated; all")] = None,
+    out: Path = Path("bench/results"),
+) -> None:
+    """What a world costs a search, per game: a table set from a seat's view (`resample`),
+    then played out by random moves and by the rules (docs/your-game.md, "Worlds for
+    search")."""
+    from croupier.bench.worlds import bench_worlds as run
+
+    chosen = [g.strip() for g in games.split(",") if g.strip()] if games else None
+    typer.echo(json.dumps(run(hands, states, repeats, out, chosen), indent=2))

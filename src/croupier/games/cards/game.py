@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import numpy as np
 
 from croupier.games.base import InvalidState, json_int
 from croupier.games.cards.deck import Deck, Kind, Move, Spelling
+from croupier.games.cards.worlds import Unseen, World, deal_unseen
 from croupier.games.cards.zones import Hand, History, Pile, RoleSeat, Seat, SeatPiles, Zone
 
 # --- the game ------------------------------------------------------------------------------------
@@ -95,7 +97,9 @@ class CardGame:
     threshold the network must learn; a one-copy deck's cards are the same either way);
     else (the default) its count / its copies, one column. Doudizhu's landlord played better
     with it (0.835 against 0.805 greedy), its peasants no better (docs/strength.md,
-    "Declared card games")."""
+    "Declared card games"). `unseen`: where the cards a seat cannot see lie (`Unseen`), for
+    dealing worlds a search plays out (`deal_unseen`); None (the default): not said, the game
+    cannot be searched."""
 
     name: str
     deck: Deck
@@ -109,6 +113,7 @@ class CardGame:
     partners: tuple[tuple[int, ...], ...] = ()
     repeated_legal: bool = False
     per_copy: bool = False
+    unseen: Unseen | None = None
     legal_field: ClassVar[str] = "legal_actions"
 
     def __post_init__(self) -> None:
@@ -151,6 +156,7 @@ class CardGame:
         object.__setattr__(self, "_offsets", offsets)
         object.__setattr__(self, "_moves", OrderedDict())
         object.__setattr__(self, "_sets", OrderedDict())
+        object.__setattr__(self, "_last_unseen", None)  # (state, what it leaves unseen)
         object.__setattr__(self, "_from_hand", np.array([k.from_hand for k in self.kinds]))
         # Per kind: each card's and each rank's place among the kind's own (-1: not its own).
         places = []
@@ -166,6 +172,8 @@ class CardGame:
             raise ValueError("choices: names of letters, digits, _ . -")
         object.__setattr__(self, "choices", choices)
         self._tabulate()
+        if self.unseen is not None:
+            self.unseen.check(self)
 
     def _tabulate(self) -> None:
         """What every state's encode reads, computed once from the declaration: the sizes,
@@ -519,6 +527,13 @@ class CardGame:
                 text = legal[int(np.argmax(beyond))]
                 raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
         return Parsed(values, seat, moves, hand, counts, rows)
+
+    def deal_unseen(self, state: Any, rng: random.Random) -> World:
+        """One world consistent with what the seat to act was sent (`state`): every card it
+        cannot see dealt at random (`rng`), each other seat's hand with its count
+        (`World.hands`), the rest in `World.rest` (`worlds.py`; `unseen` says where they
+        lie). InvalidState for a state whose counts cannot be dealt."""
+        return deal_unseen(self, state, rng)
 
     # --- features -----------------------------------------------------------------------------
 
