@@ -294,7 +294,7 @@ def test_bench_strength_serves_and_trains_the_adapter_given_and_plays_the_same_e
 def test_the_in_process_anchor_trains_and_evaluates_through_the_toolkit() -> None:
     """The anchor's PPO on the toolkit's features: RLCard's raw states read as the engine
     sends them (`as_sent`), whole updates, and an evaluation over fixed deals."""
-    from croupier.bench.strength_anchors import PPOConfig, train
+    from experiments.strength_anchors import PPOConfig, train
 
     cfg = PPOConfig(adapter=CANDIDATES, hiddens=[32], score_hidden=16, decisions_per_update=400,
                     minibatch=200, parallel_games=8, minutes=5, max_decisions=800,

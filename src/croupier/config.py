@@ -200,7 +200,7 @@ class ServerConfig:
     )
     # What learned seats' recorders may hold in memory until their games end. A seat's
     # episode: 16 MiB is ~60x the largest seen in random play (doudizhu 260-269 KB, UNO 260 KB,
-    # 300 hands each, `croupier bench guards`) and a quarter of the link's 64 MiB frame, so
+    # 300 hands each, `python -m experiments.guards`) and a quarter of the link's 64 MiB frame, so
     # every episode recorded can be shipped. All recording: 512 MiB holds ~4,500 doudizhu
     # seats' episodes of the mean size (~117 KB) at once. Past either a learned seat still
     # answers, but the step is not recorded (its episode ends there, truncated).
@@ -470,7 +470,7 @@ class TrainSettings:
     metrics_host: str = setting("127.0.0.1", "Address for --metrics-port")
     init_weights: Path | None = setting(None, "Start from a `croupier pretrain` output dir")
     # Rules-anchored learning (trainer/rules_anchor.py, docs/training.md); the defaults are
-    # `RulesAnchor`'s, chosen by `croupier bench rules-anchor`.
+    # `RulesAnchor`'s, chosen by `python -m experiments.rules_anchor`.
     rules_anchor: bool = setting(
         True,
         "A first start (no checkpoint, no --init-weights) of a game with a rules bot and a "

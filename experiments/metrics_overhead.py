@@ -1,5 +1,5 @@
 """What /metrics costs a request: the request-timing middleware alone, around a no-op ASGI app,
-and one /metrics render.  `python -m croupier.bench.metrics_overhead`"""
+and one /metrics render.  `python -m experiments.metrics_overhead`"""
 
 from __future__ import annotations
 

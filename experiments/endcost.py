@@ -1,6 +1,6 @@
 """What durability costs `end`, and how much of it the event loop pays.
 
-`python -m croupier.bench.endcost`: 600 Leduc hands, both seats learned, in-process (no HTTP),
+`python -m experiments.endcost`: 600 Leduc hands, both seats learned, in-process (no HTTP),
 timing `DecisionService.end_game` (which writes both seats' episodes to the spool) on three
 spools: in-memory SQLite, on disk (WAL), and on disk and full (every write past the bound
 deletes the oldest). For each: the latency of `end` (until it answers: its episodes are
@@ -8,7 +8,7 @@ committed) and the event loop's own CPU time per `end` (`time.thread_time()` of 
 thread: what no other request can use meanwhile).
 
 The same file runs against an older croupier, whose `end_game` was synchronous (the write on
-the event loop): `PYTHONPATH=<old checkout>/src python src/croupier/bench/endcost.py`, for a
+the event loop): `PYTHONPATH=<old checkout>/src python experiments/endcost.py`, for a
 before/after in one window.
 """
 

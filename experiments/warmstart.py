@@ -1,4 +1,5 @@
-"""`croupier bench warmstart`: the first minutes of training with and without a warm start.
+"""`python -m experiments.warmstart`: the first minutes of training with and without a warm
+start.
 
 One command, one run:
 1. Record the rules (a server with `--offline-dir`, the engine playing rules vs random with
@@ -16,8 +17,9 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 import uvloop
 
 from croupier.bench.plotting import pyplot, save
@@ -139,3 +141,27 @@ def format_report(result: dict[str, Any]) -> str:
         )
     lines.append(f"saved: {result.get('saved')}")
     return "\n".join(lines)
+
+
+def main(
+    game: str = "leduc-holdem",
+    minutes: Annotated[float, typer.Option(help="Training minutes per run (cold, warm)")] = 2.0,
+    from_dir: Annotated[
+        Path | None, typer.Option("--from", help="Recorded rules episodes (else recorded now)")
+    ] = None,
+    record_hands: int = 4000,
+    algo: str = "ppo",
+    pretrain_iterations: int = 5,
+    eval_hands: int = 4000,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Payoff vs rules over the first minutes of training, from scratch and from a BC warm
+    start (record the rules, pretrain, train twice)."""
+    report = bench_warmstart(
+        game, minutes, out, from_dir, record_hands, algo, pretrain_iterations, eval_hands
+    )
+    typer.echo(format_report(report))
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,5 +1,5 @@
 """What the guards against hostile engines and weights cost on the hot path, and the recorded
-sizes their bounds are set from (`croupier bench guards`).
+sizes their bounds are set from (`python -m experiments.guards`).
 
 - the mask lookup of every sampled row (`PolicyVersions._sample`): alone, and the whole sample
   it is part of, at 1, 16 and 256 rows of a Leduc-sized batch;
@@ -21,9 +21,10 @@ import os
 import random
 import timeit
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import typer
 
 
 def _best_us(fn: Any, number: int, repeat: int = 7) -> float:
@@ -160,3 +161,17 @@ def bench_guards(hands: int = 300, out: Path | None = None) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
         (out / "guards.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+def main(
+    hands: Annotated[int, typer.Option(help="Random-play hands per game for episode sizes")] = 300,
+    out: Path = Path("bench/results"),
+) -> None:
+    """The hot-path cost of the guards against hostile engines and weights (mask lookup per
+    sampled row, doudizhu's legal-move check, recording bookkeeping) and the recorded episode
+    sizes the recording budgets are set from."""
+    typer.echo(json.dumps(bench_guards(hands, out), indent=2))
+
+
+if __name__ == "__main__":
+    typer.run(main)

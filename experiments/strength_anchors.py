@@ -18,7 +18,7 @@ Evaluation (`evaluate`): win rate of the learned side with a 95% CI over fixed d
 seeds for every checkpoint, and for the rules-vs-rules baseline on those deals), greedy or
 sampled.
 
-Run: `python -m croupier.bench.strength_anchors --learn landlord --minutes 5 --out run.json`
+Run: `python -m experiments.strength_anchors --learn landlord --minutes 5 --out run.json`
 """
 
 from __future__ import annotations

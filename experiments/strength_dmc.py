@@ -14,7 +14,7 @@ RLCard's trainer needs `gitpython` (its log writer records the repository's comm
 objects), written by this machine's own child process and read back here: local files, never
 anything from the network.
 
-Run alone: `python -m croupier.bench.strength_dmc --minutes 12 --games 2000 --out dmc.json`
+Run alone: `python -m experiments.strength_dmc --minutes 12 --games 2000 --out dmc.json`
 """
 
 from __future__ import annotations
@@ -82,10 +82,17 @@ def _prune(run_dir: Path) -> None:
 def train(minutes: float, savedir: Path, actors: int = ACTORS) -> dict[str, Any]:
     """Train for `minutes` of wall-clock (start-up included), then stop the trainer's whole
     process group. Returns the newest complete weights set and its frame count."""
-    cmd = [sys.executable, "-m", "croupier.bench.strength_dmc", "--child", str(savedir),
+    cmd = [sys.executable, "-m", "experiments.strength_dmc", "--child", str(savedir),
            "--actors", str(actors)]  # fmt: skip
     log = (savedir / "trainer.log").open("wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # The child imports this module by name: the repository root on its path, wherever it runs.
+    root = str(Path(__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env=env)  # fmt: skip
     start = time.monotonic()
     deadline = start + minutes * 60
     try:

@@ -1,7 +1,7 @@
 """One bounded in-process RLlib run (the anchor: learner seat vs the rules), then its policy
 played against the rules greedy and sampled: the experiments behind a game's training preset.
 
-    python -m croupier.bench.inprocess --game uno --algo ppo --minutes 10 --out run.json
+    python -m experiments.inprocess --game uno --algo ppo --minutes 10 --out run.json
 
 The curve is RLlib's own mean episode return (the learner's sampled play against the rules,
 last 200 games) against env steps, which does not depend on how loaded the machine is; the

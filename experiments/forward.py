@@ -1,4 +1,5 @@
-"""`croupier bench forward`: a candidate game's served forward, torch against ONNX Runtime.
+"""`python -m experiments.forward`: a candidate game's served forward, torch against ONNX
+Runtime.
 
 In one process, on real states of the game (seat by seat, random play) encoded by the served
 adapter, for each batch size: the CPU per decision of `PolicyVersions.act_rows` (assembly,
@@ -15,9 +16,10 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import typer
 
 from croupier.bench.plotting import pyplot, save
 
@@ -102,3 +104,20 @@ def bench_forward(
     ax.legend()
     save(fig, out_dir / f"forward-{game}.png")
     return report
+
+
+def main(
+    game: Annotated[str, typer.Option(help="A candidate game (doudizhu, uno)")] = "doudizhu",
+    batches: Annotated[str, typer.Option(help="Decisions per forward, comma separated")] = (
+        "1,2,4,8,16,64"
+    ),
+    reps: Annotated[int, typer.Option(help="Alternated repetitions; medians reported")] = 6,
+    out: Path = Path("bench/results"),
+) -> None:
+    """A candidate game's served forward: CPU per decision in torch and in ONNX Runtime, and
+    whether their logits agree."""
+    bench_forward(game, [int(b) for b in batches.split(",")], reps, out)
+
+
+if __name__ == "__main__":
+    typer.run(main)

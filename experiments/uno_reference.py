@@ -16,7 +16,7 @@ against the same rules, on the same table (`engine/rlcard_games.py`, RLCard's ow
   a small model of RLCard 1.2's two-player rules (tested against RLCard move by move), since
   copying RLCard's game per rollout is ~100x slower. The game itself is RLCard's.
 
-    python -m croupier.bench.uno_reference --player search --rollouts 50 --games 3000 \\
+    python -m experiments.uno_reference --player search --rollouts 50 --games 3000 \\
         --out bench/results/uno-reference-search.json
 
 Payoff per game is +1 won / -1 lost, seats alternating; ± is the 95% CI half-width.
