@@ -49,8 +49,7 @@ def _keys(text: str | None, _values: dict[str, Any]) -> list[str]:
 def _allowed_hosts(text: str | None, values: dict[str, Any]) -> list[str] | None:
     """The Host names to answer; not given: the loopback names on a loopback --host (a page
     elsewhere cannot drive this server through DNS rebinding), any elsewhere; `*`: any."""
-    from croupier.api.exposure import is_loopback
-    from croupier.api.hosts import loopback_hosts
+    from croupier.api.hosts import is_loopback, loopback_hosts
 
     if text is None:
         host = values.get("host", "127.0.0.1")
