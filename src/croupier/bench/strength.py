@@ -26,7 +26,7 @@ Beside every curve: the rules' own record (the rules in the learned side's place
 the game) and the minutes the curve spent significantly below it (`bench/curve.py`). Both
 sides start from the rules' clone, as `croupier train` does, unless `rules_anchor` is off.
 
-Why ~450 lines in one module: doudizhu's path and the simulator games' share one run setting
+Why ~520 lines in one module: doudizhu's path and the simulator games' share one run setting
 (`StrengthRun`), one report and its text and plots; split, each half would import the other's.
 The evaluation curve lives in `bench/curve.py`.
 """
