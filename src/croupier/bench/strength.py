@@ -1,27 +1,19 @@
 """`croupier bench strength --game doudizhu`: the external path learning one side against the
-rules, and beside it, for the same wall-clock on the same machine, the in-process
-candidate-scoring PPO anchor (`bench/strength_anchors.py`) in the same setting.
+rules (its in-process candidate-scoring anchor is an experiment of its own:
+`python -m experiments.strength_anchors`, experiments/README.md).
 
 External: `croupier train --game doudizhu` (its preset) + `croupier serve --trainer` + the
 reference engine (`--batch`, the learned side seated after each deal, `--sides`). Every
 `eval_every_s` of play the engine stops for an evaluation (`record: false`, not counted as
 training time): the learned side's win rate over `eval_games` games with a 95% CI. The last
 one is over `final_games`, then as many again with the learned side greedy (`learned:greedy`
-seats: the version's most likely move, what `production:greedy` serves). The anchor is then
-trained as long (its evaluations are likewise outside its training time) and evaluated over
-the same number of games, sampled and greedy, so each comparison is like for like.
+seats: the version's most likely move, what `production:greedy` serves), and as many with the
+rules in the learned side's place (the rules' own record).
 
 Setting, written into the result: learned side vs `doudizhu-rule-v1` on the other side
 (not self-play). With `league_sides` (league training, docs/robustness.md) the training
 tables take turns with that seating and these (self-play, past versions as `league` seats);
-the evaluations stay against the rules. With `dmc`, RLCard's own DMC trainer
-(`bench/strength_dmc.py`: self-play of all three seats, the setting it was built for) is
-trained for the same minutes too and its side of the table evaluated against the rules over
-`final_games` (greedy); it needs `gitpython` (`pip install 'croupier[bench]'`).
-
-The runs take turns (not at once): each gets the whole machine for its minutes.
-`external=False` (`--no-external`) runs the anchors alone, to set beside an external run of
-another time.
+the evaluations stay against the rules.
 
 Any other game with a simulator (a built-in one such as UNO, or the studio's own:
 `--game package.module:Simulator` or an adapter that names one) is measured the same way with
@@ -37,7 +29,7 @@ point shows, beside it). Both sides start from the rules' clone, as `croupier tr
 unless `rules_anchor` is off. The minutes are training from the first served version (`CLOCK`);
 the setup before it is reported apart (`setup_s`).
 
-Why ~650 lines in one module: doudizhu's path and the simulator games' share one run setting
+Why ~570 lines in one module: doudizhu's path and the simulator games' share one run setting
 (`StrengthRun`), one report and its text and plots; split, each half would import the other's.
 The evaluation curve lives in `bench/curve.py`.
 """
@@ -47,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,16 +87,15 @@ class StrengthRun:
     eval_games: int = 300
     final_games: int = 2000
     tables: int = 32  # engine tables played at once
-    external: bool = True  # doudizhu: False runs only the anchors (a run each, at other times)
     # Training settings over the game's preset, for the external trainer and the anchor alike
     # (keys: TRAIN_OVERRIDES): a comparison stays like for like.
     train: dict[str, Any] = field(default_factory=dict)
-    anchor: bool = True
-    dmc: bool = False  # doudizhu: also RLCard's DMC trainer for the same minutes
+    # Simulator games: also RLlib in-process on the simulator, as long (None: on). Doudizhu has
+    # none here (its candidate PPO anchor: experiments/strength_anchors.py).
+    anchor: bool | None = None
     ray_cpus: int | None = None  # the in-process anchor's Ray session (None: every core)
     # ppo | appo for the external trainer (None: the game's preset, else `DEFAULT_ALGO`); the
-    # simulator games' anchor trains whatever the external run's version names. Doudizhu's
-    # anchor is its own candidate PPO.
+    # simulator games' anchor trains whatever the external run's version names.
     algo: str | None = None
     # Rules-anchored learning (`croupier train`'s default): the external trainer and the
     # in-process RLlib anchor start from the rules' clone; False: both from scratch.
@@ -228,6 +219,9 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
             greedy = {"version": get_json(f"{url}/healthz")["version"],
                       **_side_rate(ev, run.learn, GREEDY_SEAT)}  # fmt: skip
             print(json.dumps({"greedy": greedy}), flush=True)
+            # The rules' own record: the rules in the learned side's place, as many games.
+            ev = asyncio.run(_play(url, run, None, run.final_games, False, "rules"))
+            record = _side_rate(ev, run.learn, "rules")
     finally:
         stop(trainer)
         log.close()
@@ -250,44 +244,7 @@ def run_external(run: StrengthRun, run_dir: Path) -> dict[str, Any]:
         "final": final,
         "final_greedy": greedy,
         "decisions_per_s": final["decisions"] / final["train_s"] if final else None,
-    }
-
-
-def run_anchor(run: StrengthRun) -> dict[str, Any]:
-    from croupier.bench.strength_anchors import PPOConfig, train
-    from croupier.games.doudizhu import SERVED_FEATURES
-    from croupier.games.presets import preset_for
-
-    preset = run_preset(run) or preset_for(run.served)
-    assert preset is not None
-    preset = replace(preset, **run.train)  # what the external trainer gets as flags
-    cfg = PPOConfig(
-        learn=run.learn, history=SERVED_FEATURES.history,
-        move_context=int(SERVED_FEATURES.move_context), hiddens=list(preset.hiddens),
-        score_hidden=preset.score_hidden, lr=preset.lr, ent_coef=preset.entropy_coeff,
-        epochs=preset.num_epochs, minibatch=preset.minibatch_size,
-        decisions_per_update=preset.train_batch_size, minutes=run.minutes,
-        eval_every_s=run.eval_every_s, eval_games=run.eval_games, final_games=run.final_games,
-        adapter=run.adapter or "",
-    )  # fmt: skip
-    result = train(cfg, log=lambda line: None)
-    result.pop("policies")
-    sampled = result["final"]["sampled"]
-    return {
-        # Its curve is evaluated greedily (strength_anchors), its final rate sampling. It
-        # starts from scratch: croupier's own PPO, not RLlib's, so no rules anchor.
-        "setting": f"learned {run.learn} vs doudizhu-rule-v1 (in-process candidate PPO, cold"
-        + (f"; {run.adapter})" if run.adapter else ")"),
-        "curve": result["curve"],
-        "final": {
-            "train_s": result["train_s"],
-            "decisions": result["decisions"],
-            "win_rate": sampled["win_rate"],
-            "ci95": sampled["ci95"],
-            "games": sampled["games"],
-        },  # fmt: skip
-        "final_greedy": result["final"]["greedy"],
-        "decisions_per_s": result["decisions_per_s"],
+        "rules_record": record,
     }
 
 
@@ -298,50 +255,35 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
         return bench_strength_simulated(run, out_dir)
     if run.learn not in SIDES:
         raise ValueError(f"learn must be one of {sorted(SIDES)}")
-    if not (run.external or run.anchor or run.dmc):
-        raise ValueError("nothing to run: --no-external with --no-anchor and no --dmc")
+    if run.anchor:
+        raise ValueError(
+            "doudizhu has no in-process anchor here: python -m experiments.strength_anchors"
+        )
     check_league_sides(run.league_sides)
     train_flags(run.train)  # an unknown setting fails here, before any run
     run_preset(run)  # and a bad preset file
     if run.adapter is not None:  # and an adapter that cannot stand in for `--game doudizhu`
-        from croupier.games.candidates import is_candidate_game
         from croupier.games.registry import load_adapter
 
-        served = load_adapter(run.adapter)
-        if served.name != "doudizhu" or (run.anchor and not is_candidate_game(served)):
-            raise ValueError(
-                f"--adapter {run.adapter}: a doudizhu adapter (name 'doudizhu')"
-                + (", of scored candidates (the anchor scores candidates)" if run.anchor else "")
-            )
+        if load_adapter(run.adapter).name != "doudizhu":
+            raise ValueError(f"--adapter {run.adapter}: a doudizhu adapter (name 'doudizhu')")
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     report: dict[str, Any] = {"run": asdict(run)}
-    if run.external:
-        print(f"external path: {run.minutes:g} min, learned {run.learn}...", flush=True)
-        report["external"] = run_external(run, new_run_dir(out_dir, f"{run.learn}-{stamp}"))
-    if run.anchor:
-        print(f"anchor (in-process candidate PPO): {run.minutes:g} min...", flush=True)
-        report["anchor"] = run_anchor(run)
-    # The rules' own record, drawn from the game: the rule agent in the learned seats against
-    # the rules, over as many deals as the final evaluations (~0.50 for either side).
-    from croupier.bench.strength_anchors import evaluate
-    from croupier.games.doudizhu import SERVED_FEATURES, DoudizhuAdapter
-
-    record = evaluate(None, run.learn, DoudizhuAdapter(SERVED_FEATURES), run.final_games)
+    print(f"external path: {run.minutes:g} min, learned {run.learn}...", flush=True)
+    external = run_external(run, new_run_dir(out_dir, f"{run.learn}-{stamp}"))
+    # The rules' own record, drawn from the game: the rules in the learned side's place
+    # against the rules, over as many games as the final evaluations (~0.50 for either side).
+    record = external.pop("rules_record")
     report["rules_record"], report["rules_record_detail"] = record["win_rate"], record
     report["clock"] = CLOCK
     report["below_test"] = BELOW_TEST
-    for key in ("external", "anchor"):
-        if key in report and report[key]["curve"]:
-            curve = report[key]["curve"]
-            spans = evaluation_spans(curve, curve[-1]["train_s"], "train_s", "win_rate")
-            report[key]["minutes_below"] = minutes_below(spans, *_record(record, "win_rate"))
-            report[key]["below_resolution"] = below_resolution(spans, record["ci95"])
-    if run.dmc:
-        from croupier.bench.strength_dmc import run_dmc
-
-        print(f"anchor (RLCard's DMC, self-play): {run.minutes:g} min...", flush=True)
-        report["dmc"] = run_dmc(run.minutes, run.final_games)
+    if external["curve"]:
+        curve = external["curve"]
+        spans = evaluation_spans(curve, curve[-1]["train_s"], "train_s", "win_rate")
+        external["minutes_below"] = minutes_below(spans, *_record(record, "win_rate"))
+        external["below_resolution"] = below_resolution(spans, record["ci95"])
+    report["external"] = external
     label = "" if run.adapter is None else "-" + run.adapter.rpartition(":")[2]
     path = out_dir / f"strength-{run.game}{label}-{run.learn}-{stamp}.json"
     return save_report(report, path, plot)
@@ -419,8 +361,6 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     from croupier.policies.learned import read_weights_dir
 
     name = load_simulator(run.served).name  # ValueError (a clear CLI error) without one
-    if not run.external:  # its anchor trains the algorithm the external run's version names
-        raise ValueError("--no-external: doudizhu only")
     if run.league_sides or run.serve_args:
         raise ValueError("--league-sides and --serve-arg: doudizhu only (bench league: leduc)")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -480,7 +420,7 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
             "final": _scored(run.served, spec, weights, run.final_games),
         },
     }
-    if run.anchor:
+    if run.anchor is not False:
         print(f"anchor (RLlib in-process on the simulator): {run.minutes:g} min...", flush=True)
         anchor = run_rllib_anchor(
             run.served, spec.algo, run.minutes, run.ray_cpus, run.train,
@@ -546,27 +486,19 @@ def plot(report: dict[str, Any], path: Path) -> None:
     plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for key, color in (("external", "C1"), ("anchor", "C0")):
-        if key not in report:
-            continue
-        curve = report[key]["curve"]
-        xs = [p["train_s"] / 60 for p in curve]
-        how = " (greedy; final sampled)" if key == "anchor" else " (sampled)"
-        if report[key].get("minutes_below") is not None:
-            how += f"; {_below(report[key])}"
-        ax.errorbar(xs, [p["win_rate"] for p in curve], yerr=[p["ci95"] for p in curve],
-                    c=color, marker="o", label=report[key]["setting"] + how)  # fmt: skip
-    for key, color in (("external", "C1"), ("anchor", "C0")):  # the final greedy rates
-        g = report.get(key, {}).get("final_greedy")
-        if g and report[key]["curve"]:
-            x = report[key]["curve"][-1]["train_s"] / 60 + 0.01 * report["run"]["minutes"]
-            ax.errorbar([x], [g["win_rate"]], yerr=[g["ci95"]], c=color, marker="s",
-                        label=f"{key} final, greedy")  # fmt: skip
-    if "dmc" in report:  # its final evaluation only: one point at its minutes
-        dmc = report["dmc"]
-        f = dmc["final"][report["run"]["learn"]]
-        ax.errorbar([dmc["train_s"] / 60], [f["win_rate"]], yerr=[f["ci95"]], c="C2", marker="s",
-                    label=dmc["setting"] + " (greedy)")  # fmt: skip
+    external = report["external"]
+    curve = external["curve"]
+    how = " (sampled)"
+    if external.get("minutes_below") is not None:
+        how += f"; {_below(external)}"
+    ax.errorbar([p["train_s"] / 60 for p in curve], [p["win_rate"] for p in curve],
+                yerr=[p["ci95"] for p in curve], c="C1", marker="o",
+                label=external["setting"] + how)  # fmt: skip
+    g = external.get("final_greedy")
+    if g and curve:  # the final greedy rate
+        x = curve[-1]["train_s"] / 60 + 0.01 * report["run"]["minutes"]
+        ax.errorbar([x], [g["win_rate"]], yerr=[g["ci95"]], c="C1", marker="s",
+                    label="final, greedy")  # fmt: skip
     ax.axhline(report["rules_record"], ls="--", c="gray", label="the rules' own record")
     ax.set_xlabel(_clock_label(report))
     ax.set_ylabel(f"learned {report['run']['learn']} win rate vs rules")
@@ -608,28 +540,19 @@ def format_report(report: dict[str, Any]) -> str:
         rows += _clock_rows(report)
         return "\n".join(rows)
     rows = []
-    for key in ("external", "anchor"):
-        if key not in report or report[key]["final"] is None:
-            continue
-        f = report[key]["final"]
-        g = report[key].get("final_greedy")
+    external = report["external"]
+    f, g = external["final"], external.get("final_greedy")
+    if f is not None:
         rows.append(
-            f"{report[key]['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} sampled"
+            f"{external['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} sampled"
             + (f", {g['win_rate']:.3f} ± {g['ci95']:.3f} greedy" if g else "")
             + f" ({f['games']} games; {f['decisions']:,} learned decisions in {f['train_s']:.0f} s)"
         )
-        t = report[key].get("trainer") or {}
-        if None not in (t.get("env_steps"), t.get("env_steps_per_s"), t.get("trained_share")):
-            rows.append(
-                f"  trainer: {t['env_steps']:,} steps trained ({t['env_steps_per_s']:.0f}/s), "
-                f"{t['trained_share']:.0%} of the steps received"
-            )
-    if "dmc" in report:
-        dmc = report["dmc"]
-        f = dmc["final"][report["run"]["learn"]]
+    t = external.get("trainer") or {}
+    if None not in (t.get("env_steps"), t.get("env_steps_per_s"), t.get("trained_share")):
         rows.append(
-            f"{dmc['setting']:<62} {f['win_rate']:.3f} ± {f['ci95']:.3f} "
-            f"({f['games']} games, greedy; {dmc['frames']:,} frames in {dmc['train_s']:.0f} s)"
+            f"  trainer: {t['env_steps']:,} steps trained ({t['env_steps_per_s']:.0f}/s), "
+            f"{t['trained_share']:.0%} of the steps received"
         )
     detail = report.get("rules_record_detail") or {}
     spread = f" ± {detail['ci95']:.3f} ({detail['games']} games)" if detail else ""

@@ -148,8 +148,9 @@ def train(values: dict[str, Any]) -> None:
         raise typer.BadParameter(str(e)) from None
     from croupier.link.client import parse_address
     from croupier.link.server import check_listen
-    from croupier.trainer.run import EnvRunnerLost, StartRefused
+    from croupier.trainer.checkpoints import StartRefused
     from croupier.trainer.run import train as run_training
+    from croupier.trainer.runners import EnvRunnerLost
 
     try:
         check_listen(parse_address(s.listen)[0], source.given, s.insecure)

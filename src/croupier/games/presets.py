@@ -125,7 +125,7 @@ def preset_for(game: str) -> TrainingPreset | None:
 
 ALGOS = ("ppo", "appo")
 POLICIES = ("masked", "candidates")
-TEAM_POLICIES = ("shared", "separate")  # as `bench/strength_anchors.py` `peasant_policies`
+TEAM_POLICIES = ("shared", "separate")  # as `experiments/strength_anchors.py` `peasant_policies`
 # Keys a preset file may hold besides the preset's fields: the game it was found for, and how
 # (`croupier tune`'s search: scheduler, trials, the score it won with); neither changes training.
 FILE_KEYS = ("game", "found_by")
