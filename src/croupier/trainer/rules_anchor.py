@@ -46,6 +46,7 @@ from torch.nn import functional as F
 
 from croupier.games.candidates import is_candidate_game
 from croupier.trainer.hand_returns import HAND_RETURN
+from croupier.trainer.rules_tables import RULES_TABLE
 
 log = logging.getLogger(__name__)
 
@@ -387,29 +388,38 @@ class _AnchoredMixin:
 
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> Any:  # fmt: skip
+        """The parent's loss plus each pull toward a reference (today the rules anchor's)."""
         loss = super().compute_loss_for_module(  # type: ignore[misc]
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
+        return loss + self._anchor_loss(module_id, batch, fwd_out)
+
+    def _anchor_loss(self, module_id: str, batch: dict[str, Any], fwd_out: dict[str, Any]) -> Any:
+        """The rules anchor's terms: `coeff * KL(clone || policy)` less the entropy bonus, over
+        every row whatever its table (0 without a reference or once the anchor let go)."""
         kl = self._anchor_term(module_id, batch, fwd_out)
-        if kl is not None and self._rules_coeff > 0:
-            loss = loss + self._rules_coeff * kl
-        if kl is not None and self._rules_entropy > 0:
+        if kl is None:
+            return 0.0
+        terms = self._rules_coeff * kl if self._rules_coeff > 0 else 0.0
+        if self._rules_entropy > 0:
             logits = fwd_out[Columns.ACTION_DIST_INPUTS]
-            loss = loss - self._rules_entropy * _masked_mean(entropy(logits), batch)
-        return loss
+            terms = terms - self._rules_entropy * _masked_mean(entropy(logits), batch)
+        return terms
 
 
 def _gain(reference: Any, batch: dict[str, Any], ref_out: dict[str, Any]) -> dict[str, float]:
-    """The minibatch's whole hands' returns and the clone's values at their first steps: its
-    rows and the sums `learner_stats` reads the gain from (how much more than the rules the
-    policy makes from the same deals, one row a hand, `trainer/hand_returns.py`). Empty where
-    the batch holds no such column (a learner built without the trainer's connector pieces)."""
-    returns = batch.get(HAND_RETURN)
-    if returns is None:
+    """The minibatch's whole hands played at rules tables, their returns and the clone's
+    values at their first steps: its rows and the sums `learner_stats` reads the gain from
+    (how much more than the rules the policy makes from the same deals against the rules, one
+    row a hand, `trainer/hand_returns.py`, `trainer/rules_tables.py`). A hand at any other
+    table is no row: the clone's value is what the rules make against the rules. Empty where
+    the batch holds no such columns (a learner built without the trainer's connector pieces)."""
+    returns, at_rules = batch.get(HAND_RETURN), batch.get(RULES_TABLE)
+    if returns is None or at_rules is None:
         return {}
     values = reference.compute_values(batch, embeddings=ref_out.get(Columns.EMBEDDINGS))
     returns = returns.reshape(-1)
-    first = torch.isfinite(returns)
+    first = torch.isfinite(returns) & (at_rules.reshape(-1) > 0)
     r, v = returns[first].double(), values.reshape(-1)[first].double()
     sums = (r.sum(), v.sum(), (r * r).sum(), (v * v).sum(), (r * v).sum())
     return {GAIN_ROWS_KEY: float(r.numel()),
