@@ -171,3 +171,20 @@ def test_the_release_never_sees_a_hand_from_another_table():
     unjudged = judged(None)  # five updates without a rules hand
     assert unjudged.gains == [] and unjudged.verdict() == 0 and not unjudged.released
     assert unjudged.clock(20_000.0) == 20_000.0  # never set back: the pull decays
+
+
+def test_the_in_process_trainers_episodes_are_at_its_seat_envs_one_table():
+    """`bench train`, `bench rules-anchor` and `croupier tune` play a seat env against one
+    opponent: their untagged episodes count as its table (the rules' by default)."""
+    from croupier.games.registry import load_adapter
+    from croupier.trainer.algo import anchor_config
+
+    adapter, spec = load_adapter(GAME), ModelSpec(algo="ppo", hiddens=[8])
+
+    def untagged(**env_config: str) -> list[str]:
+        config = anchor_config(GAME, spec, env_config=env_config or None)
+        pipeline = config.build_learner_connector(adapter.observation_space, adapter.action_space)
+        return [p.untagged for p in pipeline.connectors if isinstance(p, RulesTables)]
+
+    assert untagged() == [RULES_TABLE]
+    assert untagged(opponent="random") == ["random"]
