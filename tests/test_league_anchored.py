@@ -15,6 +15,7 @@ import pytest
 
 @pytest.mark.long
 @pytest.mark.system
+@pytest.mark.timeout(900)  # ~6-7 minutes at load ~16: start-up, 3 of training, the measures
 def test_the_best_response_league_gets_less_exploitable_with_the_anchor_on(tmp_path):
     """`croupier bench league --modes br-rules` (best response 0.9, rules 0.1) for 3 minutes
     from the rules' clone: exploitability at least 0.25 below its start (the anchor's bug:
@@ -27,7 +28,7 @@ def test_the_best_response_league_gets_less_exploitable_with_the_anchor_on(tmp_p
     result = CliRunner().invoke(app, [
         "bench", "league", "--game", "croupier.games.leduc:LeducNoFreeFoldAdapter",
         "--minutes", "3", "--modes", "br-rules", "--best-response-share", "0.9",
-        "--rules-share", "0.1", "--every", "20", "--eval-hands", "200", "--tables", "32",
+        "--rules-share", "0.1", "--every", "30", "--eval-hands", "100", "--tables", "32",
         "--out", str(tmp_path),
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
