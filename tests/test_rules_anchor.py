@@ -23,6 +23,7 @@ from croupier.stats import minutes_below, significantly_below
 from croupier.trainer import rules_anchor as ra
 from croupier.trainer.algo import Hyper, base_config
 from croupier.trainer.hand_returns import HAND_RETURN
+from croupier.trainer.rules_tables import RULES_TABLE
 
 
 @pytest.fixture(autouse=True)
@@ -202,6 +203,7 @@ def test_the_learner_measures_its_gain_over_the_clones_values_across_an_update()
                 Columns.ACTIONS: batch[Columns.ACTIONS][rows]}  # fmt: skip
         if with_returns:
             part[HAND_RETURN] = returns[rows]
+            part[RULES_TABLE] = torch.ones(rows.stop - rows.start)
         with torch.no_grad():
             learner._anchor_term(DEFAULT_MODULE_ID, part, module.forward_train(part))
 

@@ -523,6 +523,7 @@ class Decider:
         step.session.recorders[step.seat] = fresh
         if recorder.truncated is not None:
             recorder.truncated["hands"] = 0  # a piece of a hand: the hand counts at its end
+            recorder.truncated["table"] = step.session.table(step.seat)
             # Off the event loop, unawaited: no answer depends on this fragment's commit.
             self.outbox.write_later([recorder.truncated])
         return fresh

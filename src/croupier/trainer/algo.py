@@ -21,9 +21,11 @@ from croupier.games.base import GameAdapter
 from croupier.games.candidates import is_candidate_game
 from croupier.games.presets import TrainingPreset
 from croupier.policies.module import ModelSpec
+from croupier.policies.tables import RULES_TABLE
 from croupier.trainer.candidate_slots import CandidateSlots
 from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
 from croupier.trainer.hand_returns import HandReturns
+from croupier.trainer.rules_tables import RulesTables
 
 # The most train batches of a candidate game's steps waiting in the trainer's memory.
 CANDIDATE_BACKLOG_BATCHES = 4
@@ -161,13 +163,15 @@ def learner_pieces(
     *,
     gamma: float = 1.0,
     candidate_slots: bool = False,
+    untagged_table: str = "",
 ) -> list[ConnectorV2]:
     """The learner connector pieces RLlib runs before its own (module-level, bound by
     `functools.partial`: the builder is pickled to remote learners): a candidate game's
-    episodes padded to the update's largest slot count, and each whole hand's return (the
-    rules anchor's evidence)."""
+    episodes padded to the update's largest slot count, each whole hand's return and whether
+    it was played at a rules table (the rules anchor's evidence; `untagged_table`: where an
+    episode that does not say was played)."""
     slots: list[ConnectorV2] = [CandidateSlots()] if candidate_slots else []
-    return [*slots, HandReturns(gamma=gamma)]
+    return [*slots, HandReturns(gamma=gamma), RulesTables(untagged=untagged_table)]
 
 
 def base_config(
@@ -176,9 +180,11 @@ def base_config(
     observation_space: Any = None,
     action_space: Any = None,
     candidate_slots: bool = False,
+    untagged_table: str = "",
 ) -> AlgorithmConfig:
     """Algorithm, module and training settings, shared by the trainer and the anchor. The
-    spaces, where given, choose the network (a candidate space: the candidate scorer)."""
+    spaces, where given, choose the network (a candidate space: the candidate scorer);
+    `untagged_table`: the table kind of episodes that carry none (`learner_pieces`)."""
     if spec.algo == "appo":
         config: AlgorithmConfig = APPOConfig()
         training: dict[str, Any] = {"vtrace": True, "use_kl_loss": False}
@@ -202,7 +208,10 @@ def base_config(
         .learners(
             learner_class=LEARNER_CLASSES[spec.algo],
             learner_connector=partial(
-                learner_pieces, gamma=hyper.gamma, candidate_slots=candidate_slots
+                learner_pieces,
+                gamma=hyper.gamma,
+                candidate_slots=candidate_slots,
+                untagged_table=untagged_table,
             ),
         )
         .training(
@@ -306,8 +315,13 @@ def anchor_config(
 
     hyper = hyper or Hyper.defaults(spec.algo)
     adapter = load_adapter(game)  # its spaces choose the module (candidates or masked)
+    env_config = {"game": game, "opponent": "rules", **(env_config or {})}
+    # Every episode the seat env makes is at one table: the rules', or another opponent's.
+    table = RULES_TABLE if env_config["opponent"] == "rules" else str(env_config["opponent"])
     return (
-        base_config(spec, hyper, adapter.observation_space, adapter.action_space)
-        .environment(SeatEnv, env_config={"game": game, "opponent": "rules", **(env_config or {})})
+        base_config(
+            spec, hyper, adapter.observation_space, adapter.action_space, untagged_table=table
+        )
+        .environment(SeatEnv, env_config=env_config)
         .env_runners(num_env_runners=0, num_envs_per_env_runner=num_envs)
     )

@@ -16,7 +16,7 @@ from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from croupier.rllib_private import episode_from_arrays
 from croupier.trainer.ingest_log import SAFE_EPISODE_ID
-from croupier.trajectories.record import RecordError, read_record
+from croupier.trajectories.record import RecordError, read_record, record_table
 from croupier.trajectories.recorder import MAX_EPISODE_STEPS
 
 # Servers cut their learned seats' episodes at this length (truncated), so none is lost here.
@@ -148,6 +148,7 @@ def _episode(
             "versions": versions,
             "game_id": str(record.get("game_id", ""))[:128],
             "seat": str(record.get("seat", ""))[:64],
+            "table": record_table(record),  # the rules anchor judges "rules" tables alone
         },
         terminated=terminated,
         truncated=record.get("truncated") is True and not terminated,

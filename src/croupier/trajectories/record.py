@@ -25,6 +25,11 @@ Layout, version 1 (`n` steps, one more observation than actions):
     hands, silent_payoff   optional: the hands this record stands for (itself plus those just
                before it in which a learned seat never acted, so had no episode) and those
                silent hands' payoffs; absent means 1 and 0 (`hand_payoff`)
+    table      optional: the kind of table the seat played at (`policies/tables.py`: "rules"
+               when every opponent played the game's rules; "league", "best-response",
+               "self-play", ...): the learner judges the policy against the rules' own record
+               on "rules" tables alone. Absent (a server from before it): not known, so not
+               judged there (`record_table`)
 
 Version 2 adds scored candidate actions (a `CandidateAdapter` game, e.g. doudizhu), stored
 ragged, unpadded (a doudizhu state lists ~6 of up to 512 moves; padded, a step would be 110 KB):
@@ -54,6 +59,7 @@ import numpy as np
 
 RECORD_VERSION = 2
 ARRAYS = ("obs", "mask", "actions", "rewards", "logp", "logits")
+MAX_TABLE_CHARS = 32  # a table kind's name (`policies/tables.py`: "best-response" the longest)
 
 
 class RecordError(ValueError):
@@ -178,6 +184,13 @@ def silent_hands(record: Any) -> tuple[int, float]:
     if type(silent) not in (int, float) or not math.isfinite(silent):
         silent = 0.0
     return hands, float(silent)
+
+
+def record_table(record: Any) -> str:
+    """The kind of table a record says its seat played at; "" when it does not say (older
+    servers, the legacy layout) or says it oddly (not a short string)."""
+    table = record.get("table", "") if isinstance(record, dict) else ""
+    return table if isinstance(table, str) and len(table) <= MAX_TABLE_CHARS else ""
 
 
 def record_len(record: dict[str, Any]) -> int:
