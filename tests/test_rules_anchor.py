@@ -23,6 +23,7 @@ from croupier.stats import minutes_below, significantly_below
 from croupier.trainer import rules_anchor as ra
 from croupier.trainer.algo import Hyper, base_config
 from croupier.trainer.hand_returns import HAND_RETURN
+from croupier.trainer.learners import LEARNER_CLASSES
 from croupier.trainer.rules_tables import RULES_TABLE
 
 
@@ -274,7 +275,7 @@ def _batch(space: gym.spaces.Dict, rows: int = 8) -> dict:
 )
 def test_the_learner_holds_a_reference_and_measures_kl_to_it(algo, space):
     learner = _learner(algo, space)
-    assert isinstance(learner, ra.LEARNER_CLASSES[algo])
+    assert isinstance(learner, LEARNER_CLASSES[algo])
     module = learner.module[DEFAULT_MODULE_ID].unwrapped()
     batch = _batch(space)
     assert learner._anchor_term(DEFAULT_MODULE_ID, batch, module.forward_train(batch)) is None

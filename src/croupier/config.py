@@ -441,6 +441,11 @@ class TrainSettings:
         "PPO: a KL penalty between the policy before and after each update, its coefficient "
         "adapted toward this mean KL (RLlib's kl_target); default 0: off, the clip alone",
     )
+    distill_coeff: float | None = setting(
+        None,
+        "Expert iteration: the weight of the cross-entropy toward a search's labels, on the "
+        "steps a search labelled (docs/search.md); default 0.5; 0: off",
+    )
     hiddens: str | None = setting(
         None, "Hidden layer sizes, e.g. 128,128; default: the game's preset, else 128,128"
     )

@@ -71,7 +71,7 @@ def train_options(s: TrainSettings) -> Any:
     from croupier.trainer.run import TrainOptions
 
     names = ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff", "gamma",
-             "kl_target")  # fmt: skip
+             "kl_target", "distill_coeff")  # fmt: skip
     given = {name: getattr(s, name) for name in names if getattr(s, name) is not None}
     if s.hiddens:
         given["hiddens"] = layer_sizes(s.hiddens)

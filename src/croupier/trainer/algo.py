@@ -23,6 +23,7 @@ from croupier.games.presets import TrainingPreset
 from croupier.policies.module import ModelSpec
 from croupier.policies.tables import RULES_TABLE
 from croupier.trainer.candidate_slots import CandidateSlots
+from croupier.trainer.distill import DEFAULT_DISTILL_COEFF, DISTILL_COEFF
 from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
 from croupier.trainer.hand_returns import HandReturns
 from croupier.trainer.rules_tables import RulesTables
@@ -63,6 +64,9 @@ class Hyper:
     # The most env steps waiting in the trainer's memory; past it the oldest are dropped
     # (counted). None: no bound.
     backlog_max_steps: int | None = None
+    # Expert iteration: the weight of the cross-entropy toward a search's labels, on the rows
+    # a search labelled (`trainer/distill.py`); 0: off. Without labels it adds nothing.
+    distill_coeff: float = DEFAULT_DISTILL_COEFF
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -138,6 +142,8 @@ def training_defaults(
         setattr(hyper, name, value)
     if not hyper.kl_target >= 0:
         raise ValueError(f"kl_target: 0 (off) or a mean KL above it, got {hyper.kl_target!r}")
+    if not hyper.distill_coeff >= 0:
+        raise ValueError(f"distill_coeff: 0 (off) or above, got {hyper.distill_coeff!r}")
     if "hiddens" in model:
         model["hiddens"] = list(model["hiddens"])
     return replace(spec, **model), hyper
@@ -199,14 +205,16 @@ def base_config(
             training.update(kl_target=hyper.kl_target, kl_coeff=0.2)
     else:
         raise ValueError(f"unknown algorithm {spec.algo!r}: appo or ppo")
-    from croupier.trainer.rules_anchor import LEARNER_CLASSES
+    from croupier.trainer.learners import LEARNER_CLASSES
 
     return (
         config.rl_module(rl_module_spec=spec.rl_module_spec(observation_space, action_space))
         # RLlib's own learner plus the rules anchor's KL term, which stays out of the loss
-        # until a reference is held (trainer/rules_anchor.py): one learner class either way.
+        # until a reference is held (trainer/rules_anchor.py), and the search's labels'
+        # cross-entropy, nothing without labels (trainer/distill.py): one learner class.
         .learners(
             learner_class=LEARNER_CLASSES[spec.algo],
+            learner_config_dict={DISTILL_COEFF: hyper.distill_coeff},
             learner_connector=partial(
                 learner_pieces,
                 gamma=hyper.gamma,

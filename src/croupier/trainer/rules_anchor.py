@@ -466,7 +466,6 @@ class AnchoredAPPOLearner(_AnchoredMixin, APPOTorchLearner):
     """RLlib's APPO torch learner with the rules anchor's KL term."""
 
 
-LEARNER_CLASSES: dict[str, type] = {"ppo": AnchoredPPOLearner, "appo": AnchoredAPPOLearner}
 
 
 # --- installing it in an Algorithm ---------------------------------------------------------

@@ -22,6 +22,9 @@ Layout, version 1 (`n` steps, one more observation than actions):
     extra      {name: array with n (or n+1) rows}: optional per-step arrays a later policy
                needs (e.g. candidate features); absent or empty today. A reader keeps the
                names it does not know, so adding one is not a format break.
+    extra["teacher"]  int64 (n,): where a search labelled a step, its choice (an action
+               index, or a candidate's index at that step); -1 where none did
+               (`TEACHER`: expert iteration, `trainer/distill.py`)
     hands, silent_payoff   optional: the hands this record stands for (itself plus those just
                before it in which a learned seat never acted, so had no episode) and those
                silent hands' payoffs; absent means 1 and 0 (`hand_payoff`)
@@ -60,6 +63,9 @@ import numpy as np
 RECORD_VERSION = 2
 ARRAYS = ("obs", "mask", "actions", "rewards", "logp", "logits")
 MAX_TABLE_CHARS = 32  # a table kind's name (`policies/tables.py`: "best-response" the longest)
+# The `extra` array of a search's labels, one a step (-1: not labelled).
+TEACHER = "teacher"
+NO_TEACHER = -1
 
 
 class RecordError(ValueError):
