@@ -136,7 +136,7 @@ def test_deadlines_reach_aiohttp_and_refuse_nonsense():
     with pytest.raises(ValueError, match="positive"):
         Deadlines(first_byte_s=0)
     # Far below the single 30 s bound there was.
-    assert Deadlines().total_s <= 10 and Deadlines().first_byte_s <= 5
+    assert Deadlines().total_s <= 10 and Deadlines().first_byte_s <= 3
 
 
 def test_a_timeout_and_an_open_circuit_are_unavailable():

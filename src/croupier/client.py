@@ -49,8 +49,10 @@ class Deadlines:
     Why these numbers: a healthy server answers a decide within `--decide-deadline-ms`
     (1 s; the rules answer past it) plus its queue: p99 9.8 ms at 100 saturating games on a
     quiet box, the saturated floor's p99 0.1-1.5 s, a soak's whole-run p99 1.59 s at load
-    average 8-15 (docs/performance.md, docs/operations.md). 5 s to the first byte is 3x the
-    worst of those; before, one 30 s total bound stalled a frozen server's games for 30 s."""
+    average 8-15 (docs/performance.md, docs/operations.md). 3 s to the first byte is about
+    twice the worst of those: a false alarm costs a game's move (its learned seats' steps so
+    far), a frozen server costs its tables the whole wait (measured: `croupier bench outage
+    --server-freeze`, docs/scale-out.md). Before, one 30 s total bound stalled them 30 s."""
 
     connect_s: float = setting(
         2.0,
@@ -59,7 +61,7 @@ class Deadlines:
         env="CROUPIER_CONNECT_TIMEOUT_S",
     )
     first_byte_s: float = setting(
-        5.0,
+        3.0,
         "Seconds from a request sent to its answer's first byte (and between reads); past "
         "it the server counts as gone and a routed client moves its games",
         flag="first-byte-timeout-s",
