@@ -65,8 +65,9 @@ def _trainer_names() -> set[str]:
         "env_steps_trained": 10, **dict.fromkeys(LINK_COUNTERS, 1),
     }  # fmt: skip
     trainer = SimpleNamespace(
-        last_progress=progress, last_lag_histogram={}, algo=None, state="training"
-    )
+        last_progress=progress, last_lag_histogram={}, algo=None, state="training",
+        options=SimpleNamespace(hyper=SimpleNamespace(train_batch_size=4000)),
+    )  # fmt: skip
     families = TrainerCollector(trainer).collect()
     return {s.name for f in families for s in f.samples}
 
