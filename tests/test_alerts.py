@@ -164,10 +164,19 @@ def test_trainer_down_pages_from_real_scrapes(fleet, tmp_path):
     down. Both alerts fire after their 2 minutes, not before."""
     now = scrape([*fleet.servers, fleet.trainer])
     assert (
-        now.samples[("up", (("instance", fleet.trainer.instance), ("job", "croupier-trainer")))]
+        now.samples[
+            (
+                "up",
+                (
+                    ("fleet", "prod"),
+                    ("instance", fleet.trainer.instance),
+                    ("job", "croupier-trainer"),
+                ),
+            )
+        ]
         == 0
     )
-    servers = [dict(instance=t.instance, job="croupier") for t in fleet.servers]
+    servers = [dict(fleet="prod", instance=t.instance, job="croupier") for t in fleet.servers]
     check_alerts(
         tmp_path,
         [(now, 6)],
@@ -176,7 +185,10 @@ def test_trainer_down_pages_from_real_scrapes(fleet, tmp_path):
             (1, "CroupierTrainerLinkDown"): [],
             (3, "CroupierTrainerDown"): [
                 expected(
-                    "CroupierTrainerDown", instance=fleet.trainer.instance, job="croupier-trainer"
+                    "CroupierTrainerDown",
+                    fleet="prod",
+                    instance=fleet.trainer.instance,
+                    job="croupier-trainer",
                 )  # fmt: skip
             ],
             (3, "CroupierTrainerLinkDown"): [
@@ -208,8 +220,8 @@ def test_a_split_fleet_pages_from_real_scrapes(fleet, tmp_path):
                 (4, "CroupierProductionSplit"): [],
                 (4, "CroupierCanarySplit"): [],
                 (6, "CroupierProductionSplit"): [],  # pending: 2 minutes not yet passed
-                (8, "CroupierProductionSplit"): [expected("CroupierProductionSplit")],
-                (8, "CroupierCanarySplit"): [expected("CroupierCanarySplit")],
+                (8, "CroupierProductionSplit"): [expected("CroupierProductionSplit", fleet="prod")],
+                (8, "CroupierCanarySplit"): [expected("CroupierCanarySplit", fleet="prod")],
             },
         )
     finally:
@@ -228,8 +240,8 @@ def test_fallbacks_page_from_real_scrapes(fleet, tmp_path):
         asyncio.run(run_engine(server.url, GAME, 4, ["learned", "rules"], 20, None))
     after = scrape(fleet.servers)
     fallbacks = {k[1]: v for k, v in after.samples.items() if k[0] == "croupier_fallbacks_total"}
-    b_labels = (("instance", fleet.servers[1].instance), ("job", "croupier"))
-    a_labels = (("instance", fleet.servers[0].instance), ("job", "croupier"))
+    b_labels = (("fleet", "prod"), ("instance", fleet.servers[1].instance), ("job", "croupier"))
+    a_labels = (("fleet", "prod"), ("instance", fleet.servers[0].instance), ("job", "croupier"))
     assert fallbacks[b_labels] > 0 and fallbacks[a_labels] == 0, fallbacks
     check_alerts(
         tmp_path,
@@ -237,7 +249,12 @@ def test_fallbacks_page_from_real_scrapes(fleet, tmp_path):
         {
             (2, "CroupierFallbacks"): [],
             (4, "CroupierFallbacks"): [
-                expected("CroupierFallbacks", instance=fleet.servers[1].instance, job="croupier")
+                expected(
+                    "CroupierFallbacks",
+                    fleet="prod",
+                    instance=fleet.servers[1].instance,
+                    job="croupier",
+                )  # fmt: skip
             ],
         },
     )
