@@ -87,6 +87,15 @@ def test_every_metric_an_alert_reads_exists():
     assert not missing, f"the rules read metrics nobody exports: {missing}"
 
 
+def test_monitoring_lists_every_metric_an_alert_reads():
+    """docs/monitoring.md names each metric a rule reads in full (a histogram by its base
+    name), so an operator reading an alert finds what its numbers mean."""
+    doc = (ROOT / "docs/monitoring.md").read_text()
+    names = {re.sub(r"_bucket$", "", n) for n in metric_names() - {"up"}}
+    missing = sorted(n for n in names if f"`{n}`" not in doc and f"`{n}{{" not in doc)
+    assert not missing, f"monitoring.md does not list {missing}"
+
+
 def test_the_trainer_exports_its_health_as_a_number():
     for state, healthy in (("training", 1.0), ("idle", 1.0), ("starting", 0.0), ("stopping", 0.0)):
         trainer = SimpleNamespace(last_progress={}, last_lag_histogram={}, algo=None, state=state)
