@@ -278,6 +278,19 @@ def bench_outage(
     run(game, minutes, outage_at, outage, out)
 
 
+@bench_app.command("pages")
+def bench_pages(
+    minutes: Annotated[float, typer.Option(help="Length of the healthy run")] = 30.0,
+    games: Annotated[int, typer.Option(help="Tables per fleet")] = 16,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Two fleets (leduc with a trainer, UNO) in one real Prometheus with the shipped alerts,
+    Prometheus and a server restarted midway: the alerts that fired (pages.json; 0 expected)."""
+    from croupier.bench.pages import bench_pages as run
+
+    run(minutes, out, games)
+
+
 @bench_app.command("overload")
 def bench_overload(
     game: str = "leduc-holdem",
