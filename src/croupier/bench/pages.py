@@ -81,6 +81,22 @@ def _wait_prometheus(url: str, proc: subprocess.Popen, timeout_s: float = 120) -
     raise TimeoutError("prometheus not ready")
 
 
+def _answers(url: str) -> bool:
+    try:
+        get_json(url, timeout=5)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _until(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not after {timeout_s:.0f} s")
+        time.sleep(2)
+
+
 def bench_pages(minutes: float, out_dir: Path, games: int = 16) -> dict[str, Any]:
     prometheus = shutil.which("prometheus")
     if prometheus is None:
@@ -124,6 +140,17 @@ def bench_pages(minutes: float, out_dir: Path, games: int = 16) -> dict[str, Any
             for fleet in servers.values():
                 for s in fleet:
                     wait_until_up(s["url"], s["proc"])
+            # The run starts healthy: the trainer trains (its /healthz 200) and both leduc
+            # servers' links are up (a start on this box takes minutes: not what is measured).
+            _until(lambda: _answers(trainer_metrics + "/healthz"), 900, "the trainer healthy")
+            _until(
+                lambda: all(
+                    (get_json(s["url"] + "/healthz").get("trainer_link") or {}).get("connected")
+                    for s in servers["leduc"]
+                ),
+                300,
+                "the leduc servers' links up",
+            )
             fleets = {
                 "leduc": {"servers": [s["url"] for s in servers["leduc"]],
                           "trainers": [trainer_metrics]},
