@@ -13,11 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import uvicorn
 
-from croupier.api.app import create_app
 from croupier.client import CroupierClient, Deadlines, route_game
-from croupier.config import ServerConfig
 from croupier.engine.batching import BatchingClient
 from croupier.routing import CircuitOpen, RoutedClient, unavailable
 
@@ -28,6 +25,8 @@ STATE = {"hand": "SJ", "public_card": None, "all_chips": [1, 2], "my_chips": 1,
 # Short, so the test is quick; far above a loopback answer of an idle in-process app (ms).
 FAST = Deadlines(connect_s=1.0, first_byte_s=0.5, total_s=2.0)
 LOOP_BOUND_S = 20.0  # every wait below is bounded by this
+# Real loopback sockets and deadlines waited out (3-4 s each): `make test`, not the fast tier.
+SOCKETS = pytest.mark.integration
 
 
 class Relay:
@@ -90,6 +89,11 @@ class Relay:
 @contextlib.asynccontextmanager
 async def servers(n: int) -> AsyncIterator[list[Relay]]:
     """`n` real apps (leduc, learned,rules) under uvicorn on loopback, each behind a Relay."""
+    import uvicorn  # the app's imports (torch) here: the fast tier's tests below need none
+
+    from croupier.api.app import create_app
+    from croupier.config import ServerConfig
+
     async with contextlib.AsyncExitStack() as stack:
         relays = []
         for _ in range(n):
@@ -103,7 +107,7 @@ async def servers(n: int) -> AsyncIterator[list[Relay]]:
                 assert time.monotonic() < deadline and not task.done(), "app did not start"
                 await asyncio.sleep(0.02)
 
-            async def stop(server: uvicorn.Server = server, task: asyncio.Task = task) -> None:
+            async def stop(server: Any = server, task: asyncio.Task = task) -> None:
                 server.should_exit = True
                 await asyncio.wait_for(task, LOOP_BOUND_S)
 
@@ -144,6 +148,7 @@ def test_a_timeout_and_an_open_circuit_are_unavailable():
     assert unavailable(CircuitOpen("http://a:1"))
 
 
+@SOCKETS
 def test_a_frozen_server_is_unavailable_after_the_first_byte_deadline():
     async def body() -> None:
         async with servers(1) as [relay], CroupierClient(relay.url, deadlines=FAST) as client:
@@ -161,6 +166,7 @@ def test_a_frozen_server_is_unavailable_after_the_first_byte_deadline():
     asyncio.run(body())
 
 
+@SOCKETS
 def test_a_frozen_servers_games_move_at_once_and_its_circuit_closes_when_it_thaws():
     async def body() -> None:
         async with servers(2) as relays:
@@ -208,6 +214,7 @@ def test_a_frozen_servers_games_move_at_once_and_its_circuit_closes_when_it_thaw
     asyncio.run(body())
 
 
+@SOCKETS
 def test_batched_calls_of_a_healthy_server_do_not_wait_for_a_frozen_one():
     """One batch per server: the healthy server's decisions are answered while the frozen
     one's are still waiting for their deadline (one shared batch would hold them all)."""
