@@ -65,8 +65,9 @@ def _trainer_names() -> set[str]:
         "env_steps_trained": 10, **dict.fromkeys(LINK_COUNTERS, 1),
     }  # fmt: skip
     trainer = SimpleNamespace(
-        last_progress=progress, last_lag_histogram={}, algo=None, state="training"
-    )
+        last_progress=progress, last_lag_histogram={}, algo=None, state="training",
+        options=SimpleNamespace(hyper=SimpleNamespace(train_batch_size=4000)),
+    )  # fmt: skip
     families = TrainerCollector(trainer).collect()
     return {s.name for f in families for s in f.samples}
 
@@ -84,6 +85,15 @@ def test_every_metric_an_alert_reads_exists():
     against what the server and the trainer export."""
     missing = metric_names() - _server_names() - _trainer_names() - {"up"}
     assert not missing, f"the rules read metrics nobody exports: {missing}"
+
+
+def test_monitoring_lists_every_metric_an_alert_reads():
+    """docs/monitoring.md names each metric a rule reads in full (a histogram by its base
+    name), so an operator reading an alert finds what its numbers mean."""
+    doc = (ROOT / "docs/monitoring.md").read_text()
+    names = {re.sub(r"_bucket$", "", n) for n in metric_names() - {"up"}}
+    missing = sorted(n for n in names if f"`{n}`" not in doc and f"`{n}{{" not in doc)
+    assert not missing, f"monitoring.md does not list {missing}"
 
 
 def test_the_trainer_exports_its_health_as_a_number():
@@ -163,10 +173,19 @@ def test_trainer_down_pages_from_real_scrapes(fleet, tmp_path):
     down. Both alerts fire after their 2 minutes, not before."""
     now = scrape([*fleet.servers, fleet.trainer])
     assert (
-        now.samples[("up", (("instance", fleet.trainer.instance), ("job", "croupier-trainer")))]
+        now.samples[
+            (
+                "up",
+                (
+                    ("fleet", "prod"),
+                    ("instance", fleet.trainer.instance),
+                    ("job", "croupier-trainer"),
+                ),
+            )
+        ]
         == 0
     )
-    servers = [dict(instance=t.instance, job="croupier") for t in fleet.servers]
+    servers = [dict(fleet="prod", instance=t.instance, job="croupier") for t in fleet.servers]
     check_alerts(
         tmp_path,
         [(now, 6)],
@@ -175,7 +194,10 @@ def test_trainer_down_pages_from_real_scrapes(fleet, tmp_path):
             (1, "CroupierTrainerLinkDown"): [],
             (3, "CroupierTrainerDown"): [
                 expected(
-                    "CroupierTrainerDown", instance=fleet.trainer.instance, job="croupier-trainer"
+                    "CroupierTrainerDown",
+                    fleet="prod",
+                    instance=fleet.trainer.instance,
+                    job="croupier-trainer",
                 )  # fmt: skip
             ],
             (3, "CroupierTrainerLinkDown"): [
@@ -207,8 +229,8 @@ def test_a_split_fleet_pages_from_real_scrapes(fleet, tmp_path):
                 (4, "CroupierProductionSplit"): [],
                 (4, "CroupierCanarySplit"): [],
                 (6, "CroupierProductionSplit"): [],  # pending: 2 minutes not yet passed
-                (8, "CroupierProductionSplit"): [expected("CroupierProductionSplit")],
-                (8, "CroupierCanarySplit"): [expected("CroupierCanarySplit")],
+                (8, "CroupierProductionSplit"): [expected("CroupierProductionSplit", fleet="prod")],
+                (8, "CroupierCanarySplit"): [expected("CroupierCanarySplit", fleet="prod")],
             },
         )
     finally:
@@ -227,8 +249,8 @@ def test_fallbacks_page_from_real_scrapes(fleet, tmp_path):
         asyncio.run(run_engine(server.url, GAME, 4, ["learned", "rules"], 20, None))
     after = scrape(fleet.servers)
     fallbacks = {k[1]: v for k, v in after.samples.items() if k[0] == "croupier_fallbacks_total"}
-    b_labels = (("instance", fleet.servers[1].instance), ("job", "croupier"))
-    a_labels = (("instance", fleet.servers[0].instance), ("job", "croupier"))
+    b_labels = (("fleet", "prod"), ("instance", fleet.servers[1].instance), ("job", "croupier"))
+    a_labels = (("fleet", "prod"), ("instance", fleet.servers[0].instance), ("job", "croupier"))
     assert fallbacks[b_labels] > 0 and fallbacks[a_labels] == 0, fallbacks
     check_alerts(
         tmp_path,
@@ -236,7 +258,12 @@ def test_fallbacks_page_from_real_scrapes(fleet, tmp_path):
         {
             (2, "CroupierFallbacks"): [],
             (4, "CroupierFallbacks"): [
-                expected("CroupierFallbacks", instance=fleet.servers[1].instance, job="croupier")
+                expected(
+                    "CroupierFallbacks",
+                    fleet="prod",
+                    instance=fleet.servers[1].instance,
+                    job="croupier",
+                )  # fmt: skip
             ],
         },
     )

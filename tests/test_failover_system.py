@@ -136,6 +136,8 @@ def test_sigkill_of_one_of_two_servers_mid_play_fails_no_decision() -> None:
                     # The victim comes back on its port; new games reach it again.
                     victim["proc"] = start_serve(ARGS, victim["port"])
                     await asyncio.to_thread(wait_until_up, victim["url"], victim["proc"], 60, 0.1)
+                    # The client's breaker probes it (every 15 s at most): then it is back.
+                    await until(lambda: not client.is_open(victim["url"]), 30)
                     back_at = engine.hands
                     await client.decide(idle["game_id"], "0", STATE)  # lost there: resumed
                     assert client.url_for(idle["game_id"]) == victim["url"]

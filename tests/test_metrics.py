@@ -119,6 +119,8 @@ EXPORTED_NAMES = [
     "croupier_episodes_in_flight",
     "croupier_episodes_spooled",
     "croupier_episodes_spooled_bytes",
+    "croupier_episodes_spool_max",
+    "croupier_episodes_spool_max_bytes",
     "croupier_episodes_recorded_total",
     "croupier_episodes_recovered",
     "croupier_episodes_shipped_total",

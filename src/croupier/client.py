@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import orjson
+
+from croupier.settings import setting
 
 _JSON = {"Content-Type": "application/json"}
 # Carries a new game's id on create, for proxies that route by game id (path ids after that).
@@ -34,6 +37,55 @@ class CroupierError(Exception):
         self.status = status
         self.detail = detail
         self.problem_type = problem_type
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """How long one request may take, each phase bounded on its own. A server that accepts
+    the connection and never answers (hung, SIGSTOPped, swapping: the kernel still completes
+    the handshake) is known as gone after `first_byte_s`, not after a whole request's
+    timeout; the routed client then moves its games (routing.py). `croupier engine`'s flags.
+
+    Why these numbers: a healthy server answers a decide within `--decide-deadline-ms`
+    (1 s; the rules answer past it) plus its queue: p99 9.8 ms at 100 saturating games on a
+    quiet box, the saturated floor's p99 0.1-1.5 s, a soak's whole-run p99 1.59 s at load
+    average 8-15 (docs/performance.md, docs/operations.md). 3 s to the first byte is about
+    twice the worst of those: a false alarm costs a game's move (its learned seats' steps so
+    far), a frozen server costs its tables the whole wait (measured: `croupier bench outage
+    --server-freeze`, docs/scale-out.md). Before, one 30 s total bound stalled them 30 s."""
+
+    connect_s: float = setting(
+        2.0,
+        "Seconds a connection to a server may take to open (a dead host: no refusal, silence)",
+        flag="connect-timeout-s",
+        env="CROUPIER_CONNECT_TIMEOUT_S",
+    )
+    first_byte_s: float = setting(
+        3.0,
+        "Seconds from a request sent to its answer's first byte (and between reads); past "
+        "it the server counts as gone and a routed client moves its games",
+        flag="first-byte-timeout-s",
+        env="CROUPIER_FIRST_BYTE_TIMEOUT_S",
+    )
+    total_s: float = setting(
+        10.0,
+        "Seconds one request may take in all, connection included",
+        flag="request-timeout-s",
+        env="CROUPIER_REQUEST_TIMEOUT_S",
+    )
+
+    def __post_init__(self) -> None:
+        if min(self.connect_s, self.first_byte_s, self.total_s) <= 0:
+            raise ValueError(f"deadlines must be positive seconds, got {self}")
+
+    def client_timeout(self) -> aiohttp.ClientTimeout:
+        # `sock_read` is aiohttp's bound on each wait for data, the first (the answer's
+        # headers) included: the first byte's deadline.
+        return aiohttp.ClientTimeout(
+            total=self.total_s,
+            sock_connect=min(self.connect_s, self.total_s),
+            sock_read=min(self.first_byte_s, self.total_s),
+        )
 
 
 def _score(url: str, game_id: str) -> tuple[int, str]:
@@ -76,17 +128,13 @@ class CroupierClient:
         base_url: str,
         *,
         api_key: str | None = None,
-        timeout_s: float = 30.0,
         max_connections: int = 256,
-        connect_timeout_s: float = 5.0,
+        deadlines: Deadlines | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # A connect bounded on its own: a dead host (no refusal, silence) is known as one in
-        # seconds, not after the whole request's timeout; the routed client then fails over.
-        self._timeout = aiohttp.ClientTimeout(
-            total=timeout_s, sock_connect=min(connect_timeout_s, timeout_s)
-        )
+        self.deadlines = deadlines or Deadlines()
+        self._timeout = self.deadlines.client_timeout()
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 

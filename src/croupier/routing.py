@@ -17,7 +17,16 @@ games route as before. A server that answers 404 for a game the client holds (it
 expired the game) gets it resumed in place. An overloaded server's 503 is not failed over: it
 is alive and holds its games.
 
-Why ~450 lines in one module: routing and failover are one state machine over the same
+A server that does not answer in time (connect, first byte, total: `client.Deadlines`) is
+unavailable too: hung, SIGSTOPped or swapping, it accepts connections and answers nothing.
+Each server has a circuit breaker: the first unavailable answer opens it; while open, calls
+for its games move them at once (no deadline paid per call) and new games go elsewhere; after
+`down_for_s` (doubling up to `max_down_for_s` while it stays down) one `GET /healthz` probes
+it in the background (half-open), and an answer closes it. One server's slowness never holds
+another's games: a batch is one request per server, each failed over on its own, and the
+engine's batching keeps one queue per server (engine/batching.py).
+
+Why ~570 lines in one module: routing and failover are one state machine over the same
 per-game record (`_Game`: its server, seats, learned seats that acted there); split, each
 half would reach into the other's table.
 """
@@ -25,7 +34,6 @@ half would reach into the other's table.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -42,9 +50,11 @@ T = TypeVar("T")
 # Games remembered for failover (oldest forgotten first): ~0.5 kB each. An engine keeps far
 # fewer games open at once; a game forgotten is only routed by its id again.
 GAMES_TRACKED = 100_000
-# A server that failed is skipped for new games this long (then tried again): a dead host costs
-# one failed connect per few seconds, not one per new game.
+# A server that failed is skipped this long before a probe asks it again, doubling while the
+# probes fail, up to the max: a dead host costs one failed probe per few seconds, not one
+# failed call per game; a frozen one that thaws is found within 15 s.
 DOWN_FOR_S = 2.0
+MAX_DOWN_FOR_S = 15.0
 # The policies that record a learned seat's steps (`SeatPolicy.label`).
 RECORDING = frozenset({"learned", "learned@latest"})
 
@@ -60,13 +70,27 @@ def parse_urls(text: str) -> list[str]:
 STARTING = "urn:croupier:problem:starting"  # `api/early.py`'s answer while a server starts
 
 
+class CircuitOpen(Exception):
+    """A call not sent: its server's circuit is open (it failed, and no probe has answered
+    since). Unavailable, as the failure that opened it."""
+
+    def __init__(self, url: str):
+        super().__init__(f"{url}: unavailable (circuit open until a probe answers)")
+        self.url = url
+
+
 def unavailable(exc: BaseException) -> bool:
-    """The server is not there to hold its games: refused, reset or gone mid-answer, a
-    gateway's 502/504, or restarting (503 "starting", `api/early.py`). An overloaded
-    server's 503 is not this (alive, holding its games: retry after `Retry-After`)."""
+    """The server is not there to hold its games: refused, reset or gone mid-answer, silent
+    past a deadline (`client.Deadlines`), a gateway's 502/504, or restarting (503
+    "starting", `api/early.py`). An overloaded server's 503 is not this (alive, holding its
+    games: retry after `Retry-After`)."""
     # A payload cut short is a server gone mid-answer too: killed after its headers were
-    # sent, the body never came (seen under SIGKILL: "received 0 of 131 bytes").
-    if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError):
+    # sent, the body never came (seen under SIGKILL: "received 0 of 131 bytes"). A timeout:
+    # a frozen server's connection is accepted by the kernel and never answered (SIGSTOP).
+    if isinstance(
+        exc,
+        aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | TimeoutError | CircuitOpen,
+    ):
         return True
     if not isinstance(exc, CroupierError):
         return False
@@ -113,6 +137,9 @@ class FailoverStats:
     versions_substituted: int = 0  # seats whose pinned version the new server did not hold
     calls_retried: int = 0  # calls sent again after a move
     creates_rerouted: int = 0  # new games sent past an unavailable server
+    circuits_opened: int = 0  # a server found unavailable (closed -> open)
+    probes_failed: int = 0  # half-open probes a server did not answer
+    circuits_closed: int = 0  # an open server answered again (a probe or a call)
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -128,6 +155,7 @@ class RoutedClient:
         *,
         failover: bool = True,
         down_for_s: float = DOWN_FOR_S,
+        max_down_for_s: float = MAX_DOWN_FOR_S,
         **client_options: Any,
     ):
         if not urls:
@@ -136,9 +164,11 @@ class RoutedClient:
         self.clients = {url: CroupierClient(url, **client_options) for url in self.urls}
         self.failover_enabled = failover and len(self.urls) > 1
         self.down_for_s = down_for_s
+        self.max_down_for_s = max(max_down_for_s, down_for_s)
         self.failover = FailoverStats()
         self._games: OrderedDict[str, _Game] = OrderedDict()
-        self._down: dict[str, float] = {}  # url -> skipped for new games until (monotonic)
+        # url -> the probe of its open circuit (a closed circuit: absent)
+        self._open: dict[str, asyncio.Task[None]] = {}
         self._moving: dict[str, asyncio.Future[None]] = {}  # game id -> its move in progress
 
     def url_for(self, game_id: str) -> str:
@@ -161,19 +191,62 @@ class RoutedClient:
         await self.close()
 
     async def close(self) -> None:
+        probes = list(self._open.values())
+        self._open.clear()
+        for probe in probes:
+            probe.cancel()
+        await asyncio.gather(*probes, return_exceptions=True)
         await asyncio.gather(*(c.close() for c in self.clients.values()))
 
     # --- where games go --------------------------------------------------------------------
 
     def _order(self, game_id: str, skip: set[str] | frozenset[str] = frozenset()) -> list[str]:
-        """The game's rendezvous order, servers marked down last, `skip` left out."""
-        now = time.monotonic()
+        """The game's rendezvous order, servers with an open circuit last, `skip` left out."""
         ranked = [u for u in rank_servers(game_id, self.urls) if u not in skip]
-        up = [u for u in ranked if self._down.get(u, 0.0) <= now]
+        if not self._open:
+            return ranked
+        up = [u for u in ranked if u not in self._open]
         return up + [u for u in ranked if u not in up]
 
+    def first_choice(self, game_id: str) -> str:
+        """Where a new game with this id goes first (its owner, unless that one is down)."""
+        return self._order(game_id)[0] if self.failover_enabled else self.url_for(game_id)
+
+    def is_open(self, url: str) -> bool:
+        """Whether `url`'s circuit is open: its games move, new games skip it."""
+        return url in self._open
+
     def _mark_down(self, url: str) -> None:
-        self._down[url] = time.monotonic() + self.down_for_s
+        """Open `url`'s circuit (if closed), its probe started."""
+        if url not in self._open:
+            self._open[url] = asyncio.get_running_loop().create_task(self._probe(url))
+            self.failover.circuits_opened += 1
+
+    def _answered(self, url: str) -> None:
+        """A call `url` answered: its circuit, if open, closes."""
+        probe = self._open.pop(url, None)
+        if probe is not None:
+            self.failover.circuits_closed += 1
+            if probe is not asyncio.current_task():
+                probe.cancel()
+
+    async def _probe(self, url: str) -> None:
+        """Half-open, after `down_for_s`: one `GET /healthz`, bounded by the client's
+        deadlines. Any answer but an unavailable one closes the circuit; none waits twice as
+        long (up to `max_down_for_s`) and asks again. Runs until the server answers or the
+        client closes (which cancels it)."""
+        wait = self.down_for_s
+        while url in self._open:
+            await asyncio.sleep(wait)
+            try:
+                await self.clients[url].health()
+            except Exception as e:
+                if unavailable(e):
+                    self.failover.probes_failed += 1
+                    wait = min(2 * wait, self.max_down_for_s)
+                    continue
+                # Anything else (a 4xx, an overloaded 503) is an answer: it is there.
+            self._answered(url)
 
     def _track(self, game_id: str, url: str, game: str, created: Any, record: Any) -> None:
         if not self.failover_enabled or not isinstance(created, dict):
@@ -219,6 +292,7 @@ class RoutedClient:
                     tried.add(url)
                     last = e
                     continue
+                self._answered(url)
                 if answer.get("resumed"):
                     self.failover.fragments_dropped += len(game.acted)
                     game.acted.clear()
@@ -247,7 +321,13 @@ class RoutedClient:
         while True:
             url = game.url
             try:
-                return await call(self.clients[url]), url
+                # An open circuit's games move without a try, unless every server is open.
+                if url in self._open and len(tried) + 1 < len(self.urls):
+                    raise CircuitOpen(url)
+                answer = await call(self.clients[url])
+                if self._open:
+                    self._answered(url)
+                return answer, url
             except Exception as e:
                 if unavailable(e):
                     self._mark_down(url)
@@ -284,6 +364,7 @@ class RoutedClient:
                 self._mark_down(url)
                 self.failover.creates_rerouted += 1
                 continue
+            self._answered(url)
             self._track(game_id, url, game, created, record)
             return created
         raise AssertionError("unreachable: the last server's error is raised")
@@ -378,8 +459,10 @@ class RoutedClient:
         resumed_in_place: dict[str, set[str]] = {}
         todo = list(range(len(items)))
         while todo:
+            # Every server open: send anyway (the last resort), as `_on_game` does.
+            skip_open = len(self._open) < len(self.urls)
             answers = await self._send(
-                items, todo, call, lambda i: self.url_for(str(items[i].get("game_id")))
+                items, todo, call, lambda i: self.url_for(str(items[i].get("game_id"))), skip_open
             )
             todo, moves = [], []
             for url, rows, answer in answers:
@@ -415,21 +498,37 @@ class RoutedClient:
         return [answer] * len(rows) if isinstance(answer, BaseException) else list(answer)
 
     async def _send(
-        self, items: list[dict[str, Any]], rows: list[int], call: str, url_of: Callable[[int], str]
+        self,
+        items: list[dict[str, Any]],
+        rows: list[int],
+        call: str,
+        url_of: Callable[[int], str],
+        skip_open: bool = False,
     ) -> list[tuple[str, list[int], Any]]:
         """One batch request per server for `rows`, sent together: (url, rows, answer or the
-        exception it raised)."""
+        exception it raised). `skip_open`: a server whose circuit is open is not sent to
+        (`CircuitOpen` for its rows: its games move)."""
         groups: dict[str, list[int]] = {}
         for i in rows:
             groups.setdefault(url_of(i), []).append(i)
         answers = await asyncio.gather(
             *(
-                getattr(self.clients[url], call)([items[i] for i in group])
+                self._batch_call(url, call, [items[i] for i in group], skip_open)
                 for url, group in groups.items()
             ),
             return_exceptions=True,
         )
         return [(url, group, a) for (url, group), a in zip(groups.items(), answers, strict=True)]
+
+    async def _batch_call(
+        self, url: str, call: str, batch: list[dict[str, Any]], skip_open: bool
+    ) -> list[dict[str, Any]]:
+        if skip_open and url in self._open:
+            raise CircuitOpen(url)
+        answer = await getattr(self.clients[url], call)(batch)
+        if self._open:
+            self._answered(url)
+        return answer
 
     async def _per_server(
         self, items: list[dict[str, Any]], call: str, url_of: Callable[[str], str]

@@ -101,20 +101,9 @@ def build(cls: type, values: dict[str, Any]) -> Any:
 
 def command(*classes: type) -> Callable[[Callable[[dict[str, Any]], Any]], Callable[..., Any]]:
     """Decorate `fn(values: dict)` into a typer command whose options are `classes`' settings."""
-    import typer
 
     def wrap(fn: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
-        params = [
-            inspect.Parameter(
-                o.param,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=o.default,
-                annotation=Annotated[
-                    o.type, typer.Option(_decl(o), help=o.help or None, envvar=o.env)
-                ],
-            )
-            for o in options(*classes)
-        ]
+        params = _parameters(options(*classes))
 
         def run(**values: Any) -> Any:
             return fn(values)
@@ -124,6 +113,53 @@ def command(*classes: type) -> Callable[[Callable[[dict[str, Any]], Any]], Calla
         return run
 
     return wrap
+
+
+def with_settings(
+    *classes: type,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a typer command `fn(<its own options>, settings: dict)` so that `classes`'
+    settings are options too, after its own; `settings` gets their values by parameter name
+    (`build(cls, settings)` makes the object). For a command whose other options are no
+    settings model's (`croupier engine`'s deadlines, `client.Deadlines`)."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        hints = typing.get_type_hints(fn, include_extras=True)
+        own = [
+            p.replace(
+                kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints.get(p.name, p.annotation)
+            )
+            for p in inspect.signature(fn).parameters.values()
+            if p.name != "settings"
+        ]
+        opts = options(*classes)
+        extra = _parameters(opts)
+        names = {o.param for o in opts}
+
+        def run(**values: Any) -> Any:
+            settings = {k: values.pop(k) for k in list(values) if k in names}
+            return fn(**values, settings=settings)
+
+        run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+        run.__signature__ = inspect.Signature(own + extra)  # type: ignore[attr-defined]
+        return run
+
+    return wrap
+
+
+def _parameters(opts: list[Option]) -> list[inspect.Parameter]:
+    """The typer parameters (keyword-only, annotated with their option) of `opts`."""
+    import typer
+
+    return [
+        inspect.Parameter(
+            o.param,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=o.default,
+            annotation=Annotated[o.type, typer.Option(_decl(o), help=o.help or None, envvar=o.env)],
+        )
+        for o in opts
+    ]
 
 
 def _decl(o: Option) -> str:

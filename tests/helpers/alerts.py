@@ -1,10 +1,11 @@
 """The shipped alert rules evaluated by promtool on what real processes' `/metrics` said.
 
-A scrape round reads every target once, as Prometheus would: a target that does not answer
-gets `up 0` and no samples. A timeline is rounds, each held for some minutes (the state it
-saw persisting); it becomes a `promtool test rules` file whose input series are those
-samples, one a minute, and whose expectations are the alerts given, so promtool evaluates
-the shipped expressions, `for:` clauses included, on numbers the processes produced.
+A scrape round reads every target once, as Prometheus would (with the `fleet` label the scrape
+config sets, docs/monitoring.md): a target that does not answer gets `up 0` and no samples. A
+timeline is rounds, each held for some minutes (the state it saw persisting); it becomes a
+`promtool test rules` file whose input series are those samples, one a minute, and whose
+expectations are the alerts given, so promtool evaluates the shipped expressions, `for:`
+clauses included, on numbers the processes produced.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def metric_names() -> set[str]:
 class Target:
     job: str
     url: str  # http://host:port
+    fleet: str = "prod"  # the label the scrape config sets on a fleet's targets (monitoring.md)
 
     @property
     def instance(self) -> str:
@@ -56,7 +58,7 @@ def scrape(targets: list[Target]) -> Round:
     wanted = metric_names()
     out = Round()
     for t in targets:
-        base = (("instance", t.instance), ("job", t.job))
+        base = (("fleet", t.fleet), ("instance", t.instance), ("job", t.job))
         try:
             resp = httpx.get(t.url + "/metrics", timeout=10)
             resp.raise_for_status()

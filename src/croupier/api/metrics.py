@@ -80,6 +80,8 @@ EXPORTED: tuple[Exported, ...] = (
     _g("episodes_in_flight", "episodes", "in_flight"),
     _g("episodes_spooled", "episodes", "spooled"),
     _g("episodes_spooled_bytes", "episodes", "spooled_bytes"),
+    _g("episodes_spool_max", "episodes", "max_episodes"),
+    _g("episodes_spool_max_bytes", "episodes", "max_bytes"),
     _c("episodes_recorded", "episodes", "recorded"),
     _g("episodes_recovered", "episodes", "recovered"),
     _c("episodes_shipped", "episodes", "shipped"),

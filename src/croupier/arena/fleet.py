@@ -23,8 +23,6 @@ from typing import Any
 
 from croupier.client import CroupierClient, CroupierError
 
-TIMEOUT_S = 10.0
-
 
 def _error(e: BaseException) -> str:
     if isinstance(e, CroupierError):
@@ -38,7 +36,7 @@ async def _each(
     """`call(client)` on every server at once; its result or the exception, per URL."""
 
     async def one(url: str) -> Any:
-        async with CroupierClient(url, api_key=admin_key, timeout_s=TIMEOUT_S) as client:
+        async with CroupierClient(url, api_key=admin_key) as client:
             return await call(client)
 
     results = await asyncio.gather(*(one(u) for u in urls), return_exceptions=True)

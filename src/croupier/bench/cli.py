@@ -230,14 +230,45 @@ def bench_lag(
 def bench_outage(
     game: str = "leduc-holdem",
     minutes: float = 4.0,
-    outage_at: Annotated[float, typer.Option(help="Seconds in when the trainer is killed")] = 60.0,
-    outage: Annotated[float, typer.Option(help="Seconds the trainer stays down")] = 60.0,
+    outage_at: Annotated[
+        float, typer.Option(help="Seconds in when the trainer is killed (or the server frozen)")
+    ] = 60.0,
+    outage: Annotated[
+        float, typer.Option(help="Seconds the trainer stays down (or the server frozen)")
+    ] = 60.0,
+    server_freeze: Annotated[
+        bool,
+        typer.Option(
+            help="Instead: one of two policy servers SIGSTOPped under a routed leduc engine, "
+            "the default deadlines against the 30 s bound before (server-freeze.json, .png)"
+        ),
+    ] = False,
+    games: Annotated[int, typer.Option(help="--server-freeze: tables routed")] = 64,
     out: Path = Path("bench/results"),
 ) -> None:
-    """A trainer outage mid-run: the backlog trained (default bound) vs dropped, side by side."""
+    """A trainer outage mid-run: the backlog trained (default bound) vs dropped, side by side;
+    or (--server-freeze) a frozen server's cost to the fleet's hands/s."""
+    if server_freeze:
+        from croupier.bench.freeze import bench_server_freeze
+
+        bench_server_freeze(games, outage_at, outage, minutes * 60, out)
+        return
     from croupier.bench.outage import bench_outage as run
 
     run(game, minutes, outage_at, outage, out)
+
+
+@bench_app.command("pages")
+def bench_pages(
+    minutes: Annotated[float, typer.Option(help="Length of the healthy run")] = 30.0,
+    games: Annotated[int, typer.Option(help="Tables per fleet")] = 16,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Two fleets (leduc with a trainer, UNO) in one real Prometheus with the shipped alerts,
+    Prometheus and a server restarted midway: the alerts that fired (pages.json; 0 expected)."""
+    from croupier.bench.pages import bench_pages as run
+
+    run(minutes, out, games)
 
 
 @bench_app.command("overload")

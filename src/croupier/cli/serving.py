@@ -12,8 +12,9 @@ from typing import Annotated, Any
 import typer
 
 from croupier.cli.common import app, echo_or_write, setup_logging, side_map
+from croupier.client import Deadlines
 from croupier.config import ServeProcess, ServerConfig, TrainSettings
-from croupier.settings import build, command, markdown_table
+from croupier.settings import build, command, markdown_table, with_settings
 
 
 @app.command()
@@ -113,6 +114,9 @@ def settings_markdown() -> str:
         + markdown_table(ServerConfig)
         + "\n## `croupier train`\n\n"
         + markdown_table(TrainSettings)
+        + "\n## `croupier engine` (and `CroupierClient`, `RoutedClient`: `Deadlines`)\n\n"
+        + 'How long one request to a server may take (docs/scale-out.md, "A slow server").\n\n'
+        + markdown_table(Deadlines)
     )
 
 
@@ -125,6 +129,7 @@ def settings_doc(
 
 
 @app.command()
+@with_settings(Deadlines)
 def engine(
     url: Annotated[
         str, typer.Option(help="Server URL, or several comma separated (games routed by id)")
@@ -158,6 +163,7 @@ def engine(
         str | None,
         typer.Option(help="Games' record field: true, false, or rules (offline episodes)"),
     ] = None,
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Play a game's simulator (the RLCard games, or --game package.module:Simulator) through
     a croupier server's HTTP API, as a studio engine would."""
@@ -168,6 +174,10 @@ def engine(
 
     if hands is None and seconds is None:
         raise typer.BadParameter("give --hands or --seconds")
+    try:
+        deadlines: Deadlines = build(Deadlines, settings or {})
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     seat_list = [s.strip() for s in seats.split(",")] if seats else None
     side_maps = [side_map(mix, "--sides") for mix in sides] if sides else None
 
@@ -194,6 +204,7 @@ def engine(
                 api_key=api_key,
                 record={"true": True, "false": False}.get(record, record) if record else None,
                 sides=side_maps,
+                deadlines=deadlines,
             )
         )
     except UnknownGame as e:  # one line, as a usage error: no traceback

@@ -5,6 +5,12 @@ call just joins a queue. Per kind of call, a flusher sends everything queued as 
 (`POST /v1/games:batch`, `/v1/decide:batch`, `/v1/end:batch`), with up to `max_inflight`
 requests outstanding so the engine prepares the next batch while the server answers the last.
 An item's error fails only the table that made the call.
+
+Over several servers (`RoutedClient`) each server has its own queues: a batch mixing servers
+would wait for the slowest, and a frozen one would hold every table until its deadline (seen:
+a fleet's hands/s at 0 for the 80 s one of two servers was SIGSTOPped). A table's call joins
+the queue of the server its game is on when it is made; the routed client still sends each
+item where the game is by then, failing over what its server cannot answer.
 """
 
 from __future__ import annotations
@@ -90,25 +96,71 @@ class BatchedCalls:
             self._slots.release()
 
 
+class PerServer:
+    """One kind of call, coalesced per server: `await call(item)` joins the queue (a
+    `BatchedCalls`, started on first use) of the server `server_of(item)` names, so one
+    server's slow answer holds only its own items."""
+
+    def __init__(
+        self,
+        send: SendBatch,
+        server_of: Callable[[dict[str, Any]], str],
+        max_items: int,
+        max_inflight: int,
+    ):
+        self.send, self.server_of = send, server_of
+        self.max_items, self.max_inflight = max_items, max_inflight
+        self.lanes: dict[str, BatchedCalls] = {}  # at most one per server of the client
+
+    async def call(self, item: dict[str, Any]) -> dict[str, Any]:
+        server = self.server_of(item)
+        lane = self.lanes.get(server)
+        if lane is None:
+            lane = self.lanes[server] = BatchedCalls(self.send, self.max_items, self.max_inflight)
+            lane.start()
+        return await lane.call(item)
+
+    async def stop(self) -> None:
+        for lane in self.lanes.values():
+            await lane.stop()
+
+    @property
+    def requests(self) -> int:
+        return sum(lane.requests for lane in self.lanes.values())
+
+    @property
+    def items(self) -> int:
+        return sum(lane.items for lane in self.lanes.values())
+
+
 class BatchingClient:
     """The hand-playing calls of `CroupierClient` (create_game, decide, end, abort), each sent
-    through its batch route together with the other tables' calls."""
+    through its batch route together with the other tables' calls of the same server."""
 
     def __init__(
         self, client: CroupierClient | RoutedClient, max_items: int = 512, max_inflight: int = 2
     ):
         self.client = client
-        self._create = BatchedCalls(client.create_games, max_items, max_inflight)
-        self._decide = BatchedCalls(client.decide_batch, max_items, max_inflight)
-        self._end = BatchedCalls(client.end_games, max_items, max_inflight)
+        if isinstance(client, RoutedClient):
+            where_new = client.first_choice
+            where = client.url_for
+        else:
+            where_new = where = lambda _game_id: client.base_url
+
+        def lanes(send: SendBatch, server: Callable[[str], str]) -> PerServer:
+            return PerServer(
+                send, lambda item: server(str(item["game_id"])), max_items, max_inflight
+            )
+
+        self._create = lanes(client.create_games, where_new)
+        self._decide = lanes(client.decide_batch, where)
+        self._end = lanes(client.end_games, where)
 
     @property
-    def calls(self) -> dict[str, BatchedCalls]:
+    def calls(self) -> dict[str, PerServer]:
         return {"create": self._create, "decide": self._decide, "end": self._end}
 
     async def __aenter__(self) -> BatchingClient:
-        for calls in self.calls.values():
-            calls.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from croupier.client import CroupierClient, CroupierError
+from croupier.client import CroupierClient, CroupierError, Deadlines
 from croupier.engine.batching import BatchingClient
 from croupier.engine.rlcard_games import UnknownGame
 from croupier.games.registry import load_simulator
@@ -335,6 +335,7 @@ async def run_engine(
     api_key: str | None = None,
     record: bool | str | None = None,
     sides: dict[str, str] | list[dict[str, str]] | None = None,
+    deadlines: Deadlines | None = None,
 ) -> EngineSummary:
     """Play hands of `game` on `games` concurrent tables against the server at `url` (or
     several, comma separated: each game goes to the server its id hashes to).
@@ -353,6 +354,8 @@ async def run_engine(
     against the rule peasants at half the tables and against learned peasants at the rest, a
     league's training mix). A game with named sides and one policy per seat replays each deal
     once per rotation of the seats.
+    `deadlines`: each request's bounds (`client.Deadlines`; a server past them counts as
+    gone: over several servers its games move to the next).
     """
     try:
         num_players = load_simulator(game).num_players
@@ -376,7 +379,7 @@ async def run_engine(
     # Each table has at most one request in flight: one connection per table is enough.
     async with contextlib.AsyncExitStack() as stack:
         client: HandClient = await stack.enter_async_context(
-            client_for_urls(url, api_key=api_key, max_connections=games)
+            client_for_urls(url, api_key=api_key, max_connections=games, deadlines=deadlines)
         )
         if batch:
             client = await stack.enter_async_context(BatchingClient(client))

@@ -119,6 +119,12 @@ class TrainerCollector(Collector):
                 progress.get("payoff_per_hand"),
             ),
             "waiting_env_steps": ("Env steps queued for the learner", stats.get("waiting_steps")),
+            # What an iteration waits for: with this many waiting and no iteration, the
+            # learner is stuck (an alert compares the two).
+            "train_batch_steps": (
+                "Env steps an iteration waits for (--train-batch-size)",
+                self._train_batch_steps(),
+            ),
             "unacked_episodes": (
                 "Episodes taken, not yet trained or dropped (not acknowledged: still spooled)",
                 stats.get("unacked_episodes"),
@@ -147,6 +153,10 @@ class TrainerCollector(Collector):
                 yield CounterMetricFamily(f"{PREFIX}_{base}", f"link: {name}", value=stats[name])
         histogram = stats.get("lag_histogram") or self.trainer.last_lag_histogram or {}
         yield lag_histogram_family({int(k): int(v) for k, v in histogram.items()})
+
+    def _train_batch_steps(self) -> int | None:
+        hyper = getattr(getattr(self.trainer, "options", None), "hyper", None)
+        return getattr(hyper, "train_batch_size", None)
 
     def _live_stats(self) -> dict[str, Any] | None:
         """The local runner's counters as of now (cheap, in-process); None with remote

@@ -366,6 +366,9 @@ class EpisodeSpool:
                 "in_flight": self._count - self._unsent_count,  # sent, not yet acknowledged
                 "spooled": self._count,
                 "spooled_bytes": self._bytes,
+                # The bounds, so an alert reads the fill as a share (--spool-max-episodes/-mb).
+                "max_episodes": self.max_episodes,
+                "max_bytes": self.max_bytes,
                 "recorded": self.put_total,
                 "recovered": self.recovered,
                 "shipped": self.shipped,
