@@ -73,8 +73,6 @@ class SeatUnavailable(BadPolicySpec):
     the server's state is not; `SEAT_SPEC_PATTERN` says exactly which specs are well-formed)."""
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class SearchSpec:
     """A search seat's settings (`search:base=B:rollouts=N:ms=D:top=K`): what it plays out,

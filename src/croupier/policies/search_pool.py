@@ -1,0 +1,335 @@
+"""Where search seats search: off the server's event loop, in a pool of workers, each with
+its own table of the game (`policies/search.py` is the algorithm they run).
+
+- `LocalSearchPool`: worker processes on this machine (spawned, never forked: the server runs
+  threads, and a forked child inherits their locks held), one decision at a time each.
+- `RaySearchPool`: Ray actors on a Ray cluster (`croupier serve --search-address ADDRESS`), as
+  many as the cluster has CPUs unless told: a studio adds search capacity by adding machines
+  to the cluster. Ray is croupier's one distributed engine (the trainer's too).
+
+`SearchSeats` is what the decision service holds: whether this game can be searched at all
+(`problem`), the pool started at the first game that seats a search seat (a server that never
+seats one pays nothing; until its workers are warm such games are refused with 503 and
+Retry-After), and `search(...)`, which answers within the decision's deadline or not at all
+(None: the caller answers the base policy's move, `"fallback": true`). A worker checks the
+deadline too: a request that waited in the queue past it is dropped at once, and one that
+waited part of it searches for the rest only, so a queue behind a busy pool sheds load
+instead of growing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import multiprocessing
+import os
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from croupier.games.registry import load_adapter, load_rules, load_simulator
+from croupier.policies.search import Act, SearchResult, random_base, search
+from croupier.policies.seats import SearchSpec, SeatUnavailable
+
+log = logging.getLogger(__name__)
+
+# The answer's way back (a pipe or Ray's object store, then the event loop) is kept out of
+# the worker's share of the deadline: it searches until `ms` less this much. Measured on this
+# 2-core VM under 100 parallel games: an answer's trip back took up to ~6 ms.
+RETURN_MARGIN_S = 0.010
+WARM_UP_TIMEOUT_S = 120.0  # spawning a worker imports croupier and the game (~2-5 s each)
+
+
+class SearchStarting(SeatUnavailable):
+    """The search workers are starting: a search seat can be seated in a few seconds (503 with
+    Retry-After, not 409: the same request will succeed)."""
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One decision to search: what the seat was sent, its seat's settings, and the time it
+    may take counted from `sent_at` (`time.time()`: a worker on another machine of a Ray
+    cluster compares it with its own clock)."""
+
+    state: dict[str, Any]
+    spec: SearchSpec
+    budget_s: float
+    sent_at: float
+    seed: int
+
+
+@dataclass
+class Searcher:
+    """One worker's table of the game and the base policies its rollouts play."""
+
+    game: str
+    rules_path: str | None = None  # the server's own `--rules`, if it has one
+    bases: dict[str, Act] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.table = load_simulator(self.game)
+        adapter = load_adapter(self.game)
+        # The server validates every state before its rules act; the rollouts' states are the
+        # simulator's own, valid by construction: the bot without a second validation.
+        rules = load_rules(self.rules_path) if self.rules_path else adapter.checked_rules()
+        if rules is not None:
+            self.bases["rules"] = rules
+        self.bases["random"] = random_base
+
+    def search(self, request: SearchRequest) -> SearchResult:
+        """The search, within what is left of the request's budget (none: no search)."""
+        waited = max(0.0, time.time() - request.sent_at)
+        left = request.budget_s - waited
+        if left <= 0:
+            return SearchResult(None)
+        base = self.bases[request.spec.base]
+        rng = random.Random(request.seed)
+        return search(self.table, request.state, base, request.spec, rng, time.monotonic() + left)
+
+    def warm_up(self) -> bool:
+        """One small search on a fresh deal: the first rules decision loads what it loads."""
+        self.table.reset(0)
+        state = self.table.state(self.table.current_player())
+        if "rules" in self.bases:
+            spec = SearchSpec(base="rules", rollouts=2, ms=200)
+            self.search(SearchRequest(state, spec, 0.2, time.time(), 0))
+        return True
+
+
+class SearchPool(Protocol):
+    workers: int
+
+    def start(self) -> None:
+        """Start the workers and wait until each is warm (called off the event loop)."""
+
+    async def search(self, request: SearchRequest) -> SearchResult: ...
+
+    def close(self) -> None: ...
+
+
+# --- local processes ---------------------------------------------------------------------
+
+_WORKER: Searcher | None = None  # a pool process's own searcher
+
+
+def _one_core() -> None:
+    """A worker is one core's worth: a game that imported torch gets no intra-op threads of
+    its own (torch is not imported for it: ~1 s of a worker's ~1 s start without it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def _start_worker(game: str, rules_path: str | None) -> None:
+    global _WORKER
+    _WORKER = Searcher(game, rules_path)
+    _one_core()
+
+
+def _warm_worker(pause_s: float) -> int:
+    assert _WORKER is not None
+    _WORKER.warm_up()
+    time.sleep(pause_s)  # held busy, so each warm-up lands on a worker of its own
+    return os.getpid()
+
+
+def _search_in_worker(request: SearchRequest) -> SearchResult:
+    assert _WORKER is not None
+    return _WORKER.search(request)
+
+
+class LocalSearchPool:
+    """`workers` spawned processes on this machine (0: one per CPU core)."""
+
+    def __init__(self, game: str, workers: int = 0, rules_path: str | None = None):
+        self.game, self.rules_path = game, rules_path
+        self.workers = workers or os.cpu_count() or 1
+        self._executor: concurrent.futures.ProcessPoolExecutor | None = None
+
+    def start(self) -> None:
+        self._executor = concurrent.futures.ProcessPoolExecutor(
+            self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_worker,
+            initargs=(self.game, self.rules_path),
+        )
+        warm = [self._executor.submit(_warm_worker, 0.5) for _ in range(self.workers)]
+        pids = {f.result(timeout=WARM_UP_TIMEOUT_S) for f in warm}
+        log.info("search: %d worker processes warm (%d distinct)", self.workers, len(pids))
+
+    async def search(self, request: SearchRequest) -> SearchResult:
+        assert self._executor is not None
+        return await asyncio.wrap_future(self._executor.submit(_search_in_worker, request))
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+
+# --- Ray actors ----------------------------------------------------------------------------
+
+
+class RaySearchPool:
+    """Ray actors on the cluster at `address`, one CPU each: `workers` of them, or (0) as many
+    as the cluster has CPUs when the pool starts. Each request goes to the actor with the
+    fewest in flight. The cluster's machines need croupier and the game's package installed,
+    as for the trainer's Ray workers (docs/scale-out.md)."""
+
+    def __init__(self, game: str, address: str | None, workers: int = 0,
+                 rules_path: str | None = None):  # fmt: skip
+        self.game, self.address, self.rules_path = game, address, rules_path
+        self.workers = workers
+        self._actors: list[Any] = []
+        self._in_flight: list[int] = []
+
+    def start(self) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+        if not self.workers:
+            self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        actor = ray.remote(num_cpus=1)(_SearchActor)
+        self._actors = [actor.remote(self.game, self.rules_path) for _ in range(self.workers)]
+        self._in_flight = [0] * len(self._actors)
+        ray.get([a.warm_up.remote() for a in self._actors], timeout=WARM_UP_TIMEOUT_S)
+        log.info("search: %d Ray actors warm", len(self._actors))
+
+    async def search(self, request: SearchRequest) -> SearchResult:
+        i = min(range(len(self._actors)), key=self._in_flight.__getitem__)
+        self._in_flight[i] += 1
+        try:
+            return await self._actors[i].search.remote(request)
+        finally:
+            self._in_flight[i] -= 1
+
+    def close(self) -> None:
+        import ray
+
+        for a in self._actors:
+            ray.kill(a)
+        self._actors = []
+
+
+class _SearchActor:
+    """A Ray actor's searcher (`ray.remote` wraps it in `RaySearchPool.start`)."""
+
+    def __init__(self, game: str, rules_path: str | None):
+        self.searcher = Searcher(game, rules_path)
+        _one_core()
+
+    def warm_up(self) -> bool:
+        return self.searcher.warm_up()
+
+    def search(self, request: SearchRequest) -> SearchResult:
+        return self.searcher.search(request)
+
+
+# --- what the decision service holds ------------------------------------------------------
+
+
+class SearchSeats:
+    """The server's search seats: can this game be searched, the pool (started at the first
+    search seat), and one search per decision within its deadline."""
+
+    def __init__(self, game: str, workers: int = 0, address: str | None = None,
+                 rules_path: str | None = None, has_rules: bool = True):  # fmt: skip
+        self.game, self.address = game, address
+        self.has_rules = has_rules
+        self.pool: SearchPool = (
+            RaySearchPool(game, address, workers, rules_path)
+            if address
+            else LocalSearchPool(game, workers, rules_path)
+        )
+        self._problem: str | None = None
+        self._checked = False
+        self._lock = threading.Lock()
+        self._starting: threading.Thread | None = None
+        self.ready = False
+        self.start_error: str | None = None
+        self.failed = 0  # searches that raised (a worker died, a simulator's error): fallbacks
+        self._seed = random.Random(0x5EA4C4)
+
+    def problem(self, spec: SearchSpec) -> str | None:
+        """Why a search seat of `spec` cannot be seated on this game (None: it can)."""
+        if not self._checked:
+            try:
+                table = load_simulator(self.game)
+                if not table.resamples():
+                    self._problem = (
+                        f"{self.game}'s simulator ({type(table).__name__}) cannot set a table "
+                        "from a seat's view (Simulator.resample): its game cannot be searched"
+                    )
+            except ValueError as e:
+                self._problem = f"a search seat needs the game's simulator: {e}"
+            self._checked = True
+        if self._problem is None and spec.base == "rules" and not self.has_rules:
+            return f"{self.game} has no rules policy to play the rollouts: use base=random"
+        return self._problem
+
+    def admit(self, spec: SearchSpec) -> None:
+        """Raise SeatUnavailable (409) if `spec` cannot be searched here, SearchStarting (503)
+        while the workers start (started now, at the first search seat)."""
+        problem = self.problem(spec)
+        if problem is not None:
+            raise SeatUnavailable(problem)
+        if self.start_error is not None:
+            raise SeatUnavailable(f"the search workers failed to start: {self.start_error}")
+        if self.ready:
+            return
+        with self._lock:
+            if self._starting is None:
+                self._starting = threading.Thread(target=self._start, daemon=True)
+                self._starting.start()
+        raise SearchStarting(
+            f"the search workers are starting ({self.pool.workers or 'one per CPU'}): "
+            "try again in a few seconds"
+        )
+
+    def start(self) -> None:
+        """Start the workers now and wait until they are warm (tests, benchmarks)."""
+        with self._lock:
+            if self._starting is None:
+                self._starting = threading.current_thread()
+                self._start()
+        while not self.ready and self.start_error is None:  # another thread is starting it
+            time.sleep(0.05)
+
+    def _start(self) -> None:
+        try:
+            self.pool.start()
+            self.ready = True
+        except Exception as e:  # noqa: BLE001 — said on every later search seat (409)
+            log.exception("search workers failed to start")
+            self.start_error = f"{type(e).__name__}: {e}"
+
+    async def search(self, state: dict[str, Any], spec: SearchSpec, budget_s: float,
+                     ) -> SearchResult | None:  # fmt: skip
+        """The search's result if it comes within `budget_s` (None: late, or it failed)."""
+        request = SearchRequest(
+            state, spec, budget_s - RETURN_MARGIN_S, time.time(), self._seed.getrandbits(63)
+        )
+        try:
+            return await asyncio.wait_for(self.pool.search(request), budget_s)
+        except TimeoutError:
+            return None
+        except Exception:  # noqa: BLE001 — a dead worker or a simulator's bug: the base answers
+            self.failed += 1
+            log.exception("a search failed: the base policy answers")
+            return None
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "workers": self.pool.workers if self.ready else 0,
+            "ready": self.ready,
+            "failed": self.failed,
+        }
+
+    def close(self) -> None:
+        if self.ready:
+            self.pool.close()
