@@ -108,6 +108,7 @@ EXPORTED: tuple[Exported, ...] = (
     _c("search_late", "search", "late"),
     _s("search_decision_seconds", ("search", "answered"), ("search", "seconds")),
     _c("search_failed", "search", "failed"),
+    _c("search_workers_died", "search", "workers_died"),
     _g("search_workers", "search", "workers"),
     _g("search_ready", "search", "ready"),
     _c("weights_refused"),
