@@ -38,7 +38,7 @@ from croupier.games.base import GameAdapter, InvalidState
 from croupier.policies.rollout import Rollout
 from croupier.policies.search import SearchResult
 from croupier.policies.search_pool import SearchSeats
-from croupier.policies.seats import BEST_RESPONSE, SEARCH, SeatPolicy
+from croupier.policies.seats import BEST_RESPONSE, SEARCH, SEARCH_BASES, SeatPolicy
 from croupier.sessions.batcher import InferenceBatcher, ModelDecision
 from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
 from croupier.sessions.games import GameSession, GameStore
@@ -183,8 +183,9 @@ class Decider:
         # Search seats (`policies/search_pool.py`), counted by base policy (a bounded label:
         # a seat's full spec is the engine's to choose).
         self.search = search
-        self.search_decisions: dict[str, int] = {}
-        self.search_fallbacks: dict[str, int] = {}
+        # Every base's series from the start (at 0): an alert's rate() sees the first one.
+        self.search_decisions: dict[str, int] = dict.fromkeys(SEARCH_BASES, 0)
+        self.search_fallbacks: dict[str, int] = dict.fromkeys(SEARCH_BASES, 0)
         self.search_late = 0  # answered past the seat's deadline (the tests hold it at 0)
         self.search_seconds = 0.0  # received to answered, summed over search decisions
         self.search_max_ms = 0.0
@@ -452,8 +453,8 @@ class Decider:
             else:
                 fallback = True
                 step.index, label = self._base_index(spec.base, step.state, step.mask)
-                self.search_fallbacks[spec.base] = self.search_fallbacks.get(spec.base, 0) + 1
-        self.search_decisions[spec.base] = self.search_decisions.get(spec.base, 0) + 1
+                self.search_fallbacks[spec.base] += 1
+        self.search_decisions[spec.base] += 1
         ms = 1000.0 * (time.monotonic() - step.started)
         self.search_seconds += ms / 1000.0
         self.search_max_ms = max(self.search_max_ms, ms)
