@@ -192,6 +192,8 @@ def test_every_snapshot_number_is_exported_or_excluded(inprocess, tmp_path) -> N
     paths = set(numeric_paths(snapshot))
     exported = {m.path for m in EXPORTED if m.label is None}
     exported |= {m.sum_path for m in EXPORTED if m.sum_path is not None}  # summaries' sums
+    labelled = [m.path for m in EXPORTED if m.label]  # a labelled family: each key a series
+    exported |= {p for p in paths if any(p[: len(path)] == path for path in labelled)}
     assert paths - exported - NOT_EXPORTED == set(), "a number neither exported nor excluded"
     assert exported - paths == set(), "an exported path is missing from health()"
     assert all(isinstance(snapshot[m.path[0]], dict) for m in EXPORTED if m.label)
