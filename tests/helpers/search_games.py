@@ -85,3 +85,23 @@ class GambleAdapter(NamedActionsAdapter):
 
     def rules(self):  # noqa: ANN201
         return lambda state: "safe"
+
+
+def loose_rules(state: dict[str, Any]) -> str:
+    """A studio's weak bot: always bets, always calls (never folds a jack to a bet)."""
+    legal = state["legal_actions"]
+    return "bet" if "bet" in legal else "call"
+
+
+class LooseKuhn(ResamplingKuhn):
+    """Kuhn poker with worlds, whose rules are `loose_rules`: the search over them folds a
+    jack facing a bet (-1, not -2), which the rules never do."""
+
+    adapter = "tests.helpers.search_games:LooseKuhnAdapter"
+
+
+class LooseKuhnAdapter(KuhnAdapter):
+    simulator = "tests.helpers.search_games:LooseKuhn"
+
+    def rules(self):  # noqa: ANN201
+        return loose_rules

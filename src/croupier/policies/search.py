@@ -18,8 +18,7 @@ to a base that does where hidden information decides the hand.
 2. the worlds: seeds drawn as needed, world w the table `resample`d from the seat's state with
    its own seed. Every move is played in the same worlds (common random numbers): the
    difference between two moves' means is then the difference their moves make, not whose
-   deal was luckier (the deal's variance cancels; on Kuhn, ~4x fewer worlds for the same
-   precision: `croupier bench search`);
+   deal was luckier (the deal's variance cancels from the comparison);
 3. the budget: `rollouts` hands per move on average (`rollouts` x moves in all), spent by
    successive halving (Karnin et al. 2013): rounds of equal budget, each playing the moves
    still in on new worlds and keeping the better half, so the close contenders get the most
@@ -188,6 +187,7 @@ class SearchPlayer:
         self.decisions = 0
         self.fallbacks = 0  # deadlines passed with no world played in full: the base answered
         self.seconds = 0.0  # spent deciding, in all
+        self.playouts = 0  # hands played out, in all
 
     def __call__(self, state: dict[str, Any]) -> Any:
         t0 = time.monotonic()
@@ -195,6 +195,7 @@ class SearchPlayer:
                         t0 + self.spec.ms / 1000.0, self.halving)  # fmt: skip
         self.decisions += 1
         self.seconds += time.monotonic() - t0
+        self.playouts += result.playouts
         if result.move is None:
             self.fallbacks += 1
             return self.base(state)
