@@ -234,3 +234,28 @@ def test_a_hundred_parallel_games_get_legal_answers_by_the_deadline(inprocess, t
     assert value(samples, "croupier_decisions_total", policy="search") == len(answers) - len(
         fallbacks
     )
+
+
+@pytest.mark.ray
+def test_ray_actors_search_as_the_local_workers_do():
+    """The pool on a Ray cluster (here a local one): actors each with a table of the game,
+    the same answers as in-process for the same request; a request past its budget is not
+    searched."""
+    ray = pytest.importorskip("ray")
+    from croupier.policies.search_pool import RaySearchPool, Searcher, SearchRequest
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        pool = RaySearchPool(KUHN, address=None, workers=1)
+        pool.start()
+        state = {"card": "J", "history": ["bet"], "legal_actions": ["call", "fold"]}
+        spec = SearchSpec(rollouts=32, ms=5000)
+        request = SearchRequest(state, spec, 5.0, time.time(), seed=11)
+        remote = asyncio.run(pool.search(request))
+        local = Searcher(KUHN).search(request)
+        assert remote.move == local.move == 1 and remote.means == local.means  # fold a jack
+        stale = SearchRequest(state, spec, 0.5, time.time() - 1.0, seed=11)
+        assert asyncio.run(pool.search(stale)).move is None
+        pool.close()
+    finally:
+        ray.shutdown()
