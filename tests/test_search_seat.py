@@ -259,3 +259,10 @@ def test_ray_actors_search_as_the_local_workers_do():
         pool.close()
     finally:
         ray.shutdown()
+
+
+def test_the_live_arena_names_a_search_seat_by_its_settings():
+    from croupier.policies.rollout.live import player_of
+
+    policy = resolve_plain(parse_spec("search:ms=50"), latest=0)
+    assert player_of(policy) == "search:base=rules:rollouts=64:ms=50:top=8"
