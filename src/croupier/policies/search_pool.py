@@ -412,8 +412,10 @@ class SearchSeats:
     async def search(self, state: dict[str, Any], spec: SearchSpec, budget_s: float,
                      ) -> SearchResult | None:  # fmt: skip
         """The search's result if it comes within `budget_s` (None: late, or it failed)."""
+        # A short deadline keeps most of itself for the search: at most a fifth goes back.
+        margin = min(RETURN_MARGIN_S, spec.ms / 5000.0)
         request = SearchRequest(
-            state, spec, budget_s - RETURN_MARGIN_S, time.time(), self._seed.getrandbits(63)
+            state, spec, budget_s - margin, time.time(), self._seed.getrandbits(63)
         )
         try:
             return await asyncio.wait_for(self.pool.search(request), budget_s - ANSWER_MARGIN_S)
