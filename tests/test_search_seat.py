@@ -216,6 +216,14 @@ def test_a_hundred_parallel_games_get_legal_answers_by_the_deadline(inprocess, t
             await asyncio.sleep(0.005)
             lags.append(1000.0 * (time.monotonic() - t0 - 0.005))
         await playing
+        # A deadline no search can meet: the base's move, marked, legal, counted.
+        hopeless = {"0": "search:ms=1", "1": "rules"}
+        r = await client.post("/v1/games", json={"game": "kuhn-poker", "seats": hopeless})
+        state = {"card": "J", "history": [], "legal_actions": ["check", "bet"]}
+        d = (await client.post(f"/v1/games/{r.json()['game_id']}/decide",
+                               json={"seat": "0", "state": state})).json()  # fmt: skip
+        assert d["fallback"] and d["policy"] == "rules" and d["action"] == "check", d
+        answers.append(d)
         return service.health()["search"], (await client.get("/metrics")).text
 
     stats, metrics = inprocess(body, game=KUHN, data_dir=tmp_path, search_workers=2)
