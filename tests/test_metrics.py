@@ -141,6 +141,7 @@ EXPORTED_NAMES = [
     "croupier_search_decision_seconds",
     "croupier_search_failed_total",
     "croupier_search_workers_died_total",
+    "croupier_search_workers_replaced_total",
     "croupier_search_workers",
     "croupier_search_ready",
     "croupier_refused_too_large_total",

@@ -274,3 +274,38 @@ def test_the_live_arena_names_a_search_seat_by_its_settings():
 
     policy = resolve_plain(parse_spec("search:ms=50"), latest=0)
     assert player_of(policy) == "search:base=rules:rollouts=64:ms=50:top=8"
+
+
+@pytest.mark.integration
+def test_a_dead_worker_is_replaced_and_its_search_answered_by_the_base():
+    """A worker killed mid-life: its search fails (the caller's fallback), the pool starts
+    another in its place, and searches go on."""
+    import os
+    import signal
+
+    from croupier.policies.search_pool import LocalSearchPool, SearchRequest
+
+    pool = LocalSearchPool(KUHN, workers=1)
+    pool.start()
+    state = {"card": "Q", "history": ["bet"], "legal_actions": ["call", "fold"]}
+
+    def request() -> SearchRequest:
+        return SearchRequest(state, SearchSpec(rollouts=8, ms=5000), 5.0, time.time(), seed=1)
+
+    async def body() -> None:
+        assert (await pool.search(request())).move is not None
+        os.kill(pool._workers[0].process.pid, signal.SIGKILL)
+        with pytest.raises(RuntimeError, match="died"):
+            await asyncio.wait_for(pool.search(request()), 10.0)
+        assert pool.died == 1
+        for _ in range(600):  # bounded: a worker's start, ~1-20 s on a busy 2-core box
+            if pool.alive():
+                break
+            await asyncio.sleep(0.1)
+        assert pool.alive() == 1 and pool.replaced == 1
+        assert (await pool.search(request())).move is not None
+
+    try:
+        asyncio.run(body())
+    finally:
+        pool.close()

@@ -109,6 +109,7 @@ EXPORTED: tuple[Exported, ...] = (
     _s("search_decision_seconds", ("search", "answered"), ("search", "seconds")),
     _c("search_failed", "search", "failed"),
     _c("search_workers_died", "search", "workers_died"),
+    _c("search_workers_replaced", "search", "workers_replaced"),
     _g("search_workers", "search", "workers"),
     _g("search_ready", "search", "ready"),
     _c("weights_refused"),

@@ -50,6 +50,7 @@ RETURN_MARGIN_S = 0.010
 # answer's way out through the event loop fit in it.
 ANSWER_MARGIN_S = 0.002
 WORKER_NICENESS = 10
+MAX_REPLACED = 4  # dead workers started again, per worker of the pool, over its life
 WARM_UP_TIMEOUT_S = 120.0  # spawning a worker imports croupier and the game (~2-5 s each)
 
 
@@ -117,6 +118,9 @@ class SearchPool(Protocol):
 
     async def search(self, request: SearchRequest) -> SearchResult: ...
 
+    def alive(self) -> int:
+        """Workers serving now."""
+
     def close(self) -> None: ...
 
 
@@ -180,21 +184,33 @@ class LocalSearchPool:
         self._waiting = collections.deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.died = 0  # workers lost (their searches answered by the base policy)
+        self.replaced = 0  # and started again in their place
+        self._closed = False
 
     def start(self) -> None:
-        context = multiprocessing.get_context("spawn")  # never fork a threaded server
-        for _ in range(self.workers):
-            mine, theirs = context.Pipe()
-            process = context.Process(
-                target=_worker_main, args=(theirs, self.game, self.rules_path), daemon=True
-            )
-            process.start()
-            theirs.close()
-            self._workers.append(_Worker(process, mine))
-        for worker in self._workers:
-            if not worker.conn.poll(WARM_UP_TIMEOUT_S) or worker.conn.recv_bytes() != b"ready":
+        workers = [self._spawn() for _ in range(self.workers)]
+        for worker in workers:
+            if not self._ready(worker):
                 raise RuntimeError(f"a search worker was not ready in {WARM_UP_TIMEOUT_S:g} s")
+        self._workers = workers
         log.info("search: %d worker processes warm", len(self._workers))
+
+    def _spawn(self) -> _Worker:
+        context = multiprocessing.get_context("spawn")  # never fork a threaded server
+        mine, theirs = context.Pipe()
+        process = context.Process(
+            target=_worker_main, args=(theirs, self.game, self.rules_path), daemon=True
+        )
+        process.start()
+        theirs.close()
+        return _Worker(process, mine)
+
+    @staticmethod
+    def _ready(worker: _Worker) -> bool:
+        try:
+            return worker.conn.poll(WARM_UP_TIMEOUT_S) and worker.conn.recv_bytes() == b"ready"
+        except (EOFError, OSError):
+            return False
 
     async def search(self, request: SearchRequest) -> SearchResult:
         loop = asyncio.get_running_loop()
@@ -207,6 +223,9 @@ class LocalSearchPool:
         self._waiting.append((request, future))
         self._dispatch()
         return await future
+
+    def alive(self) -> int:
+        return sum(w.alive for w in self._workers)
 
     def _dispatch(self) -> None:
         """Give each free worker the oldest request still worth searching."""
@@ -260,8 +279,34 @@ class LocalSearchPool:
         worker.busy = None
         log.error("a search worker died: %d of %d left", sum(w.alive for w in self._workers),
                   len(self._workers))  # fmt: skip
+        if not self._closed and self.replaced < MAX_REPLACED * len(self._workers):
+            threading.Thread(target=self._replace, args=(worker,), daemon=True).start()
+
+    def _replace(self, dead: _Worker) -> None:
+        """Start a worker in `dead`'s place (off the event loop: a start takes seconds), and
+        hand it to the loop once warm. Bounded (`MAX_REPLACED`): a game whose every search
+        kills its worker must not spawn for ever."""
+        dead.conn.close()
+        dead.process.join(timeout=5.0)
+        worker = self._spawn()
+        if not self._ready(worker) or self._closed or self._loop is None:
+            worker.process.kill()
+            return
+        self._loop.call_soon_threadsafe(self._install, dead, worker)
+
+    def _install(self, dead: _Worker, worker: _Worker) -> None:
+        if self._closed or dead not in self._workers:
+            worker.process.kill()
+            return
+        self._workers[self._workers.index(dead)] = worker
+        assert self._loop is not None
+        self._loop.add_reader(worker.conn.fileno(), self._answered, worker)
+        self.replaced += 1
+        log.info("a search worker started in a dead one's place")
+        self._dispatch()
 
     def close(self) -> None:
+        self._closed = True
         for worker in self._workers:
             if self._loop is not None and worker.alive and not self._loop.is_closed():
                 self._loop.remove_reader(worker.conn.fileno())
@@ -300,6 +345,9 @@ class RaySearchPool:
         self._in_flight = [0] * len(self._actors)
         ray.get([a.warm_up.remote() for a in self._actors], timeout=WARM_UP_TIMEOUT_S)
         log.info("search: %d Ray actors warm", len(self._actors))
+
+    def alive(self) -> int:
+        return len(self._actors)
 
     async def search(self, request: SearchRequest) -> SearchResult:
         i = min(range(len(self._actors)), key=self._in_flight.__getitem__)
@@ -428,10 +476,11 @@ class SearchSeats:
 
     def stats(self) -> dict[str, Any]:
         return {
-            "workers": self.pool.workers if self.ready else 0,
+            "workers": self.pool.alive() if self.ready else 0,
             "ready": self.ready,
             "failed": self.failed,
             "workers_died": getattr(self.pool, "died", 0),
+            "workers_replaced": getattr(self.pool, "replaced", 0),
         }
 
     def close(self) -> None:
