@@ -78,6 +78,9 @@ class MatchResult:
     error_samples: list[str] = field(default_factory=list)
     pair_values: list[float] = field(default_factory=list, repr=False)
     side: str | None = None  # A played this side alone (None: every team in turn)
+    # A search seat's: the server's search decisions during the match, and those its base
+    # answered (past their deadline): {"decisions": n, "fallbacks": m} (None: no search seat).
+    search: dict[str, int] | None = None
 
     @property
     def ci_low(self) -> float:
@@ -115,6 +118,11 @@ class MatchResult:
             f"  ({SCORE_MEANING})",
             f"win {self.win:.1%}  draw {self.draw:.1%}  loss {self.loss:.1%}",
         ]
+        if self.search is not None:
+            lines.append(
+                f"search seats: {self.search['decisions']} decisions on the server during the "
+                f"match, {self.search['fallbacks']} of them the base's move (past the deadline)"
+            )
         return "\n".join(lines + [f"error: {e}" for e in self.error_samples])
 
 
@@ -171,6 +179,15 @@ async def seat_spec(client: CroupierClient, name: str) -> str:
     raise ArenaError(
         f"unknown policy {name!r}: rules, random, learned@latest, frozen@<version>, production"
     )
+
+
+async def _search_counts(client: CroupierClient) -> dict[str, int]:
+    """The server's search decisions and fallbacks so far (every base together)."""
+    search = (await client.health()).get("search") or {}
+    return {
+        "decisions": int(sum((search.get("decisions") or {}).values())),
+        "fallbacks": int(sum((search.get("fallbacks") or {}).values())),
+    }
 
 
 async def search_seated(client: CroupierClient, game: str, spec: str) -> None:
@@ -301,8 +318,10 @@ async def play_arena(
             CroupierClient(url, api_key=api_key, max_connections=tables)
         )
         specs = {"a": await seat_spec(plain, a), "b": await seat_spec(plain, b)}
-        for spec in {s for s in specs.values() if s.startswith(SEARCH)}:
+        searched = {s for s in specs.values() if s.startswith(SEARCH)}
+        for spec in searched:
             await search_seated(plain, probe.name, spec)
+        before = await _search_counts(plain) if searched else None
         client: CroupierClient | BatchingClient = plain
         if batch:
             client = await stack.enter_async_context(BatchingClient(plain))
@@ -315,8 +334,11 @@ async def play_arena(
                     _table(client, decide, game, specs["a"], specs["b"], score, seed, side)
                 )
         seconds = max(time.monotonic() - t0, 1e-9)
+        after = await _search_counts(plain) if searched else None
     result = summarize(probe.name, a, b, specs, score, seconds, per_set)
     result.side = side
+    if before is not None and after is not None:
+        result.search = {k: after[k] - before[k] for k in after}
     return result
 
 
