@@ -114,6 +114,25 @@ def test_successive_halving_spends_the_budget_on_the_contenders():
     assert state["legal_actions"][even.move] == "bet"
 
 
+def test_many_moves_are_cut_to_the_base_move_and_the_priors_best():
+    from croupier.policies.search import candidate_moves
+
+    state = {"legal_actions": [f"m{i}" for i in range(10)]}
+    scores = [0.0] * 10
+    scores[7], scores[2], scores[4] = 3.0, 2.0, 1.0
+
+    def prior(s):
+        return scores
+
+    assert candidate_moves(state, "m0", 3, random.Random(0), prior) == [0, 7, 2]
+    assert candidate_moves(state, "m7", 3, random.Random(0), prior) == [7, 2, 4]
+    drawn = candidate_moves(state, "m5", 4, random.Random(0))  # no prior: drawn at random
+    assert drawn[0] == 5 and len(set(drawn)) == 4
+    assert candidate_moves(state, "m5", 10, random.Random(0)) == list(range(10))
+    with pytest.raises(ValueError, match="scored"):
+        candidate_moves(state, "m0", 3, random.Random(0), lambda s: [1.0])
+
+
 def test_a_passed_deadline_gives_no_move_and_the_player_falls_back_to_its_base():
     table = Gamble()
     state = {"legal_actions": ["safe", "gamble"]}

@@ -14,7 +14,8 @@ to a base that does where hidden information decides the hand.
 `search(...)` below is the whole algorithm, in order:
 
 1. the moves: every legal move, at most `top` of them (the base's own move always; the rest
-   drawn at random), a single legal move answered at once;
+   the best by a `prior`'s scores when one is given, else drawn at random), a single legal
+   move answered at once;
 2. the worlds: seeds drawn as needed, world w the table `resample`d from the seat's state with
    its own seed. Every move is played in the same worlds (common random numbers): the
    difference between two moves' means is then the difference their moves make, not whose
@@ -43,7 +44,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,9 @@ from croupier.games.simulator import MAX_MOVES_PER_HAND, Simulator
 from croupier.policies.seats import SearchSpec
 
 Act = Callable[[dict[str, Any]], Any]  # an engine state in, the engine's action value out
+# A state in, a score per legal move (in `legal_actions`' order, higher: more likely best):
+# a version's logits, say. Which moves a search over many keeps (`candidate_moves`).
+Prior = Callable[[dict[str, Any]], Sequence[float]]
 
 
 @dataclass
@@ -93,16 +97,26 @@ def team_value(table: Simulator, seat: int, payoffs: list[float]) -> float:
 
 
 def candidate_moves(
-    state: dict[str, Any], base_move: Any, top: int, rng: random.Random
+    state: dict[str, Any],
+    base_move: Any,
+    top: int,
+    rng: random.Random,
+    prior: Prior | None = None,
 ) -> list[int]:
     """Step 1: the positions of the moves searched: all legal moves when at most `top`; else
-    the base's own move and `top` - 1 others drawn at random."""
+    the base's own move and the `top` - 1 others `prior` scores highest (without one: drawn
+    at random)."""
     legal = state["legal_actions"]
     if len(legal) <= top:
         return list(range(len(legal)))
     mine = legal.index(base_move) if base_move in legal else 0
     others = [i for i in range(len(legal)) if i != mine]
-    return [mine, *rng.sample(others, top - 1)]
+    if prior is None:
+        return [mine, *rng.sample(others, top - 1)]
+    scores = list(prior(state))
+    if len(scores) != len(legal):
+        raise ValueError(f"a prior scored {len(scores)} moves of {len(legal)}")
+    return [mine, *sorted(others, key=lambda i: -scores[i])[: top - 1]]
 
 
 def search(
@@ -113,17 +127,19 @@ def search(
     rng: random.Random,
     deadline: float,
     halving: bool = True,
+    prior: Prior | None = None,
 ) -> SearchResult:
     """The search seat's move in `state` (what the seat to act was sent), by rollouts of
     `base` on `table` (set to each world in turn: its hand is lost), stopping at `deadline`
-    (`time.monotonic()`). See the module doc for the steps."""
+    (`time.monotonic()`); `prior` picks the moves searched when there are more than
+    `spec.top`. See the module doc for the steps."""
     legal = state["legal_actions"]
     if len(legal) == 1:
         return SearchResult(0, [0], complete=True)
     # 1. the moves
     with rules_seeded(rng.getrandbits(32)):
         base_move = base(state)
-    moves = candidate_moves(state, base_move, spec.top, rng)
+    moves = candidate_moves(state, base_move, spec.top, rng, prior)
     first = moves[0] if base_move not in legal else legal.index(base_move)
     sums = dict.fromkeys(moves, 0.0)
     worlds = dict.fromkeys(moves, 0)
