@@ -243,6 +243,16 @@ def test_a_hundred_parallel_games_get_legal_answers_by_the_deadline(inprocess, t
                                json={"seat": "0", "state": state})).json()  # fmt: skip
         assert d["fallback"] and d["policy"] == "rules" and d["action"] == "check", d
         answers.append(d)
+        # decide:batch: a search item is searched beside the batch's others (a king to act
+        # first: the rules bet, and so does the search over them).
+        r = await client.post("/v1/games", json={"game": "kuhn-poker", "seats": seats})
+        king = {"card": "K", "history": [], "legal_actions": ["check", "bet"]}
+        item = {"game_id": r.json()["game_id"], "seat": "0", "state": king}
+        batch = await client.post("/v1/decide:batch", json={"items": [item]})
+        assert batch.status_code == 200, batch.text
+        (result,) = batch.json()["results"]
+        assert result["outcome"] == "ok" and result["action"] == "bet", result
+        answers.append(result)
         return service.health()["search"], (await client.get("/metrics")).text
 
     stats, metrics = inprocess(body, game=KUHN, data_dir=tmp_path, search_workers=2)
