@@ -44,7 +44,7 @@ def test_search_specs_parse_with_defaults_and_resume_from_their_label():
     assert parse_seat_mix("search:ms=100,rules") == ["search:ms=100", "rules"]
     bad_specs = (
         "search:", "search:ms=0", "search:ms=10001", "search:rollouts=0", "search:rollouts=4097",
-        "search:top=1", "search:top=65", "search:ms=50:rollouts=8", "search:base=frozen@3",
+        "search:top=1", "search:top=65", "search:ms=50:rollouts=8", "search:base=frozen@-3",
         "search:greedy", "search:base=rules:greedy", "search:rollouts=08", "search@1",
         "searching", "search:base=rules:base=random",
     )  # fmt: skip
@@ -338,3 +338,74 @@ def test_a_dead_worker_is_replaced_and_its_search_answered_by_the_base():
         asyncio.run(body())
     finally:
         pool.close()
+
+
+# --- a version as the base -------------------------------------------------------------------
+
+
+def _kuhn_versions(folder, versions=(3,)):
+    """Versions of a Kuhn network written as a server writes them (`weights/` of its data)."""
+    import numpy as np
+
+    from croupier.games.registry import load_adapter
+    from croupier.policies.learned import PolicyVersions
+
+    pv = PolicyVersions(load_adapter(KUHN), weights_dir=folder)
+    base = pv.weights()
+    for v in versions:
+        pv.install(v, {k: w + np.float32(0.01 * v) for k, w in base.items()})
+    return folder
+
+
+def test_a_worker_plays_a_version_from_the_weights_dir(tmp_path):
+    from croupier.policies.search_pool import Searcher, SearchRequest
+
+    searcher = Searcher(KUHN, weights_dir=_kuhn_versions(tmp_path / "weights"))
+    state = {"card": "K", "history": ["bet"], "legal_actions": ["call", "fold"]}
+    for base in ("frozen@3:greedy", "frozen@3"):
+        spec = SearchSpec(base=base, rollouts=16, ms=5000)
+        result = searcher.search(SearchRequest(state, spec, 5.0, time.time(), seed=2))
+        # A king facing a bet: calling wins whatever the version plays after; folding loses 1.
+        assert result.complete and state["legal_actions"][result.move] == "call", result
+    assert set(searcher.priors) == {"frozen@3:greedy", "frozen@3"}
+    with pytest.raises(ValueError, match="v00000009"):  # not on disk: the caller falls back
+        searcher.search(SearchRequest(state, SearchSpec(base="frozen@9"), 5.0, time.time(), 0))
+
+
+def test_a_version_base_needs_a_weights_dir_and_a_loaded_version(inprocess, tmp_path):
+    async def body(client, service):
+        seats = {"0": "search:base=learned@latest:greedy", "1": "rules"}
+        r = await client.post("/v1/games", json={"game": "kuhn-poker", "seats": seats})
+        assert r.status_code == 409 and "weights dir" in r.json()["detail"], r.text
+        gone = {"0": "search:base=frozen@99"}
+        r = await client.post("/v1/games", json={"game": "kuhn-poker", "seats": gone})
+        assert r.status_code == 409 and "not loaded" in r.json()["detail"], r.text
+
+    inprocess(body, game=KUHN)
+
+
+@pytest.mark.integration
+def test_a_search_over_the_newest_version_is_served_pinned_to_it(inprocess, tmp_path):
+    """`base=learned@latest:greedy`: the newest version when the game starts, fixed (the
+    label says which); its workers read it from the server's weights dir."""
+    _kuhn_versions(tmp_path / "data" / "weights", (2, 3))
+
+    async def body(client, service):
+        seats = {"0": "search:base=learned@latest:greedy:rollouts=8:ms=3000", "1": "rules"}
+        first = await client.post("/v1/games", json={"game": "kuhn-poker", "seats": seats})
+        assert first.status_code == 503, first.text
+        await asyncio.to_thread(service.search.start)
+        r = await client.post("/v1/games", json={"game": "kuhn-poker", "seats": seats})
+        assert r.status_code == 201, r.text
+        seat = r.json()["seats"]["0"]
+        assert seat == {"policy": "search:base=frozen@3:greedy:rollouts=8:ms=3000:top=8",
+                        "version": 3}  # fmt: skip
+        state = {"card": "K", "history": ["bet"], "legal_actions": ["call", "fold"]}
+        d = await client.post(f"/v1/games/{r.json()['game_id']}/decide",
+                              json={"seat": "0", "state": state})  # fmt: skip
+        return d.json(), service.health()["search"]
+
+    answer, stats = inprocess(body, game=KUHN, data_dir=tmp_path / "data", search_workers=1)
+    assert not answer["fallback"], (answer, stats)
+    assert answer["action"] == "call" and answer["version"] == 3
+    assert stats["decisions"]["version"] == 1 and stats["failed"] == 0

@@ -146,6 +146,7 @@ def build_components(config: ServerConfig) -> Components:
         config.search_address,
         rules_path=config.rules,
         has_rules=rules is not None,
+        weights_dir=weights_dir,
     )
     service = DecisionService(config, adapter, versions, batcher, outbox, rollout, rules, search)
     versions.in_use = service.games.versions_in_use  # retention keeps what live games pin

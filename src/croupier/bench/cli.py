@@ -250,6 +250,9 @@ def bench_search(
         str, typer.Option(help="halving (the seat's), even, or both: how a budget is spread")
     ] = "halving",
     seed: int = 1,
+    weights_dir: Annotated[
+        Path | None, typer.Option(help="A version base's folder (a server's weights dir)")
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
     """The search seat's strength against milliseconds per decision (docs/search.md)."""
@@ -257,7 +260,7 @@ def bench_search(
 
     splits = SPLITS if split == "both" else (split,)
     run = SearchBench(game, seat, [int(b) for b in budgets.split(",") if b.strip()], opponent,
-                      hands, seed, splits)  # fmt: skip
+                      hands, seed, splits, weights_dir)  # fmt: skip
     try:
         report = run_search_bench(run, out)
     except ValueError as e:

@@ -32,7 +32,9 @@ from typing import Any
 from croupier.bench.evaluate import duplicate_score, opponent_player
 from croupier.bench.plotting import legend, pyplot, save, save_report
 from croupier.games.registry import load_simulator
+from croupier.policies.learned import read_weights_dir
 from croupier.policies.search import SearchPlayer
+from croupier.policies.search_pool import Searcher
 from croupier.policies.seats import SEARCH, BadPolicySpec, parse_spec
 
 SPLITS = ("halving", "even")
@@ -48,6 +50,7 @@ class SearchBench:
     hands: int = 2000
     seed: int = 1
     splits: tuple[str, ...] = ("halving",)
+    weights_dir: Path | None = None  # a version base's (`frozen@N`, `learned@latest`)
 
 
 def _checked(run: SearchBench) -> Any:
@@ -69,10 +72,29 @@ def _checked(run: SearchBench) -> Any:
     return spec
 
 
+def _base(run: SearchBench, spec: Any) -> tuple[Any, Any, Any]:
+    """The spec (its `learned@latest` base: the newest version in the weights dir), the base
+    policy and its prior (a version's; None for the rules and random play)."""
+    if spec.base in ("rules", "random"):
+        return spec, opponent_player(run.game, spec.base, run.seed), None
+    if run.weights_dir is None:
+        raise ValueError(f"base={spec.base} needs --weights-dir (the versions' folder)")
+    if spec.base.startswith("learned@latest"):
+        newest = read_weights_dir(run.weights_dir)[0]
+        spec = dataclasses.replace(
+            spec, base=spec.base.replace("learned@latest", f"frozen@{newest}")
+        )
+    if spec.base_version is None:
+        raise ValueError(
+            f"base={spec.base}: a bench plays rules, random, frozen@N or learned@latest"
+        )
+    searcher = Searcher(run.game, weights_dir=run.weights_dir)
+    return spec, searcher.base(spec.base), searcher.priors[spec.base]
+
+
 def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
-    spec = _checked(run)
+    spec, base, prior = _base(run, _checked(run))
     b = opponent_player(run.game, run.opponent, run.seed)
-    base = opponent_player(run.game, spec.base, run.seed)
     print(f"{run.game}: the base ({spec.base}) alone vs {run.opponent}...", flush=True)
     alone = duplicate_score(run.game, base, b, run.hands, run.seed)
     points = []
@@ -80,7 +102,7 @@ def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
         for ms in run.budgets_ms:
             seat = dataclasses.replace(spec, ms=ms)
             player = SearchPlayer(load_simulator(run.game), base, seat, seed=run.seed,
-                                  halving=split == "halving")  # fmt: skip
+                                  halving=split == "halving", prior=prior)  # fmt: skip
             t0 = time.monotonic()
             score = duplicate_score(run.game, player, b, run.hands, run.seed)
             decided = max(player.decisions, 1)
@@ -101,13 +123,14 @@ def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
             print(f"  {split} {ms} ms: {score['mean']:+.4f} ± {score['ci95']:.4f} ({cost})",
                   flush=True)  # fmt: skip
     report = {
-        "run": asdict(run),
+        "run": {**asdict(run), "weights_dir": str(run.weights_dir) if run.weights_dir else None},
         "setting": f"{spec.base}'s search seat vs {run.opponent}, in-process, one core, "
         f"{run.hands} hands a point (duplicate sets, the same deals at every point)",
         "base_alone": alone,
         "points": points,
     }
-    name = re.sub(r"[^a-z0-9]+", "-", f"search-{run.game.rsplit(':', 1)[-1]}-{spec.base}".lower())
+    base_name = spec.base.partition(":")[0].partition("@")[0]  # rules, random, frozen
+    name = re.sub(r"[^a-z0-9]+", "-", f"search-{run.game.rsplit(':', 1)[-1]}-{base_name}".lower())
     return save_report(report, out / f"{name.strip('-')}.json", plot)
 
 

@@ -192,13 +192,14 @@ class SearchPlayer:
     its own table of `game`, `base` playing the rollouts, `spec`'s budget and deadline."""
 
     def __init__(self, table: Simulator, base: Act, spec: SearchSpec, seed: int = 0,
-                 halving: bool = True):  # fmt: skip
+                 halving: bool = True, prior: Prior | None = None):  # fmt: skip
         if not table.resamples():
             raise ValueError(
                 f"{type(table).__name__} cannot set a table from a seat's view "
                 "(Simulator.resample): its game cannot be searched"
             )
         self.table, self.base, self.spec, self.halving = table, base, spec, halving
+        self.prior = prior
         self.rng = random.Random(seed)
         self.decisions = 0
         self.fallbacks = 0  # deadlines passed with no world played in full: the base answered
@@ -208,7 +209,7 @@ class SearchPlayer:
     def __call__(self, state: dict[str, Any]) -> Any:
         t0 = time.monotonic()
         result = search(self.table, state, self.base, self.spec, self.rng,
-                        t0 + self.spec.ms / 1000.0, self.halving)  # fmt: skip
+                        t0 + self.spec.ms / 1000.0, self.halving, self.prior)  # fmt: skip
         self.decisions += 1
         self.seconds += time.monotonic() - t0
         self.playouts += result.playouts

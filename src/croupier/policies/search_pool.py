@@ -32,12 +32,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import orjson
 
 from croupier.games.registry import load_adapter, load_rules, load_simulator
-from croupier.policies.search import Act, SearchResult, random_base, search
+from croupier.policies.search import Act, Prior, SearchResult, random_base, search
 from croupier.policies.seats import SearchSpec, SeatUnavailable
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,7 @@ RETURN_MARGIN_S = 0.010
 # answer's way out through the event loop fit in it.
 ANSWER_MARGIN_S = 0.002
 WORKER_NICENESS = 10
+VERSIONS_HELD = 4  # version bases a worker keeps loaded (a game pins one for its life)
 MAX_REPLACED = 4  # dead workers started again, per worker of the pool, over its life
 WARM_UP_TIMEOUT_S = 120.0  # spawning a worker imports croupier and the game (~2-5 s each)
 
@@ -74,21 +77,70 @@ class SearchRequest:
 
 @dataclass
 class Searcher:
-    """One worker's table of the game and the base policies its rollouts play."""
+    """One worker's table of the game and the base policies its rollouts play: the rules,
+    random play, and the versions searches ask for (`frozen@N`, read from the server's weights
+    dir when first asked, the newest `VERSIONS_HELD` kept)."""
 
     game: str
     rules_path: str | None = None  # the server's own `--rules`, if it has one
+    weights_dir: Path | None = None  # where a version base's weights are (the server's)
     bases: dict[str, Act] = field(default_factory=dict)
+    priors: dict[str, Prior] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.table = load_simulator(self.game)
-        adapter = load_adapter(self.game)
+        self.adapter = load_adapter(self.game)
         # The server validates every state before its rules act; the rollouts' states are the
         # simulator's own, valid by construction: the bot without a second validation.
+        adapter = self.adapter
         rules = load_rules(self.rules_path) if self.rules_path else adapter.checked_rules()
         if rules is not None:
             self.bases["rules"] = rules
         self.bases["random"] = random_base
+
+    def base(self, name: str) -> Act:
+        """The base policy `name` (`rules`, `random`, `frozen@N[:greedy]`)."""
+        act = self.bases.get(name)
+        if act is None:
+            act = self._version_base(name)
+        return act
+
+    def _version_base(self, name: str) -> Act:
+        """`frozen@N[:greedy]`: version N from the weights dir, greedy or sampled from
+        numpy's global generator (seeded per world by `playout`, as the rules' draws are);
+        also its prior (the version's logits over the legal moves: which moves to search)."""
+        version = SearchSpec(base=name).base_version
+        if version is None or self.weights_dir is None:
+            raise ValueError(f"no base policy {name!r} here (a version needs a weights dir)")
+        from croupier.policies.learned import PolicyVersions
+        from croupier.policies.module import ModelSpec
+        from croupier.policies.weights_file import read_weights, weights_path
+
+        meta = orjson.loads((self.weights_dir / "latest.json").read_bytes())
+        versions = PolicyVersions(self.adapter, ModelSpec.from_dict(meta["spec"]))
+        versions.install(version, read_weights(weights_path(self.weights_dir, version)))
+        module = versions.resolve(version)[1]
+        adapter, greedy = self.adapter, name.endswith(":greedy")
+
+        def logits(state: dict[str, Any]) -> np.ndarray:
+            obs, mask = adapter.encode(state)
+            return np.asarray(versions.act_rows(module, [obs], [mask], explore=False).logits[0])
+
+        def act(state: dict[str, Any]) -> Any:
+            row = logits(state)  # illegal moves at the float minimum: never drawn
+            if not greedy:
+                row = row + np.random.gumbel(size=len(row))
+            return adapter.action_value(int(np.argmax(row)), state)
+
+        def prior(state: dict[str, Any]) -> list[float]:
+            row = logits(state)
+            return [float(row[adapter.action_index(v, state)]) for v in state["legal_actions"]]
+
+        for old in [k for k in self.bases if k.startswith("frozen@")][: -VERSIONS_HELD + 1]:
+            del self.bases[old]
+            self.priors.pop(old, None)
+        self.bases[name], self.priors[name] = act, prior
+        return act
 
     def search(self, request: SearchRequest) -> SearchResult:
         """The search, within what is left of the request's budget (none: no search)."""
@@ -96,17 +148,27 @@ class Searcher:
         left = request.budget_s - waited
         if left <= 0:
             return SearchResult(None)
-        base = self.bases[request.spec.base]
-        rng = random.Random(request.seed)
-        return search(self.table, request.state, base, request.spec, rng, time.monotonic() + left)
+        base = self.base(request.spec.base)
+        rng, prior = random.Random(request.seed), self.priors.get(request.spec.base)
+        deadline = time.monotonic() + left
+        return search(self.table, request.state, base, request.spec, rng, deadline, prior=prior)
 
     def warm_up(self) -> bool:
-        """One small search on a fresh deal: the first rules decision loads what it loads."""
+        """One small search on a fresh deal: the first rules decision loads what it loads;
+        and the newest version in the weights dir, if any: the first search over a version
+        would otherwise pay for loading torch and the network (~1-5 s here) past its
+        deadline (a search seat over `learned@latest` or `production` most often plays it)."""
         self.table.reset(0)
         state = self.table.state(self.table.current_player())
         if "rules" in self.bases:
             spec = SearchSpec(base="rules", rollouts=2, ms=200)
             self.search(SearchRequest(state, spec, 0.2, time.time(), 0))
+        latest = self.weights_dir / "latest.json" if self.weights_dir is not None else None
+        if latest is not None and latest.exists():
+            try:
+                self.base(f"frozen@{int(orjson.loads(latest.read_bytes())['version'])}")
+            except (ValueError, KeyError, OSError):
+                log.warning("search: the newest version in %s did not load", self.weights_dir)
         return True
 
 
@@ -127,13 +189,15 @@ class SearchPool(Protocol):
 # --- local processes ---------------------------------------------------------------------
 
 
-def _worker_main(conn: Connection, game: str, rules_path: str | None) -> None:
+def _worker_main(
+    conn: Connection, game: str, rules_path: str | None, weights_dir: Path | None
+) -> None:
     """A pool process: its searcher, then one request at a time from the pipe (JSON both
     ways: what crosses is a state and a result, never pickled objects), until it closes."""
     # Below the server's own priority: a busy worker must not delay the event loop that
     # answers every decision (and every search's deadline) on the same cores.
     os.nice(WORKER_NICENESS)
-    searcher = Searcher(game, rules_path)
+    searcher = Searcher(game, rules_path, weights_dir)
     _one_core()
     searcher.warm_up()
     conn.send_bytes(b"ready")
@@ -144,8 +208,11 @@ def _worker_main(conn: Connection, game: str, rules_path: str | None) -> None:
             return
         request = orjson.loads(message)
         request["spec"] = SearchSpec(**request["spec"])
-        result = searcher.search(SearchRequest(**request))
-        conn.send_bytes(orjson.dumps(dataclasses.asdict(result)))
+        try:
+            answer = dataclasses.asdict(searcher.search(SearchRequest(**request)))
+        except Exception as e:  # noqa: BLE001 — the request's failure, not the worker's
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        conn.send_bytes(orjson.dumps(answer))
 
 
 def _one_core() -> None:
@@ -176,8 +243,9 @@ class LocalSearchPool:
     here, not in the workers' pipes: one whose deadline passed while it waited is dropped
     before it costs a worker anything."""
 
-    def __init__(self, game: str, workers: int = 0, rules_path: str | None = None):
-        self.game, self.rules_path = game, rules_path
+    def __init__(self, game: str, workers: int = 0, rules_path: str | None = None,
+                 weights_dir: Path | None = None):  # fmt: skip
+        self.game, self.rules_path, self.weights_dir = game, rules_path, weights_dir
         self.workers = workers or os.cpu_count() or 1
         self._workers: list[_Worker] = []
         self._waiting: collections.deque[tuple[SearchRequest, asyncio.Future[SearchResult]]]
@@ -199,7 +267,9 @@ class LocalSearchPool:
         context = multiprocessing.get_context("spawn")  # never fork a threaded server
         mine, theirs = context.Pipe()
         process = context.Process(
-            target=_worker_main, args=(theirs, self.game, self.rules_path), daemon=True
+            target=_worker_main,
+            args=(theirs, self.game, self.rules_path, self.weights_dir),
+            daemon=True,
         )
         process.start()
         theirs.close()
@@ -264,7 +334,10 @@ class LocalSearchPool:
         future, worker.busy = worker.busy, None
         if future is not None and not future.done():
             answer = orjson.loads(data)
-            future.set_result(SearchResult(**answer))
+            if "error" in answer:  # the caller answers the base's move (counted as failed)
+                future.set_exception(RuntimeError(f"a search failed: {answer['error']}"))
+            else:
+                future.set_result(SearchResult(**answer))
         self._dispatch()
 
     def _lost(self, worker: _Worker) -> None:
@@ -327,8 +400,9 @@ class RaySearchPool:
     as for the trainer's Ray workers (docs/scale-out.md)."""
 
     def __init__(self, game: str, address: str | None, workers: int = 0,
-                 rules_path: str | None = None):  # fmt: skip
+                 rules_path: str | None = None, weights_dir: Path | None = None):  # fmt: skip
         self.game, self.address, self.rules_path = game, address, rules_path
+        self.weights_dir = weights_dir  # a version base's: on storage every machine reads
         self.workers = workers
         self._actors: list[Any] = []
         self._in_flight: list[int] = []
@@ -341,7 +415,9 @@ class RaySearchPool:
         if not self.workers:
             self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         actor = ray.remote(num_cpus=1)(_SearchActor)
-        self._actors = [actor.remote(self.game, self.rules_path) for _ in range(self.workers)]
+        self._actors = [
+            actor.remote(self.game, self.rules_path, self.weights_dir) for _ in range(self.workers)
+        ]
         self._in_flight = [0] * len(self._actors)
         ray.get([a.warm_up.remote() for a in self._actors], timeout=WARM_UP_TIMEOUT_S)
         log.info("search: %d Ray actors warm", len(self._actors))
@@ -368,8 +444,8 @@ class RaySearchPool:
 class _SearchActor:
     """A Ray actor's searcher (`ray.remote` wraps it in `RaySearchPool.start`)."""
 
-    def __init__(self, game: str, rules_path: str | None):
-        self.searcher = Searcher(game, rules_path)
+    def __init__(self, game: str, rules_path: str | None, weights_dir: Path | None):
+        self.searcher = Searcher(game, rules_path, weights_dir)
         _one_core()
 
     def warm_up(self) -> bool:
@@ -387,13 +463,14 @@ class SearchSeats:
     search seat), and one search per decision within its deadline."""
 
     def __init__(self, game: str, workers: int = 0, address: str | None = None,
-                 rules_path: str | None = None, has_rules: bool = True):  # fmt: skip
+                 rules_path: str | None = None, has_rules: bool = True,
+                 weights_dir: Path | None = None):  # fmt: skip
         self.game, self.address = game, address
-        self.has_rules = has_rules
+        self.has_rules, self.weights_dir = has_rules, weights_dir
         self.pool: SearchPool = (
-            RaySearchPool(game, address, workers, rules_path)
+            RaySearchPool(game, address, workers, rules_path, weights_dir)
             if address
-            else LocalSearchPool(game, workers, rules_path)
+            else LocalSearchPool(game, workers, rules_path, weights_dir)
         )
         self._problem: str | None = None
         self._checked = False
@@ -419,6 +496,11 @@ class SearchSeats:
             self._checked = True
         if self._problem is None and spec.base == "rules" and not self.has_rules:
             return f"{self.game} has no rules policy to play the rollouts: use base=random"
+        if self._problem is None and spec.base_version is not None and self.weights_dir is None:
+            return (
+                "a search over a version needs the server's weights dir (--weights-dir or "
+                "--data-dir): its workers read the version there"
+            )
         return self._problem
 
     def admit(self, spec: SearchSpec) -> None:

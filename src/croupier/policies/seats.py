@@ -87,8 +87,24 @@ class SearchSpec:
         """The seat spec spelt in full (what `label()` answers and `parse_spec` reads back)."""
         return f"{SEARCH}:base={self.base}:rollouts={self.rollouts}:ms={self.ms}:top={self.top}"
 
+    @property
+    def base_version(self) -> int | None:
+        """A `frozen@N` base's version (None: the rules, random play, or not yet resolved)."""
+        name = self.base.partition(":")[0]
+        return int(name.removeprefix("frozen@")) if name.startswith("frozen@") else None
 
-SEARCH_BASES = ("rules", "random")
+    @property
+    def base_greedy(self) -> bool:
+        return self.base.endswith(f":{GREEDY}")
+
+    @property
+    def counted_base(self) -> str:
+        """The base's kind, a bounded label: `rules`, `random` or `version`."""
+        return self.base if self.base in SEARCH_BASES else "version"
+
+
+SEARCH_BASES = ("rules", "random")  # bases without a model (a version's: `frozen@N` and kin)
+_VERSION_BASE = r"(?:frozen@[0-9]+|production|learned@latest)(?::greedy)?"
 # Bounds a spec cannot pass (the published pattern spells them): a decision that may search
 # 10 s or play 4,096 worlds per move is already past any engine's patience.
 MAX_SEARCH_ROLLOUTS = 4096
@@ -98,7 +114,7 @@ _ROLLOUTS = r"(?:[1-9][0-9]{0,2}|[1-3][0-9]{3}|40[0-8][0-9]|409[0-6])"  # 1..409
 _MS = r"(?:[1-9][0-9]{0,3}|10000)"  # 1..10000
 _TOP = r"(?:[2-9]|[1-5][0-9]|6[0-4])"  # 2..64
 _SEARCH = (
-    rf"{SEARCH}(?::base=(?:{'|'.join(SEARCH_BASES)}))?(?::rollouts={_ROLLOUTS})?"
+    rf"{SEARCH}(?::base=(?:{'|'.join(SEARCH_BASES)}|{_VERSION_BASE}))?(?::rollouts={_ROLLOUTS})?"
     rf"(?::ms={_MS})?(?::top={_TOP})?"
 )
 
@@ -279,11 +295,18 @@ def _search_spec(text: str) -> SearchSpec:
     if not well_formed_spec(text):
         raise BadPolicySpec(
             f"unknown seat policy {text!r}: a search seat is search[:base=B][:rollouts=N]"
-            f"[:ms=D][:top=K], in that order: B one of {', '.join(SEARCH_BASES)}, N 1 to "
+            f"[:ms=D][:top=K], in that order: B one of {', '.join(SEARCH_BASES)}, frozen@V, "
+            f"production, learned@latest (a version's optionally :greedy), N 1 to "
             f"{MAX_SEARCH_ROLLOUTS}, D 1 to {MAX_SEARCH_MS} (milliseconds), K 2 to "
             f"{MAX_SEARCH_TOP}"
         )
-    parts = dict(part.split("=", 1) for part in text.split(":")[1:])
+    tokens: list[str] = []
+    for token in text.split(":")[1:]:  # `greedy` belongs to the version base before it
+        if token == GREEDY:
+            tokens[-1] += f":{GREEDY}"
+        else:
+            tokens.append(token)
+    parts = dict(token.split("=", 1) for token in tokens)
     defaults = SearchSpec()
     return SearchSpec(
         base=parts.get("base", defaults.base),
@@ -291,6 +314,17 @@ def _search_spec(text: str) -> SearchSpec:
         ms=int(parts.get("ms", defaults.ms)),
         top=int(parts.get("top", defaults.top)),
     )
+
+
+def _search_policy(search: SearchSpec, latest: int) -> SeatPolicy:
+    """A search seat, its version base resolved to the version it plays (`learned@latest`:
+    the newest now, fixed for the game); the seat holds that version (`version`)."""
+    name, colon, mode = search.base.partition(":")
+    if name == "learned@latest":
+        search = dataclasses.replace(search, base=f"frozen@{latest}{colon}{mode}")
+    elif name == "production":
+        raise BadPolicySpec("a production base is resolved per game by a server's rollout")
+    return SeatPolicy(SEARCH, search.base_version, search=search)
 
 
 def resolve_plain(
@@ -301,8 +335,8 @@ def resolve_plain(
         raise BadPolicySpec(f"pin must be one of {PIN_CHOICES}, got {pin!r}")
     if spec.name in ("rules", "random", BEST_RESPONSE):
         return SeatPolicy(spec.name)  # type: ignore[arg-type]
-    if spec.name == SEARCH:  # an opponent and evaluation seat: never recorded
-        return SeatPolicy(SEARCH, search=spec.search)
+    if spec.name == SEARCH and spec.search is not None:  # never recorded: an opponent's seat
+        return _search_policy(spec.search, latest)
     if spec.name == "learned":
         # A greedy seat is never recorded: its actions are not samples of the behaviour policy.
         record, greedy = not spec.greedy, spec.greedy
@@ -371,7 +405,13 @@ def resumed_seat_policy(
     if label in ("rules", "random", BEST_RESPONSE):
         return SeatPolicy(label)  # type: ignore[arg-type]
     if label == SEARCH or label.startswith(f"{SEARCH}:"):  # spelt in full: the same settings
-        return SeatPolicy(SEARCH, search=parse_spec(label).search)
+        search = parse_spec(label).search
+        assert search is not None
+        if search.base_version is not None:  # the version played, or the server's pick
+            greedy = f":{GREEDY}" if search.base_greedy else ""
+            base = f"frozen@{served(search.base_version)}{greedy}"
+            search = dataclasses.replace(search, base=base)
+        return _search_policy(search, latest=0)
     if label == "learned@latest":
         return SeatPolicy("learned", None, record=record)
     if label == "canary:rules":

@@ -184,8 +184,8 @@ class Decider:
         # a seat's full spec is the engine's to choose).
         self.search = search
         # Every base's series from the start (at 0): an alert's rate() sees the first one.
-        self.search_decisions: dict[str, int] = dict.fromkeys(SEARCH_BASES, 0)
-        self.search_fallbacks: dict[str, int] = dict.fromkeys(SEARCH_BASES, 0)
+        self.search_decisions: dict[str, int] = dict.fromkeys((*SEARCH_BASES, "version"), 0)
+        self.search_fallbacks: dict[str, int] = dict.fromkeys((*SEARCH_BASES, "version"), 0)
         self.search_late = 0  # answered past the seat's deadline (the tests hold it at 0)
         self.search_seconds = 0.0  # received to answered, summed over search decisions
         self.search_max_ms = 0.0
@@ -245,7 +245,13 @@ class Decider:
         try:
             if forwarded:
                 await self._forward_now(forwarded)
-            searching = [s.search for s in steps if type(s) is _Step and s.search is not None]
+            searching = [
+                f
+                for s in steps
+                if type(s) is _Step and s.search is not None
+                for f in (s.search, s.pending)
+                if f is not None
+            ]
             if searching:  # each answers by its own seat's deadline
                 await asyncio.wait(searching)
             # New turns first: a retry in this same batch waits on one of them.
@@ -357,7 +363,11 @@ class Decider:
                 if isinstance(encoded, InvalidState):
                     raise encoded
                 obs, mask = encoded
-            elif policy.kind in _ANSWERED_HERE and not self.rollout.observes(game_id, seat):
+            elif (
+                policy.kind in _ANSWERED_HERE
+                and not self.rollout.observes(game_id, seat)
+                and (policy.search is None or policy.version is None)  # a version's: encoded
+            ):
                 # Rules and random act on the state and its legal moves; the observation is
                 # for a model or a recording (doudizhu: the features are ~60% of an encode).
                 obs, mask = _NO_OBS, self.adapter.check(state)
@@ -380,7 +390,7 @@ class Decider:
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
             step.index = self.best_response_index(state, mask)
         elif policy.kind == SEARCH:
-            step = self._searched(session, seat, policy, state, reward, mask, received)
+            step = self._searched(session, seat, policy, state, reward, obs, mask, received)
         elif self._untrained(policy):
             # No model answers: `_finish` gives the fallback's move (the rules), unrecorded.
             step = _Step(session, seat, policy, state, reward, obs, mask, _QUEUED)
@@ -416,12 +426,15 @@ class Decider:
         policy: SeatPolicy,
         state: dict[str, Any],
         reward: float | None,
+        obs: np.ndarray,
         mask: np.ndarray,
         received: float,
     ) -> _Step:
         """A search seat's step: its search started in the pool, to answer by the seat's
-        deadline (counted from `received`); a forced move answered at once."""
-        step = _Step(session, seat, policy, state, reward, _NO_OBS, mask, _SEARCHED)
+        deadline (counted from `received`); a forced move answered at once. Over a version,
+        the version's own move is asked of the batcher beside it: the fallback's, ready
+        long before the deadline."""
+        step = _Step(session, seat, policy, state, reward, obs, mask, _SEARCHED)
         step.started = received
         spec = policy.search
         assert spec is not None and self.search is not None  # admitted at the game's create
@@ -430,6 +443,8 @@ class Decider:
         else:
             budget_s = spec.ms / 1000.0 - (time.monotonic() - received)
             step.search = asyncio.ensure_future(self.search.search(state, spec, budget_s))
+            if policy.version is not None:
+                step.pending = self.batcher.submit(obs, mask, policy.version, spec.base_greedy)
         return step
 
     def _search_answer(self, step: _Step) -> tuple[str, bool]:
@@ -452,18 +467,25 @@ class Decider:
                 step.index = index
             else:
                 fallback = True
-                step.index, label = self._base_index(spec.base, step.state, step.mask)
-                self.search_fallbacks[spec.base] += 1
-        self.search_decisions[spec.base] += 1
+                step.index, label = self._base_index(step)
+                self.search_fallbacks[spec.counted_base] += 1
+        self.search_decisions[spec.counted_base] += 1
         ms = 1000.0 * (time.monotonic() - step.started)
         self.search_seconds += ms / 1000.0
         self.search_max_ms = max(self.search_max_ms, ms)
         self.search_late += ms > spec.ms
         return label, fallback
 
-    def _base_index(self, base: str, state: dict[str, Any], mask: np.ndarray) -> tuple[int, str]:
-        """The search's base policy's own move (its fallback), as `_fallback_index` answers."""
-        if base == "rules" and self.rules is not None:
+    def _base_index(self, step: _Step) -> tuple[int, str]:
+        """The search's base policy's own move (its fallback): a version's from the batcher,
+        else as `_fallback_index` answers (the rules, or random play)."""
+        spec, state, mask = step.policy.search, step.state, step.mask
+        assert spec is not None
+        if step.pending is not None:
+            model = _model_result(step.pending)
+            if model is not None and self.adapter.is_legal(mask, model.action):
+                return model.action, spec.base
+        if spec.base != "random" and self.rules is not None:
             try:
                 return self.rules_index(state, mask), "rules"
             except Unprocessable:
@@ -503,6 +525,7 @@ class Decider:
             self._carry_reward(step)
         elif step.path is _SEARCHED:
             label, fallback = self._search_answer(step)
+            version = step.policy.version  # a version base's (None: the rules, random play)
         elif step.path is not _ANSWERED:
             model = step.model if step.pending is None else _model_result(step.pending)
             if model is None:

@@ -97,7 +97,9 @@ class GameKeeper:
                 raise Unprocessable(str(e), ("seats", seat)) from None
             if (policy.kind == "rules" or policy.rules_share) and not self.has_rules:
                 raise Unavailable(f"{self.adapter.name!r} has no rules policy")
-            if policy.kind == "frozen" and policy.version not in loaded:
+            if policy.kind in ("frozen", SEARCH) and (
+                policy.version is not None and policy.version not in loaded
+            ):
                 raise Unavailable(f"version {policy.version} is not loaded; loaded: {loaded}")
             self._admit_search(policy)
             if not record and policy.record:
