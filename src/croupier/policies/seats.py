@@ -24,7 +24,9 @@
 Search (`policies/search.py`): `search:base=B:rollouts=N:ms=D:top=K`, every part optional
 (in this order; defaults `base=rules`, `rollouts=64`, `ms=200`, `top=8`): for each legal move
 (at most K of them), N worlds consistent with what the seat sees, the move played out by the
-base policy B (`rules` or `random`) for every seat, the best mean chosen; the base policy's move
+base policy B (`rules`, `random`, or a version: `frozen@N`, `production`,
+`learned@latest`, resolved at the game's start, `:greedy` or sampled) for every seat, the best
+mean chosen; the base policy's move
 answered (`"fallback": true`) when D milliseconds pass first. An opponent and evaluation seat,
 never recorded; a game whose simulator cannot set a table from a seat's view
 (`Simulator.resample`) cannot seat it (409).
