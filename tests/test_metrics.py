@@ -137,6 +137,15 @@ EXPORTED_NAMES = [
     "croupier_refused_payoffs_total",
     "croupier_forced_moves_total",
     "croupier_before_first_version_total",
+    "croupier_search_decisions_total",
+    "croupier_search_fallbacks_total",
+    "croupier_search_late_total",
+    "croupier_search_decision_seconds",
+    "croupier_search_failed_total",
+    "croupier_search_workers_died_total",
+    "croupier_search_workers_replaced_total",
+    "croupier_search_workers",
+    "croupier_search_ready",
     "croupier_refused_too_large_total",
     "croupier_expired_games_total",
     "croupier_games_resumed_total",
@@ -186,6 +195,8 @@ def test_every_snapshot_number_is_exported_or_excluded(inprocess, tmp_path) -> N
     paths = set(numeric_paths(snapshot))
     exported = {m.path for m in EXPORTED if m.label is None}
     exported |= {m.sum_path for m in EXPORTED if m.sum_path is not None}  # summaries' sums
+    labelled = [m.path for m in EXPORTED if m.label]  # a labelled family: each key a series
+    exported |= {p for p in paths if any(p[: len(path)] == path for path in labelled)}
     assert paths - exported - NOT_EXPORTED == set(), "a number neither exported nor excluded"
     assert exported - paths == set(), "an exported path is missing from health()"
     assert all(isinstance(snapshot[m.path[0]], dict) for m in EXPORTED if m.label)

@@ -326,6 +326,17 @@ class ServerConfig:
         "Share of `league` seats the exact best response to the newest version plays instead "
         "(a game small enough to walk whole: Kuhn, Leduc)",
     )
+    # Search seats (`search:…`, policies/search_pool.py): started at the first game seating one.
+    search_workers: int = setting(
+        0,
+        "Workers searching for `search:…` seats, each one core with its own table of the game "
+        "(0: one per CPU core here, or per CPU of the --search-address cluster)",
+    )
+    search_address: str | None = setting(
+        None,
+        "A Ray cluster's address (auto, ray://HOST:PORT): search seats search on Ray actors "
+        "there instead of this machine's processes (more machines, more search)",
+    )
     # None: `record: rules` games are refused.
     offline_dir: Path | None = setting(
         None, "Where `record: rules` games' rules decisions are written as offline episodes"

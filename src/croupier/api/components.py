@@ -23,6 +23,7 @@ from croupier.policies.best_response import BestResponseSeat
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.retention import Retention
 from croupier.policies.rollout import Channels, LeagueSampling, Rollout
+from croupier.policies.search_pool import SearchSeats
 from croupier.sessions.batcher import InferenceBatcher
 from croupier.sessions.expiry import expire_idle_games
 from croupier.sessions.service import DecisionService
@@ -71,6 +72,8 @@ class Components:
         if self.offline is not None:
             self.offline.flush()
         self.rollout.live.save()
+        if self.service.search is not None:
+            self.service.search.close()
         self.outbox.close()
 
 
@@ -136,7 +139,16 @@ def build_components(config: ServerConfig) -> Components:
     # The decider checks every state before a rules seat acts (`checked_rules`); a user's own
     # rules file is given the checked state too.
     rules = load_rules(config.rules) if config.rules else adapter.checked_rules()
-    service = DecisionService(config, adapter, versions, batcher, outbox, rollout, rules)
+    # Search seats' workers: nothing runs until a game seats one (`SearchSeats.admit`).
+    search = SearchSeats(
+        config.game,
+        config.search_workers,
+        config.search_address,
+        rules_path=config.rules,
+        has_rules=rules is not None,
+        weights_dir=weights_dir,
+    )
+    service = DecisionService(config, adapter, versions, batcher, outbox, rollout, rules, search)
     versions.in_use = service.games.versions_in_use  # retention keeps what live games pin
     return Components(config, adapter, versions, batcher, outbox, offline, rollout, service)
 

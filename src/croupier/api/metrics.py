@@ -105,6 +105,15 @@ EXPORTED: tuple[Exported, ...] = (
     _c("episodes_ended_by_fallback"),
     _c("forced_moves"),
     _c("before_first_version"),
+    _c("search_decisions", "search", "decisions", label="base"),
+    _c("search_fallbacks", "search", "fallbacks", label="base"),
+    _c("search_late", "search", "late"),
+    _s("search_decision_seconds", ("search", "answered"), ("search", "seconds")),
+    _c("search_failed", "search", "failed"),
+    _c("search_workers_died", "search", "workers_died"),
+    _c("search_workers_replaced", "search", "workers_replaced"),
+    _g("search_workers", "search", "workers"),
+    _g("search_ready", "search", "ready"),
     _c("weights_refused"),
     _g("recording_held_bytes", "recording", "held_bytes"),
     _c("recording_steps_over_episode_budget", "recording", "steps_over_episode_budget"),
@@ -135,6 +144,7 @@ NOT_EXPORTED = {
     ("episodes", "put_us_mean"),  # = episodes_put_seconds' sum / count
     ("recording", "max_episode_bytes"),
     ("recording", "max_total_bytes"),
+    ("search", "max_ms"),  # since the start: the tests' check, not a rate Prometheus can use
 }
 
 # Request latency buckets (seconds): sub-millisecond decisions up to a stuck request.

@@ -15,7 +15,9 @@ played fixed), `frozen@<version>` (as the server's seat spec names a fixed versi
 `learned@<version>` is accepted as a deprecated alias), `production` and `tier:N` (a
 calibrated difficulty tier). A model's name may end in `:greedy`: that seat plays the
 version's most likely legal action; or in `:temp=T` and/or `:rules=P` (a tier's knobs:
-`policies/seats.py`).
+`policies/seats.py`). `search[:base=B][:rollouts=N][:ms=D][:top=K]`: the search seat
+(`policies/search.py`), seated once the server's search workers are warm (its first search
+seat starts them: the match waits for them, `SEARCH_START_S` at most).
 """
 
 from __future__ import annotations
@@ -33,18 +35,21 @@ from pathlib import Path
 from typing import Any
 
 from croupier.arena.duplicate import SCORE_MEANING, Hand, score_summary, set_outcome
-from croupier.client import CroupierClient
+from croupier.client import CroupierClient, CroupierError
 from croupier.engine.batching import BatchingClient
 from croupier.engine.runner import HAND_ERRORS, play_decisions
 from croupier.games.registry import load_simulator
 from croupier.games.simulator import Simulator, side_seats
 from croupier.local_server import serving
-from croupier.policies.seats import BadPolicySpec, parse_spec
+from croupier.policies.seats import SEARCH, BadPolicySpec, parse_spec
 
 log = logging.getLogger(__name__)
 
 _MAX_ERROR_SAMPLES = 5
 TUNED_NAMES = ("learned", "frozen", "production")  # names `:temp=T` / `:rules=P` may follow
+# A server's search workers start at its first search seat: spawning and warming one took
+# ~3-25 s on this 2-core VM (importing croupier and the game; longer on a busy machine).
+SEARCH_START_S = 180.0
 
 
 class ArenaError(ValueError):
@@ -73,6 +78,9 @@ class MatchResult:
     error_samples: list[str] = field(default_factory=list)
     pair_values: list[float] = field(default_factory=list, repr=False)
     side: str | None = None  # A played this side alone (None: every team in turn)
+    # A search seat's: the server's search decisions during the match, and those its base
+    # answered (past their deadline): {"decisions": n, "fallbacks": m} (None: no search seat).
+    search: dict[str, int] | None = None
 
     @property
     def ci_low(self) -> float:
@@ -110,6 +118,11 @@ class MatchResult:
             f"  ({SCORE_MEANING})",
             f"win {self.win:.1%}  draw {self.draw:.1%}  loss {self.loss:.1%}",
         ]
+        if self.search is not None:
+            lines.append(
+                f"search seats: {self.search['decisions']} decisions on the server during the "
+                f"match, {self.search['fallbacks']} of them the base's move (past the deadline)"
+            )
         return "\n".join(lines + [f"error: {e}" for e in self.error_samples])
 
 
@@ -117,6 +130,13 @@ async def seat_spec(client: CroupierClient, name: str) -> str:
     """The server's seat spec for an arena policy name (checked against what it has loaded);
     `<name>:greedy` for a model's name gives its spec with `:greedy`."""
     name = name.strip()
+    if name == SEARCH or name.startswith(f"{SEARCH}:"):  # spelt in full: what was played
+        try:
+            search = parse_spec(name).search
+        except BadPolicySpec as e:
+            raise ArenaError(str(e)) from None
+        assert search is not None
+        return search.spec()
     if name.startswith("tier:"):  # a difficulty tier, as the server calibrated it
         try:
             parse_spec(name)
@@ -159,6 +179,32 @@ async def seat_spec(client: CroupierClient, name: str) -> str:
     raise ArenaError(
         f"unknown policy {name!r}: rules, random, learned@latest, frozen@<version>, production"
     )
+
+
+async def _search_counts(client: CroupierClient) -> dict[str, int]:
+    """The server's search decisions and fallbacks so far (every base together)."""
+    search = (await client.health()).get("search") or {}
+    return {
+        "decisions": int(sum((search.get("decisions") or {}).values())),
+        "fallbacks": int(sum((search.get("fallbacks") or {}).values())),
+    }
+
+
+async def search_seated(client: CroupierClient, game: str, spec: str) -> None:
+    """Wait until the server seats the search seat `spec` (its first one starts its search
+    workers: 503 until they are warm); ArenaError when it cannot (409: its game's simulator
+    does not set a table from a seat's view, or no workers), or not in `SEARCH_START_S`."""
+    deadline = time.monotonic() + SEARCH_START_S
+    while True:
+        try:
+            created = await client.create_game(game, seats={"0": spec}, record=False)
+        except CroupierError as e:
+            if e.status != 503 or time.monotonic() > deadline:
+                raise ArenaError(f"the server cannot seat {spec}: {e.detail}") from None
+            await asyncio.sleep(1.0)
+            continue
+        await client.abort(created["game_id"])
+        return
 
 
 class _Score:
@@ -272,6 +318,10 @@ async def play_arena(
             CroupierClient(url, api_key=api_key, max_connections=tables)
         )
         specs = {"a": await seat_spec(plain, a), "b": await seat_spec(plain, b)}
+        searched = {s for s in specs.values() if s.startswith(SEARCH)}
+        for spec in searched:
+            await search_seated(plain, probe.name, spec)
+        before = await _search_counts(plain) if searched else None
         client: CroupierClient | BatchingClient = plain
         if batch:
             client = await stack.enter_async_context(BatchingClient(plain))
@@ -284,8 +334,11 @@ async def play_arena(
                     _table(client, decide, game, specs["a"], specs["b"], score, seed, side)
                 )
         seconds = max(time.monotonic() - t0, 1e-9)
+        after = await _search_counts(plain) if searched else None
     result = summarize(probe.name, a, b, specs, score, seconds, per_set)
     result.side = side
+    if before is not None and after is not None:
+        result.search = {k: after[k] - before[k] for k in after}
     return result
 
 

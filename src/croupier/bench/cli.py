@@ -212,6 +212,42 @@ def bench_strength(
     typer.echo(format_report(report))
 
 
+@bench_app.command("search")
+def bench_search(
+    game: Annotated[
+        str, typer.Option(help="A game whose simulator sets a table from a seat's view")
+    ] = "leduc-holdem",
+    seat: Annotated[
+        str,
+        typer.Option(help="The search seat; its ms is each budget in turn (rollouts: a ceiling)"),
+    ] = "search:base=rules:rollouts=4096",
+    budgets: Annotated[str, typer.Option(help="Milliseconds a decision, comma separated")] = (
+        "25,100,200"
+    ),
+    opponent: Annotated[str, typer.Option(help="rules or random")] = "rules",
+    hands: Annotated[int, typer.Option(min=2, help="Hands a point (duplicate sets)")] = 2000,
+    split: Annotated[
+        str, typer.Option(help="halving (the seat's), even, or both: how a budget is spread")
+    ] = "halving",
+    seed: int = 1,
+    weights_dir: Annotated[
+        Path | None, typer.Option(help="A version base's folder (a server's weights dir)")
+    ] = None,
+    out: Path = Path("bench/results"),
+) -> None:
+    """The search seat's strength against milliseconds per decision (docs/search.md)."""
+    from croupier.bench.search import SPLITS, SearchBench, run_search_bench
+
+    splits = SPLITS if split == "both" else (split,)
+    run = SearchBench(game, seat, [int(b) for b in budgets.split(",") if b.strip()], opponent,
+                      hands, seed, splits, weights_dir)  # fmt: skip
+    try:
+        report = run_search_bench(run, out)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    typer.echo(f"saved: {report['saved']}")
+
+
 @bench_app.command("lag")
 def bench_lag(
     game: str = "leduc-holdem",

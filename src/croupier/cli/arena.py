@@ -61,7 +61,7 @@ def eval_cmd(
         typer.Option(
             "--a",
             help="rules, random, learned@latest, frozen@N, production (a model's name may end "
-            "in :greedy)",
+            "in :greedy), search[:base=B][:rollouts=N][:ms=D][:top=K] (docs/search.md)",
         ),
     ] = "learned@latest",
     b: Annotated[str, typer.Option("--b", help="The opponent (same names)")] = "rules",
@@ -144,7 +144,7 @@ def eval_cmd(
                 side=side,
             )  # fmt: skip
             matches = {"arena": arena}
-            if greedy and a.strip() not in ("rules", "random") and ":" not in a:
+            if greedy and a.strip() not in ("rules", "random", "search") and ":" not in a:
                 matches["greedy"] = await play_arena(
                     url, game, f"{a.strip()}:greedy", b, hands, tables=tables, seed=seed,
                     api_key=api_key, batch=batch, side=side,

@@ -21,6 +21,16 @@
   per decision the rules' action instead. Never recorded (neither is the learner's sample).
   The knobs a difficulty tier is built from (`policies/tiers.py`)
 
+Search (`policies/search.py`): `search:base=B:rollouts=N:ms=D:top=K`, every part optional
+(in this order; defaults `base=rules`, `rollouts=64`, `ms=200`, `top=8`): for each legal move
+(at most K of them), N worlds consistent with what the seat sees, the move played out by the
+base policy B (`rules`, `random`, or a version: `frozen@N`, `production`,
+`learned@latest`, resolved at the game's start, `:greedy` or sampled) for every seat, the best
+mean chosen; the base policy's move
+answered (`"fallback": true`) when D milliseconds pass first. An opponent and evaluation seat,
+never recorded; a game whose simulator cannot set a table from a seat's view
+(`Simulator.resample`) cannot seat it (409).
+
 Rollout specs (the same grammar; `policies/rollout/` resolves them to the above, per game):
 `production` (the version the production channel points at), `canary` (production for a
 configured share of new games, the rules for the rest), `shadow`/`shadow@latest`/`shadow@N`
@@ -41,8 +51,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-PolicyKind = Literal["rules", "random", "learned", "frozen", "best-response"]
+PolicyKind = Literal["rules", "random", "learned", "frozen", "best-response", "search"]
 BEST_RESPONSE = "best-response"
+SEARCH = "search"
 PIN_CHOICES = ("created", "latest")
 ROLLOUT_SPECS = ("production", "canary", "shadow", "league", "tier")
 # The specs a `:greedy` suffix may follow: those that play a learned version.
@@ -64,6 +75,51 @@ class SeatUnavailable(BadPolicySpec):
     the server's state is not; `SEAT_SPEC_PATTERN` says exactly which specs are well-formed)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SearchSpec:
+    """A search seat's settings (`search:base=B:rollouts=N:ms=D:top=K`): what it plays out,
+    in how many worlds, within how many milliseconds, over how many moves at most."""
+
+    base: str = "rules"  # the policy every seat plays in the rollouts (SEARCH_BASES)
+    rollouts: int = 64  # worlds per move searched (the same worlds for every move)
+    ms: int = 200  # the decision's deadline: past it the base policy's move is answered
+    top: int = 8  # moves searched at most; the rest are not (the base's own move always is)
+
+    def spec(self) -> str:
+        """The seat spec spelt in full (what `label()` answers and `parse_spec` reads back)."""
+        return f"{SEARCH}:base={self.base}:rollouts={self.rollouts}:ms={self.ms}:top={self.top}"
+
+    @property
+    def base_version(self) -> int | None:
+        """A `frozen@N` base's version (None: the rules, random play, or not yet resolved)."""
+        name = self.base.partition(":")[0]
+        return int(name.removeprefix("frozen@")) if name.startswith("frozen@") else None
+
+    @property
+    def base_greedy(self) -> bool:
+        return self.base.endswith(f":{GREEDY}")
+
+    @property
+    def counted_base(self) -> str:
+        """The base's kind, a bounded label: `rules`, `random` or `version`."""
+        return self.base if self.base in SEARCH_BASES else "version"
+
+
+SEARCH_BASES = ("rules", "random")  # bases without a model (a version's: `frozen@N` and kin)
+_VERSION_BASE = r"(?:frozen@[0-9]+|production|learned@latest)(?::greedy)?"
+# Bounds a spec cannot pass (the published pattern spells them): a decision that may search
+# 10 s or play 4,096 worlds per move is already past any engine's patience.
+MAX_SEARCH_ROLLOUTS = 4096
+MAX_SEARCH_MS = 10_000
+MAX_SEARCH_TOP = 64
+_ROLLOUTS = r"(?:[1-9][0-9]{0,2}|[1-3][0-9]{3}|40[0-8][0-9]|409[0-6])"  # 1..4096
+_MS = r"(?:[1-9][0-9]{0,3}|10000)"  # 1..10000
+_TOP = r"(?:[2-9]|[1-5][0-9]|6[0-4])"  # 2..64
+_SEARCH = (
+    rf"{SEARCH}(?::base=(?:{'|'.join(SEARCH_BASES)}|{_VERSION_BASE}))?(?::rollouts={_ROLLOUTS})?"
+    rf"(?::ms={_MS})?(?::top={_TOP})?"
+)
+
 # Every well-formed seat spec (`parse_spec`'s grammar), as the API documents it.
 # Exactly the values `_tuning` takes, so the published schema admits no spec the server
 # refuses: a temperature above 0 and at most 100 (`MAX_TEMPERATURE`), a share from 0 to 1.
@@ -72,7 +128,8 @@ _SHARE = r"(?:0(?:\.[0-9]{1,6})?|1(?:\.0{1,6})?)"
 SEAT_SPEC_PATTERN = (
     r"^(?:(?:league|learned(?:@latest)?)(?::greedy)?"
     rf"|(?:production|frozen@-?[0-9]+)(?::greedy|:temp={_TEMPERATURE})?(?::rules={_SHARE})?"
-    rf"|tier:[1-{TIERS}]|rules|random|best-response|canary|shadow(?:@latest|@[0-9]+)?)$"
+    rf"|tier:[1-{TIERS}]|rules|random|best-response|canary|shadow(?:@latest|@[0-9]+)?"
+    rf"|{_SEARCH})$"
 )
 _SPEC = re.compile(SEAT_SPEC_PATTERN.removeprefix("^").removesuffix("$"))
 
@@ -95,6 +152,8 @@ class SeatPolicy:
     temperature: float = 1.0
     # The probability, per decision, that the rules act instead (a tier's mix; not recorded).
     rules_share: float = 0.0
+    # A search seat's settings (kind "search"; `policies/search.py`).
+    search: SearchSpec | None = None
 
     def __post_init__(self) -> None:
         # Asked at every decision (the decisions-by-policy counter): built once. A tier seat
@@ -114,6 +173,8 @@ class SeatPolicy:
     def _label(self) -> str:
         if self.channel is not None:
             return self.channel
+        if self.search is not None:
+            return self.search.spec()
         if self.kind == "frozen":
             return f"frozen@{self.version}"
         if self.kind == "learned" and self.version is None:
@@ -133,6 +194,7 @@ class SeatSpec:
     temperature: float = 1.0  # `…:temp=T`
     rules_share: float = 0.0  # `…:rules=P`
     tier: int | None = None  # tier:N
+    search: SearchSpec | None = None  # search:…
 
     @property
     def rollout(self) -> bool:
@@ -173,6 +235,8 @@ def _tuning(spec: SeatSpec, text: str, modes: str) -> SeatSpec:
 @functools.lru_cache(maxsize=1024)
 def parse_spec(text: str) -> SeatSpec:
     """The one grammar of seat specs (plain and rollout); `BadPolicySpec` if it is not one."""
+    if text == SEARCH or text.startswith(f"{SEARCH}:"):
+        return SeatSpec(SEARCH, search=_search_spec(text))
     if text.startswith("tier:"):
         if not well_formed_spec(text):
             raise BadPolicySpec(
@@ -197,7 +261,7 @@ def parse_spec(text: str) -> SeatSpec:
         raise BadPolicySpec(
             f"unknown seat policy {text!r}: use rules, random, best-response, learned, "
             "learned@latest, frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], "
-            "league, tier:N)"
+            "league, tier:N, search[:base=B][:rollouts=N][:ms=D][:top=K])"
         )
     name, _, arg = body.partition("@")
     if name in ("rules", "random", BEST_RESPONSE, "production", "canary", "league") and not arg:
@@ -223,9 +287,46 @@ def parse_spec(text: str) -> SeatSpec:
     raise BadPolicySpec(
         f"unknown seat policy {text!r}: use rules, random, best-response, learned, "
         "learned@latest, frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], "
-        "league, tier:N), a "
+        "league, tier:N, search[:…]), a "
         "model's spec optionally followed by ':greedy'"
     )
+
+
+def _search_spec(text: str) -> SearchSpec:
+    """`search[:base=B][:rollouts=N][:ms=D][:top=K]` (that order; omitted parts default)."""
+    if not well_formed_spec(text):
+        raise BadPolicySpec(
+            f"unknown seat policy {text!r}: a search seat is search[:base=B][:rollouts=N]"
+            f"[:ms=D][:top=K], in that order: B one of {', '.join(SEARCH_BASES)}, frozen@V, "
+            f"production, learned@latest (a version's optionally :greedy), N 1 to "
+            f"{MAX_SEARCH_ROLLOUTS}, D 1 to {MAX_SEARCH_MS} (milliseconds), K 2 to "
+            f"{MAX_SEARCH_TOP}"
+        )
+    tokens: list[str] = []
+    for token in text.split(":")[1:]:  # `greedy` belongs to the version base before it
+        if token == GREEDY:
+            tokens[-1] += f":{GREEDY}"
+        else:
+            tokens.append(token)
+    parts = dict(token.split("=", 1) for token in tokens)
+    defaults = SearchSpec()
+    return SearchSpec(
+        base=parts.get("base", defaults.base),
+        rollouts=int(parts.get("rollouts", defaults.rollouts)),
+        ms=int(parts.get("ms", defaults.ms)),
+        top=int(parts.get("top", defaults.top)),
+    )
+
+
+def _search_policy(search: SearchSpec, latest: int) -> SeatPolicy:
+    """A search seat, its version base resolved to the version it plays (`learned@latest`:
+    the newest now, fixed for the game); the seat holds that version (`version`)."""
+    name, colon, mode = search.base.partition(":")
+    if name == "learned@latest":
+        search = dataclasses.replace(search, base=f"frozen@{latest}{colon}{mode}")
+    elif name == "production":
+        raise BadPolicySpec("a production base is resolved per game by a server's rollout")
+    return SeatPolicy(SEARCH, search.base_version, search=search)
 
 
 def resolve_plain(
@@ -236,6 +337,8 @@ def resolve_plain(
         raise BadPolicySpec(f"pin must be one of {PIN_CHOICES}, got {pin!r}")
     if spec.name in ("rules", "random", BEST_RESPONSE):
         return SeatPolicy(spec.name)  # type: ignore[arg-type]
+    if spec.name == SEARCH and spec.search is not None:  # never recorded: an opponent's seat
+        return _search_policy(spec.search, latest)
     if spec.name == "learned":
         # A greedy seat is never recorded: its actions are not samples of the behaviour policy.
         record, greedy = not spec.greedy, spec.greedy
@@ -303,6 +406,14 @@ def resumed_seat_policy(
         return dataclasses.replace(policy, greedy=True)
     if label in ("rules", "random", BEST_RESPONSE):
         return SeatPolicy(label)  # type: ignore[arg-type]
+    if label == SEARCH or label.startswith(f"{SEARCH}:"):  # spelt in full: the same settings
+        search = parse_spec(label).search
+        assert search is not None
+        if search.base_version is not None:  # the version played, or the server's pick
+            greedy = f":{GREEDY}" if search.base_greedy else ""
+            base = f"frozen@{served(search.base_version)}{greedy}"
+            search = dataclasses.replace(search, base=base)
+        return _search_policy(search, latest=0)
     if label == "learned@latest":
         return SeatPolicy("learned", None, record=record)
     if label == "canary:rules":

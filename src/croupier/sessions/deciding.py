@@ -1,9 +1,11 @@
 """Deciding: one seat's action for one state, by the rules, at random or by the learned policy.
 
-A decision takes one of four explicit paths (`StepPath`), chosen when it is prepared:
+A decision takes one of five explicit paths (`StepPath`), chosen when it is prepared:
 - ANSWERED: rules or random acted at once;
 - QUEUED: a lone decide for the learned policy waits on the batcher's queue (`pending`);
 - FORWARDED: a batch request's learned items are forwarded together, unqueued (`model`);
+- SEARCHED: a search seat's decision runs in the search pool (`search`), off the event loop,
+  within the seat's deadline; past it the base policy's move answers (`"fallback": true`);
 - REPLAY: a retried turn, answered by the first request's decision (`turns.TurnLedger`).
 A learned step whose model was late or failed is answered by the fallback policy and not
 recorded: it ends the seat's episode fragment there (`_end_fragment`), and the seat's next
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +36,9 @@ from croupier import stages
 from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter, InvalidState
 from croupier.policies.rollout import Rollout
-from croupier.policies.seats import BEST_RESPONSE, SeatPolicy
+from croupier.policies.search import SearchResult
+from croupier.policies.search_pool import SearchSeats
+from croupier.policies.seats import BEST_RESPONSE, SEARCH, SEARCH_BASES, SeatPolicy
 from croupier.sessions.batcher import InferenceBatcher, ModelDecision
 from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
 from croupier.sessions.games import GameSession, GameStore
@@ -87,6 +92,7 @@ class StepPath(enum.Enum):
     ANSWERED = "answered"
     QUEUED = "queued"
     FORWARDED = "forwarded"
+    SEARCHED = "searched"
     REPLAY = "replay"
 
 
@@ -107,6 +113,8 @@ class _Step:
     pending: asyncio.Future[ModelDecision | None] | None = None  # QUEUED
     model: ModelDecision | None = None  # FORWARDED (None: the model failed)
     untrained: bool = False  # no trained version yet: the fallback answers (`_untrained`)
+    search: asyncio.Future[SearchResult | None] | None = None  # SEARCHED
+    started: float = 0.0  # SEARCHED: when the decision was received (`time.monotonic()`)
     # With a turn: this turn's answer (REPLAY: the first request's, awaited, never set).
     turn_result: asyncio.Future[Decision] | None = None
 
@@ -117,8 +125,9 @@ _NO_OBS = np.zeros(0, np.float32)
 # counts fold into `frozen@older` (`:greedy` apart), or the labels grew with every version.
 VERSION_LABELS = 16
 _FROZEN = "frozen@"
-_ANSWERED_HERE = ("rules", "random", BEST_RESPONSE)  # seat kinds that need no model
-_ANSWERED, _QUEUED, _FORWARDED, _REPLAY = StepPath
+# Seat kinds that need no model (a search seat's workers play the rules, not a model).
+_ANSWERED_HERE = ("rules", "random", BEST_RESPONSE, SEARCH)
+_ANSWERED, _QUEUED, _FORWARDED, _SEARCHED, _REPLAY = StepPath
 
 
 def _own(rows: np.ndarray) -> np.ndarray:
@@ -146,6 +155,7 @@ class Decider:
         outbox: EpisodeSpool,
         rules: Rules | None,
         budget: RecordingBudget | None = None,
+        search: SearchSeats | None = None,
     ):
         self.config = config
         self.adapter = adapter
@@ -170,6 +180,15 @@ class Decider:
         self.before_first_version = 0
         # Bytes recorders may hold (None: unbounded); steps past it answered, not recorded.
         self.budget = budget
+        # Search seats (`policies/search_pool.py`), counted by base policy (a bounded label:
+        # a seat's full spec is the engine's to choose).
+        self.search = search
+        # Every base's series from the start (at 0): an alert's rate() sees the first one.
+        self.search_decisions: dict[str, int] = dict.fromkeys((*SEARCH_BASES, "version"), 0)
+        self.search_fallbacks: dict[str, int] = dict.fromkeys((*SEARCH_BASES, "version"), 0)
+        self.search_late = 0  # answered past the seat's deadline (the tests hold it at 0)
+        self.search_seconds = 0.0  # received to answered, summed over search decisions
+        self.search_max_ms = 0.0
 
     async def decide(
         self,
@@ -192,6 +211,8 @@ class Decider:
                     await step.pending
                 except Exception:
                     pass
+            if step.search is not None:
+                await step.search  # answers by the seat's deadline, never raises
             return self._finish(step)
         finally:
             self._forget_unfinished_turn(step)
@@ -224,6 +245,15 @@ class Decider:
         try:
             if forwarded:
                 await self._forward_now(forwarded)
+            searching = [
+                f
+                for s in steps
+                if type(s) is _Step and s.search is not None
+                for f in (s.search, s.pending)
+                if f is not None
+            ]
+            if searching:  # each answers by its own seat's deadline
+                await asyncio.wait(searching)
             # New turns first: a retry in this same batch waits on one of them.
             out = [
                 self._finish(s) if type(s) is _Step and s.path is not _REPLAY else s for s in steps
@@ -314,6 +344,7 @@ class Decider:
         A batch request's items pass `queued` (the queue's length: they are forwarded
         together, unqueued); a lone decide does not (it is queued). `encoded`: the state's
         encode, already built with the batch's others (`_encode_for_model`)."""
+        received = time.monotonic()
         session = self.games.get(game_id)
         policy = session.seats.get(seat)
         if policy is None:
@@ -332,7 +363,11 @@ class Decider:
                 if isinstance(encoded, InvalidState):
                     raise encoded
                 obs, mask = encoded
-            elif policy.kind in _ANSWERED_HERE and not self.rollout.observes(game_id, seat):
+            elif (
+                policy.kind in _ANSWERED_HERE
+                and not self.rollout.observes(game_id, seat)
+                and (policy.search is None or policy.version is None)  # a version's: encoded
+            ):
                 # Rules and random act on the state and its legal moves; the observation is
                 # for a model or a recording (doudizhu: the features are ~60% of an encode).
                 obs, mask = _NO_OBS, self.adapter.check(state)
@@ -354,6 +389,8 @@ class Decider:
         elif policy.kind == BEST_RESPONSE:
             step = _Step(session, seat, policy, state, reward, obs, mask, _ANSWERED)
             step.index = self.best_response_index(state, mask)
+        elif policy.kind == SEARCH:
+            step = self._searched(session, seat, policy, state, reward, obs, mask, received)
         elif self._untrained(policy):
             # No model answers: `_finish` gives the fallback's move (the rules), unrecorded.
             step = _Step(session, seat, policy, state, reward, obs, mask, _QUEUED)
@@ -381,6 +418,79 @@ class Decider:
         if turn is not None:
             step.turn_result = self.turns.open(session, seat, turn, state, reward)
         return step
+
+    def _searched(
+        self,
+        session: GameSession,
+        seat: str,
+        policy: SeatPolicy,
+        state: dict[str, Any],
+        reward: float | None,
+        obs: np.ndarray,
+        mask: np.ndarray,
+        received: float,
+    ) -> _Step:
+        """A search seat's step: its search started in the pool, to answer by the seat's
+        deadline (counted from `received`); a forced move answered at once. Over a version,
+        the version's own move is asked of the batcher beside it: the fallback's, ready
+        long before the deadline."""
+        step = _Step(session, seat, policy, state, reward, obs, mask, _SEARCHED)
+        step.started = received
+        spec = policy.search
+        assert spec is not None and self.search is not None  # admitted at the game's create
+        if self.adapter.legal_count(mask) == 1:
+            step.index = int(self.adapter.legal_indices(mask)[0])
+        else:
+            budget_s = spec.ms / 1000.0 - (time.monotonic() - received)
+            step.search = asyncio.ensure_future(self.search.search(state, spec, budget_s))
+            if policy.version is not None:
+                step.pending = self.batcher.submit(obs, mask, policy.version, spec.base_greedy)
+        return step
+
+    def _search_answer(self, step: _Step) -> tuple[str, bool]:
+        """A search step's move into `step.index`: the search's, or the base policy's when it
+        was late or failed (then fallback). Counted by base; returns (label, fallback)."""
+        spec = step.policy.search
+        assert spec is not None
+        label, fallback = step.policy.label(), False
+        if step.search is not None:  # not a forced move
+            task = step.search
+            result = task.result() if task.done() and not task.cancelled() else None
+            index = -1
+            if result is not None and result.move is not None:
+                try:
+                    index = self.adapter.action_index(step.state["legal_actions"][result.move],
+                                                      step.state)  # fmt: skip
+                except (InvalidState, KeyError, TypeError, ValueError, IndexError):
+                    index = -1
+            if index >= 0 and self.adapter.is_legal(step.mask, index):
+                step.index = index
+            else:
+                fallback = True
+                step.index, label = self._base_index(step)
+                self.search_fallbacks[spec.counted_base] += 1
+        self.search_decisions[spec.counted_base] += 1
+        ms = 1000.0 * (time.monotonic() - step.started)
+        self.search_seconds += ms / 1000.0
+        self.search_max_ms = max(self.search_max_ms, ms)
+        self.search_late += ms > spec.ms
+        return label, fallback
+
+    def _base_index(self, step: _Step) -> tuple[int, str]:
+        """The search's base policy's own move (its fallback): a version's from the batcher,
+        else as `_fallback_index` answers (the rules, or random play)."""
+        spec, state, mask = step.policy.search, step.state, step.mask
+        assert spec is not None
+        if step.pending is not None:
+            model = _model_result(step.pending)
+            if model is not None and self.adapter.is_legal(mask, model.action):
+                return model.action, spec.base
+        if spec.base != "random" and self.rules is not None:
+            try:
+                return self.rules_index(state, mask), "rules"
+            except Unprocessable:
+                pass  # the rules cannot act here: random still can
+        return self._random_index(mask), "random"
 
     def _untrained(self, policy: SeatPolicy) -> bool:
         """Whether `policy` would play this server's own untrained version 0 although the
@@ -413,6 +523,9 @@ class Decider:
             version = step.forced_version
             self.forced_moves += 1
             self._carry_reward(step)
+        elif step.path is _SEARCHED:
+            label, fallback = self._search_answer(step)
+            version = step.policy.version  # a version base's (None: the rules, random play)
         elif step.path is not _ANSWERED:
             model = step.model if step.pending is None else _model_result(step.pending)
             if model is None:
@@ -430,10 +543,12 @@ class Decider:
                 self._record(step, model)
         elif step.policy.uses_model:  # a model's seat the rules answered (its rules share)
             version = step.policy.version
+        # A search seat's decisions are counted as `search` (its full spec is the engine's).
+        counted = SEARCH if label.startswith(SEARCH) else label
         try:  # the label seen before: one dict update, as before the cap
-            self.decisions_by_policy[label] += 1
+            self.decisions_by_policy[counted] += 1
         except KeyError:
-            self._count_new_label(label)
+            self._count_new_label(counted)
         decision = Decision(
             self.adapter.action_value(step.index, step.state), step.index, label, version, fallback
         )

@@ -11,7 +11,9 @@ from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.rollout import Rollout
+from croupier.policies.search_pool import SearchSeats, SearchStarting
 from croupier.policies.seats import (
+    SEARCH,
     BadPolicySpec,
     SeatPolicy,
     SeatUnavailable,
@@ -35,6 +37,7 @@ class GameKeeper:
         outbox: EpisodeSpool,
         has_rules: bool,
         budget: RecordingBudget | None = None,
+        search: SearchSeats | None = None,
     ):
         self.config = config
         self.adapter = adapter
@@ -44,6 +47,7 @@ class GameKeeper:
         self.outbox = outbox
         self.has_rules = has_rules
         self.budget = budget  # what the learned seats' recorders may hold (deciding.py)
+        self.search = search  # search seats' workers (None: this server seats none)
         self.refused_overload = 0  # games refused: the server's limit of games in flight
         self.refused_quota = 0
         self.expired_games = 0
@@ -93,8 +97,11 @@ class GameKeeper:
                 raise Unprocessable(str(e), ("seats", seat)) from None
             if (policy.kind == "rules" or policy.rules_share) and not self.has_rules:
                 raise Unavailable(f"{self.adapter.name!r} has no rules policy")
-            if policy.kind == "frozen" and policy.version not in loaded:
+            if policy.kind in ("frozen", SEARCH) and (
+                policy.version is not None and policy.version not in loaded
+            ):
                 raise Unavailable(f"version {policy.version} is not loaded; loaded: {loaded}")
+            self._admit_search(policy)
             if not record and policy.record:
                 policy = SeatPolicy(policy.kind, policy.version, record=False)
             plan[seat] = policy
@@ -103,6 +110,20 @@ class GameKeeper:
         self.games.add(GameSession(game_id, plan, recorders, owner=owner))
         self.rollout.begin_game(game_id, plan, record)
         return {"game_id": game_id, "seats": _seat_infos(plan, latest)}
+
+    def _admit_search(self, policy: SeatPolicy) -> None:
+        """A search seat: 409 where this game cannot be searched (its simulator does not set
+        a table from a seat's view), 503 + Retry-After while the workers start."""
+        if policy.kind != SEARCH:
+            return
+        if self.search is None or policy.search is None:
+            raise Unavailable("this server seats no search seats")
+        try:
+            self.search.admit(policy.search)
+        except SearchStarting as e:
+            raise Overloaded(str(e)) from None
+        except SeatUnavailable as e:
+            raise Unavailable(str(e)) from None
 
     def _recorders(self, game_id: str, plan: dict[str, SeatPolicy]) -> dict[str, SeatRecorder]:
         """A recorder per recorded seat, each counting its bytes in the server's budget."""
@@ -187,6 +208,7 @@ class GameKeeper:
                 raise Unprocessable(str(e), ("seats", seat)) from None
             if (policy.kind == "rules" or policy.rules_share) and not self.has_rules:
                 raise Unprocessable(f"{self.adapter.name!r} has no rules policy", ("seats", seat))
+            self._admit_search(policy)
             plan[seat] = policy
         recorders = self._recorders(game_id, plan)
         self.games.add(GameSession(game_id, plan, recorders, owner=owner))

@@ -17,6 +17,7 @@ from croupier.config import ServerConfig
 from croupier.games.base import GameAdapter
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.rollout import Rollout
+from croupier.policies.search_pool import SearchSeats
 from croupier.sessions.batcher import InferenceBatcher
 from croupier.sessions.deciding import Decider, Decision, Rules
 from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
@@ -38,6 +39,7 @@ class DecisionService:
         outbox: EpisodeSpool,
         rollout: Rollout,
         rules: Rules | None,
+        search: SearchSeats | None = None,
     ):
         self.config = config
         self.adapter = adapter
@@ -49,12 +51,13 @@ class DecisionService:
         self.recording = RecordingBudget(
             config.record_max_episode_bytes, config.record_max_total_bytes
         )
+        self.search = search  # search seats' workers (`policies/search_pool.py`)
         self.keeper = GameKeeper(
             config, adapter, versions, self.games, rollout, outbox, rules is not None,
-            self.recording,
+            self.recording, search,
         )  # fmt: skip
         self.decider = Decider(
-            config, adapter, self.games, batcher, rollout, outbox, rules, self.recording
+            config, adapter, self.games, batcher, rollout, outbox, rules, self.recording, search
         )
         self.refused_too_large = 0
         # The jobs' methods, bound once: a route calls the job directly, no facade frame per call.
@@ -112,6 +115,20 @@ class DecisionService:
             model["algo"] = None
         return model
 
+    def _search_stats(self) -> dict[str, Any]:
+        """Search seats' decisions and fallbacks by base policy, their time (received to
+        answered), those past their deadline, and the workers."""
+        decider = self.decider
+        return {
+            "decisions": dict(decider.search_decisions),
+            "fallbacks": dict(decider.search_fallbacks),
+            "late": decider.search_late,
+            "answered": sum(decider.search_decisions.values()),
+            "seconds": decider.search_seconds,
+            "max_ms": decider.search_max_ms,
+            **(self.search.stats() if self.search is not None else {}),
+        }
+
     def health(self) -> dict[str, Any]:
         keeper, decider = self.keeper, self.decider
         pinned = len(self.games.versions_in_use())
@@ -142,6 +159,7 @@ class DecisionService:
             # a model's seat with one legal action: answered without a forward, not recorded
             "forced_moves": decider.forced_moves,
             "before_first_version": decider.before_first_version,
+            "search": self._search_stats(),
             "weights_refused": self.versions.refused_nonfinite,  # NaN/inf versions not installed
             # Versions live games pin, and how many of them are not held for them (past
             # --max-pinned-versions: served by the nearest newer version kept).

@@ -143,6 +143,14 @@ class Rollout:
                     "the best response to the newest version is being computed: "
                     "try again in a few seconds"
                 )
+            if parsed.search is not None and parsed.search.base.startswith("production"):
+                production = self.channels.production  # a search over production's version
+                if production is None:
+                    raise SeatUnavailable("no production version yet: promote one first")
+                base = parsed.search.base.replace("production", f"frozen@{production}", 1)
+                parsed = dataclasses.replace(
+                    parsed, search=dataclasses.replace(parsed.search, base=base)
+                )
             if not parsed.rollout:
                 return resolve_plain(parsed, latest=latest, pin=pin, loaded=loaded)
             policy = resolve_rollout(parsed, latest, loaded)

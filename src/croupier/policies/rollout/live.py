@@ -10,7 +10,7 @@ A player is a seat's policy with its version resolved: every seat that played a 
 N (`learned` pinned at N, `frozen@N`, `production`, a canary or league seat) is `frozen@N`, one
 name for one policy, and `frozen@N:greedy` when it played the argmax (a tuned seat, a tier's:
 `frozen@N:temp=2:rules=0.4`); `learned@latest` (its
-version moves), `rules` and `random` are themselves.
+version moves), `rules` and `random` are themselves, a search seat its spec in full.
 The table only grows by games (a version's weights never change, so old games stay evidence);
 it is bounded in rows (the least recently played row goes first) and, with a weights dir, saved
 to `live_arena.json` beside `promotions.jsonl` at most every `SAVE_EVERY_S` and at shutdown, so
@@ -55,6 +55,8 @@ def player_of(policy: SeatPolicy) -> str:
         name = f"frozen@{policy.version}"
     elif policy.kind == "learned":
         name = "learned@latest"
+    elif policy.search is not None:  # a search seat: its settings in full, one name each
+        return policy.label()
     else:
         name = policy.kind
     # A tuned seat (a tier: `:temp=T`, `:rules=P`) plays yet another policy: its own name,

@@ -1,0 +1,159 @@
+"""`croupier bench search`: the search seat's strength against the milliseconds it may take a
+decision, on one core, in-process (`policies/search.py`'s `SearchPlayer`: the algorithm the
+server's workers run, without the pool around it).
+
+For each budget (the seat's `ms`), the search seat plays `hands` hands against `opponent`
+(the rules, by default) in duplicate sets on the game's simulator, scored by croupier's one
+strength score (`bench/evaluate.py` `duplicate_score`: A's payoff per hand less the deal's
+par, with its 95% CI; the same deals for every point). Beside the points, the base policy
+alone in the search seat's place on the same deals: what the search adds is the distance
+between the two. Each point also says what it cost: the measured milliseconds per decision
+(a decision stops at its deadline, or sooner when the seat's `rollouts` are all played), the
+hands played out per decision, and the decisions whose deadline passed before one world was
+played in full (the base's move then).
+
+`split` compares the two ways of spreading a decision's budget over its moves: successive
+halving (the seat's) and an even split (every move on the same worlds); on a game of two
+moves a decision they are the same (one round).
+
+The game needs a simulator that sets a table from a seat's view (`Simulator.resample`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import textwrap
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from croupier.bench.evaluate import duplicate_score, opponent_player
+from croupier.bench.plotting import legend, pyplot, save, save_report
+from croupier.games.registry import load_simulator
+from croupier.policies.learned import read_weights_dir
+from croupier.policies.search import SearchPlayer
+from croupier.policies.search_pool import Searcher
+from croupier.policies.seats import SEARCH, BadPolicySpec, parse_spec
+
+SPLITS = ("halving", "even")
+
+
+@dataclass
+class SearchBench:
+    game: str = "leduc-holdem"
+    # The seat measured; its `ms` is each budget in turn (its `rollouts`: a ceiling).
+    seat: str = "search:base=rules:rollouts=4096"
+    budgets_ms: list[int] = field(default_factory=lambda: [25, 100, 200])
+    opponent: str = "rules"
+    hands: int = 2000
+    seed: int = 1
+    splits: tuple[str, ...] = ("halving",)
+    weights_dir: Path | None = None  # a version base's (`frozen@N`, `learned@latest`)
+
+
+def _checked(run: SearchBench) -> Any:
+    try:
+        spec = parse_spec(run.seat).search
+    except BadPolicySpec as e:
+        raise ValueError(str(e)) from None
+    if spec is None:
+        raise ValueError(f"{run.seat!r} is not a search seat ({SEARCH}:...)")
+    if not run.budgets_ms or any(not 1 <= b <= 10_000 for b in run.budgets_ms):
+        raise ValueError("budgets are milliseconds, 1 to 10000")
+    if unknown := set(run.splits) - set(SPLITS):
+        raise ValueError(f"unknown splits {sorted(unknown)}; one of {list(SPLITS)}")
+    if not load_simulator(run.game).resamples():
+        raise ValueError(
+            f"{run.game}'s simulator cannot set a table from a seat's view "
+            "(Simulator.resample): its game cannot be searched"
+        )
+    return spec
+
+
+def _base(run: SearchBench, spec: Any) -> tuple[Any, Any, Any]:
+    """The spec (its `learned@latest` base: the newest version in the weights dir), the base
+    policy and its prior (a version's; None for the rules and random play)."""
+    if spec.base in ("rules", "random"):
+        return spec, opponent_player(run.game, spec.base, run.seed), None
+    if run.weights_dir is None:
+        raise ValueError(f"base={spec.base} needs --weights-dir (the versions' folder)")
+    if spec.base.startswith("learned@latest"):
+        newest = read_weights_dir(run.weights_dir)[0]
+        spec = dataclasses.replace(
+            spec, base=spec.base.replace("learned@latest", f"frozen@{newest}")
+        )
+    if spec.base_version is None:
+        raise ValueError(
+            f"base={spec.base}: a bench plays rules, random, frozen@N or learned@latest"
+        )
+    searcher = Searcher(run.game, weights_dir=run.weights_dir)
+    return spec, searcher.base(spec.base), searcher.priors[spec.base]
+
+
+def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
+    spec, base, prior = _base(run, _checked(run))
+    b = opponent_player(run.game, run.opponent, run.seed)
+    print(f"{run.game}: the base ({spec.base}) alone vs {run.opponent}...", flush=True)
+    alone = duplicate_score(run.game, base, b, run.hands, run.seed)
+    points = []
+    for split in run.splits:
+        for ms in run.budgets_ms:
+            seat = dataclasses.replace(spec, ms=ms)
+            player = SearchPlayer(load_simulator(run.game), base, seat, seed=run.seed,
+                                  halving=split == "halving", prior=prior)  # fmt: skip
+            t0 = time.monotonic()
+            score = duplicate_score(run.game, player, b, run.hands, run.seed)
+            decided = max(player.decisions, 1)
+            point = {
+                "split": split,
+                "budget_ms": ms,
+                "seat": seat.spec(),
+                "score": score,
+                "decisions": player.decisions,
+                "ms_per_decision": 1000.0 * player.seconds / decided,
+                "playouts_per_decision": player.playouts / decided,
+                "fallbacks": player.fallbacks,
+                "seconds": time.monotonic() - t0,
+            }
+            points.append(point)
+            cost = (f"{point['ms_per_decision']:.1f} ms, {point['playouts_per_decision']:.0f} "
+                    f"hands played out a decision, {player.fallbacks} fallbacks")  # fmt: skip
+            print(f"  {split} {ms} ms: {score['mean']:+.4f} ± {score['ci95']:.4f} ({cost})",
+                  flush=True)  # fmt: skip
+    report = {
+        "run": {**asdict(run), "weights_dir": str(run.weights_dir) if run.weights_dir else None},
+        "setting": f"{spec.base}'s search seat vs {run.opponent}, in-process, one core, "
+        f"{run.hands} hands a point (duplicate sets, the same deals at every point)",
+        "base_alone": alone,
+        "points": points,
+    }
+    base_name = spec.base.partition(":")[0].partition("@")[0]  # rules, random, frozen
+    name = re.sub(r"[^a-z0-9]+", "-", f"search-{run.game.rsplit(':', 1)[-1]}-{base_name}".lower())
+    return save_report(report, out / f"{name.strip('-')}.json", plot)
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    alone = report["base_alone"]
+    ax.axhline(alone["mean"], color="grey", ls="--", lw=1,
+               label=f"the base alone: {alone['mean']:+.3f} ± {alone['ci95']:.3f}")  # fmt: skip
+    ax.axhline(0.0, color="black", lw=0.5)
+    for split in SPLITS:
+        points = [p for p in report["points"] if p["split"] == split]
+        if not points:
+            continue
+        xs = [p["ms_per_decision"] for p in points]
+        ys = [p["score"]["mean"] for p in points]
+        budgets = [p["budget_ms"] for p in points]
+        ax.errorbar(xs, ys, yerr=[p["score"]["ci95"] for p in points], marker="o", capsize=3,
+                    label=f"search ({split}), at budgets {budgets} ms")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel("milliseconds per decision (measured, one core)")
+    ax.set_ylabel(f"strength score vs {report['run']['opponent']} (95% CI)")
+    title = f"{report['run']['game']}: {report['setting']}"
+    ax.set_title(textwrap.fill(title, 110), fontsize=7)
+    legend(ax)
+    save(fig, path)
