@@ -32,7 +32,7 @@ tools:
 # in 415 s where one worker took 1,009 s (that serial run still held the two fault runs now
 # in `make test-long`, ~240 s of it).
 test: setup
-	$(PY) -m ruff check src tests examples
+	$(PY) -m ruff check src tests examples experiments
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 	$(MAKE) --no-print-directory test-dispatch
 
@@ -56,12 +56,12 @@ test-long: setup
 	CROUPIER_LONG_TESTS=1 $(PY) -m pytest -q -s -m long
 
 lint: setup
-	$(PY) -m ruff check src tests examples
-	$(PY) -m ruff format --check src tests examples
+	$(PY) -m ruff check src tests examples experiments
+	$(PY) -m ruff format --check src tests examples experiments
 
 format: setup
-	$(PY) -m ruff format src tests examples
-	$(PY) -m ruff check --fix src tests examples
+	$(PY) -m ruff format src tests examples experiments
+	$(PY) -m ruff check --fix src tests examples experiments
 
 demo: setup
 	$(PY) -m croupier.demo --minutes $(DEMO_MINUTES)

@@ -23,7 +23,7 @@ def ray_session():
 
 @pytest.mark.parametrize("algo", ["ppo", "appo"])
 def test_short_rllib_run_trains_the_candidate_module(ray_session, algo):
-    from croupier.bench.candidate_rllib import candidate_config
+    from experiments.candidate_rllib import candidate_config
 
     config = candidate_config(algo, hiddens=[32, 32], train_batch_size=128, minibatch_size=64,
                               num_envs=2, env_config={"history": 0})  # fmt: skip

@@ -31,6 +31,7 @@ from croupier.games.cards import (
     Kind,
     Number,
     Pile,
+    RoleSeat,
     Seat,
     SeatNumbers,
     SeatPiles,
@@ -310,6 +311,38 @@ def test_a_declaration_that_cannot_work_is_refused() -> None:
         Deck("22", "H")
 
 
+def test_zones_left_out_read_as_their_defaults_and_a_role_stays_required() -> None:
+    """docs/card-toolkit.md, "Which zones are optional": a zone declared `required=False`
+    may be left out and reads as its default (empty, `low`, the first option, no moves), the
+    same as a state that sends that default; a required one left out is a 422; a role's seat
+    has no default, so declaring it optional is refused. A move that takes a card from a pile
+    (`from_hand=False`) need not be in the hand."""
+    with pytest.raises(ValueError, match="no default"):
+        RoleSeat("dealer", required=False)
+    game = CardGame(
+        "optional",
+        Deck("A23", "HS"),
+        (Seat("seat"), Hand("hand", max_cards=6), TopCard("top", required=False),
+         Pile("melds", required=False), SeatNumbers("n", low=1, high=6, required=False),
+         Choice("phase", options=("bid", "play"), required=False),
+         History("moves", required=False)),
+        (Kind("draw"), Kind("take", (1, 1), from_hand=False), Kind("play", (1, 1))),
+        max_legal=8,
+    )  # fmt: skip
+
+    adapter = type("OptionalHead", (CardGameAdapter,), {"game": game})()
+    bare = {"seat": 1, "hand": ["2H"], "legal_actions": ["draw", "take 3S", "play 2H"]}
+    full = {**bare, "top": None, "melds": [], "n": [1, 1], "phase": "bid", "moves": []}
+    (obs, mask), (obs_full, mask_full) = adapter.encode(bare), adapter.encode(full)
+    np.testing.assert_array_equal(obs, obs_full)
+    np.testing.assert_array_equal(mask, mask_full)
+    assert adapter.action_value(int(np.flatnonzero(mask)[1]), bare) == "take 3S"  # not held
+    with pytest.raises(InvalidState, match="no 'hand'"):
+        adapter.encode({k: v for k, v in bare.items() if k != "hand"})
+    with pytest.raises(InvalidState, match="not in the hand"):
+        adapter.encode({**bare, "legal_actions": ["play 3S"]})
+
+
 # --- the schema, held to the checks (schemathesis's generators) ---------------------------------
 
 
@@ -423,14 +456,18 @@ def test_each_development_game_is_declared_in_under_100_lines_with_a_short_bot()
 
 
 def test_the_state_docs_your_game_shows_is_taken() -> None:
-    """The president state of docs/your-game.md, section 0, as written."""
+    """The Hearts state of docs/your-game.md, step 1, as written."""
     import json
 
-    doc = (ROOT / "docs/your-game.md").read_text().split("## 0. Declare your card game")[1]
+    from examples.hearts.adapter import hearts_rules
+
+    doc = (ROOT / "docs/your-game.md").read_text().split("## 1. Declare your card game")[1]
     state = json.loads(doc.split("```json\n")[1].split("```")[0])
-    fixed = load_adapter("examples.president.adapter:President")
+    fixed = load_adapter("examples.hearts.adapter:Hearts")
     _, mask = fixed.encode(state)
-    assert [fixed.action_value(i, state) for i in np.flatnonzero(mask)] == ["pass", "play 4C 4S"]
+    legal = ["play 4C", "play 9C", "play KC"]
+    assert [fixed.action_value(i, state) for i in np.flatnonzero(mask)] == legal
+    assert hearts_rules(state) in legal  # the bot takes it too
 
 
 def test_the_limit_holdem_chips_bound_holds_when_every_seat_raises() -> None:

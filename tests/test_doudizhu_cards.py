@@ -245,9 +245,9 @@ def test_bench_strength_serves_and_trains_the_adapter_given_and_plays_the_same_e
     monkeypatch, tmp_path
 ) -> None:
     """`--adapter`: the trainer and the server run it (`--game <adapter>`), the engine still
-    plays `doudizhu` (its create names the game the adapter declares), the anchor trains it;
-    an adapter that is not doudizhu's, or one for another game, is a clear error."""
-    from croupier.bench import strength, strength_anchors
+    plays `doudizhu` (its create names the game the adapter declares); an adapter that is not
+    doudizhu's, or one for another game, is a clear error."""
+    from croupier.bench import strength
     from croupier.bench.strength import StrengthRun
 
     seen: dict[str, list[str]] = {}
@@ -271,19 +271,6 @@ def test_bench_strength_serves_and_trains_the_adapter_given_and_plays_the_same_e
         assert seen[who][seen[who].index("--game") + 1] == CANDIDATES, seen[who]
     assert run.game == "doudizhu"  # what the engine plays (`_play` passes run.game)
 
-    configs = []
-
-    def fake_train(cfg, log=None):
-        configs.append(cfg)
-        point = {"win_rate": 0.5, "ci95": 0.1, "games": 10}
-        return {"policies": None, "curve": [], "train_s": 1.0, "decisions": 1,
-                "decisions_per_s": 1.0, "final": {"sampled": point, "greedy": point}}  # fmt: skip
-
-    monkeypatch.setattr(strength_anchors, "train", fake_train)
-    report = strength.run_anchor(run)
-    assert configs[0].adapter == CANDIDATES and CANDIDATES in report["setting"]
-    with pytest.raises(ValueError, match="scored candidates"):
-        strength.bench_strength(StrengthRun(adapter=FIXED, external=False), tmp_path)
     with pytest.raises(ValueError, match="a doudizhu adapter"):
         strength.bench_strength(StrengthRun(adapter="tests.test_cards:ToyCandidates"), tmp_path)
     # (another game's adapter is measured on that game's table: its own name and table)
@@ -294,7 +281,7 @@ def test_bench_strength_serves_and_trains_the_adapter_given_and_plays_the_same_e
 def test_the_in_process_anchor_trains_and_evaluates_through_the_toolkit() -> None:
     """The anchor's PPO on the toolkit's features: RLCard's raw states read as the engine
     sends them (`as_sent`), whole updates, and an evaluation over fixed deals."""
-    from croupier.bench.strength_anchors import PPOConfig, train
+    from experiments.strength_anchors import PPOConfig, train
 
     cfg = PPOConfig(adapter=CANDIDATES, hiddens=[32], score_hidden=16, decisions_per_update=400,
                     minibatch=200, parallel_games=8, minutes=5, max_decisions=800,

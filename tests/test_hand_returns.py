@@ -16,10 +16,12 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from croupier.policies.learned import module_weights
 from croupier.policies.module import ModelSpec
+from croupier.policies.tables import RULES_TABLE as RULES
 from croupier.trainer import rules_anchor as ra
 from croupier.trainer.algo import Hyper, base_config, learner_pieces
 from croupier.trainer.candidate_slots import CandidateSlots
 from croupier.trainer.hand_returns import HAND_RETURN, HandReturns, hand_return_column
+from croupier.trainer.rules_tables import RulesTables
 
 OBS, SLOTS = 5, 3
 SPACE = gym.spaces.Dict({
@@ -42,13 +44,20 @@ def test_the_column_holds_the_discounted_return_at_the_first_step_only():
     assert hand_return_column(np.array([]), 1.0, whole=True, steps=0).shape == (0,)
 
 
-def _episode(seed: int, steps: int, payoff: float, t_started: int = 0, done: bool = True):
+def _episode(
+    seed: int,
+    steps: int,
+    payoff: float,
+    t_started: int = 0,
+    done: bool = True,
+    table: str | None = RULES,
+):
     rng = np.random.default_rng(seed)
     mask = np.ones((steps + 1, SLOTS), np.float32)
     logits = rng.normal(size=(steps, SLOTS)).astype(np.float32)
     actions = rng.integers(SLOTS, size=steps)
     logp = torch.log_softmax(torch.from_numpy(logits), -1).numpy()[np.arange(steps), actions]
-    return SingleAgentEpisode(
+    episode = SingleAgentEpisode(
         observations=[
             {"observations": o, "action_mask": m}
             for o, m in zip(rng.normal(size=(steps + 1, OBS)).astype(np.float32), mask, strict=True)
@@ -63,6 +72,9 @@ def _episode(seed: int, steps: int, payoff: float, t_started: int = 0, done: boo
         t_started=t_started,
         len_lookback_buffer=0,
     ).to_numpy()
+    if table is not None:  # as `trainer/episodes.py` keeps a record's table
+        episode.custom_data["table"] = table
+    return episode
 
 
 def test_the_piece_marks_whole_hands_only():
@@ -80,9 +92,10 @@ def test_the_piece_marks_whole_hands_only():
 
 
 def test_the_trainers_pieces():
-    assert [type(p) for p in learner_pieces(gamma=1.0)] == [HandReturns]
+    assert [type(p) for p in learner_pieces(gamma=1.0)] == [HandReturns, RulesTables]
     pieces = partial(learner_pieces, gamma=0.9, candidate_slots=True)(None, None)
-    assert [type(p) for p in pieces] == [CandidateSlots, HandReturns] and pieces[1].gamma == 0.9
+    assert [type(p) for p in pieces] == [CandidateSlots, HandReturns, RulesTables]
+    assert pieces[1].gamma == 0.9 and pieces[2].untagged == ""
 
 
 @pytest.mark.integration  # builds an RLlib learner in-process (no Ray session)
@@ -97,7 +110,11 @@ def test_a_ppo_update_measures_the_gain_on_whole_hands_first_steps():
     clone = module_weights(module)
     learner.set_rules_reference(clone, DEFAULT_MODULE_ID)
     whole = [_episode(i, 2 + i, payoff) for i, payoff in enumerate((1.0, -2.0, 3.0))]
-    others = [_episode(7, 3, 5.0, t_started=3), _episode(8, 3, 5.0, done=False)]
+    # Pieces of hands, and whole hands at other tables (a best response's, a past version's,
+    # one that does not say): none is the gain's row.
+    others = [_episode(7, 3, 5.0, t_started=3), _episode(8, 3, 5.0, done=False),
+              _episode(9, 2, -9.0, table="best-response"), _episode(10, 3, -9.0, table="league"),
+              _episode(11, 2, -9.0, table=None)]  # fmt: skip
     firsts = {
         "observations": torch.from_numpy(
             np.stack([e.get_observations(0)["observations"] for e in whole])

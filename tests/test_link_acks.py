@@ -271,7 +271,7 @@ def test_ingest_log_compacts_and_survives_a_torn_line(tmp_path):
 
 
 def test_a_checkpoint_swap_killed_halfway_is_recovered(tmp_path):
-    from croupier.trainer.run import recover_checkpoint
+    from croupier.trainer.checkpoints import recover_checkpoint
 
     assert recover_checkpoint(tmp_path) is None
     (tmp_path / "checkpoint.tmp").mkdir()  # a save that never finished: not a checkpoint

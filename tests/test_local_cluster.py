@@ -47,7 +47,7 @@ def test_node_lines_block_use_free_ports_and_the_clusters_own_token():
 
 
 def test_progress_line_says_where_the_remote_runners_are():
-    from croupier.trainer.run import format_progress  # imports RLlib: the integration tier
+    from croupier.trainer.progress import format_progress
 
     line = {"iteration": 3, "version": 7, "env_steps_per_s": 10.0, "env_steps": 100,
             "lag": {"p50": 0, "p90": 1}, "episode_return_mean": None,
@@ -65,7 +65,8 @@ def test_a_dead_remote_runner_ends_the_run_with_a_clear_error_not_a_missing_coun
     progress counter (`steps_sampled`), or, for PPO, a loop waiting for every runner."""
     import pytest
 
-    from croupier.trainer.run import EnvRunnerLost, Trainer, TrainOptions
+    from croupier.trainer.run import Trainer, TrainOptions
+    from croupier.trainer.runners import EnvRunnerLost, remote_runners_ready
 
     stats = {"steps_sampled": 5, "lag_histogram": {}, "weights_seq_no": 1, "idle_s": 0.0}
 
@@ -85,9 +86,9 @@ def test_a_dead_remote_runner_ends_the_run_with_a_clear_error_not_a_missing_coun
     trainer = Trainer(TrainOptions(num_env_runners=2, algo="ppo"))
     trainer.algo = type("Algo", (), {"env_runner_group": Group(2)})()
     assert trainer.link_stats()["steps_sampled"] == 10  # both answer: their sum
-    assert trainer._remote_runners_ready(1)
+    assert remote_runners_ready(trainer.algo.env_runner_group, 1, "ppo")
     trainer.algo.env_runner_group = Group(1)
     with pytest.raises(EnvRunnerLost, match="1 of 2 env runners died"):
         trainer.link_stats()
     with pytest.raises(EnvRunnerLost, match="restart the trainer"):
-        trainer._remote_runners_ready(1)
+        remote_runners_ready(trainer.algo.env_runner_group, 1, "ppo")

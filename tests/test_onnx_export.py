@@ -106,3 +106,42 @@ def test_a_candidate_version_exports_and_gives_the_servers_logits(tmp_path, game
         table.step(adapter.action_value(int(want.actions[0]), state))
         checked += 1
     assert checked >= 5
+
+
+@pytest.mark.parametrize(
+    "game", ["examples.hearts.adapter:Hearts", "examples.president.adapter:President"]
+)
+def test_a_declared_fixed_head_exports_its_slots_names(tmp_path, game) -> None:
+    """A declared card game's fixed head: `policy.json` names every slot, so an engine that
+    runs the file (the C# and JavaScript of docs/your-game.md) can say the move it plays. A
+    slot of one card names that move exactly (Hearts); a slot per rank and count (president)
+    names the kind, the rank and how many cards, and holds only such moves."""
+    from croupier.games.registry import load_simulator
+
+    versions = _weights_dir(tmp_path / "weights", game, ModelSpec("ppo", [32]))
+    adapter = versions.adapter
+    info = export_onnx(tmp_path / "weights", 3, adapter, tmp_path / "out")
+    names = json.loads((tmp_path / "out" / "policy.json").read_text())["action_names"]
+    assert names == info["action_names"]
+    assert len(names) == adapter.num_actions == len(set(names))
+    session = ort.InferenceSession(str(tmp_path / "out" / "policy.onnx"))
+    table = load_simulator(game)
+    table.reset(3)
+    checked = 0
+    while not table.is_over() and checked < 40:
+        state = table.state(table.current_player())
+        obs, mask = adapter.encode(state)
+        for slot in np.flatnonzero(mask):
+            move, name = adapter.action_value(int(slot), state), names[slot]
+            if "*" in name:  # "play 7*2": the kind, the main rank, the number of cards
+                kind, _, rank_count = name.partition(" ")
+                rank, _, count = rank_count.partition("*")
+                head, *cards = move.split(" ")
+                assert head == kind and {c[:-1] for c in cards} == {rank}, (name, move)
+                assert not count or len(cards) == int(count), (name, move)
+            else:
+                assert move == name
+        (logits,) = session.run(["logits"], {"observations": obs[None], "action_mask": mask[None]})
+        table.step(adapter.action_value(int(logits[0].argmax()), state))  # the greedy move
+        checked += 1
+    assert checked >= 10

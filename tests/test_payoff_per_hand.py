@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from croupier.trainer.run import _per_hand, format_progress
+from croupier.trainer.progress import format_progress, per_hand
 from croupier.trajectories.record import silent_hands
 
 GAME = "leduc-holdem"
@@ -46,14 +46,14 @@ def test_silent_hands_reads_old_records_and_cut_pieces() -> None:
 
 def test_the_progress_line_shows_return_and_payoff_per_hand() -> None:
     stats = {"hands_received": 110, "hand_payoff_received": 70.0}
-    per_hand = _per_hand(stats, (10, 0.0))
-    assert per_hand == 0.7
-    assert _per_hand(stats, (110, 70.0)) is None  # no hand since
+    payoff = per_hand(stats, (10, 0.0))
+    assert payoff == 0.7
+    assert per_hand(stats, (110, 70.0)) is None  # no hand since
     line = format_progress(
         {
             "iteration": 3, "version": 3, "env_steps_per_s": 10.0, "env_steps": 100,
             "lag": {"p50": 0, "p90": 1}, "episode_return_mean": 0.85,
-            "payoff_per_hand": per_hand, "connected_servers": 1,
+            "payoff_per_hand": payoff, "connected_servers": 1,
         }
     )  # fmt: skip
     assert "return 0.85  per hand 0.7  servers 1" in line  # no entropy logged: none shown
@@ -61,7 +61,7 @@ def test_the_progress_line_shows_return_and_payoff_per_hand() -> None:
         {
             "iteration": 3, "version": 3, "env_steps_per_s": 10.0, "env_steps": 100,
             "lag": {"p50": 0, "p90": 1}, "episode_return_mean": 0.85,
-            "payoff_per_hand": per_hand, "connected_servers": 1, "policy_entropy": 0.4234,
+            "payoff_per_hand": payoff, "connected_servers": 1, "policy_entropy": 0.4234,
         }
     )  # fmt: skip
     assert "per hand 0.7  entropy 0.423  servers 1" in line

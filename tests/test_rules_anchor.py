@@ -23,6 +23,8 @@ from croupier.stats import minutes_below, significantly_below
 from croupier.trainer import rules_anchor as ra
 from croupier.trainer.algo import Hyper, base_config
 from croupier.trainer.hand_returns import HAND_RETURN
+from croupier.trainer.learners import LEARNER_CLASSES
+from croupier.trainer.rules_tables import RULES_TABLE
 
 
 @pytest.fixture(autouse=True)
@@ -202,6 +204,7 @@ def test_the_learner_measures_its_gain_over_the_clones_values_across_an_update()
                 Columns.ACTIONS: batch[Columns.ACTIONS][rows]}  # fmt: skip
         if with_returns:
             part[HAND_RETURN] = returns[rows]
+            part[RULES_TABLE] = torch.ones(rows.stop - rows.start)
         with torch.no_grad():
             learner._anchor_term(DEFAULT_MODULE_ID, part, module.forward_train(part))
 
@@ -272,7 +275,7 @@ def _batch(space: gym.spaces.Dict, rows: int = 8) -> dict:
 )
 def test_the_learner_holds_a_reference_and_measures_kl_to_it(algo, space):
     learner = _learner(algo, space)
-    assert isinstance(learner, ra.LEARNER_CLASSES[algo])
+    assert isinstance(learner, LEARNER_CLASSES[algo])
     module = learner.module[DEFAULT_MODULE_ID].unwrapped()
     batch = _batch(space)
     assert learner._anchor_term(DEFAULT_MODULE_ID, batch, module.forward_train(batch)) is None

@@ -319,7 +319,7 @@ def test_bad_hidden_sizes_are_a_usage_error_not_a_traceback(capsys):
             assert result.exit_code == 2, (args, bad, result.output)
             assert "positive sizes separated by commas" in result.output
     assert train_parse("--hiddens", "64,32").hiddens == [64, 32]
-    from croupier.bench import inprocess  # the in-process trainer's own (argparse) flags
+    from experiments import inprocess  # the in-process trainer's own (argparse) flags
 
     for bad in ("256,x", "0"):
         with pytest.raises(SystemExit) as exit_:

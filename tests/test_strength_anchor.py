@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from croupier.bench.strength_anchors import PPOConfig, evaluate, train
 from croupier.games.doudizhu import DoudizhuAdapter
 from croupier.stats import win_rate_ci
+from experiments.strength_anchors import PPOConfig, evaluate, train
 
 
 def test_win_rate_ci():

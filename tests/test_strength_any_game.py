@@ -68,6 +68,9 @@ def test_bench_strength_takes_a_game_through_its_simulator(tmp_path):
     for key in ("external", "anchor"):
         assert 0.0 <= report[key]["minutes_below"] <= run.minutes, key
         assert f"{key}: " in text and "min significantly below the rules' record" in text
+        assert report[key]["below_resolution"] > 0, key  # the smallest dip a point shows
+    # The setup before the clock (servers, trainer, the clone) is measured and said apart.
+    assert report["external"]["setup_s"] > 0 and "of setup before it not counted" in text
 
 
 def test_a_game_it_cannot_load_is_a_one_line_error(tmp_path):

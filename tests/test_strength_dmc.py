@@ -1,4 +1,4 @@
-"""RLCard's DMC trainer as the doudizhu anchor of `bench strength --dmc`: which weights it
+"""RLCard's DMC trainer as a doudizhu anchor (`experiments/strength_dmc.py`): which weights it
 evaluates, and (long tier) a real half-minute run trained, stopped and evaluated."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from croupier.bench.strength_dmc import _complete_sets, _prune, evaluate, train
+from experiments.strength_dmc import _complete_sets, _prune, evaluate, train
 
 
 def _touch(d: Path, *names: str) -> None:

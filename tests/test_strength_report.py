@@ -91,15 +91,40 @@ def test_report_text_and_plot_carry_the_greedy_finals(tmp_path):
         "external": {"setting": "learned landlord (external path)", "curve": [point],
                      "final": point, "final_greedy": {**point, "win_rate": 0.7},
                      "trainer": {"env_steps": 4100, "env_steps_per_s": 68.3,
-                                 "trained_share": 0.42}},
-        "anchor": {"setting": "learned landlord (in-process)", "curve": [point],
-                   "final": point, "final_greedy": {**point, "win_rate": 0.65}},
+                                 "trained_share": 0.42},
+                     "minutes_below": 0.0},
     }  # fmt: skip
     text = format_report(report)
-    assert "0.700 ± 0.020 greedy" in text and "0.650 ± 0.020 greedy" in text, text
-    assert text.count("0.600 ± 0.020 sampled") == 2, text
+    assert "0.700 ± 0.020 greedy" in text, text
+    assert text.count("0.600 ± 0.020 sampled") == 1, text
+    assert "external: 0.0 min significantly below the rules' record" in text, text
     assert "4,100 steps trained (68/s), 42% of the steps received" in text, text
     plot(report, tmp_path / "r.png")
+    assert (tmp_path / "r.png").stat().st_size > 0
+
+
+def test_the_report_says_what_its_minutes_count(tmp_path):
+    """The minutes are training from the served clone; the setup before them (the trainer,
+    the rules' clone: ~5 minutes of a 30-minute run on a four-seat game) is reported apart,
+    in the text, on the plot's axis and in the JSON, never as "everything counted"."""
+    point = {"seconds": 0.0, "mean": -0.06, "ci95": 0.045, "n": 100}
+    final = {"mean": 0.03, "ci95": 0.01, "payoff": 0.03, "n": 2000}
+    report = {
+        "run": {"game": "x.y:Z", "minutes": 30.0},
+        "score": "the strength score",
+        "clock": strength.CLOCK,
+        "rules_record": 0.0,
+        "rules_record_detail": {"mean": 0.0, "ci95": 0.0, "payoff": 0.0},
+        "external": {"setting": "learned seat", "curve": [point, {**point, "seconds": 600.0}],
+                     "minutes_below": 10.0, "below_resolution": 0.045, "setup_s": 290.0,
+                     "env_steps": 1000, "final": {"sampled": final, "greedy": final}},
+    }  # fmt: skip
+    text = format_report(report)
+    assert "30 min of training from the served clone; 4.8 min of setup before it" in text, text
+    assert "a point shows a dip past ±0.045" in text, text
+    assert "setup" in strength._clock_label(report) and "4.8 min" in strength._clock_label(report)
+    assert "everything counted" not in strength._clock_label(report)
+    strength.plot_simulated(report, tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 0
 
 
@@ -108,45 +133,32 @@ def test_runs_started_together_get_a_directory_each(tmp_path):
     assert len(dirs) == 3 and all(d.is_dir() for d in dirs)
 
 
-def test_no_external_runs_the_anchor_alone(monkeypatch, tmp_path):
-    """`--no-external`: the report holds the anchor only (its text and plot too); the external
-    path is never started; a run with nothing to run, or of a game without anchors of its
-    own, is a clear error."""
-    point = {"train_s": 60.0, "decisions": 5000, "win_rate": 0.6, "ci95": 0.02, "games": 100}
-
-    def no_external(*args, **kwargs):
-        raise AssertionError("the external path ran")
-
-    monkeypatch.setattr(strength, "run_external", no_external)
-    monkeypatch.setattr(strength, "run_anchor", lambda run: {
-        "setting": f"learned {run.learn} (in-process)", "curve": [point], "final": point,
-        "final_greedy": {**point, "win_rate": 0.65}})  # fmt: skip
-    run = StrengthRun(learn="peasants", external=False, final_games=40)
-    report = strength.bench_strength(run, tmp_path)
-    assert set(report) == {"run", "rules_record", "rules_record_detail", "anchor", "saved"}
-    # the rules' own record, drawn from the game: the rule agent in the peasants' seats
-    assert report["rules_record_detail"]["games"] == 40
-    assert 0 < report["rules_record"] < 1
-    text = format_report(report)
-    assert "0.650 ± 0.020 greedy" in text
-    # One evaluation at 0.6 ± 0.02: not below the rules' ~0.5
-    assert report["anchor"]["minutes_below"] == 0.0
-    assert "anchor: " in text and "min significantly below the rules' record" in text, text
-    assert len(list(tmp_path.glob("strength-doudizhu-peasants-*.png"))) == 1
-    nothing = StrengthRun(external=False, anchor=False)
-    with pytest.raises(ValueError, match="nothing to run"):
-        strength.bench_strength(nothing, tmp_path)
-    with pytest.raises(ValueError, match="doudizhu only"):
-        strength.bench_strength(StrengthRun(game="uno", external=False), tmp_path)
+def test_doudizhu_refuses_an_in_process_anchor_before_any_run(tmp_path):
+    """Doudizhu's in-process anchor is an experiment (experiments/strength_anchors.py):
+    `--anchor` on doudizhu is a clear error, not a flag silently ignored."""
+    with pytest.raises(ValueError, match="experiments.strength_anchors"):
+        strength.bench_strength(StrengthRun(anchor=True), tmp_path)
+    assert not list(tmp_path.iterdir())  # nothing started, nothing written
 
 
-def test_training_settings_reach_the_trainer_and_the_anchor_alike(monkeypatch):
+def test_the_rules_record_seats_the_rules_in_the_learned_side(monkeypatch):
+    seen: list[dict[str, str]] = []
+
+    async def fake_engine(*args, sides, **kwargs):
+        seen.append(sides)
+
+    monkeypatch.setattr(strength, "run_engine", fake_engine)
+    for learn in ("landlord", "peasants"):
+        asyncio.run(strength._play("http://127.0.0.1:1", StrengthRun(learn=learn), None, 10,
+                                   False, "rules"))  # fmt: skip
+    assert seen == [[{"landlord": "rules", "peasant": "rules"}]] * 2
+
+
+def test_training_settings_reach_the_trainer():
     """`bench strength --hiddens ... --lr ...`: `croupier train` gets them as its own flags
-    (each one a setting of `croupier train` that lands where the preset's value would), and
-    the in-process anchor gets the same values in its config."""
+    (each one a setting of `croupier train` that lands where the preset's value would)."""
     import dataclasses
 
-    from croupier.bench import strength_anchors
     from croupier.cli import train_options
     from croupier.config import TrainSettings
 
@@ -166,19 +178,6 @@ def test_training_settings_reach_the_trainer_and_the_anchor_alike(monkeypatch):
     assert (h.lr, h.train_batch_size, h.minibatch_size, h.num_epochs, h.entropy_coeff) == (
         2e-4, 2048, 128, 2, 0.003)  # fmt: skip
 
-    seen = []
-
-    def fake_train(cfg, log=None):
-        seen.append(cfg)
-        point = {"win_rate": 0.5, "ci95": 0.1, "games": 10}
-        return {"policies": None, "curve": [], "train_s": 1.0, "decisions": 1,
-                "decisions_per_s": 1.0, "final": {"sampled": point, "greedy": point}}  # fmt: skip
-
-    monkeypatch.setattr(strength_anchors, "train", fake_train)
-    strength.run_anchor(StrengthRun(learn="peasants", train=train))
-    cfg = seen[0]
-    assert (cfg.hiddens, cfg.score_hidden, cfg.lr, cfg.decisions_per_update, cfg.minibatch,
-            cfg.epochs, cfg.ent_coef) == ([96, 48], 40, 2e-4, 2048, 128, 2, 0.003)  # fmt: skip
     with pytest.raises(ValueError, match="unknown training settings"):
         strength.train_flags({"gamma": 0.9})
     # The overrides land through the one place that applies them, which refuses a name it

@@ -10,7 +10,7 @@ import pytest
 from croupier.arena.duplicate import score_summary, set_outcome
 from croupier.bench.evaluate import duplicate_score, opponent_player, rules_record
 from croupier.bench.record import evaluation_spans
-from croupier.stats import minutes_below
+from croupier.stats import below_resolution, minutes_below
 
 KUHN = "examples.kuhn.game:KuhnSimulator"
 
@@ -54,6 +54,13 @@ def test_minutes_below_counts_until_the_next_point() -> None:
     spans = evaluation_spans(curve, end_s=240.0)
     assert minutes_below(spans, 0.0) == pytest.approx(2.0)
     assert minutes_below(spans, -1.0) == 0.0
+    # The record's own CI widens the test: -0.3 ± 0.1 against 0 ± 0.3 is not below (the
+    # difference's CI, ±0.32, reaches 0); -0.5 ± 0.1 still is.
+    assert minutes_below(spans, 0.0, record_ci=0.3) == pytest.approx(1.0)
+    # The smallest dip a point shows: the median of the combined half-widths.
+    assert below_resolution(spans) == pytest.approx(0.1)
+    assert below_resolution(spans, record_ci=0.3) == pytest.approx(math.hypot(0.1, 0.3))
+    assert below_resolution([]) is None
 
 
 def test_a_side_played_alone_reads_its_win_rate_on_the_same_deals() -> None:

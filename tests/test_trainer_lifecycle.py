@@ -58,18 +58,18 @@ def healthz(port: int) -> tuple[int, dict[str, Any]]:
 def test_an_idle_trainer_waits_reports_idle_and_resumes(ray_session, tmp_path, monkeypatch):
     import socket
 
-    from croupier.trainer.run import Trainer
+    from croupier.trainer import run
 
     link_port = free_port()
     probes: list[int] = []
-    restore = Trainer._continue_from_published
+    restore = run.continue_from_published
 
-    def probed(self: Trainer, published: int) -> bool:  # while the state is being restored
+    def probed(*args: Any) -> tuple[dict[str, Any], bool]:  # while the state is restored
         with socket.socket() as s:
             probes.append(s.connect_ex(("127.0.0.1", link_port)))
-        return restore(self, published)
+        return restore(*args)
 
-    monkeypatch.setattr(Trainer, "_continue_from_published", probed)
+    monkeypatch.setattr(run, "continue_from_published", probed)
     rt = RunningTrainer(
         trainer_options(tmp_path, idle_after_s=1.0, listen=f"127.0.0.1:{link_port}")
     )
@@ -155,7 +155,7 @@ def test_a_restart_goes_on_from_the_newest_published_weights(ray_session, tmp_pa
     # Without the published weights it cannot prove them: a new number, and a loud warning.
     for path in tmp_path.glob("published-*.npz"):
         path.unlink()
-    with caplog.at_level("WARNING", logger="croupier.trainer.run"):
+    with caplog.at_level("WARNING", logger="croupier.trainer"):
         third = RunningTrainer(trainer_options(tmp_path))
     try:
         assert third.seq() == published + 1
@@ -170,7 +170,8 @@ def test_a_restart_with_another_model_is_refused_by_name(ray_session, tmp_path):
     """A checkpoint written by another model (a wider feature, other --hiddens) is refused
     before the restore, naming a weight and both shapes; the checkpoint is left as it was
     and still resumes with its own settings."""
-    from croupier.trainer.run import MODULE_SHAPES, StartRefused, Trainer
+    from croupier.trainer.checkpoints import MODULE_SHAPES, StartRefused
+    from croupier.trainer.run import Trainer
 
     rt = RunningTrainer(trainer_options(tmp_path, iterations=1))
     try:

@@ -338,6 +338,7 @@ def test_a_fallback_mid_hand_ends_the_fragment_truncated_and_the_next_starts_cle
     assert health["episodes_ended_by_fallback"] == 1
     cut, rest = taken
     assert cut["game_id"] == rest["game_id"] and cut["id"] != rest["id"]
+    assert cut["table"] == rest["table"] == "rules"  # a piece of a hand says where too
     # The fragment before the fallback: one step, truncated at the fallback's state.
     assert episode_len(cut) == 1
     assert cut["truncated"] is True and cut["terminated"] is False

@@ -1,4 +1,4 @@
-"""UNO's reference players (`bench/uno_reference.py`): the rollout model follows RLCard's
+"""UNO's reference players (`experiments/uno_reference.py`): the rollout model follows RLCard's
 rules move by move, and the players play croupier's UNO table against the rules."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from croupier.bench.uno_reference import (
+from croupier.engine.rlcard_games import RLCardTable
+from experiments.uno_reference import (
     LeanUno,
     _plain,
     from_state,
@@ -14,7 +15,6 @@ from croupier.bench.uno_reference import (
     play_vs_rules,
     search_move,
 )
-from croupier.engine.rlcard_games import RLCardTable
 
 
 def _model_of(table: RLCardTable) -> LeanUno:

@@ -1,4 +1,4 @@
-"""The your-own-game tutorial (docs/your-game.md) end to end: the Kuhn poker example is served,
+"""A game by hand (docs/adapter.md) end to end: the Kuhn poker example is served,
 played by its raw-HTTP engine and trained. (The published OpenAPI documents are held current
 by tests/test_contract.py.)"""
 

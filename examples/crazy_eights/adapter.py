@@ -22,6 +22,7 @@ from croupier.games.cards import (
     Seat,
     SeatNumbers,
     TopCard,
+    Unseen,
 )
 
 SUITS = "CDHS"
@@ -49,6 +50,9 @@ GAME = CardGame(
     # The first out wins the other's points, at most the deck's 508 (OpenSpiel's / 100).
     payoff_range=(-5.08, 5.08),
     max_legal=52,
+    # Played cards stay out (no reshuffle): the moves listed are gone; older plays and the
+    # stock are the rest.
+    unseen=Unseen(hands="num_cards", gone=("moves",)),
 )
 
 

@@ -3,9 +3,10 @@
 followed from OpenSpiel's deals, draws and plays; chance is drawn from the table's seed.
 
 OpenSpiel's rules: 7 cards each; play a card of the suit in force or of the top card's rank,
-or an 8 and then name a suit; else draw (up to 5 a turn), then pass. The first out wins what
-the other holds in points (8: 50, court cards: 10, others their rank); OpenSpiel ends a game
-at 100 turns, every seat then paying its own points. Payoffs are OpenSpiel's / 100.
+or an 8 and then name a suit; else draw (up to 5 a turn), then pass. The hand ends when a
+seat is out, at the 100th card played, or at three passes in a row with the stock empty;
+each seat then pays the points it holds (8: 50, jack to ace: 10, any other card OpenSpiel's
+number for it plus 2: `position.py`), the first out nothing. Payoffs are OpenSpiel's / 100.
 """
 
 from __future__ import annotations
@@ -14,8 +15,16 @@ import random
 from typing import Any
 
 from croupier.games.simulator import Simulator
+from examples.crazy_eights.adapter import GAME
+from examples.crazy_eights.position import MAX_DRAWS, MAX_PLAYS, MOVES_SENT, EightsPosition
 
 SCALE = 100.0  # OpenSpiel's points per payoff unit: a hand of points is ~0.5 to 4
+STOCK = 52 - 2 * 7 - 1  # after the deal and the first card turned up
+# Draws (and as many plays) a world adds before a state's 16 moves, beyond the fewest that
+# square the cards held: that bound fell short by 13 draws on average over 16,000 states of
+# mixed play (the rules' moves and random ones); with them the stock's size is off by 8.7
+# cards on average, not 13.3.
+HIDDEN_DRAWS = 13
 
 
 def _spiel() -> Any:
@@ -43,6 +52,7 @@ class CrazyEightsSimulator(Simulator):
         self.top: str | None = None
         self.moves: list[list[Any]] = []
         self.dealer, self.dealt, self.drawer = 0, 0, -1
+        self._position: EightsPosition | None = None  # a world `resample` set plays on there
         self._chance()
 
     def _chance(self) -> None:
@@ -62,7 +72,45 @@ class CrazyEightsSimulator(Simulator):
             self.s.apply_action(action)
         self.drawer = -1
 
+    def resample(self, state: dict[str, Any], rng: random.Random) -> None:
+        """The opponent's hand dealt from what this seat cannot see (`GAME.deal_unseen`),
+        the stock drawn from the rest, played on by `EightsPosition` (OpenSpiel's state
+        cannot be set from a position). Besides the cards, the stock's size and the cards
+        played so far (the 100th ends the hand) are hidden once the state's 16 moves no
+        longer reach the deal: the fewest plays and draws that account for the cards in
+        hand, plus `HIDDEN_DRAWS` of each (exact while the moves reach the deal). This
+        turn's draws and the passes in a row are read from the moves, as the legal moves
+        confirm."""
+        world = GAME.deal_unseen(state, rng)
+        moves, seat = [list(m) for m in state["moves"]], world.seat
+        plays = sum(m[1].startswith("play ") for m in moves)
+        drawn = sum(m[1] == "draw" for m in moves)
+        if len(moves) >= MOVES_SENT:  # older moves unseen: see HIDDEN_DRAWS
+            more = 14 - sum(state["num_cards"]) - plays + drawn  # plays less draws unseen
+            hidden = max(-more, 0) + HIDDEN_DRAWS
+            drawn, plays = drawn + hidden, min(plays + more + hidden, MAX_PLAYS - 1)
+        legal = state["legal_actions"]
+        stock = min(max(STOCK - drawn, 0, "draw" in legal), len(world.rest))
+        draws = 0
+        for who, move in reversed(moves):
+            if who != seat or move != "draw":
+                break
+            draws += 1
+        if "pass" in legal and draws < MAX_DRAWS:
+            stock = 0  # a pass before 5 draws: the stock is empty
+        passes = 0
+        for _, move in reversed(moves if not stock else []):
+            if move != "pass":
+                break
+            passes += 1
+        self._position = EightsPosition(
+            world.hands, world.rest[:stock], state["top"], state["suit"], seat,
+            state["phase"] == "nominate", plays, draws, passes, moves,
+        )  # fmt: skip
+
     def current_player(self) -> int:
+        if self._position is not None:
+            return self._position.current_player()
         return int(self.s.current_player())
 
     def _legal(self) -> dict[str, int]:
@@ -77,6 +125,8 @@ class CrazyEightsSimulator(Simulator):
         return out
 
     def state(self, seat: int) -> dict[str, Any]:
+        if self._position is not None:
+            return self._position.state(seat)
         hands = self.hands
         suit = self.s.observation_string(seat).split("Previous suit: ")[1][0]
         legal = list(self._legal())
@@ -86,6 +136,9 @@ class CrazyEightsSimulator(Simulator):
                 "legal_actions": legal}  # fmt: skip
 
     def step(self, action: Any) -> None:
+        if self._position is not None:
+            self._position.step(action)
+            return
         legal = self._legal()
         if self.is_over() or action not in legal:
             raise ValueError(f"illegal action {action!r}; legal: {list(legal)}")
@@ -99,7 +152,10 @@ class CrazyEightsSimulator(Simulator):
         self._chance()
 
     def is_over(self) -> bool:
+        if self._position is not None:
+            return self._position.is_over()
         return bool(self.s.is_terminal())
 
     def payoffs(self) -> list[float]:
-        return [r / SCALE for r in self.s.returns()]
+        returns = self._position.returns() if self._position is not None else self.s.returns()
+        return [r / SCALE for r in returns]

@@ -22,6 +22,7 @@ from croupier.games.cards import (
     Seat,
     SeatNumbers,
     SeatPiles,
+    Unseen,
 )
 
 RANKS = "23456789TJQKA"
@@ -43,6 +44,7 @@ GAME = CardGame(
     answers="trick",
     payoff_range=(-1.0, 1.0),
     max_legal=13,
+    unseen=Unseen(hands=13, played="played"),  # 13 each, less what each seat played
 )
 
 

@@ -19,9 +19,11 @@ import random
 from typing import Any
 
 from croupier.games.simulator import Simulator
+from examples.hearts.adapter import GAME
 
 RANKS, SUITS, SEATS = "23456789TJQKA", "CDHS", 4
 DECK = [r + s for s in SUITS for r in RANKS]  # hand order: by suit, then rank
+ORDER = {card: i for i, card in enumerate(DECK)}
 QUEEN, MOON = "QS", 26
 
 
@@ -50,6 +52,21 @@ class HeartsSimulator(Simulator):
         self.played: list[list[str]] = [[] for _ in range(SEATS)]
         self.broken = False
         self.moves: list[list[Any]] = []
+
+    def resample(self, state: dict[str, Any], rng: random.Random) -> None:
+        """The other hands dealt from what this seat cannot see (`GAME.deal_unseen`); the
+        trick, the cards played, the points and the moves are the state's: nothing else is
+        hidden in this Hearts."""
+        world = GAME.deal_unseen(state, rng)
+        seat = self.turn = world.seat
+        self.hands = [h if s == seat else sorted(h, key=ORDER.get)
+                      for s, h in enumerate(world.hands)]  # fmt: skip
+        self.trick = list(state["trick"])
+        self.leader = (seat - len(self.trick)) % SEATS
+        self.taken = list(state["points"])
+        self.played = [list(p) for p in state["played"]]
+        self.broken = state["broken"] == "yes"
+        self.moves = [list(m) for m in state["moves"]]
 
     def current_player(self) -> int:
         return self.turn

@@ -21,6 +21,7 @@ from croupier.games.cards import (
     Pile,
     Seat,
     SeatPiles,
+    Unseen,
 )
 
 RANKS, SUITS = "23456789TJQKA", "CDHS"
@@ -44,6 +45,7 @@ GAME = CardGame(
     answers="trick",
     payoff_range=(0.0, 1.0),  # OpenSpiel's 26 less the points taken, / 26
     max_legal=13,
+    unseen=Unseen(hands=13, played="moves"),  # 13 each, less each seat's moves (all listed)
 )
 
 

@@ -18,10 +18,15 @@ import random
 from typing import Any
 
 from croupier.games.simulator import Simulator
+from examples.hearts_openspiel.adapter import GAME
 
 SEATS, SCALE = 4, 26.0
 RANKS, SUITS = "23456789TJQKA", "CDHS"
 QUEEN = "QS"
+# OpenSpiel's card (a chance outcome when dealt, an action when played): rank * 4 + suit.
+CARD_ID = {r + s: i * 4 + j for i, r in enumerate(RANKS) for j, s in enumerate(SUITS)}
+# A hand in the order OpenSpiel's view of it lists it (`_dealt`): spades first, high first.
+HAND_ORDER = {c: (-SUITS.index(c[1]), -RANKS.index(c[0])) for c in CARD_ID}
 
 
 def points(card: str) -> int:
@@ -59,6 +64,31 @@ class HeartsSimulator(Simulator):
         self.taken: list[list[str]] = [[] for _ in range(SEATS)]  # point cards taken
         self.broken = False
         self.moves: list[list[Any]] = []
+
+    def resample(self, state: dict[str, Any], rng: random.Random) -> None:
+        """The other hands dealt from what this seat cannot see (`GAME.deal_unseen`), then
+        OpenSpiel's own game set from them: each seat dealt its hand and the cards it has
+        played (the moves list every move of the hand), every move replayed (~100 C++
+        calls, no model of the rules to keep in step). No pass is played here: nothing
+        else is hidden."""
+        world = GAME.deal_unseen(state, rng)
+        moves = [list(m) for m in state["moves"]]
+        dealt = [list(h) for h in world.hands]
+        for seat, move, _ in moves:
+            dealt[seat].append(move[5:])
+        s = self.game.new_initial_state()
+        s.apply_action(0)  # the pass direction: "No Pass"
+        for i in range(13):  # OpenSpiel deals card i of the deal to seat i % 4
+            for seat in range(SEATS):
+                s.apply_action(CARD_ID[dealt[seat][i]])
+        for _, move, _ in moves:
+            s.apply_action(CARD_ID[move[5:]])
+        self.s = s
+        self.hands = [h if seat == world.seat else sorted(h, key=HAND_ORDER.get)
+                      for seat, h in enumerate(world.hands)]  # fmt: skip
+        self.trick, self.played = list(state["trick"]), list(state["played"])
+        self.taken = [list(t) for t in state["taken"]]
+        self.broken, self.moves = state["hearts_broken"] == "yes", moves
 
     def _dealt(self, seat: int) -> list[str]:
         """The seat's hand from OpenSpiel's view of it ("S JT3" a line per suit)."""

@@ -83,6 +83,15 @@ class KuhnSimulator(Simulator):
     def payoffs(self) -> list[float]:
         return self.hand.payoffs()
 
+    def resample(self, state: dict[str, Any], rng: random.Random) -> None:
+        """The other seat's card drawn from the two this seat cannot see; the moves as the
+        state lists them (a Kuhn state shows everything else)."""
+        history = list(state["history"])
+        other = rng.choice([c for c in CARDS if c != state["card"]])
+        cards = [state["card"], other] if len(history) % 2 == 0 else [other, state["card"]]
+        self.hand = KuhnHand(self._rng, cards)
+        self.hand.history = history
+
     # Small enough to solve exactly: `croupier eval --exploitability` walks every deal.
     def deals(self) -> list[tuple[Any, float]]:
         deals = list(itertools.permutations(CARDS, 2))  # (player 0's card, player 1's)

@@ -24,6 +24,7 @@ from croupier.games.cards import (
     Pile,
     Seat,
     SeatNumbers,
+    Unseen,
 )
 
 # Chips one seat can put in: big blind 2, four raises of 2 before the flop and on it, of 4 on
@@ -45,6 +46,7 @@ GAME = CardGame(
     kinds=(Kind("call"), Kind("raise"), Kind("fold"), Kind("check")),
     payoff_range=(-MAX_CHIPS / 2, MAX_CHIPS / 2),  # RLCard pays chips / big blind
     max_legal=4,
+    unseen=Unseen(hands=2),  # two hole cards each; the rest: the stock the board comes from
 )
 
 

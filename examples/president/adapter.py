@@ -19,6 +19,7 @@ from croupier.games.cards import (
     Pile,
     Seat,
     SeatNumbers,
+    Unseen,
 )
 
 GAME = CardGame(
@@ -36,6 +37,8 @@ GAME = CardGame(
     answers="to_beat",
     payoff_range=(-1.0, 1.0),
     max_legal=53,  # pass, and up to four counts of each of 13 ranks
+    # Played cards leave the game: the moves listed are gone, older plays are the rest.
+    unseen=Unseen(hands="num_cards", gone=("moves",)),
 )
 
 

@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 from croupier.games.simulator import Simulator
+from examples.president.adapter import GAME
 
 RANKS, SUITS, SEATS = "3456789TJQKA2", "CDHS", 4
 DECK = [r + s for r in RANKS for s in SUITS]
@@ -38,6 +39,24 @@ class PresidentSimulator(Simulator):
         self.last, self.passes = self.turn, 0
         self.out: list[int] = []
         self.moves: list[list[Any]] = []
+
+    def resample(self, state: dict[str, Any], rng: random.Random) -> None:
+        """The other hands dealt from what this seat cannot see (`GAME.deal_unseen`: the
+        cards played before the listed moves are the world's rest, out of the game). Who
+        played the pile to beat and the passes since are read from the moves; the seats
+        already out in the order their last moves show (a seat out moves no more), those
+        whose last move is older than the list first, in a random order."""
+        world = GAME.deal_unseen(state, rng)
+        self.hands, self.turn = world.hands, world.seat
+        self.to_beat, self.moves = list(state["to_beat"]), [list(m) for m in state["moves"]]
+        self.last, self.passes = self.turn, 0
+        if self.to_beat:
+            at = max(i for i, (_, move) in enumerate(self.moves) if move != "pass")
+            self.last, self.passes = self.moves[at][0], len(self.moves) - 1 - at
+        last_move = {seat: i for i, (seat, _) in enumerate(self.moves)}
+        out = [s for s in range(SEATS) if not self.hands[s]]
+        rng.shuffle(out)  # (ties: out before the listed moves)
+        self.out = sorted(out, key=lambda s: last_move.get(s, -1))
 
     def current_player(self) -> int:
         return self.turn

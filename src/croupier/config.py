@@ -49,8 +49,7 @@ def _keys(text: str | None, _values: dict[str, Any]) -> list[str]:
 def _allowed_hosts(text: str | None, values: dict[str, Any]) -> list[str] | None:
     """The Host names to answer; not given: the loopback names on a loopback --host (a page
     elsewhere cannot drive this server through DNS rebinding), any elsewhere; `*`: any."""
-    from croupier.api.exposure import is_loopback
-    from croupier.api.hosts import loopback_hosts
+    from croupier.api.hosts import is_loopback, loopback_hosts
 
     if text is None:
         host = values.get("host", "127.0.0.1")
@@ -200,7 +199,7 @@ class ServerConfig:
     )
     # What learned seats' recorders may hold in memory until their games end. A seat's
     # episode: 16 MiB is ~60x the largest seen in random play (doudizhu 260-269 KB, UNO 260 KB,
-    # 300 hands each, `croupier bench guards`) and a quarter of the link's 64 MiB frame, so
+    # 300 hands each, `python -m experiments.guards`) and a quarter of the link's 64 MiB frame, so
     # every episode recorded can be shipped. All recording: 512 MiB holds ~4,500 doudizhu
     # seats' episodes of the mean size (~117 KB) at once. Past either a learned seat still
     # answers, but the step is not recorded (its episode ends there, truncated).
@@ -464,6 +463,11 @@ class TrainSettings:
         "PPO: a KL penalty between the policy before and after each update, its coefficient "
         "adapted toward this mean KL (RLlib's kl_target); default 0: off, the clip alone",
     )
+    distill_coeff: float | None = setting(
+        None,
+        "Expert iteration: the weight of the cross-entropy toward a search's labels, on the "
+        "steps a search labelled (docs/search.md); default 0.5; 0: off",
+    )
     hiddens: str | None = setting(
         None, "Hidden layer sizes, e.g. 128,128; default: the game's preset, else 128,128"
     )
@@ -492,7 +496,7 @@ class TrainSettings:
     metrics_host: str = setting("127.0.0.1", "Address for --metrics-port")
     init_weights: Path | None = setting(None, "Start from a `croupier pretrain` output dir")
     # Rules-anchored learning (trainer/rules_anchor.py, docs/training.md); the defaults are
-    # `RulesAnchor`'s, chosen by `croupier bench rules-anchor`.
+    # `RulesAnchor`'s, chosen by `python -m experiments.rules_anchor`.
     rules_anchor: bool = setting(
         True,
         "A first start (no checkpoint, no --init-weights) of a game with a rules bot and a "

@@ -229,7 +229,10 @@ def _suffix(i: int) -> str:
 
 def run_external(run: ExternalRun) -> dict[str, Any]:
     """Train for `run.minutes` while the engine plays learned vs rules through HTTP, then
-    evaluate the final version against the rules (`frozen@<version>`, not recorded)."""
+    evaluate the final version against the rules (`frozen@<version>`, not recorded). The
+    minutes count from the trainer's first served version (`wait_for_trainer`) or from the
+    servers being up; what came before is `setup_s` in the report."""
+    entered = time.monotonic()
     run_dir = run.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     link_port = free_port()
@@ -277,6 +280,7 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
                            run.min_version)  # fmt: skip
         say(f"  dashboard: {url}/dashboard   metrics: {url}/metrics", flush=True)
         started = time.monotonic()
+        setup_s = started - entered
         curve = CurveRecorder()
         progress_file = run_dir / "trainer" / PROGRESS
 
@@ -346,6 +350,7 @@ def run_external(run: ExternalRun) -> dict[str, Any]:
         "game": run.game,
         "algo": run.algo,
         "minutes": run.minutes,
+        "setup_s": round(setup_s, 1),
         "tables": run.tables,
         "final_version": version,
         "final_vs_rules": result,

@@ -56,12 +56,15 @@ def episode_from_arrays(
     custom_data: dict[str, Any],
     terminated: bool,
     truncated: bool,
+    extra_outputs: dict[str, np.ndarray] | None = None,
 ) -> SingleAgentEpisode:
     """A finished, numpy-ised `SingleAgentEpisode` of `len(actions)` steps, built in one go
     from whole arrays through `SingleAgentEpisode.from_state`: the state layout (buffers,
     `_observation_space`, `_start_time`, ...) is RLlib's private one. The public constructor
     would take per-step lists and re-batch them step by step: a per-step Python loop on the
-    trainer's ingest path, which this avoids."""
+    trainer's ingest path, which this avoids. `extra_outputs`: more per-step columns (one row
+    an action) that RLlib's learner connector copies into the train batch beside the
+    log-probs; every episode of an update must have the same ones."""
     n = len(actions)
     return SingleAgentEpisode.from_state(
         {
@@ -86,6 +89,7 @@ def episode_from_arrays(
             "extra_model_outputs": {
                 "action_logp": _buffer(logp),
                 "action_dist_inputs": _buffer(logits),
+                **{name: _buffer(column) for name, column in (extra_outputs or {}).items()},
             },
             "is_terminated": terminated,
             "is_truncated": truncated,

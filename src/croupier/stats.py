@@ -115,19 +115,36 @@ def mixture_boundary(n: float, n_tuned: float, alpha: float = 0.05) -> float:
     return math.sqrt((1 + 1 / x) * (math.log(1 + x) + log_a))
 
 
-def significantly_below(mean: float, ci: float, record: float) -> bool:
-    """A measurement is significantly below `record` when its 95% CI's upper bound is."""
-    return mean + ci < record
+def significantly_below(mean: float, ci: float, record: float, record_ci: float = 0.0) -> bool:
+    """A measurement is significantly below `record` when the 95% CI of its difference from
+    it lies wholly below 0: the two half-widths combined, as for independent hands (a record
+    without a CI: the measurement's CI's upper bound below it)."""
+    return mean - record + math.hypot(ci, record_ci) < 0
 
 
-def minutes_below(spans: list[tuple[float, float, float, float]], record: float) -> float:
-    """Minutes a strength curve spent significantly below `record` (the rules' own record):
-    the summed length of the spans (from_s, to_s, mean, ci95) whose measurement was. Each
-    curve says what a point stands for: a window of training hands covers the seconds it was
-    played in; an evaluation of a version, the seconds from it to the next evaluation."""
+def minutes_below(
+    spans: list[tuple[float, float, float, float]], record: float, record_ci: float = 0.0
+) -> float:
+    """Minutes a strength curve spent significantly below `record` (the rules' own record,
+    measured to `record_ci`): the summed length of the spans (from_s, to_s, mean, ci95) whose
+    measurement was (`significantly_below`). Each curve says what a point stands for: a
+    window of training hands covers the seconds it was played in; an evaluation of a
+    version, the seconds from it to the next evaluation. A point too wide to tell a dip
+    never counts: `below_resolution` says how deep a dip must be to be seen."""
     seconds = sum(
         max(0.0, to_s - from_s)
         for from_s, to_s, mean, ci in spans
-        if significantly_below(mean, ci, record)
+        if significantly_below(mean, ci, record, record_ci)
     )
     return seconds / 60.0
+
+
+def below_resolution(
+    spans: list[tuple[float, float, float, float]], record_ci: float = 0.0
+) -> float | None:
+    """How far below the record a point of the curve must lie to count in `minutes_below`:
+    the median half-width of the test (a point's CI and the record's combined). A curve of
+    100-hand points (+-0.045) spends "0.0 minutes below" through a dip of 0.03 unseen; more
+    hands a point (`--eval-games`) narrow it as 1 / sqrt(hands). None without points."""
+    widths = sorted(math.hypot(ci, record_ci) for *_, ci in spans)
+    return widths[len(widths) // 2] if widths else None

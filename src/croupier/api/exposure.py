@@ -7,19 +7,8 @@ machine can connect); anywhere else each gets a warning in the log (see docs/sec
 
 from __future__ import annotations
 
-import ipaddress
-
+from croupier.api.hosts import is_loopback
 from croupier.config import ServerConfig
-
-
-def is_loopback(host: str) -> bool:
-    """True for an address only this machine can reach (127.0.0.0/8, ::1, "localhost")."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:  # a name other than localhost: it may resolve to anything
-        return False
 
 
 def exposure_warnings(host: str, config: ServerConfig, tls: bool) -> list[str]:

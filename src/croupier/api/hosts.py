@@ -17,11 +17,24 @@ error body, `Problem`.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Iterable
 from typing import Any
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, "localhost"); a
+    name is not resolved. Here, not beside the warnings that use it (`api/exposure.py`):
+    `config.py` asks it too, and exposure reads the config."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:  # a name other than localhost: it may resolve to anything
+        return False
 
 
 def host_name(value: str) -> str:

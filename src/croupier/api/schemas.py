@@ -142,7 +142,7 @@ class FieldError(BaseModel):
 
 
 PROBLEM_URN = "urn:croupier:problem:"
-# Every problem a server names (`Problem.type`), and what each means (docs/your-game.md).
+# Every problem a server names (`Problem.type`), and what each means (docs/adapter.md).
 PROBLEM_KINDS: dict[str, str] = {
     "invalid-request": "the body does not fit the schema (422)",
     "invalid-game-id": "a game id outside the allowed characters (422)",

@@ -1,7 +1,7 @@
 """`croupier bench …`: one command per benchmark, each only parsing and wiring; the
 benchmarks themselves are the modules beside this one.
 
-Why ~500 lines in one module: it is the `bench` command group's one table of contents, a
+Why ~480 lines in one module: it is the `bench` command group's one table of contents, a
 command's flags each a line; split, `croupier bench --help` would be assembled from several
 files for no reader's gain."""
 
@@ -57,22 +57,6 @@ def bench_serve(
     typer.echo(json.dumps(report["ratios"], indent=2))
 
 
-@bench_app.command("forward")
-def bench_forward(
-    game: Annotated[str, typer.Option(help="A candidate game (doudizhu, uno)")] = "doudizhu",
-    batches: Annotated[str, typer.Option(help="Decisions per forward, comma separated")] = (
-        "1,2,4,8,16,64"
-    ),
-    reps: Annotated[int, typer.Option(help="Alternated repetitions; medians reported")] = 6,
-    out: Path = Path("bench/results"),
-) -> None:
-    """A candidate game's served forward: CPU per decision in torch and in ONNX Runtime, and
-    whether their logits agree."""
-    from croupier.bench.forward import bench_forward as run
-
-    run(game, [int(b) for b in batches.split(",")], reps, out)
-
-
 @bench_app.command("train")
 def bench_train(
     game: str = "leduc-holdem",
@@ -107,9 +91,7 @@ def bench_cluster(
 
 @bench_app.command("strength")
 def bench_strength(
-    game: Annotated[
-        str, typer.Option(help="doudizhu (candidate PPO anchor), or any game with a simulator")
-    ] = "doudizhu",
+    game: Annotated[str, typer.Option(help="doudizhu, or any game with a simulator")] = "doudizhu",
     minutes: float = 5.0,
     learn: Annotated[
         str, typer.Option(help="doudizhu: landlord or peasants (vs the rules)")
@@ -117,10 +99,14 @@ def bench_strength(
     eval_every: Annotated[float, typer.Option(help="Seconds of play between evaluations")] = 60.0,
     eval_games: int = 300,
     final_games: int = 2000,
-    external: Annotated[
-        bool, typer.Option(help="doudizhu: the external path (--no-external: the anchors only)")
-    ] = True,
-    anchor: Annotated[bool, typer.Option(help="Also train the in-process anchor")] = True,
+    anchor: Annotated[
+        bool | None,
+        typer.Option(
+            "--anchor/--no-anchor",
+            help="Simulator games: also train RLlib in-process, as long (default: on); doudizhu "
+            "has none here (python -m experiments.strength_anchors)",
+        ),
+    ] = None,
     rules_anchor: Annotated[
         bool,
         typer.Option(
@@ -128,10 +114,6 @@ def bench_strength(
             "(`croupier train`'s default; --no-rules-anchor: from scratch)"
         ),
     ] = True,
-    dmc: Annotated[
-        bool,
-        typer.Option(help="doudizhu: also RLCard's DMC trainer, same minutes (needs gitpython)"),
-    ] = False,
     hiddens: Annotated[
         str | None, typer.Option(help="Over the preset, both sides: hidden sizes, e.g. 256,256")
     ] = None,
@@ -185,9 +167,9 @@ def bench_strength(
     ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
-    """External path vs an in-process anchor, same wall-clock: strength against the rules.
-    Training settings given override the game's preset for the external trainer and the
-    anchor alike."""
+    """Strength against the rules through the external path (simulator games: beside RLlib
+    in-process, same wall-clock). Training settings given override the game's preset for the
+    external trainer and the anchor alike."""
     from croupier.bench.strength import StrengthRun, format_report
     from croupier.bench.strength import bench_strength as run
     from croupier.cli.common import side_map
@@ -212,10 +194,8 @@ def bench_strength(
         eval_every_s=eval_every,
         eval_games=eval_games,
         final_games=final_games,
-        external=external,
         anchor=anchor,
         rules_anchor=rules_anchor,
-        dmc=dmc,
         tables=tables,
         algo=algo,
         train={k: v for k, v in given.items() if v is not None},
@@ -337,82 +317,6 @@ def bench_soak(
     typer.echo(format_report(report))
     if report["errors"]:
         raise typer.Exit(1)
-
-
-@bench_app.command("rules-anchor")
-def bench_rules_anchor(
-    game: Annotated[str, typer.Option(help="Any game with a simulator and a rules bot")] = (
-        "leduc-holdem"
-    ),
-    minutes: Annotated[float, typer.Option(help="Training minutes per variant")] = 3.0,
-    variants: Annotated[
-        str, typer.Option(help="Comma separated, of cold, clone, clone-entropy, kl, kl-hold")
-    ] = "cold,clone,kl",
-    eval_every: Annotated[float, typer.Option(help="Seconds of training between evaluations")] = (
-        30.0
-    ),
-    eval_hands: int = 2000,
-    final_hands: int = 4000,
-    algo: Annotated[str | None, typer.Option(help="Default: the game's preset, else ppo")] = None,
-    clone_smoothing: Annotated[float | None, typer.Option(help="Default: croupier train's")] = None,
-    clone_epochs: Annotated[int | None, typer.Option(help="Default: croupier train's")] = None,
-    rules_kl: Annotated[float | None, typer.Option(help="Default: croupier train's")] = None,
-    rules_entropy_boost: Annotated[
-        float | None, typer.Option(help="Default: croupier train's")
-    ] = None,
-    rules_anchor_half_life: Annotated[
-        float | None, typer.Option(help="Default: croupier train's")
-    ] = None,
-    entropy_coeff: Annotated[float | None, typer.Option(help="Over the preset")] = None,
-    lr: Annotated[float | None, typer.Option(help="Over the preset")] = None,
-    ray_cpus: int | None = None,
-    out: Path = Path("bench/results"),
-) -> None:
-    """Rules-anchored learning in-process: from the rules' clone with and without the KL pull
-    toward it, against a cold start; payoff vs the rules over time and minutes below the
-    rules' own record."""
-    from croupier.bench.rules_anchor import AnchorBench, format_report
-    from croupier.bench.rules_anchor import bench_rules_anchor as run
-
-    chosen = tuple(v.strip() for v in variants.split(",") if v.strip())
-    given = {"smoothing": clone_smoothing, "clone_epochs": clone_epochs, "kl_coeff": rules_kl,
-             "entropy_boost": rules_entropy_boost, "half_life": rules_anchor_half_life}  # fmt: skip
-    bench = AnchorBench(game=game, minutes=minutes, variants=chosen, eval_every_s=eval_every,
-                        eval_hands=eval_hands, final_hands=final_hands, algo=algo,
-                        ray_cpus=ray_cpus,
-                        settings={k: v for k, v in given.items() if v is not None},
-                        train={k: v for k, v in (("entropy_coeff", entropy_coeff), ("lr", lr))
-                               if v is not None})  # fmt: skip
-    try:
-        report = run(bench, out)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    typer.echo(format_report(report))
-
-
-@bench_app.command("warmstart")
-def bench_warmstart(
-    game: str = "leduc-holdem",
-    minutes: Annotated[float, typer.Option(help="Training minutes per run (cold, warm)")] = 2.0,
-    from_dir: Annotated[
-        Path | None, typer.Option("--from", help="Recorded rules episodes (else recorded now)")
-    ] = None,
-    record_hands: int = 4000,
-    algo: str = "ppo",
-    pretrain_iterations: int = 5,
-    eval_hands: int = 4000,
-    out: Path = Path("bench/results"),
-) -> None:
-    """Payoff vs rules over the first minutes of training, from scratch and from a BC warm
-    start (record the rules, pretrain, train twice)."""
-    from croupier.bench.warmstart import bench_warmstart as run
-    from croupier.bench.warmstart import format_report
-
-    typer.echo(
-        format_report(
-            run(game, minutes, out, from_dir, record_hands, algo, pretrain_iterations, eval_hands)
-        )
-    )
 
 
 @bench_app.command("exploit")
@@ -612,14 +516,18 @@ def bench_equilibrium(
     typer.echo(format_report(report))
 
 
-@bench_app.command("guards")
-def bench_guards(
-    hands: Annotated[int, typer.Option(help="Random-play hands per game for episode sizes")] = 300,
+@bench_app.command("worlds")
+def bench_worlds(
+    hands: Annotated[int, typer.Option(help="Hands of mixed play a game, its states")] = 6,
+    states: Annotated[int, typer.Option(help="States per game, evenly spaced")] = 40,
+    repeats: Annotated[int, typer.Option(help="Worlds per state (a search's resamples)")] = 20,
+    games: Annotated[str | None, typer.Option(help="Games, comma separated; all")] = None,
     out: Path = Path("bench/results"),
 ) -> None:
-    """The hot-path cost of the guards against hostile engines and weights (mask lookup per
-    sampled row, doudizhu's legal-move check, recording bookkeeping) and the recorded episode
-    sizes the recording budgets are set from."""
-    from croupier.bench.guards import bench_guards as run
+    """What a world costs a search, per game: a table set from a seat's view (`resample`),
+    then played out by random moves and by the rules (docs/your-game.md, "Worlds for
+    search")."""
+    from croupier.bench.worlds import bench_worlds as run
 
-    typer.echo(json.dumps(run(hands, out), indent=2))
+    chosen = [g.strip() for g in games.split(",") if g.strip()] if games else None
+    typer.echo(json.dumps(run(hands, states, repeats, out, chosen), indent=2))

@@ -14,6 +14,13 @@ from typing import Any
 
 Span = tuple[float, float, float, float]  # from_s, to_s, mean, ci95
 
+# What "minutes below" counts, written into each report beside the figure.
+BELOW_TEST = (
+    "a point counts as below when the 95% CI of its difference from the rules' record (its "
+    "CI and the record's combined) lies wholly below 0; `below_resolution`: the median "
+    "half-width of that test, the smallest dip a point shows"
+)
+
 
 def evaluation_spans(
     curve: list[dict[str, Any]],

@@ -71,7 +71,7 @@ def train_options(s: TrainSettings) -> Any:
     from croupier.trainer.run import TrainOptions
 
     names = ("lr", "train_batch_size", "minibatch_size", "num_epochs", "entropy_coeff", "gamma",
-             "kl_target")  # fmt: skip
+             "kl_target", "distill_coeff")  # fmt: skip
     given = {name: getattr(s, name) for name in names if getattr(s, name) is not None}
     if s.hiddens:
         given["hiddens"] = layer_sizes(s.hiddens)
@@ -148,8 +148,9 @@ def train(values: dict[str, Any]) -> None:
         raise typer.BadParameter(str(e)) from None
     from croupier.link.client import parse_address
     from croupier.link.server import check_listen
-    from croupier.trainer.run import EnvRunnerLost, StartRefused
+    from croupier.trainer.checkpoints import StartRefused
     from croupier.trainer.run import train as run_training
+    from croupier.trainer.runners import EnvRunnerLost
 
     try:
         check_listen(parse_address(s.listen)[0], source.given, s.insecure)

@@ -3,11 +3,18 @@
 
 Each table owns its own env (RLCard envs keep the hand in mutable state); under asyncio one
 table is driven by one task, so no locking is needed.
+
+A table set from a seat's view (`resample`, worlds for search) plays on in RLCard's own game
+where it can be set so cheaply (Leduc: dealt, then its few moves replayed); UNO and doudizhu
+play on in a plain-Python model of RLCard's rules from a position (`uno_position.py`,
+`doudizhu_position.py`: RLCard's game a move cost ~34 and ~97 us of CPU there, the models
+6.7 and 16, `croupier bench worlds`; the same states, move by move), until the next `reset`.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 from collections import deque
 from typing import Any
 
@@ -15,6 +22,8 @@ import numpy as np
 import rlcard
 from rlcard.games.base import Card
 
+from croupier.engine.doudizhu_position import DoudizhuPosition
+from croupier.engine.uno_position import UnoPosition, Wild, card
 from croupier.games.simulator import Simulator
 
 GAMES = ("leduc-holdem", "uno", "doudizhu")
@@ -56,6 +65,8 @@ class RLCardTable(Simulator):
         # Leduc keeps every move of the hand (at most 8); UNO its latest `UNO_MOVES_SENT`.
         self._moves: deque[list[Any]] = deque(maxlen=UNO_MOVES_SENT if game == "uno" else None)
         self._small_blind = 0
+        # A world set by `resample` plays on here instead of RLCard's game (UNO, doudizhu).
+        self._position: UnoPosition | DoudizhuPosition | None = None
 
     def reset(self, seed: int | None = None) -> None:
         """Deal a new hand; the same seed deals the same cards. Without a seed the table's
@@ -69,32 +80,44 @@ class RLCardTable(Simulator):
 
     def _started(self) -> None:
         self._dealt = True
+        self._position = None
         self._moves.clear()
         if self.game == "leduc-holdem":  # the small blind acts first
             self._small_blind = int(self.env.game.game_pointer)
 
     def current_player(self) -> int:
+        if self._position is not None:
+            return self._position.current_player()
         return int(self.env.get_player_id())
 
     def legal_actions(self) -> list[str]:
+        if self._position is not None:
+            return list(self._position.legal_actions())
         if self.game == "doudizhu":  # its game has no get_legal_actions: the state lists them
             return [str(a) for a in self._current_state()["actions"]]
         return [str(a) for a in self.env.game.get_legal_actions()]
 
     def state(self, seat: int) -> dict[str, Any]:
+        if self._position is not None:
+            return self._position.state(seat)
         return self.state_json(seat)
 
     def teams(self) -> list[list[int]]:
         if self.game == "doudizhu":  # the landlord against the two peasants; drawn per deal
-            landlord = int(self.env.game.round.landlord_id)
+            landlord = self._landlord()
             return [[landlord], [s for s in range(self.num_players) if s != landlord]]
         return super().teams()
+
+    def _landlord(self) -> int:
+        if isinstance(self._position, DoudizhuPosition):
+            return self._position.landlord
+        return int(self.env.game.round.landlord_id)
 
     def roles(self) -> list[str] | None:
         """Each seat's side in this deal (doudizhu: landlord or peasant); None: no sides."""
         if self.game != "doudizhu":
             return None
-        landlord = int(self.env.game.round.landlord_id)
+        landlord = self._landlord()
         return ["landlord" if s == landlord else "peasant" for s in range(self.num_players)]
 
     def _current_state(self) -> dict[str, Any]:
@@ -124,6 +147,9 @@ class RLCardTable(Simulator):
         return state
 
     def step(self, action_value: str) -> None:
+        if self._position is not None:
+            self._position.step(action_value)
+            return
         # RLCard applies whatever it is given; an illegal action corrupts the hand silently.
         if not self._dealt or self.is_over():
             raise RuntimeError("no hand in progress")
@@ -138,9 +164,13 @@ class RLCardTable(Simulator):
         self.env.game.step(action_value)
 
     def is_over(self) -> bool:
+        if self._position is not None:
+            return self._position.is_over()
         return bool(self.env.is_over())
 
     def payoffs(self) -> list[float]:
+        if self._position is not None:
+            return self._position.payoffs()
         return [float(p) for p in self.env.get_payoffs()]
 
 
@@ -182,6 +212,18 @@ class LeducTable(RLCardTable):
         )
         self._started()
 
+    def resample(self, state: dict[str, Any], rng: random.Random) -> None:
+        """The other seat's card, and the public card before it shows, drawn from the four
+        or five cards this seat cannot see; then RLCard's own game dealt so (`deal`) and the
+        hand replayed from the state's moves (it lists every move). Nothing else is hidden."""
+        seat, public = state["current_player"], state["public_card"]
+        seen = (state["hand"], public)
+        hidden = rng.sample([c for c in LEDUC_CARDS if c not in seen], 2)
+        cards = [state["hand"], hidden[0]] if seat == 0 else [hidden[0], state["hand"]]
+        self.deal((state["small_blind"], *cards, public or hidden[1]))
+        for _, action, _ in state["moves"]:
+            self.step(action)
+
     def information(self, state: dict[str, Any]) -> str:
         """`BB J | public Q | SB call, BB check / SB raise`: the seat's blind, its card's rank,
         the public card's rank, each round's moves by blind ("-": none yet). Suits never
@@ -208,9 +250,55 @@ class UnoTable(RLCardTable):
     def __init__(self) -> None:
         super().__init__("uno")
 
+    def resample(self, state: dict[str, Any], rng: random.Random) -> None:
+        """The opponent's hand and the draw pile dealt from what this seat cannot see
+        (`croupier.games.uno_cards`' `GAME.deal_unseen`), played on by `UnoPosition`. Not in
+        a state, so drawn: the colour printed on a wild nobody has seen (what `target`
+        shows once it is drawn and played), and the order of the draw pile. A wild target
+        is the newest played card, printed as `target` says."""
+        from croupier.games.uno_cards import GAME  # (the games stage's; loaded on first use)
+
+        world = GAME.deal_unseen(state, rng)
+        # (A wild by its deck name, "wild": the only dealt names not led by a colour.)
+        hands = [[_wild(c, rng) if c[0] == "w" else c for c in hand] for hand in world.hands]
+        hands[world.seat] = [card(c) for c in state["hand"]]
+        played = [card(c) for c in state["played_cards"]]
+        target = played[-1] if played else card(state["target"])
+        if isinstance(target, Wild):
+            target.printed, target.color = state["target"][0], state["color"]
+        deck = [_wild(c, rng) if c[0] == "w" else c for c in world.rest]
+        moves = [list(m) for m in state.get("moves", [])]  # (optional in a state)
+        self._position = UnoPosition(
+            hands, deck, played, target, state["color"], world.seat, moves, rng
+        )
+        self._dealt = True
+
+
+def _wild(name: str, rng: random.Random) -> Wild:
+    """A wild the toolkit dealt ("wild", "wild_draw_4"), printed and coloured at random."""
+    color = "rgby"[int(rng.random() * 4)]
+    return Wild(color, color, name)
+
 
 class DoudizhuTable(RLCardTable):
     name = adapter = "doudizhu"
 
     def __init__(self) -> None:
         super().__init__("doudizhu")
+
+    def resample(self, state: dict[str, Any], rng: random.Random) -> None:
+        """The other two hands dealt from `others_hand` by their counts
+        (`croupier.games.doudizhu_cards`' `GAME.deal_unseen`), played on by
+        `DoudizhuPosition`; the trace, the played cards and the landlord are the state's:
+        nothing else is hidden. The legal moves are RLCard's set; a lead lists them in
+        another order (RLCard's is a set's, not kept from one process to the next)."""
+        from croupier.games.doudizhu_cards import GAME  # (the games stage's: first use)
+
+        world = GAME.deal_unseen(state, rng)
+        hands = ["".join(h) for h in world.hands]
+        trace = [list(t) for t in state["trace"]]
+        self._position = DoudizhuPosition(
+            hands, trace, list(state["played_cards"]), state["seen_cards"],
+            state["landlord"], world.seat,
+        )  # fmt: skip
+        self._dealt = True

@@ -33,6 +33,7 @@ from croupier.games.cards import (
     SeatNumbers,
     SeatPiles,
     Spelling,
+    Unseen,
 )
 from croupier.games.doudizhu import MOVE_PATTERN, rule_agent, rule_move
 from croupier.games.presets import PRESETS
@@ -74,6 +75,8 @@ GAME = CardGame(
     payoff_range=(0.0, 1.0),  # RLCard's: 1 to each seat of the winning side
     max_legal=512,  # as `games/doudizhu.py` MAX_CANDIDATES
     spelling=Spelling(read_move, MOVE_PATTERN, "A move: 'pass', or its cards low to high."),
+    # RLCard's state lists the other two hands together: split by their counts.
+    unseen=Unseen(hands="num_cards_left", pool="others_hand"),
 )
 
 

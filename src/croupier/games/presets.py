@@ -7,7 +7,7 @@ field.
 A game without a preset trains `DEFAULT_ALGO` with its own defaults (`Hyper.defaults`).
 
 A studio's game ships its own preset as its adapter's `preset` attribute (a `TrainingPreset`;
-docs/your-game.md): `--game pkg.module:Adapter` (or its simulator) finds it there.
+docs/adapter.md): `--game pkg.module:Adapter` (or its simulator) finds it there.
 
 A preset is also a JSON file (`save_preset`, `load_preset`): what `croupier tune` writes and
 `croupier train --preset FILE` and `bench strength --preset FILE` take in place of the game's.
@@ -125,7 +125,7 @@ def preset_for(game: str) -> TrainingPreset | None:
 
 ALGOS = ("ppo", "appo")
 POLICIES = ("masked", "candidates")
-TEAM_POLICIES = ("shared", "separate")  # as `bench/strength_anchors.py` `peasant_policies`
+TEAM_POLICIES = ("shared", "separate")  # as `experiments/strength_anchors.py` `peasant_policies`
 # Keys a preset file may hold besides the preset's fields: the game it was found for, and how
 # (`croupier tune`'s search: scheduler, trials, the score it won with); neither changes training.
 FILE_KEYS = ("game", "found_by")

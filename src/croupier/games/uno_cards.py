@@ -3,13 +3,11 @@
 The state is RLCard's raw state as `croupier engine --game uno` sends it (`games/uno.py`: cards
 "r-1", "b-skip", "g-wild_draw_4"; `color` in force; `moves`, each [seat, action, colour faced]);
 the actions are RLCard's 61 ("r-7"; "r-wild", a wild naming red; "draw"). What UNO asked of the
-toolkit: a wild is one colourless card (four in the deck) that RLCard writes with the colour it
-last took (`Deck.aliases`); a wild's action names the colour with the card (`Kind.choices`:
-"r-wild" reads "wild:r wild"; crazy eights names its suit in a move of its own, as OpenSpiel
-asks after the card); kinds of some ranks only (`Kind.ranks`: 61 head slots, RLCard's actions);
-a card listed once per copy held (`repeated_legal`); the colour faced (`History.then`).
-`--game croupier.games.uno_cards:UnoCards` (fixed head) or `...:UnoCardsCandidates` (scored
-candidates, `PRESETS["uno"]`, as the built-in `uno`); the engine plays `uno` for either."""
+toolkit: a wild is one colourless card that RLCard writes with the colour it last took
+(`Deck.aliases`); a wild's action names the colour (`Kind.choices`: "r-wild" reads "wild:r wild");
+kinds of some ranks only (`Kind.ranks`); a card listed once per copy held (`repeated_legal`); the
+colour faced (`History.then`). `--game croupier.games.uno_cards:UnoCards` (fixed head) or
+`...:UnoCardsCandidates` (scored candidates, `PRESETS["uno"]`, as the built-in `uno`)."""
 
 from __future__ import annotations
 
@@ -29,6 +27,7 @@ from croupier.games.cards import (
     SeatNumbers,
     Spelling,
     TopCard,
+    Unseen,
 )
 from croupier.games.presets import PRESETS
 from croupier.games.uno import UnoBasicAdapter
@@ -66,7 +65,7 @@ GAME = CardGame(
     zones=(
         Seat("current_player"),
         Hand("hand", max_cards=108),
-        TopCard("target", counted=False),  # also in played_cards (and may be reshuffled)
+        TopCard("target", counted=False),  # also in played_cards, or reshuffled in the stock
         Choice("color", options=COLORS),  # required (the hand-made adapter defaults it)
         Pile("played_cards", max_cards=108),  # since the last reshuffle
         SeatNumbers("num_cards", high=108),
@@ -77,6 +76,7 @@ GAME = CardGame(
     max_legal=35,  # a colour's 25 cards, a trait's 6 others, a wild's 4 colours (padding)
     repeated_legal=True,
     spelling=SPELLING,
+    unseen=Unseen(hands="num_cards"),  # the rest: the draw pile (the target too, reshuffled)
 )
 
 

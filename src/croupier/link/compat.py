@@ -36,6 +36,7 @@ def rllib_episode_state(record: dict[str, Any]) -> dict[str, Any]:
         game_id=record["game_id"],
         seat=record["seat"],
         policy=record["policy"],
+        table=record.get("table", ""),
         versions=list(record["versions"]),
     )
     episode.to_numpy()

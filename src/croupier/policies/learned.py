@@ -419,7 +419,7 @@ class PolicyVersions:
         # FLOAT_MIN to the raw logit: a raw +3.4e38 cancels it, legal ones at -1e36 lose). So
         # every row's chosen action is looked up in its mask, whatever the log-probs say; NaN
         # or inf in a row makes its logp NaN. Three reductions vouch for the whole batch (the
-        # mask lookup ~1-2 us of a ~10-45 us sample at 1-256 rows, `croupier bench guards`);
+        # mask lookup ~1-2 us of a ~10-45 us sample at 1-256 rows, `python -m experiments.guards`);
         # the row-by-row check runs only when they fail.
         chosen = mask[rows, actions]
         valid = None

@@ -19,8 +19,9 @@ file scores one state's moves:
 
 with the adapter's `encode` giving both inputs (the state's features and its legal moves').
 
-A JSON beside it (`policy.json`) says the sizes, the action names in index order and where the
-weights came from.
+A JSON beside it (`policy.json`) says the sizes, a fixed head's action names in index order (a
+declared card game's: its slots, `CardGame.slot_names`; null for candidates, whose logits are
+the state's legal moves) and where the weights came from.
 """
 
 from __future__ import annotations
@@ -139,7 +140,9 @@ def export_onnx(weights_dir: Path, version: int, adapter: GameAdapter, out: Path
             opset_version=OPSET,
             dynamo=False,
         )
-    names = getattr(adapter, "action_names", ()) or ()
+    # A fixed head's outputs by name (a declared card game's slots included); a candidates
+    # file's logits are the state's legal moves, in its order: no names to give.
+    names = () if is_candidate_game(adapter) else getattr(adapter, "action_names", ()) or ()
     info = {
         "format": "onnx",
         "file": onnx_path.name,

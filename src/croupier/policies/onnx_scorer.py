@@ -3,9 +3,10 @@
 A served doudizhu decision's forward (`CandidateNet.embed` + `score_pairs`, preset 256x256
 state MLP, scorer 128, 161-float candidates) is a few small matmuls; at serving batch sizes
 torch's per-op dispatch costs as much as the arithmetic. The same graph, written here as ONNX
-nodes from the module's weights and run by ONNX Runtime (one thread): `croupier bench forward`
-(`PolicyVersions.act_rows`: assembly, forward, sampling; real doudizhu states, ~9 legal moves
-each; CPU µs a decision, the two alternated; a loaded 2-core VM, 2026-12-03):
+nodes from the module's weights and run by ONNX Runtime (one thread):
+`python -m experiments.forward` (`PolicyVersions.act_rows`: assembly, forward, sampling; real
+doudizhu states, ~9 legal moves each; CPU µs a decision, the two alternated; a loaded 2-core
+VM, 2026-12-03):
 
     decisions a forward      1     2     4     8    16    64
     torch                  278   199   112    62    48    34

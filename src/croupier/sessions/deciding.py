@@ -15,7 +15,7 @@ A forced move (one legal action) of a model's seat is ANSWERED at once, with no 
 not recorded: there is nothing to choose, so nothing to learn (its log-probability is 0 and
 its gradient none), and RLCard's UNO offers one legal action in ~61% of decisions. The reward
 that arrives with it is added to the seat's last recorded step, as any reward between two of
-its decisions is. An engine may equally apply forced moves itself (docs/your-game.md).
+its decisions is. An engine may equally apply forced moves itself (docs/adapter.md).
 
 Why ~520 lines in one module: the four paths share one step record and end in one `_finish`,
 which counts, records and answers; split, a path's recording would be read apart from the
@@ -677,6 +677,7 @@ class Decider:
         step.session.recorders[step.seat] = fresh
         if recorder.truncated is not None:
             recorder.truncated["hands"] = 0  # a piece of a hand: the hand counts at its end
+            recorder.truncated["table"] = step.session.table(step.seat)
             # Off the event loop, unawaited: no answer depends on this fragment's commit.
             self.outbox.write_later([recorder.truncated])
         return fresh

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from croupier.policies.seats import SeatPolicy
+from croupier.policies.tables import table_kind
 from croupier.trajectories.recorder import SeatRecorder
 
 
@@ -43,6 +44,10 @@ class GameSession:
     # Partners (seats sharing one result), as the adapter read them from the game's first
     # state; [] when the game has none. None: not read yet.
     teams: list[list[str]] | None = None
+
+    def table(self, seat: str) -> str:
+        """The kind of table `seat` plays at (`policies/tables.py`): what its episodes carry."""
+        return table_kind(self.seats, seat, self.teams)
 
 
 def team_payoffs(payoffs: dict[str, float], teams: list[list[str]] | None) -> dict[str, float]:

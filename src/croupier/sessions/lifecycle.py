@@ -277,6 +277,7 @@ class GameKeeper:
                 self._silent_hands += 1
                 self._silent_payoff += float(recorded[seat])
                 continue
+            episode["table"] = session.table(seat)  # the learner reads the rules' hands apart
             episode["hands"] = 1 + self._silent_hands
             episode["silent_payoff"] = self._silent_payoff
             self._silent_hands, self._silent_payoff = 0, 0.0

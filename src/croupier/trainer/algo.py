@@ -21,9 +21,12 @@ from croupier.games.base import GameAdapter
 from croupier.games.candidates import is_candidate_game
 from croupier.games.presets import TrainingPreset
 from croupier.policies.module import ModelSpec
+from croupier.policies.tables import RULES_TABLE
 from croupier.trainer.candidate_slots import CandidateSlots
+from croupier.trainer.distill import DEFAULT_DISTILL_COEFF, DISTILL_COEFF
 from croupier.trainer.env_runner import LinkEnvRunner, LinkOptions
 from croupier.trainer.hand_returns import HandReturns
+from croupier.trainer.rules_tables import RulesTables
 
 # The most train batches of a candidate game's steps waiting in the trainer's memory.
 CANDIDATE_BACKLOG_BATCHES = 4
@@ -61,6 +64,9 @@ class Hyper:
     # The most env steps waiting in the trainer's memory; past it the oldest are dropped
     # (counted). None: no bound.
     backlog_max_steps: int | None = None
+    # Expert iteration: the weight of the cross-entropy toward a search's labels, on the rows
+    # a search labelled (`trainer/distill.py`); 0: off. Without labels it adds nothing.
+    distill_coeff: float = DEFAULT_DISTILL_COEFF
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -136,6 +142,8 @@ def training_defaults(
         setattr(hyper, name, value)
     if not hyper.kl_target >= 0:
         raise ValueError(f"kl_target: 0 (off) or a mean KL above it, got {hyper.kl_target!r}")
+    if not hyper.distill_coeff >= 0:
+        raise ValueError(f"distill_coeff: 0 (off) or above, got {hyper.distill_coeff!r}")
     if "hiddens" in model:
         model["hiddens"] = list(model["hiddens"])
     return replace(spec, **model), hyper
@@ -161,13 +169,15 @@ def learner_pieces(
     *,
     gamma: float = 1.0,
     candidate_slots: bool = False,
+    untagged_table: str = "",
 ) -> list[ConnectorV2]:
     """The learner connector pieces RLlib runs before its own (module-level, bound by
     `functools.partial`: the builder is pickled to remote learners): a candidate game's
-    episodes padded to the update's largest slot count, and each whole hand's return (the
-    rules anchor's evidence)."""
+    episodes padded to the update's largest slot count, each whole hand's return and whether
+    it was played at a rules table (the rules anchor's evidence; `untagged_table`: where an
+    episode that does not say was played)."""
     slots: list[ConnectorV2] = [CandidateSlots()] if candidate_slots else []
-    return [*slots, HandReturns(gamma=gamma)]
+    return [*slots, HandReturns(gamma=gamma), RulesTables(untagged=untagged_table)]
 
 
 def base_config(
@@ -176,9 +186,11 @@ def base_config(
     observation_space: Any = None,
     action_space: Any = None,
     candidate_slots: bool = False,
+    untagged_table: str = "",
 ) -> AlgorithmConfig:
     """Algorithm, module and training settings, shared by the trainer and the anchor. The
-    spaces, where given, choose the network (a candidate space: the candidate scorer)."""
+    spaces, where given, choose the network (a candidate space: the candidate scorer);
+    `untagged_table`: the table kind of episodes that carry none (`learner_pieces`)."""
     if spec.algo == "appo":
         config: AlgorithmConfig = APPOConfig()
         training: dict[str, Any] = {"vtrace": True, "use_kl_loss": False}
@@ -193,16 +205,21 @@ def base_config(
             training.update(kl_target=hyper.kl_target, kl_coeff=0.2)
     else:
         raise ValueError(f"unknown algorithm {spec.algo!r}: appo or ppo")
-    from croupier.trainer.rules_anchor import LEARNER_CLASSES
+    from croupier.trainer.learners import LEARNER_CLASSES
 
     return (
         config.rl_module(rl_module_spec=spec.rl_module_spec(observation_space, action_space))
         # RLlib's own learner plus the rules anchor's KL term, which stays out of the loss
-        # until a reference is held (trainer/rules_anchor.py): one learner class either way.
+        # until a reference is held (trainer/rules_anchor.py), and the search's labels'
+        # cross-entropy, nothing without labels (trainer/distill.py): one learner class.
         .learners(
             learner_class=LEARNER_CLASSES[spec.algo],
+            learner_config_dict={DISTILL_COEFF: hyper.distill_coeff},
             learner_connector=partial(
-                learner_pieces, gamma=hyper.gamma, candidate_slots=candidate_slots
+                learner_pieces,
+                gamma=hyper.gamma,
+                candidate_slots=candidate_slots,
+                untagged_table=untagged_table,
             ),
         )
         .training(
@@ -306,8 +323,13 @@ def anchor_config(
 
     hyper = hyper or Hyper.defaults(spec.algo)
     adapter = load_adapter(game)  # its spaces choose the module (candidates or masked)
+    env_config = {"game": game, "opponent": "rules", **(env_config or {})}
+    # Every episode the seat env makes is at one table: the rules', or another opponent's.
+    table = RULES_TABLE if env_config["opponent"] == "rules" else str(env_config["opponent"])
     return (
-        base_config(spec, hyper, adapter.observation_space, adapter.action_space)
-        .environment(SeatEnv, env_config={"game": game, "opponent": "rules", **(env_config or {})})
+        base_config(
+            spec, hyper, adapter.observation_space, adapter.action_space, untagged_table=table
+        )
+        .environment(SeatEnv, env_config=env_config)
         .env_runners(num_env_runners=0, num_envs_per_env_runner=num_envs)
     )

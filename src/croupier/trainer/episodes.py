@@ -16,11 +16,20 @@ from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from croupier.rllib_private import episode_from_arrays
 from croupier.trainer.ingest_log import SAFE_EPISODE_ID
-from croupier.trajectories.record import RecordError, read_record
+from croupier.trajectories.record import (
+    NO_TEACHER,
+    TEACHER,
+    RecordError,
+    read_record,
+    record_table,
+)
 from croupier.trajectories.recorder import MAX_EPISODE_STEPS
 
 # Servers cut their learned seats' episodes at this length (truncated), so none is lost here.
 MAX_EPISODE_LEN = MAX_EPISODE_STEPS
+# The train batch's column of a search's labels (`trainer/distill.py`): every episode has it
+# (-1 where no search labelled a step), so an update's episodes batch alike.
+TEACHER_COLUMN = "teacher_action"
 
 
 class EpisodeRejected(ValueError):
@@ -70,7 +79,8 @@ def validate_episode(
         if candidate_size is None:
             raise EpisodeRejected("a candidate record for a game of fixed-size actions")
         obs, a, logits = _candidates(record, o, n, num_actions, candidate_size)
-        return _episode(record, obs, None, a, n, logits)
+        counts = obs["candidate_mask"][:n].sum(axis=1).astype(np.int64)
+        return _episode(record, obs, None, a, n, logits, _teacher(record, n, counts=counts))
     m = _array(record.get("mask"), np.float32, (n + 1, num_actions), "action_mask")
     if not np.isin(m, (0.0, 1.0)).all() or not (m.sum(axis=1) > 0).all():
         raise EpisodeRejected("action_mask must be 0/1 with a legal action at every step")
@@ -78,7 +88,32 @@ def validate_episode(
     if a.min() < 0 or a.max() >= num_actions or not m[np.arange(n), a].all():
         raise EpisodeRejected("an action is out of range or illegal under its mask")
     logits = _array(record.get("logits"), np.float32, (n, num_actions), "logits")
-    return _episode(record, o, m, a, n, logits)
+    return _episode(record, o, m, a, n, logits, _teacher(record, n, mask=m))
+
+
+def _teacher(
+    record: dict[str, Any],
+    n: int,
+    mask: np.ndarray | None = None,
+    counts: np.ndarray | None = None,
+) -> np.ndarray:
+    """The record's search labels (`extra["teacher"]`), each -1 or a legal choice at its
+    step (under the step's `mask`, or below its count of candidates); all -1 without."""
+    extra = record.get("extra")
+    value = extra.get(TEACHER) if isinstance(extra, dict) else None
+    if value is None:
+        return np.full(n, NO_TEACHER, np.int64)
+    t = _array(value, np.int64, (n,), "teacher")
+    labelled = t != NO_TEACHER
+    steps = np.flatnonzero(labelled)
+    if (t[labelled] < 0).any():
+        raise EpisodeRejected("a teacher label is -1 (none) or a choice's index")
+    if mask is not None:
+        if (t[labelled] >= mask.shape[1]).any() or not mask[steps, t[labelled]].all():
+            raise EpisodeRejected("a teacher label is out of range or illegal under its mask")
+    elif counts is not None and (t[labelled] >= counts[steps]).any():
+        raise EpisodeRejected("a teacher label is not one of its step's candidates")
+    return t
 
 
 def _candidates(
@@ -122,6 +157,7 @@ def _episode(
     a: np.ndarray,
     n: int,
     logits: np.ndarray,
+    teacher: np.ndarray,
 ) -> SingleAgentEpisode:
     r = _array(record.get("rewards"), np.float32, (n,), "rewards")
     logp = _array(record.get("logp"), np.float32, (n,), "action_logp")
@@ -148,7 +184,9 @@ def _episode(
             "versions": versions,
             "game_id": str(record.get("game_id", ""))[:128],
             "seat": str(record.get("seat", ""))[:64],
+            "table": record_table(record),  # the rules anchor judges "rules" tables alone
         },
         terminated=terminated,
         truncated=record.get("truncated") is True and not terminated,
+        extra_outputs={TEACHER_COLUMN: teacher},
     )

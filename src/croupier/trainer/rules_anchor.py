@@ -15,11 +15,12 @@ nothing for moving mass among moves the clone spreads over, so the policy may ad
 moves without dropping the rules' one first. The coefficient's clock runs on evidence
 (`Release`): each whole hand's return (`trainer/hand_returns.py`) less the clone's value at
 the hand's first step (scaled by how much of the returns it tracks there), less that
-value's own offset, both measured on fresh hands (`rules_clone.distil`).
+value's own offset, both measured on fresh hands (`rules_clone.distil`); hands played
+against the rules alone (`trainer/rules_tables.py`), where the clone's value means something.
 
 Why these choices, with the measured numbers: docs/training.md, "Rules-anchored learning".
 
-Why ~610 lines in one module: one feature read in the order it happens (its settings and
+Why ~640 lines in one module: one feature read in the order it happens (its settings and
 their defaults by head, when to pull back or let go, the learners' terms and their gain,
 installing both in an Algorithm, keeping them beside the checkpoint), all driven by one
 `RulesAnchor`; apart, a reader would chase one schedule through several files.
@@ -46,6 +47,7 @@ from torch.nn import functional as F
 
 from croupier.games.candidates import is_candidate_game
 from croupier.trainer.hand_returns import HAND_RETURN
+from croupier.trainer.rules_tables import RULES_TABLE
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +218,13 @@ class Release:
     the gain leaned on the policy's own critic, which moves with it: on crazy eights the
     anchor let go on a window of +0.00 to +0.04 and the policy then drifted below the rules.
 
+    Only hands played against the rules are read (`_gain`): "against whichever opponents the
+    rules faced" is the rules. Judged on every table, leduc's best-response league read the
+    policy at its best responses' -1.07 a hand, below the clone's floor (-0.29), and held the
+    pull at its most for good (exploitability 1.141 -> 1.087 in 5 minutes). An update without
+    a rules hand (self-play, past versions alone) gives no gain: `observe` reaches no
+    verdict and the clock runs on the env steps, so the pull decays by its half-life alone.
+
     Why the interval comes from the spread of the updates' gains (batch means) as well as from
     each update's own standard error: judged on every step's value target, an update's rows
     were correlated within a hand and its own error read several times too small (crazy
@@ -324,8 +333,16 @@ def kl_to_reference(logits: torch.Tensor, ref_logits: torch.Tensor) -> torch.Ten
 
 
 class _AnchoredMixin:
-    """Adds `coeff * KL(reference || policy)` to the parent learner's loss for each module,
-    the reference a frozen copy of the module holding the clone's weights."""
+    """Adds the rules anchor's terms to the parent learner's loss for each module
+    (`_anchor_loss`: `coeff * KL(reference || policy)` less an entropy bonus), the reference a
+    frozen copy of the module holding the clone's weights. Another pull toward a reference
+    sits beside it as a term of its own, added in `compute_loss_for_module`.
+
+    Which rows each part reads: the KL and the bonus every row, whatever table its hand was
+    played at (one network serves every table, and the pull is what holds it near the clone;
+    with the KL on every row, decaying, leduc's best-response league reached exploitability
+    0.094 in 15 minutes, docs/robustness.md); the evidence that sets the pull's strength
+    (`_gain`, for `Release`) the hands played against the rules alone (`RULES_TABLE`)."""
 
     _rules_reference: dict[str, Any]
     _rules_coeff: float
@@ -387,29 +404,38 @@ class _AnchoredMixin:
 
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> Any:  # fmt: skip
+        """The parent's loss plus each pull toward a reference (today the rules anchor's)."""
         loss = super().compute_loss_for_module(  # type: ignore[misc]
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
+        return loss + self._anchor_loss(module_id, batch, fwd_out)
+
+    def _anchor_loss(self, module_id: str, batch: dict[str, Any], fwd_out: dict[str, Any]) -> Any:
+        """The rules anchor's terms: `coeff * KL(clone || policy)` less the entropy bonus, over
+        every row whatever its table (0 without a reference or once the anchor let go)."""
         kl = self._anchor_term(module_id, batch, fwd_out)
-        if kl is not None and self._rules_coeff > 0:
-            loss = loss + self._rules_coeff * kl
-        if kl is not None and self._rules_entropy > 0:
+        if kl is None:
+            return 0.0
+        terms = self._rules_coeff * kl if self._rules_coeff > 0 else 0.0
+        if self._rules_entropy > 0:
             logits = fwd_out[Columns.ACTION_DIST_INPUTS]
-            loss = loss - self._rules_entropy * _masked_mean(entropy(logits), batch)
-        return loss
+            terms = terms - self._rules_entropy * _masked_mean(entropy(logits), batch)
+        return terms
 
 
 def _gain(reference: Any, batch: dict[str, Any], ref_out: dict[str, Any]) -> dict[str, float]:
-    """The minibatch's whole hands' returns and the clone's values at their first steps: its
-    rows and the sums `learner_stats` reads the gain from (how much more than the rules the
-    policy makes from the same deals, one row a hand, `trainer/hand_returns.py`). Empty where
-    the batch holds no such column (a learner built without the trainer's connector pieces)."""
-    returns = batch.get(HAND_RETURN)
-    if returns is None:
+    """The minibatch's whole hands played at rules tables, their returns and the clone's
+    values at their first steps: its rows and the sums `learner_stats` reads the gain from
+    (how much more than the rules the policy makes from the same deals against the rules, one
+    row a hand, `trainer/hand_returns.py`, `trainer/rules_tables.py`). A hand at any other
+    table is no row: the clone's value is what the rules make against the rules. Empty where
+    the batch holds no such columns (a learner built without the trainer's connector pieces)."""
+    returns, at_rules = batch.get(HAND_RETURN), batch.get(RULES_TABLE)
+    if returns is None or at_rules is None:
         return {}
     values = reference.compute_values(batch, embeddings=ref_out.get(Columns.EMBEDDINGS))
     returns = returns.reshape(-1)
-    first = torch.isfinite(returns)
+    first = torch.isfinite(returns) & (at_rules.reshape(-1) > 0)
     r, v = returns[first].double(), values.reshape(-1)[first].double()
     sums = (r.sum(), v.sum(), (r * r).sum(), (v * v).sum(), (r * v).sum())
     return {GAIN_ROWS_KEY: float(r.numel()),
@@ -440,7 +466,6 @@ class AnchoredAPPOLearner(_AnchoredMixin, APPOTorchLearner):
     """RLlib's APPO torch learner with the rules anchor's KL term."""
 
 
-LEARNER_CLASSES: dict[str, type] = {"ppo": AnchoredPPOLearner, "appo": AnchoredAPPOLearner}
 
 
 # --- installing it in an Algorithm ---------------------------------------------------------

@@ -9,10 +9,12 @@ weights); without traffic it waits, reports itself idle and resumes when games r
 `max_idle_s` at most, forever by default); SIGTERM and SIGINT both checkpoint and exit, within
 `stop_grace_s`; `/healthz` on the metrics port says where it stands.
 
-Why one module of ~880 lines: it is the trainer's whole life, read top to bottom in the order
+Why one module of ~640 lines: it is the trainer's whole life, read top to bottom in the order
 it happens (build, restore, open the link, train, checkpoint, stop on a signal), like a
-CleanRL script; the link, the EnvRunner, the inbox, the published-weights notes and RLlib's
-internals each live in their own module.
+CleanRL script. Each step's mechanics live in a module of its own: the checkpoint, its shapes
+and where a start comes from (`checkpoints.py`), the remote runners' merged view
+(`runners.py`), the progress record and its line (`progress.py`), the rules anchor, the link,
+the EnvRunner, the inbox, the published-weights notes and RLlib's internals.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import threading
 import time
@@ -28,24 +29,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from croupier.files import owner_only, private_dir
 from croupier.games.presets import DEFAULT_ALGO
 from croupier.link.secret import TokenSource
 from croupier.trainer import ray_processes
 from croupier.trainer.algo import Hyper
+from croupier.trainer.checkpoints import (
+    check_shapes,
+    continue_from_published,
+    recover_checkpoint,
+    save_checkpoint,
+    start_from_pretrain,
+)
 from croupier.trainer.metrics import (
     learner_stats,
     learner_trained_lifetime,
     serve_trainer_metrics,
 )
-from croupier.trainer.progress import PROGRESS
-from croupier.trainer.rules_anchor import RulesAnchor, sync_target_networks
+from croupier.trainer.progress import (
+    PROGRESS,
+    format_progress,
+    histogram_delta,
+    lag_summary,
+    per_hand,
+    trained_share,
+)
+from croupier.trainer.rules_anchor import RulesAnchor
+from croupier.trainer.runners import (
+    check_runners,
+    merge_link_stats,
+    remote_runners_ready,
+)
 
 log = logging.getLogger(__name__)
-
-CHECKPOINT = "checkpoint"
 
 
 @dataclass
@@ -98,25 +114,6 @@ class TrainOptions:
     update_sleep_s: float = 0.0
 
 
-def lag_summary(histogram: dict[int, int]) -> dict[str, float]:
-    """Mean, p50, p90 and max of an ingest-lag histogram {lag: episodes}."""
-    total = sum(histogram.values())
-    if not total:
-        return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "max": 0.0}
-    lags = sorted(histogram)
-
-    def quantile(q: float) -> float:
-        seen = 0
-        for lag in lags:
-            seen += histogram[lag]
-            if seen >= q * total:
-                return float(lag)
-        return float(lags[-1])
-
-    mean = sum(lag * n for lag, n in histogram.items()) / total
-    return {"mean": mean, "p50": quantile(0.5), "p90": quantile(0.9), "max": float(lags[-1])}
-
-
 _EPISODE_COUNTS = (
     "episodes_received",
     "episodes_sampled",
@@ -124,78 +121,6 @@ _EPISODE_COUNTS = (
     "episodes_dropped_backlog",
     "episodes_dropped_lag",
 )
-
-
-# Per remote runner in the progress line (`runners`): its Ray node and its own traffic.
-_RUNNER_KEYS = (
-    "worker_index",
-    "node_id",
-    "port",
-    "connected_servers",
-    "weights_seq_no",
-    "episodes_received",
-    "steps_received",
-    "steps_sampled",
-)
-# A runner's own, not summed over runners.
-_RUNNER_OWN = ("worker_index", "node_id", "port")
-
-
-class EnvRunnerLost(RuntimeError):
-    """A remote env runner died (its process or its node): the games it listened for have
-    no trainer side, so the run ends here with this, not later on a missing counter."""
-
-
-class StartRefused(ValueError):
-    """What the checkpoint dir (or `--init-weights`) holds does not fit the model this run
-    builds: said in one line, before anything is trained or served."""
-
-
-# Beside each checkpoint: the shape of every weight of the learner's module, so that a restart
-# with another model (a feature added by a newer croupier, another --hiddens) is refused by
-# name instead of by torch's size-mismatch traceback from inside RLlib's restore.
-MODULE_SHAPES = "croupier-module-shapes.json"
-
-
-def _check_runners(configured: int, answering: int) -> None:
-    """Raise `EnvRunnerLost` when fewer remote env runners answer than were started. Not
-    restarted: a runner's link port and the servers pointed at it belong to that process
-    (docs/scale-out.md: restart the trainer; it resumes from its checkpoint)."""
-    if answering < configured:
-        raise EnvRunnerLost(
-            f"{configured - answering} of {configured} env runners died (see the Ray log "
-            "above); restart the trainer: it resumes from its last checkpoint"
-        )
-
-
-def trained_share(stats: dict[str, Any]) -> float | None:
-    """Of the episodes that left the trainer's queue (or were refused for lag), the share
-    handed to the learner; None before any did."""
-    sampled = stats.get("episodes_sampled", 0)
-    lost = sum(
-        stats.get(k, 0)
-        for k in ("episodes_dropped_stale", "episodes_dropped_backlog", "episodes_dropped_lag")
-    )
-    return sampled / (sampled + lost) if sampled + lost else None
-
-
-def _histogram_delta(now: dict[int, int], before: dict[int, int]) -> dict[int, int]:
-    return {k: v - before.get(k, 0) for k, v in now.items() if v - before.get(k, 0) > 0}
-
-
-def recover_checkpoint(checkpoint_dir: Path) -> Path | None:
-    """The checkpoint to resume from, if any. `Trainer.checkpoint` swaps with two renames
-    (checkpoint -> .old, .tmp -> checkpoint); a kill between them leaves no `checkpoint` but a
-    complete `.tmp` (and the previous one as `.old`): finish the swap."""
-    target = checkpoint_dir / CHECKPOINT
-    if target.exists():
-        return target
-    old, tmp = target.with_name(CHECKPOINT + ".old"), target.with_name(CHECKPOINT + ".tmp")
-    if not old.exists():
-        return None  # never checkpointed (a lone .tmp is a save that did not finish)
-    (tmp if tmp.exists() else old).rename(target)
-    log.warning("finished an interrupted checkpoint swap in %s", checkpoint_dir)
-    return target
 
 
 class Trainer:
@@ -302,14 +227,16 @@ class Trainer:
         checkpoint = recover_checkpoint(Path(opts.checkpoint_dir))
         from_rules = False
         if checkpoint is not None:
-            self._check_shapes(checkpoint)
+            check_shapes(self.algo, checkpoint)
             self.algo.restore_from_path(str(checkpoint.resolve()))
         elif opts.init_weights is not None:
             self._start_from(Path(opts.init_weights), spec)
         elif opts.rules_anchor.enabled:
             from_rules = self._start_from_rules(adapter, spec)
         self._hold_anchor()
-        moved = self._continue_from_published(published)
+        self.restored, moved = continue_from_published(
+            self.algo, Path(opts.checkpoint_dir), published
+        )
         if checkpoint is not None or opts.init_weights is not None or moved or from_rules:
             # Hand the learner's weights (and their weights_seq_no) to the runners now, so
             # servers that connect before the first update get the resumed version.
@@ -342,107 +269,9 @@ class Trainer:
                 lambda r: r.start_link(), local_env_runner=False
             )
 
-    def _continue_from_published(self, published: int) -> bool:
-        """A trainer killed after its last checkpoint (or before its first) had pushed newer
-        versions than the checkpoint holds. Go on from the newest published weights, under
-        their own number (the policy from them, the value function and optimizer from the
-        checkpoint), so that a number always names the same weights and `latest` never
-        falls back in quality. If they cannot be read, go on from the checkpoint numbered
-        past them, and say so loudly. True if the learner's state was changed."""
-        from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
-        from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
-
-        from croupier.trainer.published import read_published_weights
-
-        group = self.algo.learner_group
-        restored = group.get_state(components=COMPONENT_LEARNER)
-        seq = int(restored.get(COMPONENT_LEARNER, {}).get(WEIGHTS_SEQ_NO, 0))
-        self.restored = {"checkpoint_version": seq, "published_version": published}
-        if published <= seq:
-            self.restored["version"], self.restored["weights"] = seq, "checkpoint"
-            return False
-        found = read_published_weights(Path(self.options.checkpoint_dir))
-        if found is not None and found[0] == published:
-            weights = found[1]
-            group.set_state(
-                {
-                    COMPONENT_LEARNER: {
-                        COMPONENT_RL_MODULE: {DEFAULT_MODULE_ID: weights},
-                        WEIGHTS_SEQ_NO: published,
-                    }
-                }
-            )
-            group.foreach_learner(sync_target_networks)
-            self.restored["version"], self.restored["weights"] = published, "published"
-            log.info("checkpoint at version %d; version %d was published after it: going on "
-                     "from its weights", seq, published)  # fmt: skip
-            return True
-        group.set_state({COMPONENT_LEARNER: {WEIGHTS_SEQ_NO: published + 1}})
-        self.restored["version"], self.restored["weights"] = published + 1, "checkpoint"
-        log.warning(
-            "RESTORED OLDER WEIGHTS: the checkpoint holds version %d, servers were given up to "
-            "version %d, whose weights are not in %s. Going on from the checkpoint's weights as "
-            "version %d: servers will install them, a step back in quality until training "
-            "catches up (roll back with the production channel if that matters).",
-            seq, published, self.options.checkpoint_dir, published + 1,
-        )  # fmt: skip
-        return True
-
-    def _module_shapes(self) -> dict[str, list[int]]:
-        """Each weight of the learner's module(s) by name, and its shape."""
-        weights = self.algo.learner_group.get_weights()
-        return {
-            f"{module_id}/{name}": [int(n) for n in np.shape(value)]
-            for module_id, params in weights.items()
-            for name, value in params.items()
-        }
-
-    def _check_shapes(self, checkpoint: Path) -> None:
-        """Refuse a checkpoint whose weights do not fit this run's module (a checkpoint
-        written before its shapes were recorded is left to RLlib's restore)."""
-        path = checkpoint / MODULE_SHAPES
-        if not path.exists():
-            return
-        saved = json.loads(path.read_text())
-        here = self._module_shapes()
-        differ = [k for k in sorted(saved) if k in here and saved[k] != here[k]]
-        if not differ:
-            return
-        first = ", ".join(f"{k} {saved[k]} there, {here[k]} here" for k in differ[:2])
-        raise StartRefused(
-            f"the checkpoint in {checkpoint.parent} holds another model than this run builds "
-            f"({len(differ)} weights differ in shape: {first}): the game's features or the "
-            "network changed since it was written (a newer croupier may add feature columns: "
-            "CHANGELOG.md). Start in a fresh --checkpoint-dir (it starts from the rules' "
-            "clone), or run with the settings and croupier version that wrote it."
-        )
-
     def _start_from(self, init_dir: Path, spec: Any) -> None:
-        """Load a pretrain's full module (policy and value heads) into the learner(s) and keep
-        its version number (`build` then hands it to the runners, which push it to servers)."""
-        from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
-        from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
-
-        from croupier.trainer.pretrain import read_init_weights
-
-        init_spec, weights, version = read_init_weights(init_dir)
-        if init_spec.to_dict() != spec.to_dict():
-            raise StartRefused(
-                f"{init_dir} holds a {init_spec.to_dict()} model; this run trains "
-                f"{spec.to_dict()} (pretrain with the same --algo and --hiddens)"
-            )
-        group = self.algo.learner_group
-        group.set_state(
-            {
-                COMPONENT_LEARNER: {
-                    COMPONENT_RL_MODULE: {DEFAULT_MODULE_ID: weights},
-                    WEIGHTS_SEQ_NO: version,
-                }
-            }
-        )
-
-        group.foreach_learner(sync_target_networks)
-        log.info("starting from %s (version %d)", init_dir, version)
+        """A pretrain's module as the start (`--init-weights`)."""
+        weights = start_from_pretrain(self.algo, init_dir, spec)
         if self.options.rules_anchor.enabled:  # a pretrain clones the rules too: the reference
             from croupier.trainer.rules_anchor import save_anchor
 
@@ -569,21 +398,8 @@ class Trainer:
             return runner.link_stats()
         group = self.algo.env_runner_group
         per_runner = group.foreach_env_runner(lambda r: r.link_stats(), local_env_runner=False)
-        _check_runners(group.num_remote_env_runners(), len(per_runner))
-        merged: dict[str, Any] = {"lag_histogram": {}}
-        for stats in per_runner:
-            for k, v in stats.items():
-                if k == "lag_histogram":
-                    for lag, n in v.items():
-                        merged[k][lag] = merged[k].get(lag, 0) + n
-                elif k == "idle_s":  # the fleet is idle when every runner is
-                    merged[k] = min(merged.get(k, v), v)
-                elif isinstance(v, int | float) and k not in _RUNNER_OWN:
-                    merged[k] = merged.get(k, 0) + v
-        merged["weights_seq_no"] = max((s["weights_seq_no"] for s in per_runner), default=0)
-        # Each runner on its own: where Ray placed it and what came through it.
-        merged["runners"] = [{k: s.get(k) for k in _RUNNER_KEYS} for s in per_runner]
-        return merged
+        check_runners(group.num_remote_env_runners(), len(per_runner))
+        return merge_link_stats(per_runner)
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -625,7 +441,9 @@ class Trainer:
             if runner is not None and not runner.wait_for_steps(min_steps, 1.0):
                 self._checkpoint_if_idle()
                 continue
-            if runner is None and not self._remote_runners_ready(min_steps):
+            if runner is None and not remote_runners_ready(
+                self.algo.env_runner_group, min_steps, opts.algo
+            ):
                 self._checkpoint_if_idle()
                 continue
             t_train = time.monotonic()
@@ -652,14 +470,14 @@ class Trainer:
                 "episode_return_mean": result.get("env_runners", {}).get("episode_return_mean"),
                 # Every hand a learned seat sat in, acted or not (RLlib's return counts only
                 # the hands it acted in): over the episodes received since the last iteration.
-                "payoff_per_hand": _per_hand(stats, hands_last),
+                "payoff_per_hand": per_hand(stats, hands_last),
                 "env_steps_trained": trained,
                 **learner_stats(result),  # the policy's entropy, losses, critic's variance
                 # Samples trained per second of algo.train() (from the second iteration on).
                 "learner_steps_per_s": None
                 if trained is None or trained_last is None
                 else (trained - trained_last) / max(now - t_train, 1e-9),
-                "lag": lag_summary(_histogram_delta(lag_now, lag_before)),
+                "lag": lag_summary(histogram_delta(lag_now, lag_before)),
                 "lag_lifetime": lag_summary(lag_now),
                 "trained_share": trained_share(stats),
                 "learner_nodes": self.learner_nodes,
@@ -700,21 +518,6 @@ class Trainer:
         return ra.after_update(self.algo, self.options.rules_anchor, self._anchor_release,
                                self._anchor_steps, result)  # fmt: skip
 
-    def _remote_runners_ready(self, steps: int) -> bool:
-        """Remote runners: enough episodes wait for an update (PPO samples every runner and
-        waits for each: all of them; APPO takes what any has). Asked with a timeout, outside
-        algo.train(): a remote sample() waiting for games that stopped cannot be interrupted
-        (an actor runs one call at a time), and a SIGTERM then found the trainer stuck inside
-        algo.train() past its grace, without a checkpoint (tests/test_multinode.py, before)."""
-        group = self.algo.env_runner_group
-        ready = group.foreach_env_runner(
-            lambda r: r.wait_for_steps(steps, 0.5), local_env_runner=False, timeout_seconds=2.0
-        )
-        _check_runners(group.num_remote_env_runners(), group.num_healthy_remote_env_runners())
-        if self.options.algo == "ppo":
-            return len(ready) == group.num_remote_env_runners() and all(ready)
-        return any(ready)
-
     def _watch_idle(self, runner: Any) -> None:
         """Report going idle and coming back (log, `state`), and end an idle run after
         `max_idle_s`. A thread, since an idle trainer may wait inside algo.train()."""
@@ -752,23 +555,17 @@ class Trainer:
             log.info("idle: checkpointed version %d (the last checkpoint held %s)", version, done)
 
     def checkpoint(self) -> Path:
-        """Save atomically: write beside, then swap, so a crash never leaves half a checkpoint."""
-        target = Path(self.options.checkpoint_dir).resolve() / CHECKPOINT
-        tmp = target.with_name(CHECKPOINT + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        self.algo.save_to_path(str(tmp))
-        (tmp / MODULE_SHAPES).write_text(json.dumps(self._module_shapes()))
-        owner_only(tmp)  # RLlib writes with the umask's modes (0644): 0600, folders 0700
-        if self.anchor is not None:  # the coefficient's clock, for a restart
+        """Save atomically (`checkpoints.save_checkpoint`), the anchor's clock before the swap."""
+
+        def anchor_clock() -> None:  # the coefficient's clock, for a restart
             from croupier.trainer.rules_anchor import save_steps
 
             save_steps(Path(self.options.checkpoint_dir), self._anchor_steps, self._anchor_release)
-        old = target.with_name(CHECKPOINT + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if target.exists():
-            target.rename(old)
-        tmp.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
+
+        target = save_checkpoint(
+            self.algo, Path(self.options.checkpoint_dir),
+            anchor_clock if self.anchor is not None else None,
+        )  # fmt: skip
         self.last_checkpoint = {
             "iteration": self.iteration,
             "version": self.weights_seq_no(),
@@ -787,42 +584,6 @@ class Trainer:
             ray.shutdown()
         if self.own_ray:
             ray_processes.forget(Path(self.options.checkpoint_dir))
-
-
-def _per_hand(stats: dict[str, Any], last: tuple[int, float]) -> float | None:
-    hands = stats.get("hands_received", 0) - last[0]
-    return (stats.get("hand_payoff_received", 0.0) - last[1]) / hands if hands > 0 else None
-
-
-def format_progress(p: dict[str, Any]) -> str:
-    ret, per_hand = p.get("episode_return_mean"), p.get("payoff_per_hand")
-    entropy = p.get("policy_entropy")
-    return (
-        f"iter {p['iteration']:4d}  version {p['version']:5d}  "
-        f"{p['env_steps_per_s']:7.0f} steps/s  steps {p['env_steps']:9d}  "
-        f"lag p50/p90 {p['lag']['p50']:.0f}/{p['lag']['p90']:.0f}  "
-        f"return {ret if ret is None else round(ret, 3)}  "
-        f"per hand {per_hand if per_hand is None else round(per_hand, 3)}  "
-        + ("" if entropy is None else f"entropy {entropy:.3f}  ")
-        + f"servers {p['connected_servers']}"
-        + _runners_text(p.get("runners"))
-        + _anchor_text(p.get("rules_anchor"))
-    )
-
-
-def _anchor_text(anchor: dict[str, Any] | None) -> str:
-    """`  KL to the rules 0.012 (coeff 0.45)`: the rules anchor's term in the last update."""
-    if not anchor or "kl" not in anchor:
-        return ""
-    return f"  KL to the rules {anchor['kl']:.4f} (coeff {anchor.get('kl_coeff', 0.0):.3g})"
-
-
-def _runners_text(runners: list[dict[str, Any]] | None) -> str:
-    """`  runners 2 on 2 nodes`: where the remote runners are (none: the driver's link)."""
-    if not runners:
-        return ""
-    nodes = {r["node_id"] for r in runners}
-    return f"  runners {len(runners)} on {len(nodes)} node{'s' if len(nodes) != 1 else ''}"
 
 
 def train(options: TrainOptions, quiet: bool = False) -> dict[str, Any]:

@@ -22,9 +22,17 @@ Layout, version 1 (`n` steps, one more observation than actions):
     extra      {name: array with n (or n+1) rows}: optional per-step arrays a later policy
                needs (e.g. candidate features); absent or empty today. A reader keeps the
                names it does not know, so adding one is not a format break.
+    extra["teacher"]  int64 (n,): where a search labelled a step, its choice (an action
+               index, or a candidate's index at that step); -1 where none did
+               (`TEACHER`: expert iteration, `trainer/distill.py`)
     hands, silent_payoff   optional: the hands this record stands for (itself plus those just
                before it in which a learned seat never acted, so had no episode) and those
                silent hands' payoffs; absent means 1 and 0 (`hand_payoff`)
+    table      optional: the kind of table the seat played at (`policies/tables.py`: "rules"
+               when every opponent played the game's rules; "league", "best-response",
+               "self-play", ...): the learner judges the policy against the rules' own record
+               on "rules" tables alone. Absent (a server from before it): not known, so not
+               judged there (`record_table`)
 
 Version 2 adds scored candidate actions (a `CandidateAdapter` game, e.g. doudizhu), stored
 ragged, unpadded (a doudizhu state lists ~6 of up to 512 moves; padded, a step would be 110 KB):
@@ -54,6 +62,10 @@ import numpy as np
 
 RECORD_VERSION = 2
 ARRAYS = ("obs", "mask", "actions", "rewards", "logp", "logits")
+MAX_TABLE_CHARS = 32  # a table kind's name (`policies/tables.py`: "best-response" the longest)
+# The `extra` array of a search's labels, one a step (-1: not labelled).
+TEACHER = "teacher"
+NO_TEACHER = -1
 
 
 class RecordError(ValueError):
@@ -178,6 +190,13 @@ def silent_hands(record: Any) -> tuple[int, float]:
     if type(silent) not in (int, float) or not math.isfinite(silent):
         silent = 0.0
     return hands, float(silent)
+
+
+def record_table(record: Any) -> str:
+    """The kind of table a record says its seat played at; "" when it does not say (older
+    servers, the legacy layout) or says it oddly (not a short string)."""
+    table = record.get("table", "") if isinstance(record, dict) else ""
+    return table if isinstance(table, str) and len(table) <= MAX_TABLE_CHARS else ""
 
 
 def record_len(record: dict[str, Any]) -> int:

@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from croupier.trajectories.record import make_record, record_len, record_versions
+from croupier.trajectories.record import (
+    NO_TEACHER,
+    TEACHER,
+    make_record,
+    record_len,
+    record_versions,
+)
 
 # The longest episode a trainer takes (`trainer.episodes` refuses longer ones). A learned seat
 # still playing at this length has its episode cut here, truncated, and a new one begun: a
@@ -99,6 +105,9 @@ class SeatRecorder:
     # this recorder's steps hold in it (`step_nbytes`), given back when it closes.
     budget: RecordingBudget | None = None
     nbytes: int = 0
+    # A search's choice at some steps (step -> action or candidate index): the labels expert
+    # iteration distils (`trainer/distill.py`); the steps keep the policy's own actions.
+    teacher: dict[int, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -130,6 +139,19 @@ class SeatRecorder:
         self.versions.append(int(version))
         self.rewards.append(0.0)
         self.last_step = time.perf_counter()
+
+    def label(self, step: int, choice: int) -> None:
+        """The search's choice at `step` (a step of this recorder: a label that arrives after
+        its episode was cut at the length limit is dropped)."""
+        if 0 <= step < len(self.actions):
+            self.teacher[step] = int(choice)
+
+    def _extra(self) -> dict[str, np.ndarray]:
+        if not self.teacher:
+            return {}
+        column = np.full(len(self.actions), NO_TEACHER, np.int64)
+        column[list(self.teacher)] = list(self.teacher.values())
+        return {TEACHER: column}
 
     def cut(self, next_obs: np.ndarray, next_mask: np.ndarray) -> SeatRecorder:
         """Close the steps so far as a truncated episode (its last observation the one the
@@ -170,6 +192,7 @@ class SeatRecorder:
             "truncated": truncated,
             "start_time": self.started,
             "last_step_time": self.last_step,
+            "extra": self._extra(),
         }
         if final_mask.ndim == 2:
             # A candidate game (record version 2): the "masks" are candidate rows; candidates

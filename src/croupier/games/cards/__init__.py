@@ -22,6 +22,9 @@ builds, with nothing engineered by hand:
 - the legal-move checks: every legal move is spelled `"<kind>[ <card>...]"` with a known kind
   and as many cards as the kind takes, listed once, made of cards in the hand (a `from_hand`
   kind); the zones together hold no more of a card than the deck (`counted` zones);
+- worlds for search: the cards the acting seat cannot see dealt at random, each other seat's
+  hand with its count (`CardGame.deal_unseen`, where `CardGame.unseen` says where they lie:
+  `worlds.py`);
 - the JSON Schema of the state (`state_schema`), of an action and of a payoff (from
   `payoff_range`): what the server's OpenAPI document publishes, as strict as JSON Schema can
   say, never stricter than the checks (`tests/test_cards.py` holds both ways).
@@ -38,16 +41,17 @@ across the counted zones and within one move.
 
 A game through the toolkit is `examples/limit_holdem/`, `examples/crazy_eights/`,
 `examples/president/`, `croupier.games.doudizhu_cards`, `croupier.games.uno_cards` (docs/
-your-game.md leads with it).
+your-game.md is its tutorial, docs/card-toolkit.md its reference).
 
 The package: `deck.py` (the deck, kinds of moves), `zones.py` (each zone's checks, features
 and schema side by side), `game.py` (`CardGame`: the state's checks, features, head, candidates,
-schema), `adapters.py` (the two adapters).
+schema), `worlds.py` (where unseen cards lie, dealing them), `adapters.py` (the two adapters).
 """
 
 from croupier.games.cards.adapters import CardCandidatesAdapter, CardGameAdapter
 from croupier.games.cards.deck import Deck, Kind, Move, Spelling
 from croupier.games.cards.game import ANSWER_SIZE, CardGame, CardSet, Parsed
+from croupier.games.cards.worlds import Unseen, World
 from croupier.games.cards.zones import (
     Choice,
     Hand,
@@ -85,5 +89,7 @@ __all__ = [
     "SeatPiles",
     "Spelling",
     "TopCard",
+    "Unseen",
+    "World",
     "Zone",
 ]

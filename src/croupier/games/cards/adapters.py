@@ -16,9 +16,11 @@ from croupier.games.cards.game import CardGame, Parsed
 class CardGameAdapter(GameAdapter):
     """A declared card game with a fixed action head: set `game = CardGame(...)` (and, as
     any adapter, `simulator`, `rules()`, `preset`). A slot of the head stands for the first
-    legal move listed in it (`Kind.head`)."""
+    legal move listed in it (`Kind.head`). `action_names`: the slots named in index order
+    (`CardGame.slot_names`), what an exported head's `policy.json` lists."""
 
     game: ClassVar[CardGame]
+    action_names: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -27,6 +29,7 @@ class CardGameAdapter(GameAdapter):
             cls.name, cls.num_players = g.name, g.players
             cls.obs_size, cls.num_actions = g.obs_size, g.num_actions
             cls.payoff_range = g.payoff_range
+            cls.action_names = g.slot_names()
 
     def parse(self, state: dict[str, Any]) -> Parsed:
         return self.game.parse(state)

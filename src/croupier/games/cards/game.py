@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import numpy as np
 
 from croupier.games.base import InvalidState, json_int
 from croupier.games.cards.deck import Deck, Kind, Move, Spelling
+from croupier.games.cards.worlds import Unseen, World, deal_unseen
 from croupier.games.cards.zones import Hand, History, Pile, RoleSeat, Seat, SeatPiles, Zone
 
 # --- the game ------------------------------------------------------------------------------------
@@ -94,7 +96,10 @@ class CardGame:
     one column per copy, holds >= 1, >= 2, ... (a pair, a trio, a bomb is a column, not a
     threshold the network must learn; a one-copy deck's cards are the same either way);
     else (the default) its count / its copies, one column. Doudizhu's landlord played better
-    with it (0.835 against 0.805 greedy), its peasants no better (docs/your-game.md)."""
+    with it (0.835 against 0.805 greedy), its peasants no better (docs/strength.md,
+    "Declared card games"). `unseen`: where the cards a seat cannot see lie (`Unseen`), for
+    dealing worlds a search plays out (`deal_unseen`); None (the default): not said, the game
+    cannot be searched."""
 
     name: str
     deck: Deck
@@ -108,6 +113,7 @@ class CardGame:
     partners: tuple[tuple[int, ...], ...] = ()
     repeated_legal: bool = False
     per_copy: bool = False
+    unseen: Unseen | None = None
     legal_field: ClassVar[str] = "legal_actions"
 
     def __post_init__(self) -> None:
@@ -150,6 +156,7 @@ class CardGame:
         object.__setattr__(self, "_offsets", offsets)
         object.__setattr__(self, "_moves", OrderedDict())
         object.__setattr__(self, "_sets", OrderedDict())
+        object.__setattr__(self, "_last_unseen", None)  # (state, what it leaves unseen)
         object.__setattr__(self, "_from_hand", np.array([k.from_hand for k in self.kinds]))
         # Per kind: each card's and each rank's place among the kind's own (-1: not its own).
         places = []
@@ -165,6 +172,8 @@ class CardGame:
             raise ValueError("choices: names of letters, digits, _ . -")
         object.__setattr__(self, "choices", choices)
         self._tabulate()
+        if self.unseen is not None:
+            self.unseen.check(self)
 
     def _tabulate(self) -> None:
         """What every state's encode reads, computed once from the declaration: the sizes,
@@ -519,6 +528,13 @@ class CardGame:
                 raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
         return Parsed(values, seat, moves, hand, counts, rows)
 
+    def deal_unseen(self, state: Any, rng: random.Random) -> World:
+        """One world consistent with what the seat to act was sent (`state`): every card it
+        cannot see dealt at random (`rng`), each other seat's hand with its count
+        (`World.hands`), the rest in `World.rest` (`worlds.py`; `unseen` says where they
+        lie). InvalidState for a state whose counts cannot be dealt."""
+        return deal_unseen(self, state, rng)
+
     # --- features -----------------------------------------------------------------------------
 
     def set_features(
@@ -592,6 +608,31 @@ class CardGame:
     def slot(self, m: Move) -> int:
         """The fixed head's slot of a move."""
         return m.slot
+
+    def slot_names(self) -> tuple[str, ...]:
+        """Each slot of the fixed head named, in index order (the exported `policy.json`'s
+        `action_names`): a slot that holds one move is that move in the toolkit's spelling
+        ("pass", "play 7H", "wild:r wild"); a slot of several moves says the kind, its main
+        rank and, for "rank-count", how many cards ("play 7*", "play 7*2": any two cards
+        whose main rank is 7; the slot plays the first legal move listed in it)."""
+        ranks, names = [*self.deck.ranks, *self.deck.jokers], []
+        for kind in self.kinds:
+            lo, hi = kind.cards
+            if kind.head_kind == "card":
+                items = [self.deck.cards[i] for i in kind.rank_cards(self.deck)]
+            elif kind.head_kind == "rank":
+                items = [f"{ranks[r]}*" for r in kind.rank_ids(self.deck)]
+            elif kind.head_kind == "rank-count":
+                items = [f"{ranks[r]}*{n}" for r in kind.rank_ids(self.deck)
+                         for n in range(lo, hi + 1)]  # fmt: skip
+            else:
+                items = [""]
+            for item in items:  # the choices vary fastest (`_slot_of`)
+                for choice in kind.choices or ("",):
+                    head = f"{kind.name}:{choice}" if choice else kind.name
+                    names.append(f"{head} {item}" if item else head)
+        assert len(names) == self.num_actions
+        return tuple(names)
 
     def mask(self, p: Parsed) -> np.ndarray:
         mask = np.zeros(self.num_actions, np.float32)

@@ -77,6 +77,10 @@ class RoleSeat(Zone):
 
     alone: bool = False
 
+    def __post_init__(self) -> None:
+        if not self.required:  # no seat can stand for "no one holds the role"
+            raise ValueError(f"RoleSeat {self.field!r} names a seat: it has no default")
+
     def size(self, g: CardGame) -> int:
         return g.players
 
