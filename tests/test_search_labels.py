@@ -6,17 +6,28 @@ a game that cannot be searched, stops the server at start."""
 from __future__ import annotations
 
 import asyncio
-import random
 
 import pytest
 
 from croupier.api.components import build_components
 from croupier.config import ServerConfig
+from croupier.games.simulator import Simulator
 from croupier.trajectories.record import NO_TEACHER, TEACHER
-from tests.helpers.search_games import Gamble
+from tests.helpers.search_games import Gamble, GambleAdapter
 
 GAMBLE = "tests.helpers.search_games:GambleAdapter"
 HANDS = 40
+
+
+class BlindGamble(Gamble):
+    """The gamble without worlds: a simulator that cannot set a table from a seat's view."""
+
+    adapter = "tests.test_search_labels:BlindGambleAdapter"
+    resample = Simulator.resample
+
+
+class BlindGambleAdapter(GambleAdapter):
+    simulator = "tests.test_search_labels:BlindGamble"
 
 
 @pytest.mark.integration
@@ -29,7 +40,7 @@ def test_learned_decisions_carry_the_searchs_choice_and_keep_their_own_move(inpr
     async def body(client, service):
         await asyncio.to_thread(service.search.start)
         played = []
-        table, rng = Gamble(), random.Random(3)
+        table = Gamble()
         for i in range(HANDS):
             table.reset(i)
             r = await client.post("/v1/games", json={"game": "gamble", "seats": seats})
@@ -45,7 +56,6 @@ def test_learned_decisions_carry_the_searchs_choice_and_keep_their_own_move(inpr
             payoffs = {"0": table.payoffs()[0], "1": table.payoffs()[1]}
             assert (await client.post(f"/v1/games/{game_id}/end",
                                       json={"payoffs": payoffs})).status_code == 200  # fmt: skip
-        del rng
         metrics = (await client.get("/metrics")).text
         return played, service.outbox.take(), service.health()["search"], metrics
 
@@ -86,8 +96,11 @@ def test_no_labels_without_the_setting_and_none_at_share_zero(inprocess, tmp_pat
 @pytest.mark.unit
 @pytest.mark.parametrize(
     ("game", "labels", "why"),
-    [(GAMBLE, "rules", "search seat's spec"), (GAMBLE, "search:rollouts=0", "unknown seat"),
-     ("kuhn-poker", "search:ms=100", "cannot be searched")],  # fmt: skip
+    [
+        (GAMBLE, "rules", "search seat's spec"),
+        (GAMBLE, "search:rollouts=0", "unknown seat"),
+        ("tests.test_search_labels:BlindGambleAdapter", "search:ms=100", "cannot be searched"),
+    ],  # fmt: skip
 )
 def test_a_bad_label_spec_or_an_unsearchable_game_stops_the_server(game, labels, why, tmp_path):
     config = ServerConfig(game=game, data_dir=tmp_path, search_labels=labels)

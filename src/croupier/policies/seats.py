@@ -400,5 +400,7 @@ def search_label_spec(text: str) -> SearchSpec:
     ValueError, for anything else: the server does not start on it)."""
     spec = parse_spec(text)
     if spec.name != SEARCH or spec.search is None:
-        raise BadPolicySpec(f"--search-labels needs a search seat's spec (search:...), got {text!r}")
+        raise BadPolicySpec(
+            f"--search-labels needs a search seat's spec (search:...), got {text!r}"
+        )
     return spec.search

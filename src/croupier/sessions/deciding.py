@@ -266,11 +266,7 @@ class Decider:
             if forwarded:
                 await self._forward_now(forwarded)
             searching = [
-                f
-                for s in steps
-                if type(s) is _Step
-                for f in (s.search, s.teacher)
-                if f is not None
+                f for s in steps if type(s) is _Step for f in (s.search, s.teacher) if f is not None
             ]
             if searching:  # each answers by its own seat's deadline
                 await asyncio.wait(searching)
