@@ -337,6 +337,17 @@ class ServerConfig:
         "A Ray cluster's address (auto, ray://HOST:PORT): search seats search on Ray actors "
         "there instead of this machine's processes (more machines, more search)",
     )
+    # Expert iteration (docs/search.md, trainer/distill.py): a search labels a share of the
+    # learned seats' recorded decisions with its choice; the seat still plays its own move.
+    search_labels: str | None = setting(
+        None,
+        "A search seat spec (search:base=rules:rollouts=N:ms=D) that labels a share of the "
+        "learned seats' recorded decisions with its choice, for the trainer's distillation "
+        "term (expert iteration); such a decision waits for its search (ms at most)",
+    )
+    search_label_share: float = setting(
+        0.25, "Share of the learned seats' recorded decisions --search-labels labels"
+    )
     # None: `record: rules` games are refused.
     offline_dir: Path | None = setting(
         None, "Where `record: rules` games' rules decisions are written as offline episodes"

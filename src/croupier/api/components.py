@@ -24,6 +24,7 @@ from croupier.policies.learned import PolicyVersions
 from croupier.policies.retention import Retention
 from croupier.policies.rollout import Channels, LeagueSampling, Rollout
 from croupier.policies.search_pool import SearchSeats
+from croupier.policies.seats import search_label_spec
 from croupier.sessions.batcher import InferenceBatcher
 from croupier.sessions.expiry import expire_idle_games
 from croupier.sessions.service import DecisionService
@@ -148,6 +149,10 @@ def build_components(config: ServerConfig) -> Components:
         has_rules=rules is not None,
         weights_dir=weights_dir,
     )
+    if config.search_labels is not None:  # expert iteration: refuse to start on a bad spec
+        problem = search.problem(search_label_spec(config.search_labels))
+        if problem is not None:
+            raise ValueError(f"--search-labels: {problem}")
     service = DecisionService(config, adapter, versions, batcher, outbox, rollout, rules, search)
     versions.in_use = service.games.versions_in_use  # retention keeps what live games pin
     return Components(config, adapter, versions, batcher, outbox, offline, rollout, service)

@@ -108,6 +108,8 @@ EXPORTED: tuple[Exported, ...] = (
     _c("search_decisions", "search", "decisions", label="base"),
     _c("search_fallbacks", "search", "fallbacks", label="base"),
     _c("search_late", "search", "late"),
+    _c("search_labels", "search", "labels"),
+    _c("search_labels_missed", "search", "labels_missed"),
     _s("search_decision_seconds", ("search", "answered"), ("search", "seconds")),
     _c("search_failed", "search", "failed"),
     _c("search_workers_died", "search", "workers_died"),

@@ -161,8 +161,8 @@ def bench_strength(
     serve_arg: Annotated[
         list[str] | None,
         typer.Option(
-            help="doudizhu: a `croupier serve` flag for the external server (repeat; e.g. "
-            "--serve-arg=--league-sampling --serve-arg=fsp)"
+            help="A `croupier serve` flag for the external server (repeat; e.g. "
+            "--serve-arg=--search-labels --serve-arg=search:ms=100, expert iteration)"
         ),
     ] = None,
     out: Path = Path("bench/results"),

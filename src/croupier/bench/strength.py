@@ -361,8 +361,8 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     from croupier.policies.learned import read_weights_dir
 
     name = load_simulator(run.served).name  # ValueError (a clear CLI error) without one
-    if run.league_sides or run.serve_args:
-        raise ValueError("--league-sides and --serve-arg: doudizhu only (bench league: leduc)")
+    if run.league_sides:
+        raise ValueError("--league-sides: doudizhu only (bench league: leduc)")
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = new_run_dir(out_dir, stamp)
@@ -383,6 +383,8 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
                 tables=run.tables,
                 eval_hands=run.eval_games,
                 train_args=train_args,
+                # e.g. expert iteration's `--search-labels` (docs/search.md)
+                server_args=list(run.serve_args),
                 algo=run.algo,
                 quiet=True,
                 # The clock starts once the trainer is up, as the anchor's starts once its Ray

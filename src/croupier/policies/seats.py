@@ -435,3 +435,14 @@ def resumed_seat_policy(
     raise BadPolicySpec(
         f"unknown seat policy {label!r}: resume with the labels the game's create answered"
     )
+
+
+def search_label_spec(text: str) -> SearchSpec:
+    """`croupier serve --search-labels`: a search seat's spec, its settings (BadPolicySpec, a
+    ValueError, for anything else: the server does not start on it)."""
+    spec = parse_spec(text)
+    if spec.name != SEARCH or spec.search is None:
+        raise BadPolicySpec(
+            f"--search-labels needs a search seat's spec (search:...), got {text!r}"
+        )
+    return spec.search

@@ -38,7 +38,14 @@ from croupier.games.base import GameAdapter, InvalidState
 from croupier.policies.rollout import Rollout
 from croupier.policies.search import SearchResult
 from croupier.policies.search_pool import SearchSeats
-from croupier.policies.seats import BEST_RESPONSE, SEARCH, SEARCH_BASES, SeatPolicy
+from croupier.policies.seats import (
+    BEST_RESPONSE,
+    SEARCH,
+    SEARCH_BASES,
+    SeatPolicy,
+    SeatUnavailable,
+    search_label_spec,
+)
 from croupier.sessions.batcher import InferenceBatcher, ModelDecision
 from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
 from croupier.sessions.games import GameSession, GameStore
@@ -114,6 +121,9 @@ class _Step:
     model: ModelDecision | None = None  # FORWARDED (None: the model failed)
     untrained: bool = False  # no trained version yet: the fallback answers (`_untrained`)
     search: asyncio.Future[SearchResult | None] | None = None  # SEARCHED
+    # A recorded learned step a search labels (expert iteration): its search, run beside the
+    # model's forward; its choice is recorded with the step (`SeatRecorder.label`).
+    teacher: asyncio.Future[SearchResult | None] | None = None
     started: float = 0.0  # SEARCHED: when the decision was received (`time.monotonic()`)
     # With a turn: this turn's answer (REPLAY: the first request's, awaited, never set).
     turn_result: asyncio.Future[Decision] | None = None
@@ -186,6 +196,14 @@ class Decider:
         # Every base's series from the start (at 0): an alert's rate() sees the first one.
         self.search_decisions: dict[str, int] = dict.fromkeys((*SEARCH_BASES, "version"), 0)
         self.search_fallbacks: dict[str, int] = dict.fromkeys((*SEARCH_BASES, "version"), 0)
+        # Expert iteration: the search that labels a share of the learned seats' recorded
+        # decisions (`--search-labels`), and its count of labels given and missed (late, or
+        # the workers not warm yet).
+        self.label_spec = (
+            None if config.search_labels is None else search_label_spec(config.search_labels)
+        )
+        self.labels_given = 0
+        self.labels_missed = 0
         self.search_late = 0  # answered past the seat's deadline (the tests hold it at 0)
         self.search_seconds = 0.0  # received to answered, summed over search decisions
         self.search_max_ms = 0.0
@@ -213,6 +231,8 @@ class Decider:
                     pass
             if step.search is not None:
                 await step.search  # answers by the seat's deadline, never raises
+            if step.teacher is not None:
+                await step.teacher  # the same: by the label's deadline, never raises
             return self._finish(step)
         finally:
             self._forget_unfinished_turn(step)
@@ -248,8 +268,8 @@ class Decider:
             searching = [
                 f
                 for s in steps
-                if type(s) is _Step and s.search is not None
-                for f in (s.search, s.pending)
+                if type(s) is _Step
+                for f in (*((s.search, s.pending) if s.search is not None else ()), s.teacher)
                 if f is not None
             ]
             if searching:  # each answers by its own seat's deadline
@@ -415,9 +435,44 @@ class Decider:
                 step.pending = self.batcher.submit(obs, mask, policy.version, policy.greedy)
             else:
                 step = _Step(session, seat, policy, state, reward, obs, mask, _FORWARDED)
+            if policy.record and self.label_spec is not None:
+                step.teacher = self._label_search(state, received)
         if turn is not None:
             step.turn_result = self.turns.open(session, seat, turn, state, reward)
         return step
+
+    def _label_search(
+        self, state: dict[str, Any], received: float
+    ) -> asyncio.Future[SearchResult | None] | None:
+        """Expert iteration: for a share of the recorded learned decisions, the search's
+        choice of the same state, searched beside the model's forward (the decision waits
+        for both; the seat plays the model's move either way). None: not this decision, or
+        the search workers are not warm yet (started now; the decision is not labelled)."""
+        spec = self.label_spec
+        if spec is None or self.search is None:
+            return None
+        if self._rng.random() >= self.config.search_label_share:
+            return None
+        try:
+            self.search.admit(spec)
+        except SeatUnavailable:  # starting (checked searchable when the server started)
+            self.labels_missed += 1
+            return None
+        budget_s = spec.ms / 1000.0 - (time.monotonic() - received)
+        return asyncio.ensure_future(self.search.search(state, spec, budget_s))
+
+    def _label(self, step: _Step, recorder: SeatRecorder) -> None:
+        """The search's choice for the step just recorded, when it came in time."""
+        if step.teacher is None:
+            return
+        done = step.teacher.done() and not step.teacher.cancelled()
+        result = step.teacher.result() if done and step.teacher.exception() is None else None
+        if result is None or result.move is None:
+            self.labels_missed += 1
+            return
+        value = step.state["legal_actions"][result.move]
+        recorder.label(len(recorder) - 1, self.adapter.action_index(value, step.state))
+        self.labels_given += 1
 
     def _searched(
         self,
@@ -596,6 +651,7 @@ class Decider:
                 self._truncate(step, recorder)
             return
         recorder.add_decision(obs, mask, step.index, model.logp, logits, model.version, nbytes)
+        self._label(step, recorder)
 
     def _carry_reward(self, step: _Step) -> None:
         """A forced move's reward: onto the seat's last recorded step (not a step itself)."""

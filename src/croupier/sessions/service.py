@@ -123,6 +123,10 @@ class DecisionService:
             "decisions": dict(decider.search_decisions),
             "fallbacks": dict(decider.search_fallbacks),
             "late": decider.search_late,
+            # Expert iteration's labels (`--search-labels`): given, and missed (late, or the
+            # workers were starting).
+            "labels": decider.labels_given,
+            "labels_missed": decider.labels_missed,
             "answered": sum(decider.search_decisions.values()),
             "seconds": decider.search_seconds,
             "max_ms": decider.search_max_ms,

@@ -466,8 +466,6 @@ class AnchoredAPPOLearner(_AnchoredMixin, APPOTorchLearner):
     """RLlib's APPO torch learner with the rules anchor's KL term."""
 
 
-
-
 # --- installing it in an Algorithm ---------------------------------------------------------
 
 
