@@ -11,23 +11,11 @@ import pytest
 
 from croupier.api.components import build_components
 from croupier.config import ServerConfig
-from croupier.games.simulator import Simulator
 from croupier.trajectories.record import NO_TEACHER, TEACHER
-from tests.helpers.search_games import Gamble, GambleAdapter
+from tests.helpers.search_games import Gamble
 
 GAMBLE = "tests.helpers.search_games:GambleAdapter"
 HANDS = 40
-
-
-class BlindGamble(Gamble):
-    """The gamble without worlds: a simulator that cannot set a table from a seat's view."""
-
-    adapter = "tests.test_search_labels:BlindGambleAdapter"
-    resample = Simulator.resample
-
-
-class BlindGambleAdapter(GambleAdapter):
-    simulator = "tests.test_search_labels:BlindGamble"
 
 
 @pytest.mark.integration
@@ -99,7 +87,7 @@ def test_no_labels_without_the_setting_and_none_at_share_zero(inprocess, tmp_pat
     [
         (GAMBLE, "rules", "search seat's spec"),
         (GAMBLE, "search:rollouts=0", "unknown seat"),
-        ("tests.test_search_labels:BlindGambleAdapter", "search:ms=100", "cannot be searched"),
+        ("tests.helpers.search_games:BlindGambleAdapter", "search:ms=100", "cannot be searched"),
     ],  # fmt: skip
 )
 def test_a_bad_label_spec_or_an_unsearchable_game_stops_the_server(game, labels, why, tmp_path):

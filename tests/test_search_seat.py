@@ -25,7 +25,7 @@ from croupier.policies.seats import (
     well_formed_spec,
 )
 from tests.helpers.prometheus import parse, value
-from tests.helpers.search_games import Gamble, ResamplingKuhn
+from tests.helpers.search_games import BlindGamble, Gamble, ResamplingKuhn
 
 KUHN = "tests.helpers.search_games:ResamplingKuhnAdapter"
 
@@ -155,29 +155,28 @@ def test_a_passed_deadline_gives_no_move_and_the_player_falls_back_to_its_base()
 
 
 def test_a_game_that_cannot_be_searched_is_refused_in_process():
-    from examples.kuhn.game import KuhnSimulator
-
     with pytest.raises(ValueError, match="resample"):
-        SearchPlayer(KuhnSimulator(), lambda s: s["legal_actions"][0], SearchSpec())
+        SearchPlayer(BlindGamble(), lambda s: s["legal_actions"][0], SearchSpec())
 
 
 # --- served ----------------------------------------------------------------------------------
 
 
 def test_a_server_refuses_a_search_seat_for_a_game_without_worlds(inprocess):
-    """Kuhn as shipped has no `resample`: 409 naming why, never a 500 (no worker started)."""
+    """A game whose simulator has no `resample`: 409 naming why, never a 500 (no worker
+    started)."""
 
     async def body(client, service):
         seats = {"0": "search", "1": "rules"}
-        r = await client.post("/v1/games", json={"game": "kuhn-poker", "seats": seats})
+        r = await client.post("/v1/games", json={"game": "blind-gamble", "seats": seats})
         assert r.status_code == 409, r.text
         assert "resample" in r.json()["detail"]
-        r = await client.post("/v1/games", json={"game": "kuhn-poker",
+        r = await client.post("/v1/games", json={"game": "blind-gamble",
                                                  "seats": {"0": "search:ms=0"}})  # fmt: skip
         assert r.status_code == 422, r.text
         assert service.search.stats()["workers"] == 0
 
-    inprocess(body, game="examples.kuhn.adapter:KuhnAdapter")
+    inprocess(body, game="tests.helpers.search_games:BlindGambleAdapter")
 
 
 GAMES = 100

@@ -105,3 +105,16 @@ class LooseKuhnAdapter(KuhnAdapter):
 
     def rules(self):  # noqa: ANN201
         return loose_rules
+
+
+class BlindGamble(Gamble):
+    """The gamble without worlds: a simulator that cannot set a table from a seat's view
+    (every shipped game can), for the refusals' tests."""
+
+    adapter = "tests.helpers.search_games:BlindGambleAdapter"
+    resample = Simulator.resample
+
+
+class BlindGambleAdapter(GambleAdapter):
+    name = "blind-gamble"
+    simulator = "tests.helpers.search_games:BlindGamble"
