@@ -30,22 +30,24 @@ tools:
 # worker (its Ray session and servers are module-scoped): the suite waits on processes
 # starting and trainers updating about as much as it computes: on 2 cores, two workers ran it
 # in 415 s where one worker took 1,009 s (that serial run still held the two fault runs now
-# in `make test-long`, ~240 s of it).
+# in `make test-long`, ~240 s of it). The workers take modules slowest first
+# (tests/conftest.py); `--no-loadscope-reorder` keeps that order: pytest-xdist's default
+# hands out the modules with the most tests first, which left the slow few-test trainer
+# modules for the end, one worker running them while the other idled. The instruction-set
+# reruns (`make test-dispatch`) are tests of the suite (tests/test_dispatch_caps.py), run by
+# the workers beside the rest: one after another behind it they added ~60 s of 13 min 48 s.
+# The whole suite, on a 2-core box shared with other work (2026-12-07): 861 s of CPU with the
+# reruns in it, where the suite before took 877 s and the reruns another ~24 s a cap.
 test: setup
 	$(PY) -m ruff check src tests examples experiments
-	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
-	$(MAKE) --no-print-directory test-dispatch
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 # The tests whose floats depend on which matmul kernels torch picks (served against learned
 # logits, batches against rows alone), again under each instruction-set cap: what another
 # CPU's dispatch would compute, so a claim that holds only on this machine's kernels fails
-# here (~20 s a setting).
-DISPATCH_TESTS := tests/test_candidates.py tests/test_candidates_served.py \
-	tests/test_masking.py tests/test_candidate_slots.py
+# here (~20 s a setting; `make test` runs them too).
 test-dispatch: setup
-	for cap in MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2; do \
-		echo "$$cap:"; env $$cap $(PY) -m pytest -q -p no:cacheprovider $(DISPATCH_TESTS) || exit 1; \
-	done
+	$(PY) -m pytest -q -p no:cacheprovider -n 3 tests/test_dispatch_caps.py
 
 # The unit tier (tests/conftest.py: no Ray, no subprocess, guarded): under a minute.
 test-fast: setup

@@ -354,7 +354,7 @@ _SYSTEM_MODULES = {
     "test_multinode",
 }
 # Tests that start `croupier serve` (or another process) themselves, not through a fixture.
-_INTEGRATION_MODULES = {"test_arena", "test_startup", "test_docs_commands"}
+_INTEGRATION_MODULES = {"test_arena", "test_startup", "test_docs_commands", "test_dispatch_caps"}
 _INTEGRATION_TESTS = {
     "test_auth.py::test_serve_speaks_tls_with_the_certificate_given",
     "test_auth.py::test_serve_refuses_half_a_tls_setup",
@@ -411,19 +411,35 @@ def _tier(item: pytest.Item) -> str:
     return "unit"
 
 
-# The slowest modules (seconds on a 2-core box, serial), collected first: `make test`'s workers
-# take modules in collection order (`--dist loadfile`), and a slow one taken last leaves the
-# other worker idle at the end (in alphabetical order the trainer modules came last: the
-# suite took 521 s on two workers; slowest first, 415 s).
+# The slowest modules, collected first: `make test`'s workers take modules in collection order
+# (`--dist loadfile --no-loadscope-reorder`), and a slow one taken last leaves the other worker
+# idle at the end (in alphabetical order the trainer modules came last: the suite took 521 s on
+# two workers; slowest first, 415 s). Seconds: each module's tests summed, in a `make test` of
+# two workers on a 2-core box shared with other work (2026-12-07: ~1.8x a quiet box's, the
+# most for the ones that compute, schemathesis and the schema properties).
 _SLOW_MODULES_FIRST = (
-    "test_trainer_link",  # ~150
-    "test_strength_any_game",  # ~65
-    "test_rllib_compat",  # ~45
-    "test_link_hardening",  # ~35
-    "test_pretrain",  # ~33
-    "test_scale_out",  # ~33
-    "test_candidates_rllib",  # ~32
-    "test_trainer_lifecycle",  # ~25 without its long test
+    "test_contract",  # 315
+    "test_state_schema",  # 298
+    "test_trainer_link",  # 199
+    "test_strength_any_game",  # 128
+    "test_dashboard_browser",  # 117
+    "test_tune",  # 102
+    "test_pretrain",  # 95
+    "test_dispatch_caps",  # the three instruction-set reruns: ~60 on a quiet box
+    "test_doudizhu_cards",  # 83
+    "test_masking",  # 77
+    "test_trajectories",  # 72
+    "test_rllib_compat",  # 70
+    "test_link_secrets",  # 67
+    "test_fleet",  # 66
+    "test_bench_exploit",  # 57
+    "test_your_game",  # 50
+    "test_scale_out",  # 49
+    "test_failover_system",  # 49
+    "test_link_hardening",  # 45
+    "test_trainer_lifecycle",  # 44 without its long test
+    "test_tiers",  # 44
+    "test_candidates_rllib",  # 43
 )
 
 
