@@ -44,6 +44,9 @@ class GameSession:
     # Partners (seats sharing one result), as the adapter read them from the game's first
     # state; [] when the game has none. None: not read yet.
     teams: list[list[str]] | None = None
+    # Expert iteration: searches still labelling this game's recorded steps (`deciding.py`);
+    # `end` waits for them (each bounded by its search's deadline) before closing episodes.
+    pending_labels: set[Any] = field(default_factory=set)
 
     def table(self, seat: str) -> str:
         """The kind of table `seat` plays at (`policies/tables.py`): what its episodes carry."""
@@ -116,6 +119,11 @@ class GameStore:
 
     def is_live(self, game_id: str) -> bool:
         return game_id in self._live
+
+    def pending_labels(self, game_id: str) -> list[Any]:
+        """The live game's searches still labelling its steps (none for another game)."""
+        session = self._live.get(game_id)
+        return [f for f in session.pending_labels if not f.done()] if session else []
 
     def get(self, game_id: str) -> GameSession:
         session = self._live.get(game_id)

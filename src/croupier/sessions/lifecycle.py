@@ -4,6 +4,7 @@ recorded, one code path for both)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -231,6 +232,7 @@ class GameKeeper:
     async def end_game(self, game_id: str, payoffs: dict[str, float]) -> dict[str, Any]:
         """Close the game; returns once its episodes are committed to the spool (by the
         spool's writer thread: the event loop serves other requests meanwhile)."""
+        await self._labels_of([game_id])
         ended, episodes = self._close_game(game_id, payoffs)
         if episodes:
             await self.outbox.write(episodes)
@@ -246,10 +248,18 @@ class GameKeeper:
             episodes.extend(recorded)
             return ended
 
+        await self._labels_of([i[0] for i in items if not isinstance(i, Exception)])
         results = each(items, close)
         if episodes:
             await self.outbox.write(episodes)
         return results
+
+    async def _labels_of(self, game_ids: list[str]) -> None:
+        """Wait for the searches still labelling these games' steps (expert iteration), each
+        bounded by its own deadline; an unknown or ended game is left to `_close_game`."""
+        pending = [f for g in game_ids if (f := self.games.pending_labels(g))]
+        if pending:
+            await asyncio.wait([f for fs in pending for f in fs])
 
     def _close_game(
         self, game_id: str, payoffs: dict[str, float]
