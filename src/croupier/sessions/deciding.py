@@ -38,6 +38,7 @@ from croupier.sessions.batcher import InferenceBatcher, ModelDecision
 from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
 from croupier.sessions.games import GameSession, GameStore
 from croupier.sessions.guards import Overloaded
+from croupier.sessions.labels import DecisionCounts
 from croupier.sessions.turns import TurnLedger
 from croupier.trajectories.recorder import (
     MAX_EPISODE_STEPS,
@@ -112,11 +113,6 @@ class _Step:
 
 
 _NO_OBS = np.zeros(0, np.float32)
-# Decisions are counted by seat label, a label of /metrics: `frozen@N` is one per version ever
-# seated, so only the newest this many versions' labels are counted apart; the older ones'
-# counts fold into `frozen@older` (`:greedy` apart), or the labels grew with every version.
-VERSION_LABELS = 16
-_FROZEN = "frozen@"
 _ANSWERED_HERE = ("rules", "random", BEST_RESPONSE)  # seat kinds that need no model
 _ANSWERED, _QUEUED, _FORWARDED, _REPLAY = StepPath
 
@@ -156,7 +152,8 @@ class Decider:
         self.rules = rules
         self.turns: TurnLedger[Decision] = TurnLedger()
         self._rng = np.random.default_rng(config.seed)
-        self.decisions_by_policy: dict[str, int] = {}
+        # By seat label, a bounded set of labels (`labels.py`: engines choose the tunings).
+        self.decisions_by_policy = DecisionCounts()
         self.fallbacks = 0
         self.refused_overload = 0  # decisions refused: too many wait for the model
         self.refused_rewards = 0  # decisions refused: a reward beyond the game's payoffs
@@ -433,26 +430,13 @@ class Decider:
         try:  # the label seen before: one dict update, as before the cap
             self.decisions_by_policy[label] += 1
         except KeyError:
-            self._count_new_label(label)
+            self.decisions_by_policy.count_new(label)
         decision = Decision(
             self.adapter.action_value(step.index, step.state), step.index, label, version, fallback
         )
         if step.turn_result is not None and not step.turn_result.done():
             step.turn_result.set_result(decision)
         return decision
-
-    def _count_new_label(self, label: str) -> None:
-        """A first decision under `label`; past `VERSION_LABELS` versioned labels the oldest
-        version's count folds into `frozen@older`."""
-        counts = self.decisions_by_policy
-        counts[label] = 1
-        versioned = [k for k in counts if k.startswith(_FROZEN) and k[len(_FROZEN)].isdigit()]
-        if len(versioned) <= VERSION_LABELS:
-            return
-        oldest = min(versioned, key=lambda k: int(k[len(_FROZEN) :].partition(":")[0]))
-        _, colon, mode = oldest.partition(":")
-        older = f"{_FROZEN}older{colon}{mode}"  # `frozen@older`, `frozen@older:greedy`
-        counts[older] = counts.get(older, 0) + counts.pop(oldest)
 
     def _record(self, step: _Step, model: ModelDecision) -> None:
         t0 = stages.clock() if stages.ON else 0
