@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 
@@ -463,3 +464,31 @@ def test_distinct_temperatures_leave_every_view_small(inprocess, leduc_states):
     assert decisions["production:other"] == games // 3 - LABELS_PER_KIND
     assert decisions["frozen:other"] > 0
     assert all(n < 20_000 for n in sizes.values()), sizes
+
+
+def test_history_is_bounded_in_bytes_and_keeps_its_span() -> None:
+    """900 samples of many labels once held ~800 MiB: the history is bounded in bytes now,
+    thinned where densest, and still spans from its first sample to its last."""
+    from croupier.api.metrics import RequestStats
+    from croupier.dashboard.history import History, json_size
+
+    decisions: dict[str, int] = {}
+    history = History(lambda: {"decisions": dict(decisions)}, RequestStats(), max_bytes=20_000)
+    clock = [1_000.0]
+    with patch("croupier.dashboard.history.time.time", lambda: clock[0]):
+        for second in range(900):
+            for i in range(40):  # 40 labels, each with decisions every second
+                decisions[f"production:temp={1 + i / 100:g}"] = second * (i + 1)
+            history.sample()
+            clock[0] += 1.0
+    samples = list(history.samples)
+    assert history.nbytes == sum(json_size(p) for p in samples) <= 20_000
+    assert json_size(samples) < 21_000
+    assert samples[0]["t"] == 1_001.0 and samples[-1]["t"] == 1_899.0  # the whole span
+    assert 10 < len(samples) < 30
+    assert len(samples[-1]["decisions_per_s_by_policy"]) == 40
+
+    # idle: labels without decisions cost a sample nothing
+    idle = History(lambda: {"decisions": dict(decisions)}, RequestStats())
+    idle.sample()
+    assert idle.sample()["decisions_per_s_by_policy"] == {}
