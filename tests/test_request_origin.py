@@ -57,7 +57,7 @@ def test_a_body_that_does_not_say_json_is_refused_415_everywhere(inprocess):
             await c.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": STATE})
         ).status_code
         codes["rollback, no body"] = (await c.post("/v1/policies/rollback")).status_code
-        r = await c.post("/v1/policies/rollback", content=b"", headers={"content-type": "text/plain"})
+        r = await c.post("/v1/policies/rollback", content=b"", headers=plain)
         codes["rollback, empty text"] = r.status_code
         codes["rollback, {}"] = (await c.post("/v1/policies/rollback", json={})).status_code
         return codes
