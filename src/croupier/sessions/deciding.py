@@ -113,8 +113,28 @@ class _Step:
 
 
 _NO_OBS = np.zeros(0, np.float32)
+# A `decide:batch`'s candidate features (`encode_many`) are built on the event loop while they
+# are at most this much work, and on the forward thread beyond, in candidates, a state counted
+# as `ENCODE_STATE_CANDIDATES` (measured on this 2-core box, doudizhu: ~100 us a state plus
+# 2-6 us a candidate, so at most ~20-40 ms of the loop). The review's batch of 572 380-move
+# states held the loop 0.3-1.9 s building them; `bench serve`'s 64 real doudizhu states
+# (~20-50 moves each, ~5,000) stay inline, without the thread's round trip.
+ENCODE_INLINE_MAX = 8192
+ENCODE_STATE_CANDIDATES = 32
 _ANSWERED_HERE = ("rules", "random", BEST_RESPONSE)  # seat kinds that need no model
 _ANSWERED, _QUEUED, _FORWARDED, _REPLAY = StepPath
+
+
+def _encode_work(states: list[Any]) -> int:
+    """A batch's features' cost in candidates (`ENCODE_INLINE_MAX`): each state's listed moves,
+    plus `ENCODE_STATE_CANDIDATES` a state. A state without a list counts as none: the
+    adapter refuses it."""
+    work = ENCODE_STATE_CANDIDATES * len(states)
+    for state in states:
+        legal = state.get("legal_actions", state.get("actions")) if type(state) is dict else None
+        if type(legal) is list:
+            work += len(legal)
+    return work
 
 
 def _own(rows: np.ndarray) -> np.ndarray:
@@ -205,7 +225,7 @@ class Decider:
         forward where versions agree) without a task or a future per item; a failing item
         fails alone."""
         queued = self.batcher.queued  # batch items are not queued: it stays this long
-        encoded = self._encode_for_model(requests)
+        encoded = await self._encode_for_model(requests)
         # `each`'s loop written out: its lambda cost ~0.4 us of a ~35 us batch item.
         steps: list[_Step | Exception] = []
         for i, request in enumerate(requests):
@@ -234,12 +254,13 @@ class Decider:
                 if type(s) is _Step and s.turn_result is not None:
                     self._forget_unfinished_turn(s)
 
-    def _encode_for_model(
+    async def _encode_for_model(
         self, requests: list[Any]
     ) -> dict[int, tuple[np.ndarray, np.ndarray] | InvalidState]:
         """The encodes of a batch request's items a model will score, built together where the
         game can (`encode_many`: doudizhu's features as array operations over all the items),
-        by item index; the rest are prepared one by one (`_prepare`)."""
+        by item index, on the forward thread past `ENCODE_INLINE_MAX`; the rest are prepared
+        one by one (`_prepare`)."""
         encode_many = getattr(self.adapter, "encode_many", None)
         if encode_many is None:
             return {}
@@ -260,7 +281,11 @@ class Decider:
         if len(states) < 2:
             return {}
         t0 = stages.clock() if stages.ON else 0
-        encoded = dict(zip(at, encode_many(states), strict=True))
+        if _encode_work(states) <= ENCODE_INLINE_MAX:
+            built = encode_many(states)
+        else:
+            built = await self.batcher.off_loop(lambda: encode_many(states))
+        encoded = dict(zip(at, built, strict=True))
         if stages.ON:
             stages.add(stages.ENCODE, t0)
         return encoded
