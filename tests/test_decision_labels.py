@@ -11,11 +11,11 @@ from croupier.sessions.labels import (
 )
 
 
-def count(counts: DecisionCounts, label: str) -> None:
+def count(labels: DecisionCounts, label: str) -> None:
     try:
-        counts[label] += 1
+        labels.counts[label] += 1
     except KeyError:
-        counts.count_new(label)
+        labels.count_new(label)
 
 
 def test_kind_is_the_name_before_the_first_colon_or_at() -> None:
@@ -28,12 +28,13 @@ def test_kind_is_the_name_before_the_first_colon_or_at() -> None:
 
 
 def test_any_suffix_folds_into_its_kind_past_the_bound() -> None:
-    counts = DecisionCounts()
+    labels = DecisionCounts()
+    counts = labels.counts
     n = 5_000
     for i in range(n):
-        count(counts, f"production:temp={1 + i / 10_000:g}")
-        count(counts, f"search:rollouts={i}")  # a seat kind this module never heard of
-        count(counts, "rules")
+        count(labels, f"production:temp={1 + i / 10_000:g}")
+        count(labels, f"search:rollouts={i}")  # a seat kind this module never heard of
+        count(labels, "rules")
     assert counts["production:other"] == counts["search:other"] == n - LABELS_PER_KIND
     assert counts["rules"] == n
     assert len(counts) == 2 * (LABELS_PER_KIND + 1) + 1
@@ -41,11 +42,12 @@ def test_any_suffix_folds_into_its_kind_past_the_bound() -> None:
 
 
 def test_newer_versions_take_the_oldest_versions_place() -> None:
-    counts = DecisionCounts()
+    labels = DecisionCounts()
+    counts = labels.counts
     for v in range(1, 101):
-        count(counts, f"frozen@{v}")
-        count(counts, f"frozen@{v}:temp={1 + v / 100:g}")
-    count(counts, "frozen@3")  # an old version again: with the old ones
+        count(labels, f"frozen@{v}")
+        count(labels, f"frozen@{v}:temp={1 + v / 100:g}")
+    count(labels, "frozen@3")  # an old version again: with the old ones
     held = [k for k in counts if k[len("frozen@")].isdigit()]
     assert len(held) == LABELS_PER_KIND
     assert {int(k[7:].partition(":")[0]) for k in held} == set(range(93, 101))
@@ -54,15 +56,17 @@ def test_newer_versions_take_the_oldest_versions_place() -> None:
 
 
 def test_the_oldest_version_in_more_tunings_counts_as_other() -> None:
-    counts = DecisionCounts()
+    labels = DecisionCounts()
+    counts = labels.counts
     for i in range(1_000):
-        count(counts, f"frozen@7:temp={1 + i / 10_000:g}")
+        count(labels, f"frozen@7:temp={1 + i / 10_000:g}")
     assert counts["frozen:other"] == 1_000 - LABELS_PER_KIND
     assert len(counts) == LABELS_PER_KIND + 1
 
 
 def test_kinds_themselves_are_bounded() -> None:
-    counts = DecisionCounts()
+    labels = DecisionCounts()
+    counts = labels.counts
     for i in range(MAX_KINDS + 10):
-        count(counts, f"kind{i}")
+        count(labels, f"kind{i}")
     assert counts["other"] == 10 and len(counts) == MAX_KINDS + 1

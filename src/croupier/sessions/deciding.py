@@ -173,7 +173,8 @@ class Decider:
         self.turns: TurnLedger[Decision] = TurnLedger()
         self._rng = np.random.default_rng(config.seed)
         # By seat label, a bounded set of labels (`labels.py`: engines choose the tunings).
-        self.decisions_by_policy = DecisionCounts()
+        self.labels = DecisionCounts()
+        self.decisions_by_policy = self.labels.counts
         self.fallbacks = 0
         self.refused_overload = 0  # decisions refused: too many wait for the model
         self.refused_rewards = 0  # decisions refused: a reward beyond the game's payoffs
@@ -455,7 +456,7 @@ class Decider:
         try:  # the label seen before: one dict update, as before the cap
             self.decisions_by_policy[label] += 1
         except KeyError:
-            self.decisions_by_policy.count_new(label)
+            self.labels.count_new(label)
         decision = Decision(
             self.adapter.action_value(step.index, step.state), step.index, label, version, fallback
         )
