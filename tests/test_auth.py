@@ -256,3 +256,57 @@ def test_serve_refuses_half_a_tls_setup(tmp_path):
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert proc.returncode != 0 and "ssl" in proc.stderr.lower(), proc.stderr[-500:]
+
+
+def test_a_game_answers_only_the_key_that_created_it_and_admin_keys(inprocess, leduc_states):
+    """The review: any engine key could decide, end or abort any game whose id it learnt.
+    A game belongs to the key that created it now: another engine key gets 403
+    (`not-your-game`), on the single routes and per item in the batch ones; an admin key
+    may act on every game."""
+    state = leduc_states[0]
+    one, two, admin = ({"Authorization": f"Bearer {k}"} for k in ("k1", "k2", "adm"))
+
+    async def body(c, service):
+        async def new_game() -> str:
+            r = await c.post("/v1/games", json={"game": "leduc-holdem"}, headers=one)
+            assert r.status_code == 201, r.text
+            return r.json()["game_id"]
+
+        gid = await new_game()
+        decide = {"seat": "0", "state": state}
+        payoffs = {"payoffs": {"0": 1.0, "1": -1.0}}
+        out = {}
+        r = await c.post(f"/v1/games/{gid}/decide", json=decide, headers=two)
+        out["decide"] = r.status_code, r.json()["type"], r.json()["detail"]
+        out["end"] = (await c.post(f"/v1/games/{gid}/end", json=payoffs, headers=two)).status_code
+        out["abort"] = (await c.delete(f"/v1/games/{gid}", headers=two)).status_code
+        items = {"items": [{"game_id": gid, **decide}]}
+        r = await c.post("/v1/decide:batch", json=items, headers=two)
+        out["decide_batch"] = r.status_code, r.json()["results"][0]["error"]["status"]
+        items = {"items": [{"game_id": gid, **payoffs}]}
+        r = await c.post("/v1/end:batch", json=items, headers=two)
+        out["end_batch"] = r.status_code, r.json()["results"][0]["error"]["status"]
+        out["unknown"] = (
+            await c.post("/v1/games/nope/decide", json=decide, headers=two)
+        ).status_code  # a game that is not live here: its own answer, no owner to check
+        # Nothing happened to the game: its owner and an admin key play and end it.
+        out["owner"] = (
+            await c.post(f"/v1/games/{gid}/decide", json=decide, headers=one)
+        ).status_code
+        out["admin"] = (
+            await c.post(f"/v1/games/{gid}/decide", json=decide, headers=admin)
+        ).status_code
+        r = await c.post(f"/v1/games/{gid}/end", json=payoffs, headers=admin)
+        out["admin_end"] = r.status_code
+        gid = await new_game()
+        out["owner_abort"] = (await c.delete(f"/v1/games/{gid}", headers=one)).status_code
+        return out
+
+    out = inprocess(body, api_keys=["k1", "k2"], admin_keys=["adm"])
+    status, kind, detail = out.pop("decide")
+    assert status == 403 and kind.endswith("not-your-game")
+    assert "another API key" in detail and "k1" not in detail
+    assert out == {
+        "end": 403, "abort": 403, "decide_batch": (200, 403), "end_batch": (200, 403),
+        "unknown": 404, "owner": 200, "admin": 200, "admin_end": 200, "owner_abort": 204,
+    }  # fmt: skip

@@ -42,7 +42,7 @@ from tests.helpers.link import token_file
 from tests.helpers.trainer import settled_snapshot
 
 GAME = "leduc-holdem"
-TOKEN = "fault-test-token-0123456789"
+TOKEN = "fault-u6lENUvJNythv1Dbhq4L4TGiOoQ36Pa9"  # random: a made-up one is refused
 TRAINER_START_S = 120
 
 

@@ -22,7 +22,7 @@ from tests.helpers.link import closed_by_peer, raw_frame, token_file
 from tests.helpers.trainer import GAME, complete_update, synthetic_episode
 
 HYPER = Hyper(train_batch_size=8, minibatch_size=8, num_epochs=1, lr=1e-3)
-TOKEN = "s3cret-token-for-the-ack-tests"
+TOKEN = "acks-U3CDl2p5OUnz640D_BImqPscXv-4e0g1"  # random: a made-up one is refused
 
 
 def build_runner(

@@ -32,7 +32,7 @@ from tests.conftest import run_inprocess, wait_for
 from tests.helpers.link import closed_by_peer, token_file
 from tests.helpers.trainer import GAME, complete_update, synthetic_episode
 
-TOKEN = "hardening-test-token-0123456789"
+TOKEN = "hardening-yQbDWuA2g18JeHJp29crl7K6nb39K8ME"  # random: a made-up one is refused
 SPEC = ModelSpec(algo="ppo", hiddens=[16])
 
 

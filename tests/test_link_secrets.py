@@ -28,7 +28,7 @@ from tests.conftest import free_port, run_inprocess, wait_for
 from tests.helpers.link import token_file
 from tests.helpers.trainer import GAME
 
-TOKEN = "link-secrets-test-token-0123456789"
+TOKEN = "secrets-wyN6bK8Na7xyA73tUz5dnM3GPTSVNzmZ"  # random: a made-up one is refused
 
 
 def build_runner(**options: Any) -> Any:
@@ -63,10 +63,8 @@ def test_empty_short_and_regular_tokens_are_refused_saying_how_to_make_one(tmp_p
     for weak in ("", "short", "0123456789abcdef0123456789abcde", "ab" * 20):
         with pytest.raises(WeakToken, match="secrets.token_urlsafe"):
             check_token(weak)
-    import secrets
-
-    check_token(secrets.token_urlsafe(16))  # 22 characters: 132 bits
-    check_token(secrets.token_hex(16))  # 32 hex digits: 128 bits
+    check_token("tA7trLKtpwq0mmBlvo97SY")  # 22 base64url characters: 132 bits
+    check_token("876cedcbfaf701b5dbef02dbeee39da7")  # 32 hex digits: 128 bits
     empty = tmp_path / "empty"
     empty.write_text("\n")
     with pytest.raises(WeakToken, match="is empty"):
@@ -74,6 +72,39 @@ def test_empty_short_and_regular_tokens_are_refused_saying_how_to_make_one(tmp_p
     with pytest.raises(ValueError, match="cannot read"):
         TokenSource(file=str(tmp_path / "missing")).read()
     assert TokenSource(file=token_file(TOKEN)).read() == TOKEN  # the newline is not the token
+
+
+# Made by people (the review's and the like): long enough, yet a guesser's first tries.
+GUESSABLE = (
+    "correct-horse-battery-staple",
+    "CorrectHorseBatteryStaple",
+    "correct-horse-battery-staple-river-mountain",
+    "croupier-link-token-0123456789",
+    "MySuperSecretLinkToken2026!",
+    "change-me-please-i-am-a-link-token",
+    "thisismylinktokenforthetrainer",
+    "password1234567890abcdefgh",
+    "Summer2026!Summer2026!Summer",
+)
+# Made by `secrets` (token_urlsafe(16), (32), token_hex(16)) and uuid4: one each, fixed so
+# the test cannot fail by chance (docs/security.md: how rarely a random token is refused).
+RANDOM = (
+    "QlnRe0t1Hh6Yw7bGnlh0mA",
+    "Cx_cJmE9qrpvS1KZ0Q2JX6YBnhJtk4aY6vrZ5lFQ8kI",
+    "9f3c2a7d81e04b6c5a0f9e8d7c6b5a41",
+    "5d1b6c1e-7f33-4a8e-9c2d-0b6f4e3a2c19",
+)
+
+
+def test_words_sequences_and_repeats_are_refused_however_long():
+    """The review: guessable link tokens passed the length check, and since the server proves
+    itself first a fake trainer can collect a proof and guess offline."""
+    for weak in GUESSABLE:
+        with pytest.raises(WeakToken, match="words, years, sequences or repeats") as refused:
+            check_token(weak)
+        assert "secrets.token_urlsafe(32)" in str(refused.value)
+    for token in RANDOM:
+        assert check_token(token) == token
 
 
 def test_an_empty_token_is_refused_when_a_servers_link_is_built(monkeypatch):

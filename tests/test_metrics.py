@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 
@@ -411,17 +412,17 @@ def test_promtool_check_metrics_is_clean(inprocess, leduc_states, tmp_path) -> N
 
 def test_decisions_by_policy_keep_a_bounded_set_of_version_labels(inprocess, leduc_states):
     """Every `frozen@N` ever seated was a label of `croupier_decisions_total` for good (the
-    review: one per version played). Only the newest 16 versions' labels are counted apart
-    now; the older ones' decisions fold into `frozen@older` (and `frozen@older:greedy`),
-    nothing lost from the totals."""
-    from croupier.sessions.deciding import VERSION_LABELS
+    review: one per version played). Only 16 labels a seat kind are counted apart now: the
+    newest versions' (a newer one takes the oldest's place); the older ones' decisions fold
+    into `frozen@older`, nothing lost from the totals."""
+    from croupier.sessions.labels import LABELS_PER_KIND
 
     state = leduc_states[0]
     game = "leduc-holdem"
 
     async def run(c, service) -> tuple[dict, str]:
         weights = service.versions.weights()
-        for v in range(1, VERSION_LABELS + 9):
+        for v in range(1, LABELS_PER_KIND + 9):
             assert service.versions.install(v, {k: w + 0.001 * v for k, w in weights.items()})
             spec = f"frozen@{v}" + (":greedy" if v % 4 == 0 else "")
             seats = {"0": spec, "1": "rules"}
@@ -432,10 +433,77 @@ def test_decisions_by_policy_keep_a_bounded_set_of_version_labels(inprocess, led
 
     decisions, text = inprocess(run, game=game)
     versioned = [k for k in decisions if k.startswith("frozen@") and k[7].isdigit()]
-    assert len(versioned) == VERSION_LABELS  # 24 before the cap
-    assert {f"frozen@{v}" for v in range(9, VERSION_LABELS + 9) if v % 4} <= set(versioned)
-    assert decisions["frozen@older"] == 6 and decisions["frozen@older:greedy"] == 2
-    assert sum(decisions.values()) == VERSION_LABELS + 8
+    assert len(versioned) == LABELS_PER_KIND  # 24 before the cap
+    assert {f"frozen@{v}" for v in range(9, LABELS_PER_KIND + 9) if v % 4} <= set(versioned)
+    assert decisions["frozen@older"] == 8
+    assert sum(decisions.values()) == LABELS_PER_KIND + 8
     scraped = {dict(labels)["policy"]: n for (name, labels), n in parse(text).items()
                if name == "croupier_decisions_total"}  # fmt: skip
     assert scraped == decisions
+
+
+def test_distinct_temperatures_leave_every_view_small(inprocess, leduc_states):
+    """The security review's probe, scaled down: games with distinct temperatures
+    (`frozen@N:temp=T`, `production:temp=T`) made a label each, unbounded, in `/healthz`,
+    `/metrics` and the dashboard. Now the labels past 16 a seat kind fold into
+    `<kind>:other`; `bench labels` runs the review's 20,000 games and the idle memory."""
+    from croupier.sessions.labels import LABELS_PER_KIND
+
+    state = leduc_states[0]
+    game = "leduc-holdem"
+    games = 300
+
+    async def run(c, service) -> tuple[dict, dict[str, int]]:
+        weights = service.versions.weights()
+        for v in (1, 2):
+            assert service.versions.install(v, {k: w + 0.001 * v for k, w in weights.items()})
+        assert (await c.post("/v1/policies/promote", json={"version": 2})).status_code == 200
+        for i in range(games):
+            temp = f"{1 + i / 1000:g}"
+            spec = f"frozen@{1 + i % 2}:temp={temp}" if i % 3 else f"production:temp={temp}"
+            seats = {"0": spec, "1": "rules"}
+            made = await c.post("/v1/games", json={"game": game, "seats": seats})
+            assert made.status_code == 201, made.text
+            url = f"/v1/games/{made.json()['game_id']}/decide"
+            assert (await c.post(url, json={"seat": "0", "state": state})).status_code == 200
+        sizes = {
+            path: len((await c.get(path)).content)
+            for path in ("/healthz", "/metrics", "/dashboard/data.json")
+        }
+        return service.health()["decisions"], sizes
+
+    decisions, sizes = inprocess(run, game=game)
+    assert sum(decisions.values()) == games
+    assert len([k for k in decisions if k.startswith("frozen")]) <= LABELS_PER_KIND + 2
+    assert len([k for k in decisions if k.startswith("production")]) == LABELS_PER_KIND + 1
+    assert decisions["production:other"] == games // 3 - LABELS_PER_KIND
+    assert decisions["frozen:other"] > 0
+    assert all(n < 20_000 for n in sizes.values()), sizes
+
+
+def test_history_is_bounded_in_bytes_and_keeps_its_span() -> None:
+    """900 samples of many labels once held ~800 MiB: the history is bounded in bytes now,
+    thinned where densest, and still spans from its first sample to its last."""
+    from croupier.api.metrics import RequestStats
+    from croupier.dashboard.history import History, json_size
+
+    decisions: dict[str, int] = {}
+    history = History(lambda: {"decisions": dict(decisions)}, RequestStats(), max_bytes=20_000)
+    clock = [1_000.0]
+    with patch("croupier.dashboard.history.time.time", lambda: clock[0]):
+        for second in range(900):
+            for i in range(40):  # 40 labels, each with decisions every second
+                decisions[f"production:temp={1 + i / 100:g}"] = second * (i + 1)
+            history.sample()
+            clock[0] += 1.0
+    samples = list(history.samples)
+    assert history.nbytes == sum(json_size(p) for p in samples) <= 20_000
+    assert json_size(samples) < 21_000
+    assert samples[0]["t"] == 1_001.0 and samples[-1]["t"] == 1_899.0  # the whole span
+    assert 10 < len(samples) < 30
+    assert len(samples[-1]["decisions_per_s_by_policy"]) == 40
+
+    # idle: labels without decisions cost a sample nothing
+    idle = History(lambda: {"decisions": dict(decisions)}, RequestStats())
+    idle.sample()
+    assert idle.sample()["decisions_per_s_by_policy"] == {}

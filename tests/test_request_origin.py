@@ -57,13 +57,18 @@ def test_a_body_that_does_not_say_json_is_refused_415_everywhere(inprocess):
             await c.post(f"/v1/games/{gid}/decide", json={"seat": "0", "state": STATE})
         ).status_code
         codes["rollback, no body"] = (await c.post("/v1/policies/rollback")).status_code
+        r = await c.post("/v1/policies/rollback", content=b"", headers=plain)
+        codes["rollback, empty text"] = r.status_code
+        codes["rollback, {}"] = (await c.post("/v1/policies/rollback", json={})).status_code
         return codes
 
     codes = inprocess(run, game=GAME)
     refused = {k: v for k, v in codes.items() if k.startswith(("none ", "text "))}
     assert set(refused.values()) == {415}, refused
     assert codes["games"] == 1 and codes["decide after"] == 200
-    assert codes["rollback, no body"] != 415  # no body: nothing to say the type of
+    # A bodyless POST needs no CORS preflight (the review): refused like a form, undone nothing.
+    assert codes["rollback, no body"] == codes["rollback, empty text"] == 415
+    assert codes["rollback, {}"] == 409  # the request was fine: there is nothing to roll back
 
 
 def test_a_loopback_server_answers_only_its_own_names_on_both_stacks(inprocess):

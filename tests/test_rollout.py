@@ -68,10 +68,10 @@ def test_promote_and_rollback_need_admin_and_persist(inprocess, tmp_path):
         # A newer version pushes the old ones out of memory; production's stay.
         _install(service, *range(6, 20))
         out["loaded"] = service.versions.versions()
-        rb = await client.post("/v1/policies/rollback", headers=ADMIN)
+        rb = await client.post("/v1/policies/rollback", json={}, headers=ADMIN)
         out["rollback"] = rb.status_code, rb.json()["production"]
         out["rollback_empty"] = (
-            await client.post("/v1/policies/rollback", headers=ADMIN)
+            await client.post("/v1/policies/rollback", json={}, headers=ADMIN)
         ).status_code
         out["channels"] = (await client.get("/v1/policies/channels", headers=ENGINE)).json()
         return out

@@ -209,14 +209,14 @@ def test_train_defaults_are_the_trainers_own():
 def test_train_flags_convert(monkeypatch):
     from croupier.link.secret import TokenSource
 
-    monkeypatch.setenv("CROUPIER_LINK_TOKEN", "Zq81-secret-never-in-options")
+    monkeypatch.setenv("CROUPIER_LINK_TOKEN", "yt4BYaJVsPxAGplRqn0vPJZ_UH0FzJmM")
     options = train_parse(
         "--algo", "ppo", "--lr", "0.25", "--max-sample-batches", "0", "--max-sample-lag", "-1",
         "--max-idle", "15m", "--hiddens", "8,4", "--stop-grace", "5", "--update-sleep", "1.5",
     )  # fmt: skip
     # Where the token is, never the token: what the trainer's config and checkpoints carry.
     assert options.link_token == TokenSource(env="CROUPIER_LINK_TOKEN")
-    assert "Zq81" not in repr(options) and options.hiddens == [8, 4]
+    assert "yt4BYaJV" not in repr(options) and options.hiddens == [8, 4]
     assert options.max_idle_s == 900.0 and options.stop_grace_s == 5.0
     assert options.update_sleep_s == 1.5
     assert options.hyper.lr == 0.25

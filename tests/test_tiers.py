@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import httpx
 import numpy as np
@@ -378,3 +379,66 @@ def test_a_calibration_on_one_side_is_redone_on_that_side(live):
         assert "no side 'landlord'" in out["error"], out
     finally:
         (live.weights_dir / CALIBRATION_FILE).unlink()
+
+
+# What a hand edit leaves: JSON of the wrong shape at every level (the review's stopped `serve`
+# with an AttributeError).
+MALFORMED = (
+    "[]",
+    '"tiers"',
+    '{"format": 1, "tiers": [1, 2, 3, 4, 5]}',
+    '{"format": 1, "tiers": "12345"}',
+    '{"format": 1, "tiers": [{"tier": 1}, {"tier": 2}, {"tier": 3}, {"tier": 4}, {"tier": 5}]}',
+    '{"format": 1, "tiers": ['
+    + ", ".join(
+        f'{{"tier": {i}, "version": [1], "temperature": 1, "rules_share": 0}}' for i in range(1, 6)
+    )
+    + "]}",
+    '{"format": 1, "tiers": ['
+    + ", ".join(
+        f'{{"tier": {i}, "version": 999, "temperature": 1, "rules_share": 0}}' for i in range(1, 6)
+    )
+    + "]}",
+    "{not json",
+)
+
+
+def test_a_malformed_calibration_is_an_error_naming_the_file(tmp_path):
+    from croupier.policies.tiers import read_calibration
+
+    for text in MALFORMED[:-2]:
+        (tmp_path / CALIBRATION_FILE).write_text(text)
+        with pytest.raises(BadCalibration, match=str(tmp_path / CALIBRATION_FILE)):
+            read_calibration(tmp_path)
+
+
+def test_a_server_with_a_malformed_calibration_serves_production(inprocess, tmp_path, leduc_states):
+    """Each malformed file: the server starts, seats and answers `production`, refuses `tier:N`
+    with a 409, and `/v1/tiers` says what is wrong with which file."""
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    state = leduc_states[0]
+
+    async def run(c, service) -> list[tuple[int, int, str]]:
+        base = service.versions.weights()
+        assert service.versions.install(1, {k: w + np.float32(0.01) for k, w in base.items()})
+        assert (await c.post("/v1/policies/promote", json={"version": 1})).status_code == 200
+        out = []
+        for text in MALFORMED:
+            path = weights / CALIBRATION_FILE
+            path.write_text(text)
+            os.utime(path, (len(out) + 1, len(out) + 1))  # a new mtime each: re-read
+            seats = {"0": "production", "1": "rules"}
+            made = await c.post("/v1/games", json={"game": GAME, "seats": seats})
+            url = f"/v1/games/{made.json()['game_id']}/decide"
+            decided = await c.post(url, json={"seat": "0", "state": state})
+            tier = await c.post("/v1/games", json={"game": GAME, "seats": {"0": "tier:1"}})
+            problem = (await c.get("/v1/tiers")).json()["problem"]
+            out.append((made.status_code, decided.status_code, tier.status_code, problem))
+        return out
+
+    for (made, decided, tier, problem), text in zip(
+        inprocess(run, game=GAME, weights_dir=weights), MALFORMED, strict=True
+    ):
+        assert (made, decided, tier) == (201, 200, 409), text
+        assert problem and str(weights / CALIBRATION_FILE) in problem, (text, problem)

@@ -1,6 +1,6 @@
-"""The trainer's `--metrics-port`: bounded however its peers behave (a thread per request, at
-most a few at once, each request under a total deadline), and a warning when it listens beyond
-this machine."""
+"""The trainer's `--metrics-port`: bounded however its peers behave (a coroutine a connection,
+a bounded number waiting, each request under a total deadline), scrapes answered ahead of slow
+peers, and a warning when it listens beyond this machine."""
 
 from __future__ import annotations
 
@@ -27,37 +27,52 @@ class FakeTrainer:
         return {"alive": True, "state": "training"}
 
 
-def test_silent_and_slow_peers_are_cut_and_never_take_more_than_a_few_threads(monkeypatch):
-    """The review: one thread per connection, no read timeout, so every silent connection
-    held a thread for ever."""
+def test_scrapes_are_answered_while_slow_peers_wait_and_slow_peers_are_cut(monkeypatch):
+    """The review: 8 slow connections took the 8 request threads and every scrape was turned
+    away. A waiting connection costs a coroutine now; a request is answered as soon as it has
+    arrived, past `MAX_CONNECTIONS` the longest waiting one is closed, and each is cut at the
+    deadline however it paces its bytes."""
     from croupier.local_server import free_port
     from croupier.trainer import metrics
 
-    monkeypatch.setattr(metrics, "REQUEST_DEADLINE_S", 1.0)
-    monkeypatch.setattr(metrics._QuietHandler, "timeout", 1.0)
+    monkeypatch.setattr(metrics, "REQUEST_DEADLINE_S", 1.5)
     port = free_port()
     server = metrics.serve_trainer_metrics(FakeTrainer(), port)
+    slow: list[socket.socket] = []
     try:
-        silent = [socket.create_connection(("127.0.0.1", port), timeout=5)
-                  for _ in range(metrics.MAX_REQUESTS_AT_ONCE)]  # fmt: skip
-        wait_for(lambda: server.active == len(silent), 5, 0.01, "every silent one served")
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as extra:
-            assert closed_by_peer(extra, 0.4), "a connection past the cap was not closed"
-        drip = silent[0]
+        slow = [socket.create_connection(("127.0.0.1", port), timeout=5)
+                for _ in range(metrics.MAX_CONNECTIONS)]  # fmt: skip
+        for sock in slow:
+            sock.sendall(b"GET /metr")  # a request begun, never finished
+        wait_for(lambda: server.waiting == len(slow), 5, 0.01, "every slow one waiting")
+        for _ in range(5):  # scrapes are answered at once, slow peers or not
+            t0 = time.monotonic()
+            r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
+            assert r.status_code == 200 and "croupier_trainer" in r.text
+            assert time.monotonic() - t0 < 1.0
+        r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+        assert r.status_code == 200 and r.json()["state"] == "training"
+        assert server.waiting <= metrics.MAX_CONNECTIONS
+        assert closed_by_peer(slow[0], 0.5), "the longest waiting was not closed for room"
+        drip = slow[-1]
         t0 = time.monotonic()
-        for _ in range(30):  # one byte every 0.1 s: the deadline is for the whole request
+        for _ in range(40):  # one byte every 0.1 s: the deadline is for the whole request
             try:
-                drip.sendall(b"G")
+                drip.sendall(b"x")
             except OSError:
                 break
             time.sleep(0.1)
-        for sock in silent:
-            assert closed_by_peer(sock, 3.0), "a silent connection was never cut"
-        assert time.monotonic() - t0 < 2.5
-        r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)  # slots free again
-        assert r.status_code == 200 and r.json()["state"] == "training"
-        assert server.refused_busy >= 1
+        for sock in slow:
+            assert closed_by_peer(sock, 3.0), "a slow connection was never cut"
+        assert time.monotonic() - t0 < 3.0
+        assert server.waiting == 0 and server.served >= 6
+        too_big = socket.create_connection(("127.0.0.1", port), timeout=5)
+        too_big.sendall(b"GET /" + b"a" * (metrics.MAX_HEAD_BYTES + 10))
+        assert closed_by_peer(too_big, 1.0), "a head past the bound was not cut"
+        too_big.close()
     finally:
+        for sock in slow:
+            sock.close()
         server.shutdown()
         server.server_close()
 
@@ -68,7 +83,7 @@ def test_a_metrics_port_beyond_loopback_is_warned_about(monkeypatch, caplog):
     def not_bound(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("not bound in a test")
 
-    monkeypatch.setattr(metrics, "make_server", not_bound)
+    monkeypatch.setattr(metrics, "MetricsServer", not_bound)
     with caplog.at_level(logging.WARNING, logger="croupier.trainer.metrics"):
         with pytest.raises(RuntimeError):
             metrics.serve_trainer_metrics(FakeTrainer(), 9100, host="0.0.0.0")  # noqa: S104

@@ -6,14 +6,29 @@ no `Authorization: Bearer …` header → 401, a key that is not valid for the r
 An admin key is also valid on engine routes, and either on read routes; a read key opens
 the read routes only (`/dashboard/data.json`, `GET /v1/arena/results`). Keys are compared in
 constant time. See docs/security.md for what each key opens.
+
+A game belongs to the key that created it: the key a request passed with is kept in its ASGI
+scope (`caller`), as a label that is not the key (`key-3`) and whether it is an admin key, for
+the routes on a game to refuse another engine key (403, `routes.py`).
 """
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from fastapi import HTTPException, Request
+
+# The ASGI scope's key for the request's `Caller` (absent on an open server).
+CALLER = "croupier.caller"
+
+
+class Caller(NamedTuple):
+    """Who made a request: its key's label (`key-<i>`, never the key) and whether an admin key."""
+
+    label: str
+    admin: bool
 
 
 class ApiKeys:
@@ -26,36 +41,32 @@ class ApiKeys:
         self.admin = tuple(k.encode() for k in admin_keys if k)
         self.engine = tuple(k.encode() for k in engine_keys if k) + self.admin
         self.read = tuple(k.encode() for k in read_keys if k) + self.engine
+        # `read` is read keys, then engine keys, then admin keys: each kind's valid keys are a
+        # tail of it, and the index of the key that matched says who called.
+        first_admin = len(self.read) - len(self.admin)
+        self.callers = tuple(Caller(f"key-{i}", i >= first_admin) for i in range(len(self.read)))
 
     @property
     def open(self) -> bool:
         return not self.read
 
-    def check(self, authorization: str | None, *, admin: bool, read: bool = False) -> None:
-        """Raise 401/403 unless `authorization` carries a key valid for this kind of route
-        (`admin`, or `read`: a read-only route; neither: an engine route)."""
+    def check(self, authorization: str | None, *, admin: bool, read: bool = False) -> Caller | None:
+        """Who calls (None on an open server); 401/403 unless `authorization` carries a key
+        valid for this kind of route (`admin`, or `read`: a read-only route; neither: an
+        engine route)."""
         if self.open:
-            return
+            return None
         token = _bearer(authorization)
         if token is None:
             raise HTTPException(
                 401, "missing bearer API key", headers={"WWW-Authenticate": "Bearer"}
             )
         # Admin routes stay closed when keys exist but no admin key was configured.
-        valid = self.admin if admin else self.read if read else self.engine
-        if not _any_equal(token, valid):
+        valid = len(self.admin if admin else self.read if read else self.engine)
+        at = _match(token, self.read)
+        if at < len(self.read) - valid:  # no key (-1), or one of a kind this route refuses
             raise HTTPException(403, "this key may not use this route")
-
-    def owner(self, authorization: str | None) -> str | None:
-        """Which configured key made a request, as a label that is not the key (`key-3`),
-        for per-key quotas; None on an open server. Call after `check` passed."""
-        token = _bearer(authorization)
-        if self.open or token is None:
-            return None
-        for i, key in enumerate(self.read):
-            if hmac.compare_digest(token, key):
-                return f"key-{i}"
-        return None
+        return self.callers[at]
 
 
 def _bearer(authorization: str | None) -> bytes | None:
@@ -67,11 +78,14 @@ def _bearer(authorization: str | None) -> bytes | None:
     return token.strip().encode("utf-8", "replace")
 
 
-def _any_equal(token: bytes, keys: tuple[bytes, ...]) -> bool:
-    # Compare with every key (no early exit): timing says nothing about which key is close.
-    found = False
-    for key in keys:
-        found |= hmac.compare_digest(token, key)
+def _match(token: bytes, keys: tuple[bytes, ...]) -> int:
+    """The index of the last key equal to `token` (a key listed twice is its most powerful
+    kind's), -1 for none. Compared with every key (no early exit): timing says nothing about
+    which key is close."""
+    found = -1
+    for i, key in enumerate(keys):
+        if hmac.compare_digest(token, key):
+            found = i
     return found
 
 
@@ -99,4 +113,11 @@ async def require_read_key(request: Request) -> None:
 def _require(request: Request, *, admin: bool, read: bool = False) -> None:
     keys: ApiKeys = request.app.state.api_keys
     if not keys.open:  # an open server need not parse the headers (every decide asks)
-        keys.check(request.headers.get("authorization"), admin=admin, read=read)
+        request.scope[CALLER] = keys.check(
+            request.headers.get("authorization"), admin=admin, read=read
+        )
+
+
+def caller(request: Request) -> Caller | None:
+    """Who made `request` (after its route's key dependency); None on an open server."""
+    return request.scope.get(CALLER)

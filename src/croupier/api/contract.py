@@ -287,7 +287,8 @@ def _complete(op: dict[str, Any], route: Any) -> None:
         op["security"] = [{SCHEME: [role]} for role in roles]
         needs = " or ".join(ROLE_TEXT[r] for r in roles)
         responses.setdefault("401", _problem(f"No bearer key (the route takes {needs})"))
-        responses.setdefault("403", _problem(f"A key that may not use this route ({needs})"))
+        mine = "; or a game another engine key created" if "{game_id}" in route.path else ""
+        responses.setdefault("403", _problem(f"A key that may not use this route ({needs}){mine}"))
     else:
         op["security"] = []  # open, keys or not
     if "requestBody" in op:

@@ -9,7 +9,7 @@ from typing import Any
 
 from croupier.api.schemas import GAME_ID_RULE, PROBLEM_KINDS, PROBLEM_URN, SAFE_GAME_ID
 from croupier.sessions.errors import CLIENT_ERRORS, Unavailable, Unprocessable
-from croupier.sessions.games import GameEnded, GameExists, GameExpired, GameNotFound
+from croupier.sessions.games import GameEnded, GameExists, GameExpired, GameNotFound, NotYourGame
 from croupier.sessions.guards import Overloaded, QuotaExceeded, TurnConflict
 
 __all__ = ["CLIENT_ERRORS", "classify", "problem", "problem_of", "validation_problem"]
@@ -57,6 +57,15 @@ def classify(exc: Exception) -> tuple[int, str, str]:
         return 410, "game-expired", f"game {exc.args[0]!r} expired: idle past the server's limit"
     if isinstance(exc, GameEnded):
         return 409, "game-ended", f"game {exc.args[0]!r} has already ended"
+    if isinstance(exc, NotYourGame):
+        return (
+            403,
+            "not-your-game",
+            (
+                f"game {exc.args[0]!r} was created with another API key: only that key, or an "
+                "admin key, may act on it"
+            ),
+        )
     if isinstance(exc, GameExists):
         return 409, "game-exists", f"game {exc.args[0]!r} already exists"
     if isinstance(exc, TurnConflict):

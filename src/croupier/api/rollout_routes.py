@@ -85,14 +85,15 @@ async def promote(request: Request) -> dict[str, Any]:
     "/v1/policies/rollback",
     dependencies=[Depends(require_admin_key)],
     responses=CHANNEL_CONFLICT,
-    openapi_extra={"requestBody": {**json_body(RollbackRequest)["requestBody"], "required": False}},
+    openapi_extra=json_body(RollbackRequest),
 )
 async def rollback(request: Request) -> dict[str, Any]:
-    """Point `production` back at the version it had before the last promotion (the body,
-    with its evidence, is optional)."""
-    body: RollbackRequest | None = await read_json(request, RollbackRequest, optional=True)
+    """Point `production` back at the version it had before the last promotion. The body is
+    JSON, `{}` at the least: a bodyless POST is what a cross-origin page may send without a
+    CORS preflight, so on a keyless server any page its browser opened could roll back."""
+    body: RollbackRequest = await read_json(request, RollbackRequest)
     try:
-        return rollout(request).channels.rollback(body.evidence if body else None)
+        return rollout(request).channels.rollback(body.evidence)
     except ChannelError as e:
         raise HTTPException(409, str(e)) from None
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from croupier import stages
-from croupier.api.auth import require_engine_key
+from croupier.api.auth import CALLER, caller, require_engine_key
 from croupier.api.errors import problem_of
 from croupier.api.fast_lane import (
     FastLaneRoute,
@@ -45,6 +45,7 @@ from croupier.api.schemas import (
 from croupier.games.base import GameAdapter
 from croupier.policies.seats import well_formed_spec
 from croupier.sessions.deciding import Decision
+from croupier.sessions.games import NotYourGame
 from croupier.sessions.service import DecisionService
 
 # Engine routes; /healthz and the docs stay open for load balancers and people.
@@ -84,10 +85,35 @@ def service(request: Request) -> DecisionService:
 
 
 def _owner(request: Request) -> str | None:
-    """The key a game is counted against, where a per-key cap is set (else not looked up)."""
-    if request.app.state.components.config.max_games_per_key is None:
-        return None
-    return request.app.state.api_keys.owner(request.headers.get("authorization"))
+    """The key a new game belongs to (its label; None on an open server): only it, or an admin
+    key, may act on the game, and a per-key cap counts its games."""
+    who = caller(request)
+    return None if who is None else who.label
+
+
+def _check_owner(request: Request, game_id: str) -> None:
+    """403 (`not-your-game`) when another engine key created the game (docs/security.md). An
+    open server has no callers: one dict lookup, nothing else, on its decide path."""
+    who = caller(request)
+    if who is not None and not who.admin:
+        service(request).games.check_owner(game_id, who.label)
+
+
+def _owned_items(request: Request, items: list[Any]) -> list[Any]:
+    """A batch's items, those on another key's game replaced by their 403 (`each` answers an
+    item that is an exception with itself)."""
+    who = caller(request)
+    if who is None or who.admin:
+        return items
+    games = service(request).games
+    out = []
+    for item in items:
+        try:
+            games.check_owner(item[0], who.label)
+        except NotYourGame as e:
+            item = e
+        out.append(item)
+    return out
 
 
 # The routes an engine calls for every hand (create, decide, end) are on the fast lane: see
@@ -184,6 +210,8 @@ async def decide(request: Request, game_id: str) -> Response:
         stages.decisions()
     if body.seat not in _seats(request):  # the document's seat enum, as decide:batch's items
         _refuse([("seat", "seat must be one of this game's seats")])
+    if CALLER in request.scope:  # a server with keys: the game's owner or an admin key
+        _check_owner(request, game_id)
     decision = await service(request).decide(game_id, body.seat, body.state, body.reward, body.turn)
     t0 = stages.clock() if stages.ON else 0
     answer = json_response(decision.to_dict())
@@ -215,7 +243,7 @@ async def decide_batch(request: Request) -> Response:
         for i, args in enumerate(requests)
         if args[1] not in seats
     )
-    outcomes = await service(request).decide_many(list(requests))
+    outcomes = await service(request).decide_many(_owned_items(request, list(requests)))
     t0 = stages.clock() if stages.ON else 0
     answer = json_response({"results": _item_results(request, "items", outcomes)})
     if stages.ON:
@@ -313,7 +341,8 @@ async def end_games(request: Request) -> Response:
         for i, it in enumerate(body.items)
         if it.payoffs.keys() != seats
     )
-    outcomes = await service(request).end_games([(it.game_id, it.payoffs) for it in body.items])
+    items = _owned_items(request, [(it.game_id, it.payoffs) for it in body.items])
+    outcomes = await service(request).end_games(items)
     return json_response({"results": _item_results(request, "items", outcomes)})
 
 
@@ -325,6 +354,7 @@ async def end_games(request: Request) -> Response:
 async def end_game(request: Request, game_id: str) -> Response:
     """Close the game with every seat's payoff; learned seats' episodes go to the trainer."""
     body = parse_body(EndRequest, await request.body())
+    _check_owner(request, game_id)
     return json_response(await service(request).end_game(game_id, body.payoffs))
 
 
@@ -340,6 +370,7 @@ async def end_game(request: Request, game_id: str) -> Response:
 async def abort_game(game_id: str, request: Request) -> Response:
     """Abort a game in flight and discard whatever it recorded (an ended game: 409, its
     episodes already stored; an expired one: 410)."""
+    _check_owner(request, game_id)
     service(request).abort_game(game_id)
     return Response(status_code=204)
 

@@ -150,6 +150,7 @@ PROBLEM_KINDS: dict[str, str] = {
     "unknown-game": "no game has this id (404)",
     "game-ended": "the game has already ended (409)",
     "game-exists": "a duplicate game id (409)",
+    "not-your-game": "the game was created with another API key (403)",
     "turn-conflict": "a turn out of order (409)",
     "seat-unavailable": "a well-formed seat this server cannot fill now (409)",
     "game-expired": "the server aborted the game for being idle (410)",

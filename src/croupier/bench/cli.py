@@ -565,3 +565,18 @@ def bench_worlds(
 
     chosen = [g.strip() for g in games.split(",") if g.strip()] if games else None
     typer.echo(json.dumps(run(hands, states, repeats, out, chosen), indent=2))
+
+
+@bench_app.command("label-flood")
+def bench_label_flood(
+    games: Annotated[int, typer.Option(min=1, help="Games, each a distinct temperature")] = 20_000,
+    idle_minutes: Annotated[float, typer.Option(min=0.0, help="Idle after, memory sampled")] = 15.0,
+    out: Path = Path("bench/results"),
+) -> None:
+    """Games with distinct seat tunings, then idle: the views' bytes and the server's memory
+    (the security review's label probe; docs/security.md)."""
+    from croupier.bench.label_flood import bench_label_flood as run
+
+    report = run(games, idle_minutes, out)
+    print(f"labels {report['labels']}, bytes after idle {report['bytes_after_idle']}, "
+          f"RSS growth while idle {report['rss_idle_growth_mib']} MiB")  # fmt: skip

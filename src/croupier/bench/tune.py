@@ -464,6 +464,9 @@ def tune_game(
     if started and run.address:
         ray.init(address=run.address, include_dashboard=False, log_to_driver=False)
     elif started:
+        from croupier.trainer.ray_token import private_ray_token
+
+        private_ray_token()  # Ray's own would be 0644
         ray.init(num_cpus=run.cpus, include_dashboard=False, log_to_driver=False)
     report: dict[str, Any] = {"run": asdict(run)}
     stamp = time.strftime("%Y%m%d-%H%M%S")

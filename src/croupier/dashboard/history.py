@@ -2,12 +2,20 @@
 
 A background task samples while the server runs, so a page opened now shows the last
 `HISTORY_SECONDS` at once instead of starting empty.
+
+The history is bounded in bytes, not samples: a sample carries a rate per decision label, and
+900 samples of 40,000 labels once held ~800 MiB and made a 98 MiB `data.json`. Labels are
+bounded now (`sessions/labels.py`), a sample leaves out the labels that made no decision, and
+past `HISTORY_MAX_BYTES` (the samples as JSON) samples are thinned where they are densest: the
+page still spans the last 15 minutes, at a coarser step (a healthy server's ~280-byte samples:
+~230 of them, one every ~4 s; the page's whole `data.json` stays under 100 KB).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections import deque
@@ -20,6 +28,7 @@ log = logging.getLogger(__name__)
 
 HISTORY_SECONDS = 900
 SAMPLE_EVERY_S = 1.0
+HISTORY_MAX_BYTES = 64 * 1024
 # The endpoints whose latency the dashboard charts: the engine's decision requests.
 DECISION_ENDPOINTS = ("decide", "decide_batch")
 
@@ -49,11 +58,30 @@ def production_version(health: dict[str, Any]) -> int | None:
     return prod if isinstance(prod, int) and not isinstance(prod, bool) else None
 
 
+def json_size(value: Any) -> int:
+    """Bytes of `value` as the dashboard's JSON answer writes it (compact separators)."""
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+def densest(times: list[float]) -> int:
+    """The inner sample whose neighbours are closest: the one whose loss costs the chart least
+    (the first and the last stay: the window's span and the tiles' current values)."""
+    return min(range(1, len(times) - 1), key=lambda i: times[i + 1] - times[i - 1])
+
+
 class History:
-    def __init__(self, snapshot: Callable[[], dict[str, Any]], requests: RequestStats):
+    def __init__(
+        self,
+        snapshot: Callable[[], dict[str, Any]],
+        requests: RequestStats,
+        max_bytes: int = HISTORY_MAX_BYTES,
+    ):
         self._snapshot = snapshot
         self._requests = requests
-        self.samples: deque[dict[str, Any]] = deque(maxlen=int(HISTORY_SECONDS / SAMPLE_EVERY_S))
+        self.max_bytes = max_bytes
+        self.samples: deque[dict[str, Any]] = deque()
+        self._sizes: deque[int] = deque()  # each sample's `json_size`
+        self.nbytes = 0
         self._last: tuple[float, dict[str, Any], list[int]] | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -84,15 +112,17 @@ class History:
             return None
         t0, before, cum0 = last
         dt = max(now - t0, 1e-6)
-        by_policy = {
-            p: max(0.0, (n - before.get("decisions", {}).get(p, 0)) / dt)
+        decisions0 = before.get("decisions", {})
+        by_policy = {  # only labels with decisions: an idle label costs a sample nothing
+            p: round(rate, 3)
             for p, n in health.get("decisions", {}).items()
+            if (rate := (n - decisions0.get(p, 0)) / dt) > 0
         }
         episodes, episodes0 = health.get("episodes", {}), before.get("episodes", {})
         delta = [c - (cum0[i] if i < len(cum0) else 0.0) for i, c in enumerate(cumulative)]
         p50, p99 = quantile(bounds, delta, 0.5), quantile(bounds, delta, 0.99)
         point = {
-            "t": now,
+            "t": round(now, 3),
             "decisions_per_s": sum(by_policy.values()),
             "decisions_per_s_by_policy": by_policy,
             "latency_p50_ms": None if p50 is None else p50 * 1000.0,
@@ -107,5 +137,19 @@ class History:
             ),
             "episodes_dropped": episodes.get("dropped", 0),
         }
-        self.samples.append(point)
+        self._append(point)
         return point
+
+    def _append(self, point: dict[str, Any]) -> None:
+        size = json_size(point)
+        self.samples.append(point)
+        self._sizes.append(size)
+        self.nbytes += size
+        while self.samples and point["t"] - self.samples[0]["t"] > HISTORY_SECONDS:
+            self.samples.popleft()
+            self.nbytes -= self._sizes.popleft()
+        while self.nbytes > self.max_bytes and len(self.samples) > 2:
+            i = densest([p["t"] for p in self.samples])
+            del self.samples[i]
+            self.nbytes -= self._sizes[i]
+            del self._sizes[i]

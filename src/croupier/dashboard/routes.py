@@ -22,6 +22,10 @@ ASSETS = {
     "dashboard.css": "text/css",
 }
 
+# The live arena's rows the page shows (most games first; dashboard.js's LIVE_ROWS): the
+# table itself holds up to 4,096 (~330 KB), the whole of it at `GET /v1/arena/live`.
+LIVE_ROWS = 20
+
 dashboard_router = APIRouter()
 arena_router = APIRouter()
 
@@ -40,12 +44,13 @@ async def dashboard_data(request: Request) -> dict[str, Any]:
     address and last error, which `/v1/arena/results` and the link keep to key holders."""
     state = request.app.state
     rollout = state.components.rollout
+    live = rollout.live.table()
     return {
         "now": time.time(),
         "history": list(state.history.samples),
         "current": state.snapshot(),
         "arena": [r.model_dump() for r in state.arena.all()],
-        "live_arena": state.components.rollout.live.table(),
+        "live_arena": {**live, "rows": live["rows"][:LIVE_ROWS], "rows_total": len(live["rows"])},
         "tiers": rollout.tiers.state(rollout.channels.production),
     }
 

@@ -101,6 +101,8 @@ class TierSetting:
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> TierSetting:
+        if not isinstance(data, dict):
+            raise BadCalibration(f"a tier is an object, got {type(data).__name__}")
         try:
             return cls(int(data["version"]), float(data["temperature"]), float(data["rules_share"]))
         except (KeyError, TypeError, ValueError) as e:
@@ -115,8 +117,9 @@ def check_calibration(data: Any) -> list[TierSetting]:
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
         raise BadCalibration(f"not a tiers calibration of format {CALIBRATION_FORMAT}")
     tiers = data.get("tiers")
-    if not isinstance(tiers, list) or [t.get("tier") for t in tiers] != list(range(1, TIERS + 1)):
-        raise BadCalibration(f"a calibration lists tiers 1 to {TIERS}, in order")
+    numbers = [t.get("tier") if isinstance(t, dict) else None for t in tiers or ()]
+    if not isinstance(tiers, list) or numbers != list(range(1, TIERS + 1)):
+        raise BadCalibration(f"a calibration lists tiers 1 to {TIERS}, in order, as objects")
     return [TierSetting.of(t) for t in tiers]
 
 
@@ -138,7 +141,10 @@ def read_calibration(weights_dir: Path) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError) as e:
         raise BadCalibration(f"{path}: {e}") from None
-    check_calibration(data)
+    try:
+        check_calibration(data)
+    except BadCalibration as e:  # which file: the operator edits one by hand
+        raise BadCalibration(f"{path}: {e}") from None
     return data
 
 
@@ -194,9 +200,12 @@ class TierTable:
                     return
                 settings = check_calibration(data)
                 self._retain(settings)
-            except (BadCalibration, OSError, KeyError, ValueError) as e:
-                self.problem = str(e)
-                log.warning("not serving the tiers in %s: %s", path, e)
+            except Exception as e:  # noqa: BLE001 - a bad file must never stop serving
+                # The file's problem, whatever it is (a hand-edited file once stopped `serve`
+                # with an AttributeError): the last good tiers serve on, production untouched.
+                problem = str(e) if isinstance(e, BadCalibration) else f"{type(e).__name__}: {e}"
+                self.problem = problem if str(path) in problem else f"{path}: {problem}"
+                log.warning("not serving the tiers: %s", self.problem)
                 return
             self.problem = None
             self._data, self._settings = data, settings

@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -29,6 +30,8 @@ import torch
 from croupier.policies.learned import ModelDecision, PolicyVersions, Row
 
 __all__ = ["InferenceBatcher", "ModelDecision", "Row"]
+
+T = TypeVar("T")
 
 # A batch request's forward runs on the event loop (no thread round trip: in-process, that cost
 # a `decide:batch` item more than its share of the forward) while it is at most this many
@@ -183,6 +186,13 @@ class InferenceBatcher:
             return self.forward_now(rows, greedy)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.forward_now, rows, greedy)
+
+    async def off_loop(self, work: Callable[[], T]) -> T:
+        """`work()` on the forward thread (inline without one): a batch's features too big to
+        build on the event loop (`deciding.ENCODE_INLINE_MAX`)."""
+        if not self.forward_thread:
+            return work()
+        return await asyncio.get_running_loop().run_in_executor(self._executor, work)
 
     async def decide(
         self, obs: np.ndarray, mask: np.ndarray, version: int | None

@@ -50,6 +50,7 @@ from croupier.sessions.batcher import InferenceBatcher, ModelDecision
 from croupier.sessions.errors import CLIENT_ERRORS, Unprocessable
 from croupier.sessions.games import GameSession, GameStore
 from croupier.sessions.guards import Overloaded
+from croupier.sessions.labels import DecisionCounts
 from croupier.sessions.turns import TurnLedger
 from croupier.trajectories.recorder import (
     MAX_EPISODE_STEPS,
@@ -130,14 +131,29 @@ class _Step:
 
 
 _NO_OBS = np.zeros(0, np.float32)
-# Decisions are counted by seat label, a label of /metrics: `frozen@N` is one per version ever
-# seated, so only the newest this many versions' labels are counted apart; the older ones'
-# counts fold into `frozen@older` (`:greedy` apart), or the labels grew with every version.
-VERSION_LABELS = 16
-_FROZEN = "frozen@"
+# A `decide:batch`'s candidate features (`encode_many`) are built on the event loop while they
+# are at most this much work, and on the forward thread beyond, in candidates, a state counted
+# as `ENCODE_STATE_CANDIDATES` (measured on this 2-core box, doudizhu: ~100 us a state plus
+# 2-6 us a candidate, so at most ~20-40 ms of the loop). The review's batch of 572 380-move
+# states held the loop 0.3-1.9 s building them; `bench serve`'s 64 real doudizhu states
+# (~20-50 moves each, ~5,000) stay inline, without the thread's round trip.
+ENCODE_INLINE_MAX = 8192
+ENCODE_STATE_CANDIDATES = 32
 # Seat kinds that need no model (a search seat's workers play the rules, not a model).
 _ANSWERED_HERE = ("rules", "random", BEST_RESPONSE, SEARCH)
 _ANSWERED, _QUEUED, _FORWARDED, _SEARCHED, _REPLAY = StepPath
+
+
+def _encode_work(states: list[Any]) -> int:
+    """A batch's features' cost in candidates (`ENCODE_INLINE_MAX`): each state's listed moves,
+    plus `ENCODE_STATE_CANDIDATES` a state. A state without a list counts as none: the
+    adapter refuses it."""
+    work = ENCODE_STATE_CANDIDATES * len(states)
+    for state in states:
+        legal = state.get("legal_actions", state.get("actions")) if type(state) is dict else None
+        if type(legal) is list:
+            work += len(legal)
+    return work
 
 
 def _own(rows: np.ndarray) -> np.ndarray:
@@ -176,7 +192,9 @@ class Decider:
         self.rules = rules
         self.turns: TurnLedger[Decision] = TurnLedger()
         self._rng = np.random.default_rng(config.seed)
-        self.decisions_by_policy: dict[str, int] = {}
+        # By seat label, a bounded set of labels (`labels.py`: engines choose the tunings).
+        self.labels = DecisionCounts()
+        self.decisions_by_policy = self.labels.counts
         self.fallbacks = 0
         self.refused_overload = 0  # decisions refused: too many wait for the model
         self.refused_rewards = 0  # decisions refused: a reward beyond the game's payoffs
@@ -247,7 +265,7 @@ class Decider:
         forward where versions agree) without a task or a future per item; a failing item
         fails alone."""
         queued = self.batcher.queued  # batch items are not queued: it stays this long
-        encoded = self._encode_for_model(requests)
+        encoded = await self._encode_for_model(requests)
         # `each`'s loop written out: its lambda cost ~0.4 us of a ~35 us batch item.
         steps: list[_Step | Exception] = []
         for i, request in enumerate(requests):
@@ -286,12 +304,13 @@ class Decider:
                 if type(s) is _Step and s.turn_result is not None:
                     self._forget_unfinished_turn(s)
 
-    def _encode_for_model(
+    async def _encode_for_model(
         self, requests: list[Any]
     ) -> dict[int, tuple[np.ndarray, np.ndarray] | InvalidState]:
         """The encodes of a batch request's items a model will score, built together where the
         game can (`encode_many`: doudizhu's features as array operations over all the items),
-        by item index; the rest are prepared one by one (`_prepare`)."""
+        by item index, on the forward thread past `ENCODE_INLINE_MAX`; the rest are prepared
+        one by one (`_prepare`)."""
         encode_many = getattr(self.adapter, "encode_many", None)
         if encode_many is None:
             return {}
@@ -312,7 +331,11 @@ class Decider:
         if len(states) < 2:
             return {}
         t0 = stages.clock() if stages.ON else 0
-        encoded = dict(zip(at, encode_many(states), strict=True))
+        if _encode_work(states) <= ENCODE_INLINE_MAX:
+            built = encode_many(states)
+        else:
+            built = await self.batcher.off_loop(lambda: encode_many(states))
+        encoded = dict(zip(at, built, strict=True))
         if stages.ON:
             stages.add(stages.ENCODE, t0)
         return encoded
@@ -625,26 +648,13 @@ class Decider:
         try:  # the label seen before: one dict update, as before the cap
             self.decisions_by_policy[counted] += 1
         except KeyError:
-            self._count_new_label(counted)
+            self.labels.count_new(counted)
         decision = Decision(
             self.adapter.action_value(step.index, step.state), step.index, label, version, fallback
         )
         if step.turn_result is not None and not step.turn_result.done():
             step.turn_result.set_result(decision)
         return decision
-
-    def _count_new_label(self, label: str) -> None:
-        """A first decision under `label`; past `VERSION_LABELS` versioned labels the oldest
-        version's count folds into `frozen@older`."""
-        counts = self.decisions_by_policy
-        counts[label] = 1
-        versioned = [k for k in counts if k.startswith(_FROZEN) and k[len(_FROZEN)].isdigit()]
-        if len(versioned) <= VERSION_LABELS:
-            return
-        oldest = min(versioned, key=lambda k: int(k[len(_FROZEN) :].partition(":")[0]))
-        _, colon, mode = oldest.partition(":")
-        older = f"{_FROZEN}older{colon}{mode}"  # `frozen@older`, `frozen@older:greedy`
-        counts[older] = counts.get(older, 0) + counts.pop(oldest)
 
     def _record(self, step: _Step, model: ModelDecision) -> None:
         t0 = stages.clock() if stages.ON else 0

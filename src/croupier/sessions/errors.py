@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from croupier.sessions.games import GameEnded, GameExists, GameExpired, GameNotFound
+from croupier.sessions.games import GameEnded, GameExists, GameExpired, GameNotFound, NotYourGame
 from croupier.sessions.guards import Overloaded, QuotaExceeded, TurnConflict
 
 T = TypeVar("T")
@@ -34,6 +34,7 @@ CLIENT_ERRORS = (
     GameEnded,
     GameExpired,
     GameExists,
+    NotYourGame,
     Unprocessable,
     Unavailable,
     TurnConflict,

@@ -24,6 +24,11 @@ class GameExists(RuntimeError):
     pass
 
 
+class NotYourGame(PermissionError):
+    """The game was created with another API key: only that key, or an admin key, may act on
+    it (403). The id is the game's, the key never named."""
+
+
 class GameExpired(RuntimeError):
     """The game was aborted by the server for being idle (`--idle-game-timeout`): it existed,
     unlike an unknown id, and can no longer be played or ended."""
@@ -39,7 +44,8 @@ class GameSession:
     # Idempotent decisions, the last decide with a turn: (turn, seat, future of its Decision,
     # its state, its reward); a retry must match the last two.
     last_turn: tuple[int, str, Any, dict[str, Any], float | None] | None = None
-    # The API key that created it (a label, not the key): per-key quotas count by it.
+    # The API key that created it (a label, not the key; None on an open server): only it, or
+    # an admin key, may act on the game; per-key quotas count by it.
     owner: str | None = None
     # Partners (seats sharing one result), as the adapter read them from the game's first
     # state; [] when the game has none. None: not read yet.
@@ -124,6 +130,14 @@ class GameStore:
         """The live game's searches still labelling its steps (none for another game)."""
         session = self._live.get(game_id)
         return [f for f in session.pending_labels if not f.done()] if session else []
+
+    def check_owner(self, game_id: str, owner: str) -> None:
+        """`NotYourGame` when the live game `game_id` was created by another key than `owner`
+        (a game not live here is left to the route's own answer: 404, 409, 410; one created
+        without a key, in-process, is anybody's)."""
+        session = self._live.get(game_id)
+        if session is not None and session.owner not in (owner, None):
+            raise NotYourGame(game_id)
 
     def get(self, game_id: str) -> GameSession:
         session = self._live.get(game_id)

@@ -8,18 +8,18 @@ nothing. `/healthz` answers 200 while the trainer trains or idles, 503 while it 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import math
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -168,94 +168,128 @@ class TrainerCollector(Collector):
         return runner.link_stats() if runner is not None else None
 
 
-# A scrape is one small request answered in milliseconds. A connection that does not finish
-# its request in time is closed (a timer, so a peer pacing its bytes cannot stretch it), and at
-# most this many are served at once: past that a new connection is closed at once (a scraper
-# retries). Without these, every connection held a thread of its own, for ever if it sent
-# nothing.
-MAX_REQUESTS_AT_ONCE = 8
+# A scrape is one small request answered in milliseconds. The server is one asyncio loop on a
+# thread of its own: a connection costs a coroutine, not a thread, and a request is answered the
+# moment its head has arrived, so peers that connect and then send slowly or nothing cannot
+# keep a scrape waiting. The review's 8 slow connections turned every scrape away when each
+# took one of 8 threads; now up to `MAX_CONNECTIONS` wait at once, the longest waiting is
+# closed to make room for a new one (a scraper's request arrives with its connection), and
+# each is cut at `REQUEST_DEADLINE_S` (a timer for the whole request: a peer pacing its bytes
+# cannot stretch it) or past `MAX_HEAD_BYTES`.
+MAX_CONNECTIONS = 64
 REQUEST_DEADLINE_S = 10.0
+MAX_HEAD_BYTES = 8192
+Answer = tuple[str, str, bytes]  # status line, content type, body
 
 
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 64  # the listen backlog (socketserver's 5 made a 7th connect wait 1 s)
+class MetricsServer:
+    """`/metrics` and `/healthz` over HTTP/1.0-style GETs (one request a connection)."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._lock = threading.Lock()
-        self.active = 0  # requests being served now
-        self.refused_busy = 0  # connections closed on arrival: MAX_REQUESTS_AT_ONCE were busy
+    def __init__(self, app: Callable[[str], Answer], host: str, port: int):
+        self._answer = app  # path -> (status line, content type, body)
+        self._sock = socket.create_server((host, port), backlog=128)
+        self._loop = asyncio.new_event_loop()
+        self._waiting: dict[asyncio.Task[None], float] = {}  # connections before their answer
+        self.served = 0
+        self.cut = 0  # closed: past the deadline, a too-big head, or to make room
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="trainer-metrics")
+        self._thread.start()
+        self._started.wait(10)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._lock:
-            busy = self.active >= MAX_REQUESTS_AT_ONCE
-            self.active += not busy
-            self.refused_busy += busy
-        if busy:
-            self.shutdown_request(request)
-            return
+    @property
+    def port(self) -> int:
+        return int(self._sock.getsockname()[1])
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(
+            asyncio.start_server(self._connection, sock=self._sock, limit=MAX_HEAD_BYTES)
+        )
+        self._server = server
+        self._started.set()
         try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._done()
-            raise
-
-    def _done(self) -> None:
-        with self._lock:
-            self.active -= 1
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        deadline = threading.Timer(REQUEST_DEADLINE_S, _cut, (request,))
-        deadline.daemon = True
-        deadline.start()
-        try:
-            super().process_request_thread(request, client_address)
+            self._loop.run_forever()
         finally:
-            deadline.cancel()
-            self._done()
+            server.close()
+            for task in list(self._waiting):
+                task.cancel()
+            with contextlib.suppress(Exception):
+                self._loop.run_until_complete(asyncio.sleep(0))
+            self._loop.close()
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("metrics request from %s failed", client_address, exc_info=True)
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if len(self._waiting) >= MAX_CONNECTIONS:  # room for this one: the longest waiting goes
+            oldest = min(self._waiting, key=self._waiting.__getitem__)
+            self._waiting.pop(oldest)
+            oldest.cancel()
+        self._waiting[task] = time.monotonic()
+        try:
+            async with asyncio.timeout(REQUEST_DEADLINE_S):
+                head = await reader.readuntil(b"\r\n\r\n")
+                status, content_type, body = self._respond(head)
+                writer.write(
+                    f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                    + body
+                )
+                await writer.drain()
+                self.served += 1
+        except (TimeoutError, asyncio.CancelledError, asyncio.LimitOverrunError,
+                asyncio.IncompleteReadError, ConnectionError):  # fmt: skip
+            self.cut += 1
+        finally:
+            self._waiting.pop(task, None)
+            writer.transport.abort()  # no lingering close handshake with a peer gone quiet
+
+    def _respond(self, head: bytes) -> Answer:
+        method, _, rest = head.partition(b" ")
+        if method not in (b"GET", b"HEAD"):
+            return "405 Method Not Allowed", "text/plain", b"GET only\n"
+        path = rest.partition(b" ")[0].partition(b"?")[0].decode("latin-1")
+        try:
+            return self._answer(path)
+        except Exception:  # a bug in a collector answers 500, never ends the server
+            log.exception("trainer metrics request %r failed", path)
+            return "500 Internal Server Error", "text/plain", b"failed\n"
+
+    def shutdown(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def server_close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
 
 
-def _cut(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
+def health_app(trainer: Any, registry: CollectorRegistry) -> Callable[[str], Answer]:
+    """Answers by path: `/healthz` from `trainer.health()`, everything else the metrics."""
 
-
-class _QuietHandler(WSGIRequestHandler):
-    timeout = REQUEST_DEADLINE_S  # each read; the timer above bounds the whole request
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
-        pass  # a scrape every few seconds is not news
-
-
-def health_app(trainer: Any, metrics: Callable[..., Any]) -> Callable[..., Any]:
-    """A WSGI app: `/healthz` from `trainer.health()`, everything else the metrics."""
-
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if environ.get("PATH_INFO") != "/healthz":
-            return metrics(environ, start_response)
+    def app(path: str) -> Answer:
+        if path != "/healthz":
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(registry)
         try:
             body = trainer.health()
         except Exception as e:  # a health check must answer, even mid-build
             body = {"alive": True, "state": "unknown", "error": f"{type(e).__name__}: {e}"}
         ok = body.get("state") in HEALTHY_STATES
         payload = json.dumps(body, default=str).encode()
-        start_response(
-            "200 OK" if ok else "503 Service Unavailable",
-            [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
-        )
-        return [payload]
+        return ("200 OK" if ok else "503 Service Unavailable"), "application/json", payload
 
     return app
 
 
 def serve_trainer_metrics(trainer: Any, port: int, host: str = "127.0.0.1") -> Any:
     """Start the /metrics and /healthz HTTP server on its own thread; returns the server
-    (shutdown())."""
+    (`shutdown()`, then `server_close()`)."""
     if not is_loopback(host):
         log.warning(
             "trainer metrics on %s:%d: /metrics and /healthz are open to whoever reaches that "
@@ -264,7 +298,4 @@ def serve_trainer_metrics(trainer: Any, port: int, host: str = "127.0.0.1") -> A
         )  # fmt: skip
     registry = CollectorRegistry()
     registry.register(TrainerCollector(trainer))
-    app = health_app(trainer, make_wsgi_app(registry))
-    server = make_server(host, port, app, _Server, handler_class=_QuietHandler)
-    threading.Thread(target=server.serve_forever, daemon=True, name="trainer-metrics").start()
-    return server
+    return MetricsServer(health_app(trainer, registry), host, port)

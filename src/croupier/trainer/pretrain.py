@@ -160,6 +160,9 @@ def pretrain(
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     started_ray = not ray.is_initialized()
     if started_ray:
+        from croupier.trainer.ray_token import private_ray_token
+
+        private_ray_token()  # Ray's own would be 0644
         ray.init(num_cpus=2, include_dashboard=False)
     t0 = time.monotonic()
     algo = bc_config(game, data_dir, spec, lr, batch_size, iters_per_step).build_algo()

@@ -54,6 +54,7 @@ from croupier.trainer.progress import (
     per_hand,
     trained_share,
 )
+from croupier.trainer.ray_token import private_ray_token
 from croupier.trainer.rules_anchor import RulesAnchor
 from croupier.trainer.runners import (
     check_runners,
@@ -176,6 +177,9 @@ class Trainer:
         # (also what an older croupier left there with the umask's modes).
         owner_only(private_dir(Path(opts.checkpoint_dir)))
         if not ray.is_initialized():
+            # Ray's token file owner-only (Ray writes a new one 0644): written here for a local
+            # cluster, only tightened for one `ray start` began (`ray_token.py`).
+            private_ray_token(create=not opts.ray_address)
             if opts.ray_address:
                 ray.init(address=opts.ray_address)
             else:
