@@ -42,7 +42,6 @@ SETS_KEPT = 1 << 12
 # dearer for a few rows here: its dispatch and shape checks run in Python).
 _SUM, _ANY = np.add.reduce, np.logical_or.reduce
 _LEADS = np.eye(1, ANSWER_SIZE, dtype=np.float32)  # the answer features of a lead
-_ANSWER_COLUMNS = [0, 1, 2, 3, 4, 5, 7]  # `answer`'s comparisons, in its order
 
 
 def _copy_columns(copies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -135,6 +134,7 @@ class CardGame:
         object.__setattr__(self, "_offsets", offsets)
         object.__setattr__(self, "_moves", OrderedDict())
         object.__setattr__(self, "_sets", OrderedDict())
+        object.__setattr__(self, "_answer_plans", OrderedDict())  # by a pile's cards
         object.__setattr__(self, "_last_unseen", None)  # (state, what it leaves unseen)
         object.__setattr__(self, "_from_hand", np.array([k.from_hand for k in self.kinds]))
         # Per kind: each card's and each rank's place among the kind's own (-1: not its own).
@@ -160,23 +160,43 @@ class CardGame:
         byte table reading a `joined` string in one C call, each seat's view of the table
         round from it, and the layout of a move's row (`move_row`)."""
         d, put = self.deck, object.__setattr__
-        per_copy = self.per_copy
-        if d.suits:  # each rank's and each suit's copies (`set_features`' divisors)
-            plain = self._copies[: len(d.ranks) * len(d.suits)].reshape(len(d.ranks), -1)
-            put(self, "_rank_copies", plain.sum(1))
-            put(self, "_suit_copies", plain.sum(0))
-        copies = self._copies if per_copy else np.ones(d.size, np.int64)
-        put(self, "_card_columns", _copy_columns(copies))
-        card_width = int(copies.sum())
-        rank_width = 0
-        if d.suits:
-            rank_copies = self._rank_copies if per_copy else np.ones(len(d.ranks), np.int64)
-            put(self, "_rank_columns", _copy_columns(rank_copies))
-            joker_from = int(copies[: len(d.ranks) * len(d.suits)].sum())
-            put(self, "_joker_columns", slice(joker_from, card_width))
-            rank_width = int(rank_copies.sum()) + card_width - joker_from
+        size, ranks, suits = d.size, len(d.ranks), len(d.suits)
+        plain = ranks * suits  # the suited cards, rank-major ("9H", "9S", "TH", ...)
+        # A set's features are sums of its counts: per card, and with suits per rank, per
+        # joker and per suit; then all of them. `_groups` sums them in one product, columns
+        # in the features' order; each sum is then divided by its copies in the deck (the
+        # size by the zone's most cards), or with `per_copy` a card's, a rank's and a joker's
+        # thresholded, a column a copy (`_set_from_groups`).
+        blocks, copies = [np.eye(size, dtype=np.int64)], [self._copies]
+        if suits:
+            card = np.arange(plain)
+            by_rank = np.zeros((size, ranks), np.int64)
+            by_rank[card, card // suits] = 1
+            by_suit = np.zeros((size, suits), np.int64)
+            by_suit[card, card % suits] = 1
+            blocks += [by_rank, np.eye(size, dtype=np.int64)[:, plain:], by_suit]
+            copies += [self._copies @ by_rank, self._copies[plain:], self._copies @ by_suit]
+        blocks.append(np.ones((size, 1), np.int64))
+        put(self, "_groups", np.concatenate(blocks, axis=1))
+        put(self, "_group_copies", np.concatenate(copies).astype(np.float64))
+        put(self, "_divisors", {})
+        counted = copies[:3] if suits else copies[:1]  # card, rank, joker sums
+        at = sum(len(c) for c in counted)  # the first group divided with `per_copy`
+        if self.per_copy:
+            of, level, o = [], [], 0
+            for c in counted:
+                col, lev = _copy_columns(c)
+                of.append(col + o)
+                level.append(lev)
+                o += len(c)
+            put(self, "_per_copy_columns", (np.concatenate(of), np.concatenate(level)))
+            card_width = int(self._copies.sum())
+            set_size = sum(len(x) for x in level) + suits + 1
+        else:
+            card_width = size
+            set_size = self._groups.shape[1]
+        put(self, "_divided_from", at if self.per_copy else 0)
         put(self, "_card_width", card_width)
-        set_size = card_width + rank_width + len(d.suits) + 1
         put(self, "_set_size", set_size)
         put(self, "_move_size", self.players + len(self.kinds) + card_width + len(self.choices))
         layout, o = [], 0
@@ -214,33 +234,41 @@ class CardGame:
         put(self, "_byte_index", bytes(table))
         # A move's row: kind one-hot | its cards' set features (the candidate's first
         # columns; the history's are the kind and the card columns of them) | its cards
-        # counted | its highest rank (-1: none) | its highest rank per suit (-1: none) |
-        # whether it holds each rank | whether it holds n cards, n = 0..the most a kind
-        # takes | its rank gap to a pile whose highest rank is r, r = 0..ranks - 1 | its
-        # suits (a card's, or the suit a choice names) | the cards of its suits and of its
-        # ranks it takes from the hand | how many suits and ranks it has (at least 1). The
-        # answer features are comparisons of these and one of the gaps (`answer`); what a
-        # move keeps, of the hand and the last three (`kept`).
+        # counted, then summed as its set features sum them (`_groups`: per rank, per suit,
+        # all; the first columns are its counts per card) | its highest rank (-1: none) | its
+        # highest rank per suit (-1: none) | the choice it names, one-hot | its suits (a
+        # card's, or the suit a choice names) | whether it holds each rank | whether it holds
+        # n cards, n = 0..the most a kind takes | its rank gap to a pile whose highest rank is
+        # r, r = 0..ranks - 1 | the cards of its suits and of its ranks it takes from the hand
+        # | how many suits and ranks it has (at least 1). The answer features are comparisons
+        # of these and one of the gaps (`answer`); the candidate's choice and suits one slice
+        # (`candidates`); what a move keeps, the suits and ranks one product with the hand's
+        # and the last four (`kept`).
         k, s, r = len(self.kinds), len(d.suits), d.num_ranks
         most = max(kind.cards[1] for kind in self.kinds)
         cand = k + set_size
+        groups = self._groups.shape[1]
+        at = cand + groups
         put(self, "_most_cards", most)
         put(self, "_row_cand", cand)
+        put(self, "_row_groups", slice(cand, at))
         put(self, "_row_counts", slice(cand, cand + d.size))
-        put(self, "_row_top", cand + d.size)
-        put(self, "_row_suit_top", cand + d.size + 1)
-        put(self, "_row_rank", cand + d.size + 1 + s)
-        put(self, "_row_sizes", cand + d.size + 1 + s + r)
-        put(self, "_row_gap", cand + d.size + 1 + s + r + most + 1)
-        put(self, "_row_suits", cand + d.size + 1 + s + r + most + 1 + r)
-        put(self, "_row_kept", cand + d.size + 1 + s + r + most + 1 + r + s)
-        put(self, "_row_width", cand + d.size + 1 + s + r + most + 1 + r + s + 4)
+        put(self, "_row_top", at)
+        put(self, "_row_suit_top", at + 1)
+        put(self, "_row_choice", at + 1 + s)
+        put(self, "_row_suits", at + 1 + s + len(self.choices))
+        put(self, "_row_rank", at + 1 + 2 * s + len(self.choices))
+        put(self, "_row_sizes", self._row_rank + r)
+        put(self, "_row_gap", self._row_sizes + most + 1)
+        put(self, "_row_kept", self._row_gap + r)
+        put(self, "_row_width", self._row_kept + 4)
         # A hand's cards per suit and per rank, in one product with its counts (`kept`).
         put(self, "_per_suit_rank", np.concatenate([by_suit, self._tables[2]], axis=1))
         # A choice named as one of the deck's suits (UNO's wild, crazy eights' suit call)
         # is that suit for what a move keeps.
         put(self, "_choice_suit", [tuple(d.suits).index(c) if c in tuple(d.suits) else -1
                                    for c in self.choices])  # fmt: skip
+        put(self, "_no_hand_figures", self._figures_of(self._no_hand))
 
     def _zone(self, name: str) -> Zone:
         zone = next((z for z in self.zones if z.field == name), None)
@@ -443,7 +471,7 @@ class CardGame:
         row[: len(self.kinds)] = 0.0
         row[kind] = 1.0
         row[len(self.kinds) : self._row_cand] = self.set_features(counts[None], self.hand_max)[0]
-        row[self._row_counts] = counts
+        row[self._row_groups] = counts @ self._groups
         held = np.flatnonzero(counts).tolist()
         rank, suit = self._rank_of, self._suit_of
         mine_top = max((rank[i] for i in held), default=-1)
@@ -457,9 +485,11 @@ class CardGame:
         row[self._row_sizes + int(counts.sum())] = 1.0
         tops = np.arange(self.deck.num_ranks)  # (the features' own formula, once per move)
         gap = np.where(mine_top >= 0, (mine_top - tops) / self.deck.num_ranks, 0.0)
-        row[self._row_gap : self._row_suits] = gap
-        suits = row[self._row_suits : self._row_kept]
-        suits[:] = 0.0
+        row[self._row_gap : self._row_kept] = gap
+        row[self._row_choice : self._row_rank] = 0.0  # the choice one-hot, then the suits
+        if named >= 0:
+            row[self._row_choice + named] = 1.0
+        suits = row[self._row_suits : self._row_rank]
         chosen = self._choice_suit[named] if named >= 0 else -1
         if chosen >= 0:
             suits[chosen] = 1.0
@@ -544,43 +574,27 @@ class CardGame:
         """float32[n, set_size] of int[n, deck] counts: per card / its copies, per rank and
         per suit / the deck's, the size / `max_cards` (into `out` if given); `per_copy`: a
         card's and a rank's count one column per copy instead, holds more than 0, 1, ...
-        Sums over the deck's rank-major layout, not a matrix product: a BLAS call for these
-        tiny shapes cost ~0.3 ms a state on the loaded 2-core box, the sums ~10x less."""
-        d = self.deck
-        n = len(counts)
+        The sums in one integer product (`_groups`), not a product per group: a BLAS call
+        for these tiny shapes cost ~0.3 ms a state on the loaded 2-core box."""
         if out is None:
-            out = np.empty((n, self._set_size), np.float32)
-        cw = self._card_width
-        self._count_columns(counts, self._copies, self._card_columns, out[:, :cw])
-        if d.suits:  # (suitless: a card is its rank, already counted)
-            ranks, suits = len(d.ranks), len(d.suits)
-            grid = counts[:, : ranks * suits].reshape(n, ranks, suits)
-            o, plain = cw, len(self._rank_columns[0])
-            rank_counts = _SUM(grid, 2)
-            self._count_columns(rank_counts, self._rank_copies, self._rank_columns,
-                                out[:, o : o + plain])  # fmt: skip
-            o += plain
-            jokers = out[:, self._joker_columns]
-            out[:, o : o + jokers.shape[1]] = jokers
-            o += jokers.shape[1]
-            out[:, o : o + suits] = _SUM(grid, 1) / self._suit_copies
-        out[:, -1] = _SUM(counts, 1) / max(max_cards, 1)
-        return out
+            out = np.empty((len(counts), self._set_size), np.float32)
+        return self._set_from_groups(counts @ self._groups, max_cards, out)
 
-    def _count_columns(
-        self,
-        counts: np.ndarray,
-        copies: np.ndarray,
-        columns: tuple[np.ndarray, np.ndarray],
-        out: np.ndarray,
-    ) -> None:
-        """Counts of cards (ranks) of `copies` each into `out`: count / copies, or with
-        `per_copy` a column a copy (`_copy_columns`: holds more than 0, 1, ... of it)."""
+    def _set_from_groups(self, groups: np.ndarray, max_cards: int, out: np.ndarray) -> np.ndarray:
+        """`set_features` of sets given by their sums (`_groups`' columns, whole numbers,
+        any dtype: each divided in float64, as the counts' own division): what a move leaves
+        in the hand is the hand's sums less the move's (`candidates`)."""
+        divisors = self._divisors.get(max_cards)
+        if divisors is None:  # [the groups' copies..., the most cards], from `_divided_from`
+            divisors = np.append(self._group_copies, max(max_cards, 1))[self._divided_from :]
+            self._divisors[max_cards] = divisors
         if self.per_copy:
-            of, level = columns
-            out[:] = counts[:, of] > level
+            of, level = self._per_copy_columns
+            out[:, : len(of)] = groups[:, of] > level
+            out[:, len(of) :] = groups[:, self._divided_from :] / divisors
         else:
-            out[:] = counts / copies
+            out[:] = groups / divisors
+        return out
 
     def features(self, p: Parsed) -> np.ndarray:
         obs = np.zeros(self._obs_size, np.float32)
@@ -643,29 +657,26 @@ class CardGame:
     def candidates(self, p: Parsed) -> np.ndarray:
         """float32[K, candidate_size], one row per legal move in the state's order: the
         move's own columns gathered (`Parsed.rows`), what it leaves in the hand and how it
-        answers computed for all K at once."""
-        k, rows, counts, hand = len(p.legal), p.rows, p.counts, p.hand
+        answers computed for all K at once. What it leaves is the hand's sums (per card,
+        rank, suit, all: `_groups`) less the move's, divided as `set_features` divides: one
+        subtraction and one division, the hand's sums read once per hand."""
+        rows, hand_sums, by_hand = p.rows, *self._hand_figures(p)
         a, s = self._row_cand, self._set_size
-        out = np.empty((k, self.candidate_size), np.float32)
+        out = np.empty((len(rows), self.candidate_size), np.float32)
         out[:, :a] = rows[:, :a]
-        if self._all_from_hand:
-            left = hand - counts
-        else:
-            left = hand - np.where(self._from_hand[[m.kind for m in p.legal]][:, None], counts, 0)
-        self.set_features(left, self._hand_max, out[:, a : a + s])
+        taken = rows[:, self._row_groups]
+        if not self._all_from_hand:
+            taken = taken * self._from_hand[[m.kind for m in p.legal]][:, None]
+        self._set_from_groups(hand_sums - taken, self._hand_max, out[:, a : a + s])
         # It empties the hand: nothing left (the size column is 0 exactly when it is), of a
         # hand that held something.
-        held = self._hand_field is not None and len(p.values[self._hand_field].ids) > 0
-        out[:, a + s] = (out[:, a + s - 1] == 0) & held
-        self.answer(p, out[:, a + s + 1 : a + s + 1 + ANSWER_SIZE])
-        o = a + s + 1 + ANSWER_SIZE
-        if self.choices:  # the choice a move names, one-hot
-            chosen = out[:, o : o + len(self.choices)]
-            chosen[:] = 0.0
-            choice = np.array([m.choice for m in p.legal])
-            named = np.flatnonzero(choice >= 0)
-            chosen[named, choice[named]] = 1.0
-        self.kept(rows, hand, out[:, o + len(self.choices) :])
+        out[:, a + s] = (out[:, a + s - 1] == 0) & (hand_sums[-1] > 0)
+        o = a + s + 1
+        self.answer(p, out[:, o : o + ANSWER_SIZE])
+        o += ANSWER_SIZE
+        w = self._row_rank - self._row_choice  # the choice one-hot, then the suits
+        out[:, o : o + w] = rows[:, self._row_choice : self._row_rank]
+        self.kept(rows, by_hand, out[:, o + w :])
         # Each feature rounded to the nearest float16 (all lie in [-1, 1]: ~5e-4 apart at
         # most): the trainer then keeps an update's padded [N, K, F] candidates in half the
         # bytes (`trainer/episodes.py`), which RLlib copies at every shuffle and minibatch;
@@ -673,23 +684,43 @@ class CardGame:
         out[:] = out.astype(np.float16)
         return out
 
-    def kept(self, rows: np.ndarray, hand: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Per move: its suits, one-hot (a card's, or the suit its choice names), then what it
-        leaves in the hand of its own suits and of its own ranks (cards, averaged over its
-        suits / ranks, as n / (n + 2): 1 card 0.33, 2 0.5, 8 0.8). A network sees at once
-        what the hand made only as a product of two inputs: the colour a wild should name
-        (UNO), the suit a trick game runs short of, the set a play breaks up. The hand's
-        cards per suit and rank once, summed over each move's (whole numbers: exact), less
-        what the move takes of them (its row's)."""
-        s, at = len(self.deck.suits), self._row_kept
-        per = hand @ self._per_suit_rank
-        suits = rows[:, self._row_suits : at]
-        held = np.empty((len(rows), 2))
-        held[:, 0] = suits @ per[:s]
-        held[:, 1] = rows[:, self._row_rank : self._row_rank + self.deck.num_ranks] @ per[s:]
+    def _hand_figures(self, p: Parsed) -> tuple[np.ndarray, np.ndarray]:
+        """(the hand's sums, float64[groups]; its cards per suit and per rank as `kept`'s
+        product reads them, float64[suits + ranks, 2]), kept with the hand's card set (a
+        hand repeats from state to state; no hand: none held)."""
+        if self._hand_field is None:
+            return self._no_hand_figures
+        cards = p.values[self._hand_field]
+        figures = cards.rows.get(-1)
+        if figures is None:
+            figures = self._figures_of(cards.counts)
+            cards.rows[-1] = figures
+        return figures
+
+    def _figures_of(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sums = (counts @ self._groups).astype(np.float64)
+        per = (counts @ self._per_suit_rank).astype(np.float64)
+        s = len(self.deck.suits)
+        by_hand = np.zeros((len(per), 2))
+        by_hand[:s, 0] = per[:s]
+        by_hand[s:, 1] = per[s:]
+        for a in (sums, by_hand):
+            a.setflags(write=False)
+        return sums, by_hand
+
+    def kept(self, rows: np.ndarray, by_hand: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Per move: what it leaves in the hand of its own suits and of its own ranks (cards,
+        averaged over its suits / ranks, as n / (n + 2): 1 card 0.33, 2 0.5, 8 0.8); its
+        suits one-hot (a card's, or the suit its choice names) go before these. A network
+        sees at once what the hand made only as a product of two inputs: the colour a wild
+        should name (UNO), the suit a trick game runs short of, the set a play breaks up.
+        Each move's suits and ranks (its row's, side by side) times the hand's cards per
+        suit and per rank (`by_hand`, a column each: whole numbers, exact), less what the
+        move takes of them (its row's)."""
+        at = self._row_kept
+        held = rows[:, self._row_suits : self._row_rank + self.deck.num_ranks] @ by_hand
         n = (held - rows[:, at : at + 2]) / rows[:, at + 2 : at + 4]
-        out[:, :s] = suits
-        out[:, s:] = n / (n + 2.0)
+        out[:] = n / (n + 2.0)
         return out
 
     def to_answer(self, p: Parsed) -> tuple[np.ndarray, list[int] | bytes | tuple[int, ...]]:
@@ -720,24 +751,35 @@ class CardGame:
         if not order:
             out[:] = _LEADS
             return out
-        rows, rank, suit = p.rows, self._rank_of, self._suit_of
+        key = tuple(order) if type(order) is list else order
+        plan = self._answer_plans.get(key)
+        if plan is None:
+            plan = self._answer_plan(order)
+            _keep(self._answer_plans, key, plan, SETS_KEPT)
+        cols, lo = plan
+        picked = p.rows[:, cols]
+        out[:] = picked > lo
+        out[:, 6] = picked[:, 6]
+        return out
+
+    def _answer_plan(self, order: Any) -> tuple[np.ndarray, np.ndarray]:
+        """What `answer` reads of the moves' rows for a pile of these cards (in its order),
+        and the figure each column is compared with (read in Python from its few cards once
+        per pile: piles repeat): features 0-5 and 7, each "the row's column c is above lo"
+        (a feature that cannot hold, e.g. no lead suit, or 0, it leads: lo = inf), and
+        feature 6 the rank gap to the pile's top, computed with the move (its lo unread)."""
+        rank, suit = self._rank_of, self._suit_of
         first, last = order[0], order[-1]
         top = max(rank[i] for i in order)
         lead, match = suit[first], suit[last]
-        # One gather from the rows, one comparison: features 0-5 and 7, each "the row's
-        # column c is above lo" (a feature that cannot hold, e.g. no lead suit, or 0, it
-        # leads: lo = inf), and the rank gap to this pile's top, computed with the move.
         st, no, n = self._row_suit_top, math.inf, len(order)
         lead_top = max(rank[i] for i in order if suit[i] == lead) if lead >= 0 else 0
         sized = self._row_sizes + min(n, self._most_cards)
         cols = [st, st + max(lead, 0), st + max(match, 0), self._row_rank + rank[last],
-                self._row_top, st + max(lead, 0), sized, self._row_gap + top]  # fmt: skip
+                self._row_top, st + max(lead, 0), self._row_gap + top, sized]  # fmt: skip
         lo = [no, -1 if lead >= 0 else no, -1 if match >= 0 else no, 0, top,
-              lead_top if lead >= 0 else no, 0 if n <= self._most_cards else no]  # fmt: skip
-        picked = rows[:, cols]
-        out[:, _ANSWER_COLUMNS] = picked[:, :7] > lo
-        out[:, 6] = picked[:, 7]
-        return out
+              lead_top if lead >= 0 else no, no, 0 if n <= self._most_cards else no]  # fmt: skip
+        return np.array(cols), np.array(lo, np.float64)
 
     # --- schema -------------------------------------------------------------------------------
 
