@@ -41,7 +41,6 @@ SETS_KEPT = 1 << 12
 # wrappers; a list of arrays is joined by `np.array`/`np.concatenate`, not `np.stack` (3-10x
 # dearer for a few rows here: its dispatch and shape checks run in Python).
 _SUM, _ANY = np.add.reduce, np.logical_or.reduce
-_LEADS = np.eye(1, ANSWER_SIZE, dtype=np.float32)  # the answer features of a lead
 
 
 def _copy_columns(copies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -269,6 +268,13 @@ class CardGame:
         put(self, "_choice_suit", [tuple(d.suits).index(c) if c in tuple(d.suits) else -1
                                    for c in self.choices])  # fmt: skip
         put(self, "_no_hand_figures", self._figures_of(self._no_hand))
+        # The candidate's columns taken from the move's row: its kind and cards, then its
+        # choice and suits; the others' (what it leaves, answers, keeps) filled per state.
+        columns = np.zeros(self.candidate_size, np.int64)
+        columns[:cand] = np.arange(cand)
+        w = self._row_rank - self._row_choice
+        columns[-KEPT_SIZE - w : -KEPT_SIZE] = np.arange(self._row_choice, self._row_rank)
+        put(self, "_cand_columns", columns)
 
     def _zone(self, name: str) -> Zone:
         zone = next((z for z in self.zones if z.field == name), None)
@@ -656,27 +662,24 @@ class CardGame:
 
     def candidates(self, p: Parsed) -> np.ndarray:
         """float32[K, candidate_size], one row per legal move in the state's order: the
-        move's own columns gathered (`Parsed.rows`), what it leaves in the hand and how it
-        answers computed for all K at once. What it leaves is the hand's sums (per card,
-        rank, suit, all: `_groups`) less the move's, divided as `set_features` divides: one
-        subtraction and one division, the hand's sums read once per hand."""
+        move's own columns gathered from its row (`Parsed.rows`: kind, cards, choice, suits;
+        the others' places filled after), what it leaves in the hand, whether that empties
+        it and how it answers computed for all K at once. What it leaves is the hand's sums
+        (per card, rank, suit, all: `_groups`) less the move's, divided as `set_features`
+        divides: one subtraction and one division, the hand's sums read once per hand.
+        Whether it empties the hand and how it answers are one comparison of the rows with
+        the figures of the hand's size and of the pile (`_answer_plan`)."""
         rows, hand_sums, by_hand = p.rows, *self._hand_figures(p)
         a, s = self._row_cand, self._set_size
-        out = np.empty((len(rows), self.candidate_size), np.float32)
-        out[:, :a] = rows[:, :a]
+        out = rows.take(self._cand_columns, axis=1)
         taken = rows[:, self._row_groups]
         if not self._all_from_hand:
             taken = taken * self._from_hand[[m.kind for m in p.legal]][:, None]
         self._set_from_groups(hand_sums - taken, self._hand_max, out[:, a : a + s])
-        # It empties the hand: nothing left (the size column is 0 exactly when it is), of a
-        # hand that held something.
-        out[:, a + s] = (out[:, a + s - 1] == 0) & (hand_sums[-1] > 0)
-        o = a + s + 1
-        self.answer(p, out[:, o : o + ANSWER_SIZE])
-        o += ANSWER_SIZE
-        w = self._row_rank - self._row_choice  # the choice one-hot, then the suits
-        out[:, o : o + w] = rows[:, self._row_choice : self._row_rank]
-        self.kept(rows, by_hand, out[:, o + w :])
+        self._answer(p, int(hand_sums[-1]), out[:, a + s : a + s + 1 + ANSWER_SIZE])
+        if not self._all_from_hand:  # (a move that takes nothing leaves the hand as it is)
+            out[:, a + s] = (out[:, a + s - 1] == 0) & (hand_sums[-1] > 0)
+        self.kept(rows, by_hand, out[:, -KEPT_SIZE:])
         # Each feature rounded to the nearest float16 (all lie in [-1, 1]: ~5e-4 apart at
         # most): the trainer then keeps an update's padded [N, K, F] candidates in half the
         # bytes (`trainer/episodes.py`), which RLlib copies at every shuffle and minibatch;
@@ -739,47 +742,61 @@ class CardGame:
         """How each legal move answers the `answers` pile: it leads (the pile is empty); it
         has a card of the pile's first card's suit (follows the lead), of its last card's
         suit or rank (matches the top); its highest rank beats the pile's highest, or the
-        highest of the lead suit; the rank gap / ranks; it has as many cards as the pile.
-        Comparisons of the moves' rows (`move_row`) with the pile's figures, read in Python
-        from its few cards (into `out` if given)."""
+        highest of the lead suit; the rank gap / ranks; it has as many cards as the pile
+        (into `out` if given)."""
         if out is None:
             out = np.empty((len(p.legal), ANSWER_SIZE), np.float32)
-        if self.answers is None:
-            out[:] = 0.0
-            return out
-        _, order = self.to_answer(p)
-        if not order:
-            out[:] = _LEADS
-            return out
-        key = tuple(order) if type(order) is list else order
-        plan = self._answer_plans.get(key)
-        if plan is None:
-            plan = self._answer_plan(order)
-            _keep(self._answer_plans, key, plan, SETS_KEPT)
-        cols, lo = plan
-        picked = p.rows[:, cols]
-        out[:] = picked > lo
-        out[:, 6] = picked[:, 6]
+        both = np.empty((len(p.legal), 1 + ANSWER_SIZE), np.float32)
+        self._answer(p, 0, both)
+        out[:] = both[:, 1:]
         return out
 
-    def _answer_plan(self, order: Any) -> tuple[np.ndarray, np.ndarray]:
-        """What `answer` reads of the moves' rows for a pile of these cards (in its order),
-        and the figure each column is compared with (read in Python from its few cards once
-        per pile: piles repeat): features 0-5 and 7, each "the row's column c is above lo"
-        (a feature that cannot hold, e.g. no lead suit, or 0, it leads: lo = inf), and
-        feature 6 the rank gap to the pile's top, computed with the move (its lo unread)."""
+    def _answer(self, p: Parsed, hand_size: int, out: np.ndarray) -> None:
+        """Whether each legal move takes all of a hand of `hand_size` cards (0: none to
+        empty), then how it answers (`answer`), into `out`: comparisons of the moves' rows
+        (`move_row`) with the figures of the hand's size and of the pile, one gather."""
+        order: Any = None  # no pile to answer
+        if self.answers is not None:
+            order = self.to_answer(p)[1] or ()  # () : it leads
+        key = (tuple(order) if type(order) is list else order, hand_size)
+        plan = self._answer_plans.get(key)
+        if plan is None:
+            plan = self._answer_plan(order, hand_size)
+            _keep(self._answer_plans, key, plan, SETS_KEPT)
+        cols, lo, gap = plan
+        picked = p.rows.take(cols, axis=1)
+        out[:] = picked > lo
+        if gap:
+            out[:, 7] = picked[:, 7]
+
+    def _answer_plan(self, order: Any, hand_size: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        """What `_answer` reads of the moves' rows for a hand of `hand_size` cards and a pile
+        of these cards (in its order; (): empty, the seat leads; None: no pile), and the
+        figure each column is compared with (read in Python from the pile's few cards, once
+        per pile and hand size: they repeat): whether the move holds `hand_size` cards, then
+        the answer's features 0-5 and 7, each "the row's column c is above lo" (a feature
+        that cannot hold, e.g. no lead suit, or 0, it leads: lo = inf; one that holds:
+        -inf), and feature 6 the rank gap to the pile's top, computed with the move (copied
+        where there is a pile: `gap`)."""
+        st, no = self._row_suit_top, math.inf
+        fits = 0 < hand_size <= self._most_cards  # (else no move holds it all)
+        holds = [self._row_sizes + (hand_size if fits else 0), 0 if fits else no]  # col, lo
+        if not order:  # it leads: feature 0 holds (any column is above -inf); no pile: none
+            leads = -no if order is not None else no
+            cols = [holds[0]] + [st] * ANSWER_SIZE
+            return np.array(cols), np.array([holds[1], leads] + [no] * (ANSWER_SIZE - 1)), False
         rank, suit = self._rank_of, self._suit_of
         first, last = order[0], order[-1]
         top = max(rank[i] for i in order)
         lead, match = suit[first], suit[last]
-        st, no, n = self._row_suit_top, math.inf, len(order)
+        n = len(order)
         lead_top = max(rank[i] for i in order if suit[i] == lead) if lead >= 0 else 0
         sized = self._row_sizes + min(n, self._most_cards)
-        cols = [st, st + max(lead, 0), st + max(match, 0), self._row_rank + rank[last],
+        cols = [holds[0], st, st + max(lead, 0), st + max(match, 0), self._row_rank + rank[last],
                 self._row_top, st + max(lead, 0), self._row_gap + top, sized]  # fmt: skip
-        lo = [no, -1 if lead >= 0 else no, -1 if match >= 0 else no, 0, top,
+        lo = [holds[1], no, -1 if lead >= 0 else no, -1 if match >= 0 else no, 0, top,
               lead_top if lead >= 0 else no, no, 0 if n <= self._most_cards else no]  # fmt: skip
-        return np.array(cols), np.array(lo, np.float64)
+        return np.array(cols), np.array(lo, np.float64), True
 
     # --- schema -------------------------------------------------------------------------------
 
