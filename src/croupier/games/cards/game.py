@@ -544,12 +544,12 @@ class CardGame:
             moves = [None]
         if not all(moves):  # (a Move is true, None false)
             moves = [self.move(m, self.legal_field) for m in legal]
-        if len(set(legal)) != len(legal) and not self.repeated_legal:
+        if not self.repeated_legal and len(set(legal)) != len(legal):
             raise InvalidState(f"a move is listed twice in {self.legal_field!r}")
         # One array operation over every legal move, not one per move (doudizhu lists up to
         # hundreds): the rows are the candidates' too.
         rows = np.concatenate([m.row for m in moves]).reshape(len(moves), self._row_width)
-        counts = rows[:, self._row_counts].astype(np.int64)
+        counts = rows[:, self._row_counts]  # (whole numbers: compared exactly)
         if _ANY(counts > hand, None):  # (rare: say which, or pass a kind not from the hand)
             beyond = _ANY(counts > hand, 1)
             if not self._all_from_hand:
@@ -557,7 +557,7 @@ class CardGame:
             if beyond.any():
                 text = legal[int(np.argmax(beyond))]
                 raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
-        return Parsed(values, seat, moves, hand, counts, rows)
+        return Parsed(values, seat, moves, hand, rows)
 
     def deal_unseen(self, state: Any, rng: random.Random) -> World:
         """One world consistent with what the seat to act was sent (`state`): every card it

@@ -32,5 +32,4 @@ class Parsed(NamedTuple):
     seat: int
     legal: list[Move]
     hand: np.ndarray
-    counts: np.ndarray  # int64[len(legal), deck size]: the legal moves' cards, stacked once
     rows: np.ndarray  # float32[len(legal), move row]: the legal moves' rows (`move_row`)

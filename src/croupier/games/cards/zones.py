@@ -387,31 +387,35 @@ class History(Zone):
         if not k:
             return
         # Each move's kind and cards are the first columns of its row (`CardGame.move_row`):
-        # one gather for the moves, one for the seats, not three writes a move.
+        # one gather for the moves, one write of every 1.0 (the seats, the choices, what was
+        # in force), not writes a move.
         n, size = g.players, g.move_size + len(self.then)
         base = n + len(g.kinds) + g.card_width  # then the choice, then what was in force
         moves = value.moves[: -k - 1 : -1]
         rows = np.concatenate([m.row for m in moves]).reshape(k, -1)
         view = out[: self.last * size].reshape(self.last, size)
         view[:k, n:base] = rows[:, : base - n]
-        newest = value.seats[: -k - 1 : -1]
-        out[[i * size + (who - seat) % n for i, who in enumerate(newest)]] = 1.0
+        ones = [i * size + (who - seat) % n for i, who in enumerate(value.seats[: -k - 1 : -1])]
         if g.choices:
-            for i, m in enumerate(moves):
-                if m.choice >= 0:
-                    view[i, base + m.choice] = 1.0
+            ones += [i * size + base + m.choice for i, m in enumerate(moves) if m.choice >= 0]
         if self.then:
-            view[np.arange(k), g.move_size + np.array(value.then[: -k - 1 : -1])] = 1.0
+            at = g.move_size
+            ones += [i * size + at + t for i, t in enumerate(value.then[: -k - 1 : -1])]
+        out[ones] = 1.0
 
     def _encode_recency(self, value: Trace, g: GameView, seat: int, out: np.ndarray) -> None:
         # A loop over the listed moves, newest first (UNO's engine lists 16; a doudizhu trace
         # is ~50): the first of each (seat, kind, in force) met is its latest.
         n, kinds, faced = g.players, len(g.kinds), max(1, len(self.then))
         since = [0] * n  # each seat's own moves newer than the one looked at
-        for i in range(len(value.moves) - 1, -1, -1):
-            who = value.seats[i]
-            j = (((who - seat) % n) * kinds + value.moves[i].kind) * faced
-            j += value.then[i] if value.then is not None else 0
-            if not out[j]:
-                out[j] = 1.0 / (1 + since[who])
+        latest: dict[int, float] = {}  # (in Python: a numpy item read or write is ~0.1 us)
+        seats, moves, then = value.seats, value.moves, value.then
+        for i in range(len(moves) - 1, -1, -1):
+            who = seats[i]
+            j = (((who - seat) % n) * kinds + moves[i].kind) * faced
+            j += then[i] if then is not None else 0
+            if j not in latest:
+                latest[j] = 1.0 / (1 + since[who])
             since[who] += 1
+        if latest:
+            out[list(latest)] = list(latest.values())
