@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from croupier.bench.serve import Result, medians, ratios
@@ -122,3 +124,5 @@ def test_serve_sets_adapters_side_by_side_with_their_cpu_ratio():
         Result("c@DoudizhuCardsCandidates", "c", 100, 1900, 1900, 1.0, 9.0, 540.0, 0),
     ]
     assert ratios(results)["100"]["cpu c@DoudizhuCardsCandidates/c@doudizhu"] == 540 / 500
+    paced = [dataclasses.replace(r, think_ms=100.0) for r in results]
+    assert ratios(paced)["100"] == {"cpu c@DoudizhuCardsCandidates/c@doudizhu think 100ms": 1.08}

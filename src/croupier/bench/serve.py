@@ -502,7 +502,9 @@ def format_table(results: list[Result]) -> str:
 def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
     """Per number of games, at full load (no think time: below it, decisions/s is the load
     offered, not what the server can do): each scenario against the floor (`X/a`), and the
-    pairs `PAIRS` (two processes against one, croupier against Ray Serve), where both ran."""
+    pairs `PAIRS` (two processes against one, croupier against Ray Serve), where both ran;
+    and at every load point each adapter's server CPU a decision against the first's
+    (`cpu X@B/X@A`)."""
     out: dict[str, dict[str, float]] = {}
     saturated = [r for r in results if not r.think_ms]
     for games in sorted({r.games for r in saturated}):
@@ -513,14 +515,22 @@ def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
         for num, den in PAIRS:
             if by.get(num) is not None and by.get(den):
                 these[f"{num}/{den}"] = by[num] / by[den]
-        cpu = {r.scenario: r.server_cpu_us_per_decision for r in saturated if r.games == games}
-        first: dict[str, str] = {}  # each scenario's first adapter: the others against it
-        for name in cpu:
-            base = name.split("@")[0]
-            if "@" in name and first.setdefault(base, name) != name and cpu[first[base]]:
-                these[f"cpu {name}/{first[base]}"] = cpu[name] / cpu[first[base]]
         if these:
             out[str(games)] = these
+    # Adapters side by side (`per_adapter`): server CPU a decision against the first adapter
+    # of the same scenario, at every load point (think time: the same offered load each).
+    for r in results:
+        base, at, _ = r.scenario.partition("@")
+        if not at:
+            continue
+        first = next(x for x in results if x.scenario.startswith(base + "@")
+                     and (x.games, x.think_ms) == (r.games, r.think_ms))  # fmt: skip
+        if first is not r and first.server_cpu_us_per_decision:
+            load = f" think {r.think_ms:g}ms" if r.think_ms else ""
+            key = f"cpu {r.scenario}/{first.scenario}{load}"
+            out.setdefault(str(r.games), {})[key] = (
+                r.server_cpu_us_per_decision / first.server_cpu_us_per_decision
+            )
     return out
 
 
