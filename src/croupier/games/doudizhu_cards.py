@@ -5,8 +5,11 @@ doudizhu.py`: "33345"-style card strings, moves "pass", "3334"): its fields are 
 cards written as one string (`joined`), moves read by RLCard's move table into a kind and a
 card set (`Spelling`). The same engine plays it: `--game croupier.games.doudizhu_cards:
 DoudizhuCards` (fixed head) or `...:DoudizhuCardsCandidates` (scored candidates, the preset
-the hand-made `--game doudizhu` trains). What the toolkit does not check that the hand-made
-adapter does: the hand's length against `num_cards_left`, each legal move beating the trace.
+the hand-made `--game doudizhu` trains). It checks what the hand-made adapter checks: the
+hand's length against `num_cards_left` (`Hand.size_in`), each legal move beating the move to
+beat (`beats_the_trace`, the game's own `check`), and more (every counted zone together
+within the deck, not only the two hands); it does not read RLCard's `actions` for
+`legal_actions` (croupier's engine sends `legal_actions`).
 
 It lives in croupier, not examples/, since croupier ships doudizhu: `bench strength --game
 doudizhu --adapter croupier.games.doudizhu_cards:DoudizhuCardsCandidates` sets it beside the
@@ -17,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlcard.games.doudizhu.utils import CARD_TYPE
+from rlcard.games.doudizhu.utils import ACTION_2_ID, CARD_TYPE, ID_2_ACTION
 
+from croupier.games.base import InvalidState
 from croupier.games.cards import (
     CardCandidatesAdapter,
     CardGame,
@@ -27,6 +31,7 @@ from croupier.games.cards import (
     Hand,
     History,
     Kind,
+    Parsed,
     Pile,
     RoleSeat,
     Seat,
@@ -35,7 +40,14 @@ from croupier.games.cards import (
     Spelling,
     Unseen,
 )
-from croupier.games.doudizhu import MOVE_PATTERN, rule_agent, rule_move
+from croupier.games.doudizhu import (
+    ACTION_CODES,
+    BEATS,
+    MOVE_PATTERN,
+    move_to_beat,
+    rule_agent,
+    rule_move,
+)
 from croupier.games.presets import PRESETS
 
 # RLCard's move types without the chain length ("trio_solo_chain_3" -> "trio_solo_chain"),
@@ -57,6 +69,22 @@ def read_move(move: str) -> str:
     return " ".join([base if n.isdigit() else name, *move])
 
 
+def beats_the_trace(state: dict[str, Any], p: Parsed) -> None:
+    """Each legal move may answer the move to beat (RLCard's `get_gt_cards`: the hand-made
+    adapter's table, `BEATS`), or an engine could list up to 512 moves the seat cannot play,
+    each kept in the episode. The state's moves are checked (`CardGame.parse`): their ids
+    are RLCard's."""
+    trace = [ACTION_2_ID[m] for _, m in state["trace"][-2:]]
+    beat = move_to_beat(trace)
+    legal = state[GAME.legal_field]
+    codes = ACTION_CODES[list(map(ACTION_2_ID.__getitem__, legal))]
+    answers = BEATS[0 if beat is None else ACTION_CODES[beat]][codes]
+    if not answers.all():
+        bad = legal[int(answers.argmin())]
+        why = "the seat leads" if beat is None else f"it does not beat {ID_2_ACTION[beat]!r}"
+        raise InvalidState(f"legal move {bad!r} cannot be played here: {why}")
+
+
 GAME = CardGame(
     name="doudizhu",  # the engine's game: `croupier engine --game doudizhu` plays it
     deck=Deck(ranks="3456789TJQKA2", jokers=("B", "R"), copies=4, copies_of={"B": 1, "R": 1}),
@@ -64,7 +92,7 @@ GAME = CardGame(
     zones=(
         Seat("self"),
         RoleSeat("landlord", alone=True),  # landlord against the two peasants: the teams
-        Hand("current_hand", max_cards=20, joined=True),
+        Hand("current_hand", max_cards=20, joined=True, size_in="num_cards_left"),
         Pile("others_hand", max_cards=37, joined=True),
         SeatPiles("played_cards", max_cards=20, joined=True),
         SeatNumbers("num_cards_left", high=20),
@@ -77,6 +105,7 @@ GAME = CardGame(
     spelling=Spelling(read_move, MOVE_PATTERN, "A move: 'pass', or its cards low to high."),
     # RLCard's state lists the other two hands together: split by their counts.
     unseen=Unseen(hands="num_cards_left", pool="others_hand"),
+    check=beats_the_trace,
 )
 
 

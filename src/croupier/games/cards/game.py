@@ -12,6 +12,7 @@ import math
 import random
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -21,7 +22,16 @@ from croupier.games.base import InvalidState, json_int
 from croupier.games.cards.deck import Deck, Kind, Move, Spelling
 from croupier.games.cards.state import CardSet, Parsed
 from croupier.games.cards.worlds import Unseen, World, deal_unseen, read_unseen
-from croupier.games.cards.zones import Hand, History, Pile, RoleSeat, Seat, SeatPiles, Zone
+from croupier.games.cards.zones import (
+    Hand,
+    History,
+    Pile,
+    RoleSeat,
+    Seat,
+    SeatNumbers,
+    SeatPiles,
+    Zone,
+)
 
 # --- the game ------------------------------------------------------------------------------------
 
@@ -76,7 +86,9 @@ class CardGame:
     with it (0.835 against 0.805 greedy), its peasants no better (docs/strength.md,
     "Declared card games"). `unseen`: where the cards a seat cannot see lie (`Unseen`), for
     dealing worlds a search plays out (`deal_unseen`); None (the default): not said, the game
-    cannot be searched."""
+    cannot be searched. `check`: the game's own check of a state, what the zones cannot say
+    (doudizhu: each legal move beats the move to beat), called with the state and its parse
+    once the toolkit's checks passed; it raises InvalidState (a 422)."""
 
     name: str
     deck: Deck
@@ -91,6 +103,7 @@ class CardGame:
     repeated_legal: bool = False
     per_copy: bool = False
     unseen: Unseen | None = None
+    check: Callable[[dict[str, Any], Parsed], None] | None = None
     legal_field: ClassVar[str] = "legal_actions"
 
     def __post_init__(self) -> None:
@@ -113,6 +126,9 @@ class CardGame:
                     "rank, rank-count"
                 )
         hands = [z for z in self.zones if type(z) is Hand]
+        sized = [h.size_in for h in hands if h.size_in is not None]
+        if sized and not isinstance(self._zone(sized[0]), SeatNumbers):
+            raise ValueError(f"Hand size_in={sized[0]!r} must name a SeatNumbers zone")
         if len(hands) > 1 or (any(k.from_hand and k.cards[1] for k in self.kinds) and not hands):
             raise ValueError("a game whose moves come from the hand declares one Hand zone")
         if self.answers is not None and not isinstance(self._zone(self.answers), Pile | History):
@@ -208,6 +224,7 @@ class CardGame:
         put(self, "_obs_size", o)
         hands = [z for z in self.zones if type(z) is Hand]
         put(self, "_hand_field", hands[0].field if hands else None)
+        put(self, "_hand_size_field", hands[0].size_in if hands else None)
         put(self, "_hand_max", hands[0].max_cards if hands else 1)
         put(self, "_no_hand", np.zeros(d.size, np.int64))
         put(self, "_seat_field", next((z.field for z in self.zones if isinstance(z, Seat)), None))
@@ -534,6 +551,13 @@ class CardGame:
             if _ANY(sum(held[1:], held[0]) > self._copies):  # (adds: ~2x cheaper than a sum)
                 raise InvalidState("the state's zones hold more copies of a card than the deck has")
         hand = values[self._hand_field][0] if self._hand_field is not None else self._no_hand
+        if self._hand_size_field is not None:
+            own = values[self._hand_size_field][seat]
+            if len(values[self._hand_field].ids) != own:
+                raise InvalidState(
+                    f"{self._hand_field!r} does not hold {self._hand_size_field!r}[{seat}] = "
+                    f"{own:g} cards"
+                )
         legal = state.get(self.legal_field)
         if type(legal) is not list or not 0 < len(legal) <= self.max_legal:
             raise InvalidState(f"{self.legal_field!r} must list 1..{self.max_legal} moves")
@@ -557,7 +581,10 @@ class CardGame:
             if beyond.any():
                 text = legal[int(np.argmax(beyond))]
                 raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
-        return Parsed(values, seat, moves, hand, rows)
+        parsed = Parsed(values, seat, moves, hand, rows)
+        if self.check is not None:
+            self.check(state, parsed)
+        return parsed
 
     def deal_unseen(self, state: Any, rng: random.Random) -> World:
         """One world consistent with what the seat to act was sent (`state`): every card it

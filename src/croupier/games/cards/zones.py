@@ -154,7 +154,11 @@ class Pile(Zone):
 
 @dataclass(frozen=True)
 class Hand(Pile):
-    """The acting seat's own cards: `from_hand` moves are made of them."""
+    """The acting seat's own cards: `from_hand` moves are made of them. `size_in`: a
+    `SeatNumbers` field that counts each seat's cards ("num_cards_left"): the hand must
+    hold as many as its entry for the seat to act (checked: a 422 otherwise)."""
+
+    size_in: str | None = None
 
 
 @dataclass(frozen=True)
