@@ -294,6 +294,20 @@ def move_to_beat(moves: list[int]) -> int | None:
     return next((m for m in reversed(moves[-2:]) if m != PASS_ID), None)
 
 
+def beats_the_trace(state: dict[str, Any], _parsed: Any = None) -> None:
+    """InvalidState unless each legal move of a state whose moves are checked may answer its
+    move to beat (`BEATS`): the declared doudizhu's own check (`doudizhu_cards`,
+    `CardGame.check`), as `DoudizhuAdapter.parse` checks it."""
+    beat = move_to_beat([ACTION_2_ID[m] for _, m in state["trace"][-2:]])
+    legal = state["legal_actions"]
+    codes = ACTION_CODES[list(map(ACTION_2_ID.__getitem__, legal))]
+    answers = BEATS[0 if beat is None else ACTION_CODES[beat]][codes]
+    if not answers.all():
+        bad = legal[int(np.argmin(answers))]
+        why = "the seat leads" if beat is None else f"it does not beat {ID_2_ACTION[beat]!r}"
+        raise InvalidState(f"legal move {bad!r} cannot be played here: {why}")
+
+
 def _int(x: Any, lo: int, hi: int, what: str) -> int:
     if not json_int(x) or not lo <= int(x) <= hi:
         raise InvalidState(f"{what} must be an integer in {lo}..{hi}, got {x!r}")

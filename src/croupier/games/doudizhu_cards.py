@@ -5,24 +5,19 @@ doudizhu.py`: "33345"-style card strings, moves "pass", "3334"): its fields are 
 cards written as one string (`joined`), moves read by RLCard's move table into a kind and a
 card set (`Spelling`). The same engine plays it: `--game croupier.games.doudizhu_cards:
 DoudizhuCards` (fixed head) or `...:DoudizhuCardsCandidates` (scored candidates, the preset
-the hand-made `--game doudizhu` trains). It checks what the hand-made adapter checks: the
-hand's length against `num_cards_left` (`Hand.size_in`), each legal move beating the move to
-beat (`beats_the_trace`, the game's own `check`), and more (every counted zone together
-within the deck, not only the two hands); it does not read RLCard's `actions` for
-`legal_actions` (croupier's engine sends `legal_actions`).
+the hand-made `--game doudizhu` trains). It checks what the hand-made checks (the hand's size,
+`Hand.size_in`; each legal move beats the trace, `check`) and more, but reads no `actions`.
 
-It lives in croupier, not examples/, since croupier ships doudizhu: `bench strength --game
-doudizhu --adapter croupier.games.doudizhu_cards:DoudizhuCardsCandidates` sets it beside the
-hand-made features, and a package install has no examples/.
+In croupier, not examples/ (a package install has none): `bench strength --game doudizhu
+--adapter croupier.games.doudizhu_cards:DoudizhuCardsCandidates` sets it beside the hand-made.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlcard.games.doudizhu.utils import ACTION_2_ID, CARD_TYPE, ID_2_ACTION
+from rlcard.games.doudizhu.utils import CARD_TYPE
 
-from croupier.games.base import InvalidState
 from croupier.games.cards import (
     CardCandidatesAdapter,
     CardGame,
@@ -31,7 +26,6 @@ from croupier.games.cards import (
     Hand,
     History,
     Kind,
-    Parsed,
     Pile,
     RoleSeat,
     Seat,
@@ -40,14 +34,7 @@ from croupier.games.cards import (
     Spelling,
     Unseen,
 )
-from croupier.games.doudizhu import (
-    ACTION_CODES,
-    BEATS,
-    MOVE_PATTERN,
-    move_to_beat,
-    rule_agent,
-    rule_move,
-)
+from croupier.games.doudizhu import MOVE_PATTERN, beats_the_trace, rule_agent, rule_move
 from croupier.games.presets import PRESETS
 
 # RLCard's move types without the chain length ("trio_solo_chain_3" -> "trio_solo_chain"),
@@ -67,22 +54,6 @@ def read_move(move: str) -> str:
     name = CARD_TYPE[0][move][0][0]
     base, _, n = name.rpartition("_")
     return " ".join([base if n.isdigit() else name, *move])
-
-
-def beats_the_trace(state: dict[str, Any], p: Parsed) -> None:
-    """Each legal move may answer the move to beat (RLCard's `get_gt_cards`: the hand-made
-    adapter's table, `BEATS`), or an engine could list up to 512 moves the seat cannot play,
-    each kept in the episode. The state's moves are checked (`CardGame.parse`): their ids
-    are RLCard's."""
-    trace = [ACTION_2_ID[m] for _, m in state["trace"][-2:]]
-    beat = move_to_beat(trace)
-    legal = state[GAME.legal_field]
-    codes = ACTION_CODES[list(map(ACTION_2_ID.__getitem__, legal))]
-    answers = BEATS[0 if beat is None else ACTION_CODES[beat]][codes]
-    if not answers.all():
-        bad = legal[int(answers.argmin())]
-        why = "the seat leads" if beat is None else f"it does not beat {ID_2_ACTION[beat]!r}"
-        raise InvalidState(f"legal move {bad!r} cannot be played here: {why}")
 
 
 GAME = CardGame(

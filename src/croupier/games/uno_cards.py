@@ -64,7 +64,7 @@ GAME = CardGame(
     deck=DECK,
     zones=(
         Seat("current_player"),
-        Hand("hand", max_cards=108, size_in="num_cards"),  # its size is its count
+        Hand("hand", max_cards=108),
         TopCard("target", counted=False),  # also in played_cards, or reshuffled in the stock
         Choice("color", options=COLORS),  # required (the hand-made adapter defaults it)
         Pile("played_cards", max_cards=108),  # since the last reshuffle

@@ -56,7 +56,7 @@ _SUM, _ANY = np.add.reduce, np.logical_or.reduce
 def _copy_columns(copies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One column a copy of cards (ranks) of `copies` each: each column's card (rank) and
     its level j, the column being "holds more than j of it" (`CardGame.per_copy`)."""
-    levels = np.concatenate([np.arange(c) for c in copies])
+    levels = np.concatenate([np.arange(c) for c in copies] or [np.zeros(0, np.int64)])
     return np.repeat(np.arange(len(copies)), copies), levels
 
 
@@ -915,4 +915,32 @@ class CardGame:
             "description": "The moves legal now (those with cards: made of cards in the hand).",
         }
         required = [z.field for z in self.zones if z.required] + [self.legal_field]
-        return {"type": "object", "required": required, "properties": props}
+        schema = {"type": "object", "required": required, "properties": props}
+        if self._hand_size_field is not None and self._seat_field is not None:
+            schema["dependentSchemas"] = {self._seat_field: self._hand_size_schema()}
+        return schema
+
+    def _hand_size_schema(self) -> dict[str, Any]:
+        """`Hand.size_in` as JSON Schema: for each seat to act and each count its entry may
+        hold, a hand of that many cards. Under `dependentSchemas`, which client generators
+        leave out of the type."""
+        hand = self._zone(self._hand_field)  # type: ignore[arg-type]
+        counts = self._zone(self._hand_size_field)  # type: ignore[arg-type]
+        joined = getattr(hand, "joined", False)
+        most = min(int(counts.high), hand.max_cards)  # type: ignore[attr-defined]
+        low = max(math.ceil(counts.low), 0)  # type: ignore[attr-defined]
+        return {
+            "anyOf": [
+                {
+                    "properties": {
+                        self._seat_field: {"const": seat},
+                        counts.field: {"prefixItems": [{}] * seat + [{"const": n}]},
+                        hand.field: {"minLength": n, "maxLength": n}
+                        if joined
+                        else {"minItems": n, "maxItems": n},
+                    }
+                }
+                for seat in range(self.players)
+                for n in range(low, most + 1)
+            ]
+        }
