@@ -1,7 +1,7 @@
 """`CardGame`: the declaration, and what croupier builds from it: the state's checks, the
 features, the fixed head's slots, the candidates and the JSON Schema (`croupier.games.cards`).
 
-Why ~790 lines in one module: the checks, the features and the schema all read the declaration's
+Why ~950 lines in one module: the checks, the features and the schema all read the declaration's
 tables (card indices and ranks, each card's copies, the moves read so far); apart, each would
 reach into the others' private state, and a schema could drift from the checks it mirrors."""
 
