@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from croupier.bench.serve import Result, medians, ratios
@@ -100,3 +102,27 @@ def test_overload_rates_are_offered_and_trained_steps_between_the_first_and_last
     rates = _rates(timeline)
     assert rates == {"offered_steps_per_s": 300.0, "trained_steps_per_s": 100.0, "ratio": 3.0}
     assert _rates(timeline[:1])["ratio"] is None  # one update: no rate yet
+
+
+def test_serve_sets_adapters_side_by_side_with_their_cpu_ratio():
+    from croupier.bench.serve import per_adapter, select
+
+    both = ["doudizhu", "croupier.games.doudizhu_cards:DoudizhuCardsCandidates"]
+    runs = per_adapter(select(["a", "c", "ray"]), both)
+    assert [sc.name for sc in runs] == [
+        "a@doudizhu",
+        "a@DoudizhuCardsCandidates",
+        "c@doudizhu",
+        "c@DoudizhuCardsCandidates",
+    ]  # fmt: skip  (Ray Serve's app serves one adapter of its own: not set beside)
+    assert runs[3].adapter == both[1] and runs[3].server_args == select(["c"])[0].server_args
+    assert per_adapter(select(["c"]), None) == select(["c"])
+    with pytest.raises(ValueError, match="names of their own"):
+        per_adapter(select(["c"]), ["x.a:Game", "x.b:Game"])
+    results = [
+        Result("c@doudizhu", "c", 100, 2000, 2000, 1.0, 9.0, 500.0, 0),
+        Result("c@DoudizhuCardsCandidates", "c", 100, 1900, 1900, 1.0, 9.0, 540.0, 0),
+    ]
+    assert ratios(results)["100"]["cpu c@DoudizhuCardsCandidates/c@doudizhu"] == 540 / 500
+    paced = [dataclasses.replace(r, think_ms=100.0) for r in results]
+    assert ratios(paced)["100"] == {"cpu c@DoudizhuCardsCandidates/c@doudizhu think 100ms": 1.08}

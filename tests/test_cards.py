@@ -511,3 +511,36 @@ def test_a_round_of_each_game_is_served(inprocess, game: str, hands: int, head: 
     assert "rules" in answers and again == 409
     if "learned" in answers:  # (hold'em: the rules may fold both hands before it acts)
         assert recorded > 0
+
+
+def test_a_hand_sized_by_a_count_and_the_games_own_check() -> None:
+    """`Hand.size_in`: the hand holds its seat's count (a 422 otherwise; the schema says it
+    too); `CardGame.check`: the game's own check, after the toolkit's."""
+    game = CardGame(
+        name="sized",
+        deck=Deck(ranks="9TJ", suits="HS"),
+        zones=(
+            Seat("seat"),
+            Hand("hand", max_cards=6, size_in="held"),
+            SeatNumbers("held", high=6),
+        ),
+        kinds=(Kind("pass"), Kind("play", (1, 1))),
+    )
+    state = {"seat": 1, "hand": ["9H", "TS"], "held": [3, 2], "legal_actions": ["pass", "play 9H"]}
+    short = {**state, "held": [3, 1]}
+    assert len(game.parse(state).legal) == 2
+    with pytest.raises(InvalidState, match="does not hold 'held'\\[1\\] = 1 cards"):
+        game.parse(short)
+    valid = jsonschema_rs.Draft202012Validator(game.state_schema()).is_valid
+    assert valid(state) and not valid(short)
+    with pytest.raises(ValueError, match="size_in='seat' must name a SeatNumbers"):
+        dataclasses.replace(game, zones=(Seat("seat"), Hand("hand", size_in="seat")))
+
+    def no_pass(s: dict[str, Any], p: Any) -> None:
+        if "pass" in s["legal_actions"] and len(p.legal) > 1:
+            raise InvalidState("pass beside a play")
+
+    checked = dataclasses.replace(game, check=no_pass)
+    with pytest.raises(InvalidState, match="pass beside a play"):
+        checked.parse(state)
+    assert len(checked.parse({**state, "legal_actions": ["play 9H"]}).legal) == 1

@@ -41,6 +41,7 @@ SPIEL = pytest.mark.skipif(
 # (scored candidates adapter, hands of play: a few hundred states each)
 GAMES = [
     pytest.param("croupier.games.doudizhu_cards:DoudizhuCardsCandidates", 6, id="doudizhu"),
+    pytest.param("croupier.games.uno_cards:UnoCardsCandidates", 8, id="uno"),
     pytest.param("examples.president.adapter:PresidentCandidates", 4, id="president"),
     pytest.param("examples.crazy_eights.adapter:CrazyEightsCandidates", 5, id="crazy-eights",
                  marks=SPIEL),

@@ -12,15 +12,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Circles known and being taken apart elsewhere; each entry says why it may stand meanwhile.
-PENDING: set[frozenset[str]] = {
-    # The card toolkit's zones annotate their methods with the game they are read against (a
-    # `TYPE_CHECKING` import only: no circle at run time); the toolkit is reworked beside this.
-    frozenset({"croupier.games.cards.game", "croupier.games.cards.zones"}),
-    # ... and so do the worlds' dealers (`worlds.py`), the same type-only import.
-    frozenset(
-        {"croupier.games.cards.game", "croupier.games.cards.worlds", "croupier.games.cards.zones"}
-    ),
-}
+PENDING: set[frozenset[str]] = set()
 
 
 def _modules(src: Path) -> dict[str, Path]:

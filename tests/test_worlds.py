@@ -133,7 +133,7 @@ def test_a_dealt_world_holds_every_card_once_and_the_hands_the_state_counts(name
     for state in states_of(name)[::3]:
         world = declared.deal_unseen(state, rng)
         seat = world.seat
-        hand = state[declared._hand_field]
+        hand = state[declared.hand_field]
         assert world.hands[seat] == list(hand)
         counts = state.get("num_cards", state.get("num_cards_left"))
         for s, h in enumerate(world.hands):

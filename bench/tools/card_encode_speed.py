@@ -5,9 +5,10 @@ States come from the games' own simulators (the rules' move half the time, a ran
 other half, as the tests collect them); each repeat times every variant over all of them,
 the variants taking turns every `--chunk` states, in CPU time of the timing thread, so the
 box's load falls on each alike. Stages: checks (`parse`), state features, candidate
-features; the hand-made adapter's are its `parse`, `state_features`, `move_features`.
+features; the hand-made adapters' are doudizhu's `parse`, `state_features`, `move_features`
+and UNO's `parse`, `features`, `_candidates`.
 
-    python bench/tools/card_encode_speed.py --hands 120 --reps 5
+    python bench/tools/card_encode_speed.py --games doudizhu,uno --hands 120 --reps 5
     python bench/tools/card_encode_speed.py --games president,crazy-eights --hands 40
 
 Prints one JSON line per repeat and a summary (medians); `--out F.json` keeps the summary.
@@ -32,6 +33,7 @@ sys.path.insert(0, str(ROOT))  # examples/
 # name: (adapter to time, its simulator: `load_simulator` names it)
 GAMES = {
     "doudizhu": "croupier.games.doudizhu_cards:DoudizhuCardsCandidates",
+    "uno": "croupier.games.uno_cards:UnoCardsCandidates",
     "president": "examples.president.adapter:PresidentCandidates",
     "crazy-eights": "examples.crazy_eights.adapter:CrazyEightsCandidates",
     "limit-holdem": "examples.limit_holdem.adapter:LimitHoldemCandidates",
@@ -57,6 +59,16 @@ def stages_of(game: str) -> dict[str, tuple[Callable, Callable, Callable]]:
     if game == "doudizhu":
         hand_made = load_adapter("doudizhu").inner
         out["hand-made"] = (hand_made.parse, hand_made.state_features, hand_made.move_features)
+    if game == "uno":  # its candidates read the state and its features: kept with the parse
+        uno = load_adapter("uno").inner
+
+        def parse(state: dict) -> list:
+            return [state, uno.parse(state), None]
+
+        def features(p: list) -> None:
+            p[2] = uno.features(p[1])
+
+        out["hand-made"] = (parse, features, lambda p: uno._candidates(p[0], p[2]))
     return out
 
 

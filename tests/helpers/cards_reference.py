@@ -29,6 +29,7 @@ from croupier.games.cards import (
 
 def card_ids(g: CardGame, cards: Any, joined: bool) -> list[int]:
     index = {c: i for i, c in enumerate(g.deck.cards)}
+    index.update((alias, index[c]) for alias, c in g.deck.aliases)  # another name, one card
     return [index[c] for c in (list(cards) if joined else cards)]
 
 
@@ -284,10 +285,13 @@ def mask_slots(g: CardGame, state: dict[str, Any]) -> set[int]:
         named = read_choice(g, text)
         per = max(len(kind.choices), 1)  # a slot per choice of each of the kind's own
         choice = kind.choices.index(g.choices[named]) if named >= 0 else 0
+        # a card's (a rank's) place among the kind's own (`Kind.ranks`: UNO's skip is a
+        # skip card)
+        own_cards, own_ranks = kind.rank_cards(g.deck), kind.rank_ids(g.deck)
         if head == "card":
-            slots.add(offset + (ids[0] if ids else 0) * per + choice)
+            slots.add(offset + own_cards.index(ids[0] if ids else own_cards[0]) * per + choice)
         elif head in ("rank", "rank-count") and ids:
-            rank = int(np.argmax(counts @ by_rank))
+            rank = own_ranks.index(int(np.argmax(counts @ by_rank)))
             if head == "rank":
                 slots.add(offset + rank * per + choice)
             else:

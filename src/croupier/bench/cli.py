@@ -38,6 +38,16 @@ def bench_serve(
             "(0: none, the server saturated)"
         ),
     ] = "0",
+    adapters: Annotated[
+        str | None,
+        typer.Option(
+            help="Serve --game with each of these adapters side by side, comma separated "
+            "(built-in names or package.module:Adapter reading the engine's JSON)"
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Results file name (default serve-<game>)")
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
     """Decisions/s, latency and server CPU: no-model floor vs learned (un)batched vs batch API,
@@ -49,7 +59,10 @@ def bench_serve(
     thinks = [float(t) for t in think_ms.split(",") if t.strip()]
     if not thinks or any(not 0 <= t <= 60_000 for t in thinks):
         raise typer.BadParameter("milliseconds in 0..60000", param_hint="--think-ms")
-    report = run([int(g) for g in games.split(",")], seconds, out, rounds, chosen, game, thinks)
+    served = [a.strip() for a in adapters.split(",") if a.strip()] if adapters else None
+    report = run(
+        [int(g) for g in games.split(",")], seconds, out, rounds, chosen, game, thinks, served, name
+    )
     typer.echo(f"medians over {rounds} rounds:")
     results = [Result(**r) for r in report["results"]]
     typer.echo(format_table(results))

@@ -29,7 +29,11 @@ statement at a load; these points say which.
 
 `--game` measures another game of the reference engine (doudizhu: three seats, candidate
 scoring; seat 0 decides, the others are `rules` seats that never get a request): every
-scenario but `ray`, whose app serves leduc only.
+scenario but `ray`, whose app serves leduc only. `--adapters` serves it with each adapter
+named (a built-in game or `package.module:Adapter` reading the engine's JSON: the game
+declared through the card toolkit beside its hand-made adapter), each scenario once per
+adapter in every round (`c@doudizhu`, `c@DoudizhuCardsCandidates`), so the adapters share
+the box's drift; `cpu X@B/X@A` is the server CPU a decision of the second against the first.
 
 Every croupier server runs with `--profile-stages`: each result also says the server CPU per
 decision of each stage of the decide path (http_in, parse, encode and, for doudizhu, its
@@ -58,6 +62,7 @@ accounting in one run (the ratios are only worth what is shared); Ray Serve's ap
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import resource
@@ -96,6 +101,7 @@ class Scenario:
     servers: int = 1  # croupier processes, games routed to them by id
     system: str = "croupier"  # or "ray-serve"
     default: bool = True  # run without `--scenarios`
+    adapter: str | None = None  # the server's `--game` (None: the game's built-in adapter)
 
 
 SCENARIOS = [
@@ -345,7 +351,7 @@ def run_scenario(
                 profile = profile_dir / f"stages-{port}.json"
                 profiles.append(profile)
                 args = [*scenario.server_args, "--profile-stages", str(profile)]
-                procs.append(_start_server(port, args, prefix, game))
+                procs.append(_start_server(port, args, prefix, scenario.adapter or game))
                 urls.append(f"http://127.0.0.1:{port}")
             lines = _bodies(urls, scenario, games, game)
             cpu_of = _cpu_seconds
@@ -496,7 +502,9 @@ def format_table(results: list[Result]) -> str:
 def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
     """Per number of games, at full load (no think time: below it, decisions/s is the load
     offered, not what the server can do): each scenario against the floor (`X/a`), and the
-    pairs `PAIRS` (two processes against one, croupier against Ray Serve), where both ran."""
+    pairs `PAIRS` (two processes against one, croupier against Ray Serve), where both ran;
+    and at every load point each adapter's server CPU a decision against the first's
+    (`cpu X@B/X@A`)."""
     out: dict[str, dict[str, float]] = {}
     saturated = [r for r in results if not r.think_ms]
     for games in sorted({r.games for r in saturated}):
@@ -509,6 +517,20 @@ def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
                 these[f"{num}/{den}"] = by[num] / by[den]
         if these:
             out[str(games)] = these
+    # Adapters side by side (`per_adapter`): server CPU a decision against the first adapter
+    # of the same scenario, at every load point (think time: the same offered load each).
+    for r in results:
+        base, at, _ = r.scenario.partition("@")
+        if not at:
+            continue
+        first = next(x for x in results if x.scenario.startswith(base + "@")
+                     and (x.games, x.think_ms) == (r.games, r.think_ms))  # fmt: skip
+        if first is not r and first.server_cpu_us_per_decision:
+            load = f" think {r.think_ms:g}ms" if r.think_ms else ""
+            key = f"cpu {r.scenario}/{first.scenario}{load}"
+            out.setdefault(str(r.games), {})[key] = (
+                r.server_cpu_us_per_decision / first.server_cpu_us_per_decision
+            )
     return out
 
 
@@ -520,18 +542,14 @@ def plot(results: list[Result], path: Path) -> None:
     games = sorted({r.games for r in saturated})
     fig, axes = plt.subplots(1, 2 if paced else 1, figsize=(14 if paced else 8, 4.5))
     ax = axes[0] if paced else axes
-    ran = [sc for sc in SCENARIOS if any(r.scenario == sc.name for r in results)]
+    ran = list(dict.fromkeys((r.scenario, r.label) for r in results))  # (per adapter too)
     width = 0.8 / max(len(ran), 1)
-    for i, sc in enumerate(ran):
+    for i, (name, label) in enumerate(ran):
         ys = [
-            next(
-                (r.decisions_per_s for r in saturated if r.games == g and r.scenario == sc.name), 0
-            )  # fmt: skip
+            next((r.decisions_per_s for r in saturated if r.games == g and r.scenario == name), 0)
             for g in games
         ]
-        ax.bar(
-            [j + i * width for j in range(len(games))], ys, width, label=f"({sc.name}) {sc.label}"
-        )
+        ax.bar([j + i * width for j in range(len(games))], ys, width, label=f"({name}) {label}")
     ax.set_xticks([j + width * (len(ran) - 1) / 2 for j in range(len(games))])
     ax.set_xticklabels([f"{g} games" for g in games])
     ax.set_ylabel("decisions / s (saturated)")
@@ -540,20 +558,20 @@ def plot(results: list[Result], path: Path) -> None:
     if paced:  # p99 at each load point, saturated first
         ax = axes[1]
         points = [(g, 0.0) for g in games] + paced
-        for sc in SCENARIOS:
+        for name, label in ran:
             ys = [
                 next(
                     (
                         r.p99_ms
                         for r in results
-                        if (r.games, r.think_ms) == pt and r.scenario == sc.name
+                        if (r.games, r.think_ms) == pt and r.scenario == name
                     ),
                     None,
                 )  # fmt: skip
                 for pt in points
             ]
             if any(y is not None for y in ys):
-                ax.plot(range(len(points)), ys, marker="o", label=f"({sc.name}) {sc.label}")
+                ax.plot(range(len(points)), ys, marker="o", label=f"({name}) {label}")
         ax.set_xticks(range(len(points)))
         ax.set_xticklabels([f"{g} games\nthink {t:g} ms" if t else f"{g} games\nsaturated"
                             for g, t in points], fontsize=8)  # fmt: skip
@@ -598,6 +616,23 @@ def _median_stages(runs: list[dict[str, float]]) -> dict[str, float] | None:
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
+def per_adapter(scenarios: list[Scenario], adapters: list[str] | None) -> list[Scenario]:
+    """Each scenario once per adapter (named `<scenario>@<adapter's name>`: a built-in game,
+    or the class of `package.module:Adapter`), side by side in each round; as given if no
+    adapters."""
+    if not adapters:
+        return scenarios
+    names = [a.rpartition(":")[2] for a in adapters]
+    if len(set(names)) != len(names):
+        raise ValueError(f"adapters need names of their own, got {names}")
+    return [
+        dataclasses.replace(sc, name=f"{sc.name}@{n}", label=f"{sc.label}, {n}", adapter=a)
+        for sc in scenarios
+        if sc.system == "croupier"
+        for a, n in zip(adapters, names, strict=True)
+    ]
+
+
 def select(names: list[str] | None) -> list[Scenario]:
     """The scenarios named (the default ones when None: all but `r` and `c-torch`), in the
     bench's order; unknown names refused."""
@@ -618,13 +653,16 @@ def bench_serve(
     scenarios: list[str] | None = None,
     game: str = GAME,
     think_ms: list[float] | None = None,
+    adapters: list[str] | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """Every load point (games x think time) in `rounds` interleaved rounds of the scenarios;
-    writes serve.json/.png (serve-<game>.* for a game other than leduc)."""
+    """Every load point (games x think time) in `rounds` interleaved rounds of the scenarios
+    (each once per adapter of `adapters`); writes serve.json/.png (serve-<game>.* for a game
+    other than leduc; `name`.* if given)."""
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed: apt-get install wrk (Debian's package)")
     chosen, skipped = [], {}
-    for scenario in select(scenarios):
+    for scenario in per_adapter(select(scenarios), adapters):
         reason = skip_reason(scenario, game)
         if reason is None:
             chosen.append(scenario)
@@ -648,6 +686,7 @@ def bench_serve(
     results = medians(runs)
     report = {
         "game": game,
+        "adapters": adapters or [],
         "load_generator": "wrk -t1 + Lua replaying prepared bodies (keep-alive, 1 in flight "
         "per connection); c2: one wrk thread per server process",
         "pinned": bool(_pinning()[1]),
@@ -667,7 +706,7 @@ def bench_serve(
         "runs": [asdict(r) for r in runs],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    name = "serve" if game == GAME else f"serve-{game}"
+    name = name or ("serve" if game == GAME else f"serve-{game}")
     (out_dir / f"{name}.json").write_text(json.dumps(report, indent=2))
     plot(results, out_dir / f"{name}.png")
     return report

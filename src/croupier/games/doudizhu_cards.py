@@ -5,12 +5,11 @@ doudizhu.py`: "33345"-style card strings, moves "pass", "3334"): its fields are 
 cards written as one string (`joined`), moves read by RLCard's move table into a kind and a
 card set (`Spelling`). The same engine plays it: `--game croupier.games.doudizhu_cards:
 DoudizhuCards` (fixed head) or `...:DoudizhuCardsCandidates` (scored candidates, the preset
-the hand-made `--game doudizhu` trains). What the toolkit does not check that the hand-made
-adapter does: the hand's length against `num_cards_left`, each legal move beating the trace.
+the hand-made `--game doudizhu` trains). It checks what the hand-made checks (the hand's size,
+`Hand.size_in`; each legal move beats the trace, `check`) and more, but reads no `actions`.
 
-It lives in croupier, not examples/, since croupier ships doudizhu: `bench strength --game
-doudizhu --adapter croupier.games.doudizhu_cards:DoudizhuCardsCandidates` sets it beside the
-hand-made features, and a package install has no examples/.
+In croupier, not examples/ (a package install has none): `bench strength --game doudizhu
+--adapter croupier.games.doudizhu_cards:DoudizhuCardsCandidates` sets it beside the hand-made.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from croupier.games.cards import (
     Spelling,
     Unseen,
 )
-from croupier.games.doudizhu import MOVE_PATTERN, rule_agent, rule_move
+from croupier.games.doudizhu import MOVE_PATTERN, beats_the_trace, rule_agent, rule_move
 from croupier.games.presets import PRESETS
 
 # RLCard's move types without the chain length ("trio_solo_chain_3" -> "trio_solo_chain"),
@@ -64,7 +63,7 @@ GAME = CardGame(
     zones=(
         Seat("self"),
         RoleSeat("landlord", alone=True),  # landlord against the two peasants: the teams
-        Hand("current_hand", max_cards=20, joined=True),
+        Hand("current_hand", max_cards=20, joined=True, size_in="num_cards_left"),
         Pile("others_hand", max_cards=37, joined=True),
         SeatPiles("played_cards", max_cards=20, joined=True),
         SeatNumbers("num_cards_left", high=20),
@@ -77,6 +76,7 @@ GAME = CardGame(
     spelling=Spelling(read_move, MOVE_PATTERN, "A move: 'pass', or its cards low to high."),
     # RLCard's state lists the other two hands together: split by their counts.
     unseen=Unseen(hands="num_cards_left", pool="others_hand"),
+    check=beats_the_trace,
 )
 
 

@@ -43,14 +43,18 @@ A game through the toolkit is `examples/limit_holdem/`, `examples/crazy_eights/`
 `examples/president/`, `croupier.games.doudizhu_cards`, `croupier.games.uno_cards` (docs/
 your-game.md is its tutorial, docs/card-toolkit.md its reference).
 
-The package: `deck.py` (the deck, kinds of moves), `zones.py` (each zone's checks, features
-and schema side by side), `game.py` (`CardGame`: the state's checks, features, head, candidates,
-schema), `worlds.py` (where unseen cards lie, dealing them), `adapters.py` (the two adapters).
+The package, in import order: `deck.py` (the deck, kinds of moves), `state.py` (a state as
+read: card sets, the parsed whole), `zones.py` (each zone's checks, features and schema side
+by side, against what a zone reads of its game: `GameView`), `worlds.py` (where unseen cards
+lie, dealing them, against what dealing reads: `Dealer`), `game.py` (`CardGame`: the state's
+checks, features, head, candidates, schema), `adapters.py` (the two adapters). Each imports
+only those before it.
 """
 
 from croupier.games.cards.adapters import CardCandidatesAdapter, CardGameAdapter
 from croupier.games.cards.deck import Deck, Kind, Move, Spelling
-from croupier.games.cards.game import ANSWER_SIZE, CardGame, CardSet, Parsed
+from croupier.games.cards.game import ANSWER_SIZE, CardGame
+from croupier.games.cards.state import CardSet, Parsed
 from croupier.games.cards.worlds import Unseen, World
 from croupier.games.cards.zones import (
     Choice,

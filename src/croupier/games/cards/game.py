@@ -1,7 +1,7 @@
 """`CardGame`: the declaration, and what croupier builds from it: the state's checks, the
 features, the fixed head's slots, the candidates and the JSON Schema (`croupier.games.cards`).
 
-Why ~790 lines in one module: the checks, the features and the schema all read the declaration's
+Why ~950 lines in one module: the checks, the features and the schema all read the declaration's
 tables (card indices and ranks, each card's copies, the moves read so far); apart, each would
 reach into the others' private state, and a schema could drift from the checks it mirrors."""
 
@@ -12,15 +12,26 @@ import math
 import random
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 
 from croupier.games.base import InvalidState, json_int
 from croupier.games.cards.deck import Deck, Kind, Move, Spelling
-from croupier.games.cards.worlds import Unseen, World, deal_unseen
-from croupier.games.cards.zones import Hand, History, Pile, RoleSeat, Seat, SeatPiles, Zone
+from croupier.games.cards.state import CardSet, Parsed
+from croupier.games.cards.worlds import Unseen, World, deal_unseen, read_unseen
+from croupier.games.cards.zones import (
+    Hand,
+    History,
+    Pile,
+    RoleSeat,
+    Seat,
+    SeatNumbers,
+    SeatPiles,
+    Zone,
+)
 
 # --- the game ------------------------------------------------------------------------------------
 
@@ -40,25 +51,13 @@ SETS_KEPT = 1 << 12
 # wrappers; a list of arrays is joined by `np.array`/`np.concatenate`, not `np.stack` (3-10x
 # dearer for a few rows here: its dispatch and shape checks run in Python).
 _SUM, _ANY = np.add.reduce, np.logical_or.reduce
-_LEADS = np.eye(1, ANSWER_SIZE, dtype=np.float32)  # the answer features of a lead
-_ANSWER_COLUMNS = [0, 1, 2, 3, 4, 5, 7]  # `answer`'s comparisons, in its order
 
 
 def _copy_columns(copies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One column a copy of cards (ranks) of `copies` each: each column's card (rank) and
     its level j, the column being "holds more than j of it" (`CardGame.per_copy`)."""
-    levels = np.concatenate([np.arange(c) for c in copies])
+    levels = np.concatenate([np.arange(c) for c in copies] or [np.zeros(0, np.int64)])
     return np.repeat(np.arange(len(copies)), copies), levels
-
-
-class CardSet(NamedTuple):
-    """A set of cards read from a state: counts per card, indices as listed (a `joined`
-    string's: `bytes`), and its features by `max_cards`, filled as asked
-    (`CardGame.set_row`)."""
-
-    counts: np.ndarray  # int64[deck size], read only: shared by every state that holds it
-    ids: list[int] | bytes
-    rows: dict[int, np.ndarray]
 
 
 def _keep(cache: OrderedDict, key: Any, value: Any, most: int) -> None:
@@ -67,18 +66,6 @@ def _keep(cache: OrderedDict, key: Any, value: Any, most: int) -> None:
         with contextlib.suppress(KeyError):  # (emptied by another thread meanwhile)
             cache.popitem(last=False)
     cache[key] = value
-
-
-class Parsed(NamedTuple):
-    """A state, checked: each zone's value by field, the seat, the legal moves. (A named
-    tuple: built on every state, ~3x cheaper than a frozen dataclass, 0.5 against 1.5 us.)"""
-
-    values: dict[str, Any]
-    seat: int
-    legal: list[Move]
-    hand: np.ndarray
-    counts: np.ndarray  # int64[len(legal), deck size]: the legal moves' cards, stacked once
-    rows: np.ndarray  # float32[len(legal), move row]: the legal moves' rows (`move_row`)
 
 
 @dataclass(frozen=True)
@@ -99,7 +86,9 @@ class CardGame:
     with it (0.835 against 0.805 greedy), its peasants no better (docs/strength.md,
     "Declared card games"). `unseen`: where the cards a seat cannot see lie (`Unseen`), for
     dealing worlds a search plays out (`deal_unseen`); None (the default): not said, the game
-    cannot be searched."""
+    cannot be searched. `check`: the game's own check of a state, what the zones cannot say
+    (doudizhu: each legal move beats the move to beat), called with the state and its parse
+    once the toolkit's checks passed; it raises InvalidState (a 422)."""
 
     name: str
     deck: Deck
@@ -114,6 +103,7 @@ class CardGame:
     repeated_legal: bool = False
     per_copy: bool = False
     unseen: Unseen | None = None
+    check: Callable[[dict[str, Any], Parsed], None] | None = None
     legal_field: ClassVar[str] = "legal_actions"
 
     def __post_init__(self) -> None:
@@ -136,6 +126,9 @@ class CardGame:
                     "rank, rank-count"
                 )
         hands = [z for z in self.zones if type(z) is Hand]
+        sized = [h.size_in for h in hands if h.size_in is not None]
+        if sized and not isinstance(self._zone(sized[0]), SeatNumbers):
+            raise ValueError(f"Hand size_in={sized[0]!r} must name a SeatNumbers zone")
         if len(hands) > 1 or (any(k.from_hand and k.cards[1] for k in self.kinds) and not hands):
             raise ValueError("a game whose moves come from the hand declares one Hand zone")
         if self.answers is not None and not isinstance(self._zone(self.answers), Pile | History):
@@ -156,6 +149,7 @@ class CardGame:
         object.__setattr__(self, "_offsets", offsets)
         object.__setattr__(self, "_moves", OrderedDict())
         object.__setattr__(self, "_sets", OrderedDict())
+        object.__setattr__(self, "_answer_plans", OrderedDict())  # by a pile's cards
         object.__setattr__(self, "_last_unseen", None)  # (state, what it leaves unseen)
         object.__setattr__(self, "_from_hand", np.array([k.from_hand for k in self.kinds]))
         # Per kind: each card's and each rank's place among the kind's own (-1: not its own).
@@ -181,23 +175,43 @@ class CardGame:
         byte table reading a `joined` string in one C call, each seat's view of the table
         round from it, and the layout of a move's row (`move_row`)."""
         d, put = self.deck, object.__setattr__
-        per_copy = self.per_copy
-        if d.suits:  # each rank's and each suit's copies (`set_features`' divisors)
-            plain = self._copies[: len(d.ranks) * len(d.suits)].reshape(len(d.ranks), -1)
-            put(self, "_rank_copies", plain.sum(1))
-            put(self, "_suit_copies", plain.sum(0))
-        copies = self._copies if per_copy else np.ones(d.size, np.int64)
-        put(self, "_card_columns", _copy_columns(copies))
-        card_width = int(copies.sum())
-        rank_width = 0
-        if d.suits:
-            rank_copies = self._rank_copies if per_copy else np.ones(len(d.ranks), np.int64)
-            put(self, "_rank_columns", _copy_columns(rank_copies))
-            joker_from = int(copies[: len(d.ranks) * len(d.suits)].sum())
-            put(self, "_joker_columns", slice(joker_from, card_width))
-            rank_width = int(rank_copies.sum()) + card_width - joker_from
+        size, ranks, suits = d.size, len(d.ranks), len(d.suits)
+        plain = ranks * suits  # the suited cards, rank-major ("9H", "9S", "TH", ...)
+        # A set's features are sums of its counts: per card, and with suits per rank, per
+        # joker and per suit; then all of them. `_groups` sums them in one product, columns
+        # in the features' order; each sum is then divided by its copies in the deck (the
+        # size by the zone's most cards), or with `per_copy` a card's, a rank's and a joker's
+        # thresholded, a column a copy (`_set_from_groups`).
+        blocks, copies = [np.eye(size, dtype=np.int64)], [self._copies]
+        if suits:
+            card = np.arange(plain)
+            by_rank = np.zeros((size, ranks), np.int64)
+            by_rank[card, card // suits] = 1
+            by_suit = np.zeros((size, suits), np.int64)
+            by_suit[card, card % suits] = 1
+            blocks += [by_rank, np.eye(size, dtype=np.int64)[:, plain:], by_suit]
+            copies += [self._copies @ by_rank, self._copies[plain:], self._copies @ by_suit]
+        blocks.append(np.ones((size, 1), np.int64))
+        put(self, "_groups", np.concatenate(blocks, axis=1))
+        put(self, "_group_copies", np.concatenate(copies).astype(np.float64))
+        put(self, "_divisors", {})
+        counted = copies[:3] if suits else copies[:1]  # card, rank, joker sums
+        at = sum(len(c) for c in counted)  # the first group divided with `per_copy`
+        if self.per_copy:
+            of, level, o = [], [], 0
+            for c in counted:
+                col, lev = _copy_columns(c)
+                of.append(col + o)
+                level.append(lev)
+                o += len(c)
+            put(self, "_per_copy_columns", (np.concatenate(of), np.concatenate(level)))
+            card_width = int(self._copies.sum())
+            set_size = sum(len(x) for x in level) + suits + 1
+        else:
+            card_width = size
+            set_size = self._groups.shape[1]
+        put(self, "_divided_from", at if self.per_copy else 0)
         put(self, "_card_width", card_width)
-        set_size = card_width + rank_width + len(d.suits) + 1
         put(self, "_set_size", set_size)
         put(self, "_move_size", self.players + len(self.kinds) + card_width + len(self.choices))
         layout, o = [], 0
@@ -210,6 +224,7 @@ class CardGame:
         put(self, "_obs_size", o)
         hands = [z for z in self.zones if type(z) is Hand]
         put(self, "_hand_field", hands[0].field if hands else None)
+        put(self, "_hand_size_field", hands[0].size_in if hands else None)
         put(self, "_hand_max", hands[0].max_cards if hands else 1)
         put(self, "_no_hand", np.zeros(d.size, np.int64))
         put(self, "_seat_field", next((z.field for z in self.zones if isinstance(z, Seat)), None))
@@ -235,33 +250,48 @@ class CardGame:
         put(self, "_byte_index", bytes(table))
         # A move's row: kind one-hot | its cards' set features (the candidate's first
         # columns; the history's are the kind and the card columns of them) | its cards
-        # counted | its highest rank (-1: none) | its highest rank per suit (-1: none) |
-        # whether it holds each rank | whether it holds n cards, n = 0..the most a kind
-        # takes | its rank gap to a pile whose highest rank is r, r = 0..ranks - 1 | its
-        # suits (a card's, or the suit a choice names) | the cards of its suits and of its
-        # ranks it takes from the hand | how many suits and ranks it has (at least 1). The
-        # answer features are comparisons of these and one of the gaps (`answer`); what a
-        # move keeps, of the hand and the last three (`kept`).
+        # counted, then summed as its set features sum them (`_groups`: per rank, per suit,
+        # all; the first columns are its counts per card) | its highest rank (-1: none) | its
+        # highest rank per suit (-1: none) | the choice it names, one-hot | its suits (a
+        # card's, or the suit a choice names) | whether it holds each rank | whether it holds
+        # n cards, n = 0..the most a kind takes | its rank gap to a pile whose highest rank is
+        # r, r = 0..ranks - 1 | the cards of its suits and of its ranks it takes from the hand
+        # | how many suits and ranks it has (at least 1). The answer features are comparisons
+        # of these and one of the gaps (`answer`); the candidate's choice and suits one slice
+        # (`candidates`); what a move keeps, the suits and ranks one product with the hand's
+        # and the last four (`kept`).
         k, s, r = len(self.kinds), len(d.suits), d.num_ranks
         most = max(kind.cards[1] for kind in self.kinds)
         cand = k + set_size
+        groups = self._groups.shape[1]
+        at = cand + groups
         put(self, "_most_cards", most)
         put(self, "_row_cand", cand)
+        put(self, "_row_groups", slice(cand, at))
         put(self, "_row_counts", slice(cand, cand + d.size))
-        put(self, "_row_top", cand + d.size)
-        put(self, "_row_suit_top", cand + d.size + 1)
-        put(self, "_row_rank", cand + d.size + 1 + s)
-        put(self, "_row_sizes", cand + d.size + 1 + s + r)
-        put(self, "_row_gap", cand + d.size + 1 + s + r + most + 1)
-        put(self, "_row_suits", cand + d.size + 1 + s + r + most + 1 + r)
-        put(self, "_row_kept", cand + d.size + 1 + s + r + most + 1 + r + s)
-        put(self, "_row_width", cand + d.size + 1 + s + r + most + 1 + r + s + 4)
+        put(self, "_row_top", at)
+        put(self, "_row_suit_top", at + 1)
+        put(self, "_row_choice", at + 1 + s)
+        put(self, "_row_suits", at + 1 + s + len(self.choices))
+        put(self, "_row_rank", at + 1 + 2 * s + len(self.choices))
+        put(self, "_row_sizes", self._row_rank + r)
+        put(self, "_row_gap", self._row_sizes + most + 1)
+        put(self, "_row_kept", self._row_gap + r)
+        put(self, "_row_width", self._row_kept + 4)
         # A hand's cards per suit and per rank, in one product with its counts (`kept`).
         put(self, "_per_suit_rank", np.concatenate([by_suit, self._tables[2]], axis=1))
         # A choice named as one of the deck's suits (UNO's wild, crazy eights' suit call)
         # is that suit for what a move keeps.
         put(self, "_choice_suit", [tuple(d.suits).index(c) if c in tuple(d.suits) else -1
                                    for c in self.choices])  # fmt: skip
+        put(self, "_no_hand_figures", self._figures_of(self._no_hand))
+        # The candidate's columns taken from the move's row: its kind and cards, then its
+        # choice and suits; the others' (what it leaves, answers, keeps) filled per state.
+        columns = np.zeros(self.candidate_size, np.int64)
+        columns[:cand] = np.arange(cand)
+        w = self._row_rank - self._row_choice
+        columns[-KEPT_SIZE - w : -KEPT_SIZE] = np.arange(self._row_choice, self._row_rank)
+        put(self, "_cand_columns", columns)
 
     def _zone(self, name: str) -> Zone:
         zone = next((z for z in self.zones if z.field == name), None)
@@ -314,6 +344,22 @@ class CardGame:
     @property
     def hand_max(self) -> int:
         return self._hand_max
+
+    @property
+    def hand_field(self) -> str | None:
+        """The `Hand` zone's field (None: the game declares none)."""
+        return self._hand_field
+
+    @property
+    def seat_field(self) -> str | None:
+        """The `Seat` zone's field (None: the seat to act is 0)."""
+        return self._seat_field
+
+    @property
+    def counted(self) -> tuple[tuple[str, bool], ...]:
+        """The fields of the `counted` zones (the deck's copies bound them together), each
+        with whether it holds a set per seat (`SeatPiles`)."""
+        return self._counted
 
     def seats_from(self, seat: int) -> tuple[int, ...]:
         """The seats round the table from `seat` (itself first), for per-seat zones."""
@@ -448,7 +494,7 @@ class CardGame:
         row[: len(self.kinds)] = 0.0
         row[kind] = 1.0
         row[len(self.kinds) : self._row_cand] = self.set_features(counts[None], self.hand_max)[0]
-        row[self._row_counts] = counts
+        row[self._row_groups] = counts @ self._groups
         held = np.flatnonzero(counts).tolist()
         rank, suit = self._rank_of, self._suit_of
         mine_top = max((rank[i] for i in held), default=-1)
@@ -462,9 +508,11 @@ class CardGame:
         row[self._row_sizes + int(counts.sum())] = 1.0
         tops = np.arange(self.deck.num_ranks)  # (the features' own formula, once per move)
         gap = np.where(mine_top >= 0, (mine_top - tops) / self.deck.num_ranks, 0.0)
-        row[self._row_gap : self._row_suits] = gap
-        suits = row[self._row_suits : self._row_kept]
-        suits[:] = 0.0
+        row[self._row_gap : self._row_kept] = gap
+        row[self._row_choice : self._row_rank] = 0.0  # the choice one-hot, then the suits
+        if named >= 0:
+            row[self._row_choice + named] = 1.0
+        suits = row[self._row_suits : self._row_rank]
         chosen = self._choice_suit[named] if named >= 0 else -1
         if chosen >= 0:
             suits[chosen] = 1.0
@@ -503,6 +551,13 @@ class CardGame:
             if _ANY(sum(held[1:], held[0]) > self._copies):  # (adds: ~2x cheaper than a sum)
                 raise InvalidState("the state's zones hold more copies of a card than the deck has")
         hand = values[self._hand_field][0] if self._hand_field is not None else self._no_hand
+        if self._hand_size_field is not None:
+            own = values[self._hand_size_field][seat]
+            if len(values[self._hand_field].ids) != own:
+                raise InvalidState(
+                    f"{self._hand_field!r} does not hold {self._hand_size_field!r}[{seat}] = "
+                    f"{own:g} cards"
+                )
         legal = state.get(self.legal_field)
         if type(legal) is not list or not 0 < len(legal) <= self.max_legal:
             raise InvalidState(f"{self.legal_field!r} must list 1..{self.max_legal} moves")
@@ -513,12 +568,12 @@ class CardGame:
             moves = [None]
         if not all(moves):  # (a Move is true, None false)
             moves = [self.move(m, self.legal_field) for m in legal]
-        if len(set(legal)) != len(legal) and not self.repeated_legal:
+        if not self.repeated_legal and len(set(legal)) != len(legal):
             raise InvalidState(f"a move is listed twice in {self.legal_field!r}")
         # One array operation over every legal move, not one per move (doudizhu lists up to
         # hundreds): the rows are the candidates' too.
         rows = np.concatenate([m.row for m in moves]).reshape(len(moves), self._row_width)
-        counts = rows[:, self._row_counts].astype(np.int64)
+        counts = rows[:, self._row_counts]  # (whole numbers: compared exactly)
         if _ANY(counts > hand, None):  # (rare: say which, or pass a kind not from the hand)
             beyond = _ANY(counts > hand, 1)
             if not self._all_from_hand:
@@ -526,14 +581,23 @@ class CardGame:
             if beyond.any():
                 text = legal[int(np.argmax(beyond))]
                 raise InvalidState(f"legal move {text!r} holds cards that are not in the hand")
-        return Parsed(values, seat, moves, hand, counts, rows)
+        parsed = Parsed(values, seat, moves, hand, rows)
+        if self.check is not None:
+            self.check(state, parsed)
+        return parsed
 
     def deal_unseen(self, state: Any, rng: random.Random) -> World:
         """One world consistent with what the seat to act was sent (`state`): every card it
         cannot see dealt at random (`rng`), each other seat's hand with its count
         (`World.hands`), the rest in `World.rest` (`worlds.py`; `unseen` says where they
         lie). InvalidState for a state whose counts cannot be dealt."""
-        return deal_unseen(self, state, rng)
+        # A search deals many worlds from one state: what it leaves unseen is read once (UNO:
+        # a state's parse 40-150 us, a deal from it ~15 us; the last state kept by identity).
+        last = self._last_unseen
+        if last is None or last[0] is not state:
+            last = (state, read_unseen(self, state))
+            object.__setattr__(self, "_last_unseen", last)
+        return deal_unseen(self, last[1], state, rng)
 
     # --- features -----------------------------------------------------------------------------
 
@@ -543,43 +607,27 @@ class CardGame:
         """float32[n, set_size] of int[n, deck] counts: per card / its copies, per rank and
         per suit / the deck's, the size / `max_cards` (into `out` if given); `per_copy`: a
         card's and a rank's count one column per copy instead, holds more than 0, 1, ...
-        Sums over the deck's rank-major layout, not a matrix product: a BLAS call for these
-        tiny shapes cost ~0.3 ms a state on the loaded 2-core box, the sums ~10x less."""
-        d = self.deck
-        n = len(counts)
+        The sums in one integer product (`_groups`), not a product per group: a BLAS call
+        for these tiny shapes cost ~0.3 ms a state on the loaded 2-core box."""
         if out is None:
-            out = np.empty((n, self._set_size), np.float32)
-        cw = self._card_width
-        self._count_columns(counts, self._copies, self._card_columns, out[:, :cw])
-        if d.suits:  # (suitless: a card is its rank, already counted)
-            ranks, suits = len(d.ranks), len(d.suits)
-            grid = counts[:, : ranks * suits].reshape(n, ranks, suits)
-            o, plain = cw, len(self._rank_columns[0])
-            rank_counts = _SUM(grid, 2)
-            self._count_columns(rank_counts, self._rank_copies, self._rank_columns,
-                                out[:, o : o + plain])  # fmt: skip
-            o += plain
-            jokers = out[:, self._joker_columns]
-            out[:, o : o + jokers.shape[1]] = jokers
-            o += jokers.shape[1]
-            out[:, o : o + suits] = _SUM(grid, 1) / self._suit_copies
-        out[:, -1] = _SUM(counts, 1) / max(max_cards, 1)
-        return out
+            out = np.empty((len(counts), self._set_size), np.float32)
+        return self._set_from_groups(counts @ self._groups, max_cards, out)
 
-    def _count_columns(
-        self,
-        counts: np.ndarray,
-        copies: np.ndarray,
-        columns: tuple[np.ndarray, np.ndarray],
-        out: np.ndarray,
-    ) -> None:
-        """Counts of cards (ranks) of `copies` each into `out`: count / copies, or with
-        `per_copy` a column a copy (`_copy_columns`: holds more than 0, 1, ... of it)."""
+    def _set_from_groups(self, groups: np.ndarray, max_cards: int, out: np.ndarray) -> np.ndarray:
+        """`set_features` of sets given by their sums (`_groups`' columns, whole numbers,
+        any dtype: each divided in float64, as the counts' own division): what a move leaves
+        in the hand is the hand's sums less the move's (`candidates`)."""
+        divisors = self._divisors.get(max_cards)
+        if divisors is None:  # [the groups' copies..., the most cards], from `_divided_from`
+            divisors = np.append(self._group_copies, max(max_cards, 1))[self._divided_from :]
+            self._divisors[max_cards] = divisors
         if self.per_copy:
-            of, level = columns
-            out[:] = counts[:, of] > level
+            of, level = self._per_copy_columns
+            out[:, : len(of)] = groups[:, of] > level
+            out[:, len(of) :] = groups[:, self._divided_from :] / divisors
         else:
-            out[:] = counts / copies
+            out[:] = groups / divisors
+        return out
 
     def features(self, p: Parsed) -> np.ndarray:
         obs = np.zeros(self._obs_size, np.float32)
@@ -641,30 +689,24 @@ class CardGame:
 
     def candidates(self, p: Parsed) -> np.ndarray:
         """float32[K, candidate_size], one row per legal move in the state's order: the
-        move's own columns gathered (`Parsed.rows`), what it leaves in the hand and how it
-        answers computed for all K at once."""
-        k, rows, counts, hand = len(p.legal), p.rows, p.counts, p.hand
+        move's own columns gathered from its row (`Parsed.rows`: kind, cards, choice, suits;
+        the others' places filled after), what it leaves in the hand, whether that empties
+        it and how it answers computed for all K at once. What it leaves is the hand's sums
+        (per card, rank, suit, all: `_groups`) less the move's, divided as `set_features`
+        divides: one subtraction and one division, the hand's sums read once per hand.
+        Whether it empties the hand and how it answers are one comparison of the rows with
+        the figures of the hand's size and of the pile (`_answer_plan`)."""
+        rows, hand_sums, by_hand = p.rows, *self._hand_figures(p)
         a, s = self._row_cand, self._set_size
-        out = np.empty((k, self.candidate_size), np.float32)
-        out[:, :a] = rows[:, :a]
-        if self._all_from_hand:
-            left = hand - counts
-        else:
-            left = hand - np.where(self._from_hand[[m.kind for m in p.legal]][:, None], counts, 0)
-        self.set_features(left, self._hand_max, out[:, a : a + s])
-        # It empties the hand: nothing left (the size column is 0 exactly when it is), of a
-        # hand that held something.
-        held = self._hand_field is not None and len(p.values[self._hand_field].ids) > 0
-        out[:, a + s] = (out[:, a + s - 1] == 0) & held
-        self.answer(p, out[:, a + s + 1 : a + s + 1 + ANSWER_SIZE])
-        o = a + s + 1 + ANSWER_SIZE
-        if self.choices:  # the choice a move names, one-hot
-            chosen = out[:, o : o + len(self.choices)]
-            chosen[:] = 0.0
-            choice = np.array([m.choice for m in p.legal])
-            named = np.flatnonzero(choice >= 0)
-            chosen[named, choice[named]] = 1.0
-        self.kept(rows, hand, out[:, o + len(self.choices) :])
+        out = rows.take(self._cand_columns, axis=1)
+        taken = rows[:, self._row_groups]
+        if not self._all_from_hand:
+            taken = taken * self._from_hand[[m.kind for m in p.legal]][:, None]
+        self._set_from_groups(hand_sums - taken, self._hand_max, out[:, a : a + s])
+        self._answer(p, int(hand_sums[-1]), out[:, a + s : a + s + 1 + ANSWER_SIZE])
+        if not self._all_from_hand:  # (a move that takes nothing leaves the hand as it is)
+            out[:, a + s] = (out[:, a + s - 1] == 0) & (hand_sums[-1] > 0)
+        self.kept(rows, by_hand, out[:, -KEPT_SIZE:])
         # Each feature rounded to the nearest float16 (all lie in [-1, 1]: ~5e-4 apart at
         # most): the trainer then keeps an update's padded [N, K, F] candidates in half the
         # bytes (`trainer/episodes.py`), which RLlib copies at every shuffle and minibatch;
@@ -672,23 +714,43 @@ class CardGame:
         out[:] = out.astype(np.float16)
         return out
 
-    def kept(self, rows: np.ndarray, hand: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Per move: its suits, one-hot (a card's, or the suit its choice names), then what it
-        leaves in the hand of its own suits and of its own ranks (cards, averaged over its
-        suits / ranks, as n / (n + 2): 1 card 0.33, 2 0.5, 8 0.8). A network sees at once
-        what the hand made only as a product of two inputs: the colour a wild should name
-        (UNO), the suit a trick game runs short of, the set a play breaks up. The hand's
-        cards per suit and rank once, summed over each move's (whole numbers: exact), less
-        what the move takes of them (its row's)."""
-        s, at = len(self.deck.suits), self._row_kept
-        per = hand @ self._per_suit_rank
-        suits = rows[:, self._row_suits : at]
-        held = np.empty((len(rows), 2))
-        held[:, 0] = suits @ per[:s]
-        held[:, 1] = rows[:, self._row_rank : self._row_rank + self.deck.num_ranks] @ per[s:]
+    def _hand_figures(self, p: Parsed) -> tuple[np.ndarray, np.ndarray]:
+        """(the hand's sums, float64[groups]; its cards per suit and per rank as `kept`'s
+        product reads them, float64[suits + ranks, 2]), kept with the hand's card set (a
+        hand repeats from state to state; no hand: none held)."""
+        if self._hand_field is None:
+            return self._no_hand_figures
+        cards = p.values[self._hand_field]
+        figures = cards.rows.get(-1)
+        if figures is None:
+            figures = self._figures_of(cards.counts)
+            cards.rows[-1] = figures
+        return figures
+
+    def _figures_of(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sums = (counts @ self._groups).astype(np.float64)
+        per = (counts @ self._per_suit_rank).astype(np.float64)
+        s = len(self.deck.suits)
+        by_hand = np.zeros((len(per), 2))
+        by_hand[:s, 0] = per[:s]
+        by_hand[s:, 1] = per[s:]
+        for a in (sums, by_hand):
+            a.setflags(write=False)
+        return sums, by_hand
+
+    def kept(self, rows: np.ndarray, by_hand: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Per move: what it leaves in the hand of its own suits and of its own ranks (cards,
+        averaged over its suits / ranks, as n / (n + 2): 1 card 0.33, 2 0.5, 8 0.8); its
+        suits one-hot (a card's, or the suit its choice names) go before these. A network
+        sees at once what the hand made only as a product of two inputs: the colour a wild
+        should name (UNO), the suit a trick game runs short of, the set a play breaks up.
+        Each move's suits and ranks (its row's, side by side) times the hand's cards per
+        suit and per rank (`by_hand`, a column each: whole numbers, exact), less what the
+        move takes of them (its row's)."""
+        at = self._row_kept
+        held = rows[:, self._row_suits : self._row_rank + self.deck.num_ranks] @ by_hand
         n = (held - rows[:, at : at + 2]) / rows[:, at + 2 : at + 4]
-        out[:, :s] = suits
-        out[:, s:] = n / (n + 2.0)
+        out[:] = n / (n + 2.0)
         return out
 
     def to_answer(self, p: Parsed) -> tuple[np.ndarray, list[int] | bytes | tuple[int, ...]]:
@@ -707,36 +769,61 @@ class CardGame:
         """How each legal move answers the `answers` pile: it leads (the pile is empty); it
         has a card of the pile's first card's suit (follows the lead), of its last card's
         suit or rank (matches the top); its highest rank beats the pile's highest, or the
-        highest of the lead suit; the rank gap / ranks; it has as many cards as the pile.
-        Comparisons of the moves' rows (`move_row`) with the pile's figures, read in Python
-        from its few cards (into `out` if given)."""
+        highest of the lead suit; the rank gap / ranks; it has as many cards as the pile
+        (into `out` if given)."""
         if out is None:
             out = np.empty((len(p.legal), ANSWER_SIZE), np.float32)
-        if self.answers is None:
-            out[:] = 0.0
-            return out
-        _, order = self.to_answer(p)
-        if not order:
-            out[:] = _LEADS
-            return out
-        rows, rank, suit = p.rows, self._rank_of, self._suit_of
+        both = np.empty((len(p.legal), 1 + ANSWER_SIZE), np.float32)
+        self._answer(p, 0, both)
+        out[:] = both[:, 1:]
+        return out
+
+    def _answer(self, p: Parsed, hand_size: int, out: np.ndarray) -> None:
+        """Whether each legal move takes all of a hand of `hand_size` cards (0: none to
+        empty), then how it answers (`answer`), into `out`: comparisons of the moves' rows
+        (`move_row`) with the figures of the hand's size and of the pile, one gather."""
+        order: Any = None  # no pile to answer
+        if self.answers is not None:
+            order = self.to_answer(p)[1] or ()  # () : it leads
+        key = (tuple(order) if type(order) is list else order, hand_size)
+        plan = self._answer_plans.get(key)
+        if plan is None:
+            plan = self._answer_plan(order, hand_size)
+            _keep(self._answer_plans, key, plan, SETS_KEPT)
+        cols, lo, gap = plan
+        picked = p.rows.take(cols, axis=1)
+        out[:] = picked > lo
+        if gap:
+            out[:, 7] = picked[:, 7]
+
+    def _answer_plan(self, order: Any, hand_size: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        """What `_answer` reads of the moves' rows for a hand of `hand_size` cards and a pile
+        of these cards (in its order; (): empty, the seat leads; None: no pile), and the
+        figure each column is compared with (read in Python from the pile's few cards, once
+        per pile and hand size: they repeat): whether the move holds `hand_size` cards, then
+        the answer's features 0-5 and 7, each "the row's column c is above lo" (a feature
+        that cannot hold, e.g. no lead suit, or 0, it leads: lo = inf; one that holds:
+        -inf), and feature 6 the rank gap to the pile's top, computed with the move (copied
+        where there is a pile: `gap`)."""
+        st, no = self._row_suit_top, math.inf
+        fits = 0 < hand_size <= self._most_cards  # (else no move holds it all)
+        holds = [self._row_sizes + (hand_size if fits else 0), 0 if fits else no]  # col, lo
+        if not order:  # it leads: feature 0 holds (any column is above -inf); no pile: none
+            leads = -no if order is not None else no
+            cols = [holds[0]] + [st] * ANSWER_SIZE
+            return np.array(cols), np.array([holds[1], leads] + [no] * (ANSWER_SIZE - 1)), False
+        rank, suit = self._rank_of, self._suit_of
         first, last = order[0], order[-1]
         top = max(rank[i] for i in order)
         lead, match = suit[first], suit[last]
-        # One gather from the rows, one comparison: features 0-5 and 7, each "the row's
-        # column c is above lo" (a feature that cannot hold, e.g. no lead suit, or 0, it
-        # leads: lo = inf), and the rank gap to this pile's top, computed with the move.
-        st, no, n = self._row_suit_top, math.inf, len(order)
+        n = len(order)
         lead_top = max(rank[i] for i in order if suit[i] == lead) if lead >= 0 else 0
         sized = self._row_sizes + min(n, self._most_cards)
-        cols = [st, st + max(lead, 0), st + max(match, 0), self._row_rank + rank[last],
-                self._row_top, st + max(lead, 0), sized, self._row_gap + top]  # fmt: skip
-        lo = [no, -1 if lead >= 0 else no, -1 if match >= 0 else no, 0, top,
-              lead_top if lead >= 0 else no, 0 if n <= self._most_cards else no]  # fmt: skip
-        picked = rows[:, cols]
-        out[:, _ANSWER_COLUMNS] = picked[:, :7] > lo
-        out[:, 6] = picked[:, 7]
-        return out
+        cols = [holds[0], st, st + max(lead, 0), st + max(match, 0), self._row_rank + rank[last],
+                self._row_top, st + max(lead, 0), self._row_gap + top, sized]  # fmt: skip
+        lo = [holds[1], no, -1 if lead >= 0 else no, -1 if match >= 0 else no, 0, top,
+              lead_top if lead >= 0 else no, no, 0 if n <= self._most_cards else no]  # fmt: skip
+        return np.array(cols), np.array(lo, np.float64), True
 
     # --- schema -------------------------------------------------------------------------------
 
@@ -828,4 +915,32 @@ class CardGame:
             "description": "The moves legal now (those with cards: made of cards in the hand).",
         }
         required = [z.field for z in self.zones if z.required] + [self.legal_field]
-        return {"type": "object", "required": required, "properties": props}
+        schema = {"type": "object", "required": required, "properties": props}
+        if self._hand_size_field is not None and self._seat_field is not None:
+            schema["dependentSchemas"] = {self._seat_field: self._hand_size_schema()}
+        return schema
+
+    def _hand_size_schema(self) -> dict[str, Any]:
+        """`Hand.size_in` as JSON Schema: for each seat to act and each count its entry may
+        hold, a hand of that many cards. Under `dependentSchemas`, which client generators
+        leave out of the type."""
+        hand = self._zone(self._hand_field)  # type: ignore[arg-type]
+        counts = self._zone(self._hand_size_field)  # type: ignore[arg-type]
+        joined = getattr(hand, "joined", False)
+        most = min(int(counts.high), hand.max_cards)  # type: ignore[attr-defined]
+        low = max(math.ceil(counts.low), 0)  # type: ignore[attr-defined]
+        return {
+            "anyOf": [
+                {
+                    "properties": {
+                        self._seat_field: {"const": seat},
+                        counts.field: {"prefixItems": [{}] * seat + [{"const": n}]},
+                        hand.field: {"minLength": n, "maxLength": n}
+                        if joined
+                        else {"minItems": n, "maxItems": n},
+                    }
+                }
+                for seat in range(self.players)
+                for n in range(low, most + 1)
+            ]
+        }

@@ -19,13 +19,32 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from croupier.games.base import InvalidState
-from croupier.games.cards.zones import History, Pile, SeatNumbers, SeatPiles
+from croupier.games.cards.deck import Deck
+from croupier.games.cards.state import Parsed
+from croupier.games.cards.zones import History, Pile, SeatNumbers, SeatPiles, Zone
 
-if TYPE_CHECKING:
-    from croupier.games.cards.game import CardGame
+
+class Dealer(Protocol):
+    """What dealing reads of a declared game (`CardGame` is one): its declaration, the
+    fields of its hand, its seat and its `counted` zones (each with whether it is per seat),
+    and its parse. Named here, not imported from `game.py`, which imports this module."""
+
+    name: str
+    deck: Deck
+    zones: tuple[Zone, ...]
+    players: int
+    unseen: Unseen | None
+
+    @property
+    def hand_field(self) -> str | None: ...
+    @property
+    def seat_field(self) -> str | None: ...
+    @property
+    def counted(self) -> tuple[tuple[str, bool], ...]: ...
+    def parse(self, state: Any) -> Parsed: ...
 
 
 @dataclass(frozen=True)
@@ -47,7 +66,7 @@ class Unseen:
     pool: str | None = None
     gone: tuple[str, ...] = ()
 
-    def check(self, game: CardGame) -> None:
+    def check(self, game: Dealer) -> None:
         """ValueError naming the field when a field is missing or of the wrong zone."""
         zones = {z.field: z for z in game.zones}
 
@@ -68,7 +87,7 @@ class Unseen:
             need(self.pool, (Pile,), "pool")
         for field in self.gone:
             need(field, (History,), "gone")
-        if game._hand_field is None or game._seat_field is None:
+        if game.hand_field is None or game.seat_field is None:
             raise ValueError(f"{game.name}: dealing worlds needs a Hand and a Seat zone")
 
 
@@ -84,23 +103,32 @@ class World(NamedTuple):
     rest: list[str]
 
 
-def deal_unseen(game: CardGame, state: Any, rng: random.Random) -> World:
-    """One world consistent with `state` (see the module): InvalidState when the state's
-    counts cannot be dealt from the cards it leaves unseen."""
+class Seen(NamedTuple):
+    """What a state leaves unseen: the seat to act, the cards it cannot see (deck indices),
+    each seat's hand size (`read_unseen`)."""
+
+    seat: int
+    cards: list[int]
+    counts: list[int]
+
+
+def read_unseen(game: Dealer, state: Any) -> Seen:
+    """What `state` leaves unseen (see the module); ValueError for a game that does not say
+    where its hidden cards lie. (A search deals many worlds from one state: `CardGame.
+    deal_unseen` keeps the last state's.)"""
     unseen = game.unseen
     if unseen is None:
         raise ValueError(
             f"{game.name} does not say where its hidden cards lie: declare CardGame(unseen="
             "Unseen(hands=...)) (docs/your-game.md, 'Worlds for search')"
         )
-    # A search deals many worlds from one state: what it leaves unseen is read once (UNO: a
-    # state's parse 40-150 us, a deal from it ~15 us; the last state is kept by identity).
-    last = game._last_unseen
-    if last is not None and last[0] is state:
-        seat, cards, counts = last[1]
-    else:
-        seat, cards, counts = _unseen(game, unseen, state)
-        object.__setattr__(game, "_last_unseen", (state, (seat, cards, counts)))
+    return Seen(*_unseen(game, unseen, state))
+
+
+def deal_unseen(game: Dealer, seen: Seen, state: Any, rng: random.Random) -> World:
+    """One world consistent with `state` (see the module), from what it leaves unseen
+    (`read_unseen`): InvalidState when the state's counts cannot be dealt from those cards."""
+    seat, cards, counts = seen
     n = game.players
     others = [s for s in range(n) if s != seat]
     need = sum(counts[s] for s in others)
@@ -118,12 +146,12 @@ def deal_unseen(game: CardGame, state: Any, rng: random.Random) -> World:
     for s in others:
         hands[s] = [names[i] for i in sorted(cards[at : at + counts[s]])]
         at += counts[s]
-    own = state[game._hand_field]
+    own = state[game.hand_field]
     hands[seat] = list(own)  # (a `joined` string: a card a character)
     return World(seat, hands, [names[i] for i in cards[at:]])
 
 
-def _unseen(game: CardGame, unseen: Unseen, state: Any) -> tuple[int, list[int], list[int]]:
+def _unseen(game: Dealer, unseen: Unseen, state: Any) -> tuple[int, list[int], list[int]]:
     """(the seat to act, the cards it cannot see as deck indices, each seat's hand size)."""
     p = game.parse(state)
     values, n = p.values, game.players
@@ -131,7 +159,7 @@ def _unseen(game: CardGame, unseen: Unseen, state: Any) -> tuple[int, list[int],
         left = values[unseen.pool].counts.tolist()
     else:
         seen = p.hand * 0
-        for field, per_seat in game._counted:
+        for field, per_seat in game.counted:
             for cards in values[field] if per_seat else (values[field],):
                 seen = seen + cards.counts
         seen = seen.tolist()

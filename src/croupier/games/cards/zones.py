@@ -5,17 +5,48 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from croupier.games.base import InvalidState
-from croupier.games.cards.deck import Move
+from croupier.games.cards.deck import Kind, Move
+from croupier.games.cards.state import CardSet
 
 _PAIRS = {list, tuple}  # a [seat, move] entry: JSON gives lists, an in-process caller tuples
 
-if TYPE_CHECKING:
-    from croupier.games.cards.game import CardGame, CardSet
+
+class GameView(Protocol):
+    """What a zone reads of the game it belongs to (`CardGame` is one): its sizes, its
+    readers of JSON (a number, a seat's list, a set of cards, a move), a set's features, the
+    schema's parts. Named here, not imported from `game.py`, which imports the zones."""
+
+    players: int
+    kinds: tuple[Kind, ...]
+    choices: tuple[str, ...]
+
+    @property
+    def card_width(self) -> int: ...
+    @property
+    def set_size(self) -> int: ...
+    @property
+    def move_size(self) -> int: ...
+    @property
+    def known_moves(self) -> dict[str, Move]: ...
+    def seats_from(self, seat: int) -> tuple[int, ...]: ...
+    def int_in(self, x: Any, lo: int, hi: int, what: str) -> int: ...
+    def number(self, x: Any, lo: float, hi: float, integer: bool, what: str) -> float: ...
+    def seat_list(self, x: Any, what: str) -> list[Any]: ...
+    def read_cards(
+        self, x: Any, max_cards: int, what: str, joined: bool = False, keep: bool = True
+    ) -> CardSet: ...
+    def set_row(self, cards: CardSet, max_cards: int) -> np.ndarray: ...
+    def move(self, x: Any, what: str) -> Move: ...
+    def card_schema(self) -> dict[str, Any]: ...
+    def cards_schema(self, max_cards: int, joined: bool = False) -> dict[str, Any]: ...
+    def number_schema(self, low: float, high: float, integer: bool) -> dict[str, Any]: ...
+    def per_seat(self, one: dict[str, Any]) -> dict[str, Any]: ...
+    def move_schema(self) -> dict[str, Any]: ...
 
 
 class Trace(NamedTuple):
@@ -38,19 +69,19 @@ class Zone:
     field: str
     required: bool = True
 
-    def size(self, g: CardGame) -> int:
+    def size(self, g: GameView) -> int:
         return 0
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         return {}
 
-    def read(self, x: Any, g: CardGame) -> Any:
+    def read(self, x: Any, g: GameView) -> Any:
         return x
 
-    def default(self, g: CardGame) -> Any:
+    def default(self, g: GameView) -> Any:
         raise InvalidState(f"the state has no {self.field!r}")
 
-    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+    def encode(self, value: Any, g: GameView, seat: int, out: np.ndarray) -> None:
         pass
 
 
@@ -59,13 +90,13 @@ class Seat(Zone):
     """The acting seat (0-based): per-seat zones and the history are read from it round the
     table, so one layout serves every seat."""
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         return {"type": "integer", "minimum": 0, "maximum": g.players - 1}
 
-    def read(self, x: Any, g: CardGame) -> int:
+    def read(self, x: Any, g: GameView) -> int:
         return g.int_in(x, 0, g.players - 1, self.field)
 
-    def default(self, g: CardGame) -> int:
+    def default(self, g: GameView) -> int:
         return 0
 
 
@@ -81,16 +112,16 @@ class RoleSeat(Zone):
         if not self.required:  # no seat can stand for "no one holds the role"
             raise ValueError(f"RoleSeat {self.field!r} names a seat: it has no default")
 
-    def size(self, g: CardGame) -> int:
+    def size(self, g: GameView) -> int:
         return g.players
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         return {"type": "integer", "minimum": 0, "maximum": g.players - 1}
 
-    def read(self, x: Any, g: CardGame) -> int:
+    def read(self, x: Any, g: GameView) -> int:
         return g.int_in(x, 0, g.players - 1, self.field)
 
-    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+    def encode(self, value: Any, g: GameView, seat: int, out: np.ndarray) -> None:
         out[(value - seat) % g.players] = 1.0
 
 
@@ -105,25 +136,29 @@ class Pile(Zone):
     counted: bool = True
     joined: bool = False
 
-    def size(self, g: CardGame) -> int:
+    def size(self, g: GameView) -> int:
         return g.set_size
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         return g.cards_schema(self.max_cards, self.joined)
 
-    def read(self, x: Any, g: CardGame) -> CardSet:
+    def read(self, x: Any, g: GameView) -> CardSet:
         return g.read_cards(x, self.max_cards, self.field, self.joined)
 
-    def default(self, g: CardGame) -> CardSet:
+    def default(self, g: GameView) -> CardSet:
         return g.read_cards([], self.max_cards, self.field)
 
-    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+    def encode(self, value: Any, g: GameView, seat: int, out: np.ndarray) -> None:
         out[:] = g.set_row(value, self.max_cards)  # kept with the set: sets repeat
 
 
 @dataclass(frozen=True)
 class Hand(Pile):
-    """The acting seat's own cards: `from_hand` moves are made of them."""
+    """The acting seat's own cards: `from_hand` moves are made of them. `size_in`: a
+    `SeatNumbers` field that counts each seat's cards ("num_cards_left"): the hand must
+    hold as many as its entry for the seat to act (checked: a 422 otherwise)."""
+
+    size_in: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,10 +167,10 @@ class TopCard(Pile):
 
     max_cards: int = 1
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         return {"anyOf": [{"type": "null"}, g.card_schema()]}
 
-    def read(self, x: Any, g: CardGame) -> CardSet:
+    def read(self, x: Any, g: GameView) -> CardSet:
         if x is not None and not isinstance(x, str):
             raise InvalidState(f"{self.field!r} must be a card or null, got {x!r}")
         return g.read_cards([] if x is None else [x], 1, self.field)
@@ -150,20 +185,20 @@ class SeatPiles(Zone):
     counted: bool = True
     joined: bool = False
 
-    def size(self, g: CardGame) -> int:
+    def size(self, g: GameView) -> int:
         return g.players * g.card_width
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         return g.per_seat(g.cards_schema(self.max_cards, self.joined))
 
-    def read(self, x: Any, g: CardGame) -> list[CardSet]:
+    def read(self, x: Any, g: GameView) -> list[CardSet]:
         piles = g.seat_list(x, self.field)
         return [g.read_cards(p, self.max_cards, self.field, self.joined) for p in piles]
 
-    def default(self, g: CardGame) -> list[CardSet]:
+    def default(self, g: GameView) -> list[CardSet]:
         return [g.read_cards([], self.max_cards, self.field)] * g.players
 
-    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+    def encode(self, value: Any, g: GameView, seat: int, out: np.ndarray) -> None:
         # A set's card columns (per card / its copies, or per copy): its features begin so
         # (kept with the set; each seat's played cards repeat until it plays again), round
         # the table from `seat`.
@@ -180,20 +215,20 @@ class SeatNumbers(Zone):
     high: float = 52
     integer: bool = True
 
-    def size(self, g: CardGame) -> int:
+    def size(self, g: GameView) -> int:
         return g.players
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         return g.per_seat(g.number_schema(self.low, self.high, self.integer))
 
-    def read(self, x: Any, g: CardGame) -> list[float]:
+    def read(self, x: Any, g: GameView) -> list[float]:
         values = g.seat_list(x, self.field)
         return [g.number(v, self.low, self.high, self.integer, self.field) for v in values]
 
-    def default(self, g: CardGame) -> list[float]:
+    def default(self, g: GameView) -> list[float]:
         return [float(self.low)] * g.players
 
-    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+    def encode(self, value: Any, g: GameView, seat: int, out: np.ndarray) -> None:
         # (Python floats: the same float64 arithmetic as numpy's, no array per state)
         span = max(self.high - self.low, 1e-9)
         out[:] = [(value[s] - self.low) / span for s in g.seats_from(seat)]
@@ -207,19 +242,19 @@ class Number(Zone):
     high: float = 1
     integer: bool = False
 
-    def size(self, g: CardGame) -> int:
+    def size(self, g: GameView) -> int:
         return 1
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         return g.number_schema(self.low, self.high, self.integer)
 
-    def read(self, x: Any, g: CardGame) -> float:
+    def read(self, x: Any, g: GameView) -> float:
         return g.number(x, self.low, self.high, self.integer, self.field)
 
-    def default(self, g: CardGame) -> float:
+    def default(self, g: GameView) -> float:
         return float(self.low)
 
-    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+    def encode(self, value: Any, g: GameView, seat: int, out: np.ndarray) -> None:
         out[0] = (value - self.low) / max(self.high - self.low, 1e-9)
 
 
@@ -229,10 +264,10 @@ class Numbers(Number):
 
     length: int = 1
 
-    def size(self, g: CardGame) -> int:
+    def size(self, g: GameView) -> int:
         return self.length
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         one = g.number_schema(self.low, self.high, self.integer)
         return {
             "type": "array",
@@ -241,15 +276,15 @@ class Numbers(Number):
             "maxItems": self.length,
         }
 
-    def read(self, x: Any, g: CardGame) -> np.ndarray:
+    def read(self, x: Any, g: GameView) -> np.ndarray:
         if type(x) is not list or len(x) != self.length:
             raise InvalidState(f"{self.field!r} must be a list of {self.length} numbers")
         return np.array([g.number(v, self.low, self.high, self.integer, self.field) for v in x])
 
-    def default(self, g: CardGame) -> np.ndarray:
+    def default(self, g: GameView) -> np.ndarray:
         return np.full(self.length, self.low, np.float64)
 
-    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+    def encode(self, value: Any, g: GameView, seat: int, out: np.ndarray) -> None:
         out[:] = (value - self.low) / max(self.high - self.low, 1e-9)
 
 
@@ -259,21 +294,21 @@ class Choice(Zone):
 
     options: tuple[str, ...] = ()
 
-    def size(self, g: CardGame) -> int:
+    def size(self, g: GameView) -> int:
         return len(self.options)
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         return {"type": "string", "enum": list(self.options)}
 
-    def read(self, x: Any, g: CardGame) -> int:
+    def read(self, x: Any, g: GameView) -> int:
         if not isinstance(x, str) or x not in self.options:
             raise InvalidState(f"{self.field!r} must be one of {list(self.options)}, got {x!r}")
         return self.options.index(x)
 
-    def default(self, g: CardGame) -> int:
+    def default(self, g: GameView) -> int:
         return 0
 
-    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+    def encode(self, value: Any, g: GameView, seat: int, out: np.ndarray) -> None:
         out[value] = 1.0
 
 
@@ -294,16 +329,16 @@ class History(Zone):
     then: tuple[str, ...] = ()
     recency: bool = False
 
-    def size(self, g: CardGame) -> int:
+    def size(self, g: GameView) -> int:
         return self._moves_size(g) + self._recency_size(g)
 
-    def _moves_size(self, g: CardGame) -> int:
+    def _moves_size(self, g: GameView) -> int:
         return self.last * (g.move_size + len(self.then))
 
-    def _recency_size(self, g: CardGame) -> int:
+    def _recency_size(self, g: GameView) -> int:
         return g.players * len(g.kinds) * max(1, len(self.then)) if self.recency else 0
 
-    def schema(self, g: CardGame) -> dict[str, Any]:
+    def schema(self, g: GameView) -> dict[str, Any]:
         pair = [Seat("").schema(g), g.move_schema()]
         if self.then:
             pair.append({"type": "string", "enum": list(self.then)})
@@ -314,7 +349,7 @@ class History(Zone):
             "items": {"type": "array", "prefixItems": pair, "minItems": n, "maxItems": n},
         }
 
-    def read(self, x: Any, g: CardGame) -> Trace:
+    def read(self, x: Any, g: GameView) -> Trace:
         if type(x) is not list or len(x) > self.max_moves:
             raise InvalidState(f"{self.field!r} must be a list of at most {self.max_moves} moves")
         width = 3 if self.then else 2
@@ -346,41 +381,45 @@ class History(Zone):
                 out.then.append(self.then.index(entry[2]))  # type: ignore[union-attr]
         return out
 
-    def default(self, g: CardGame) -> Trace:
+    def default(self, g: GameView) -> Trace:
         return Trace([], [], [] if self.then else None)
 
-    def encode(self, value: Any, g: CardGame, seat: int, out: np.ndarray) -> None:
+    def encode(self, value: Any, g: GameView, seat: int, out: np.ndarray) -> None:
         if self.recency:
             self._encode_recency(value, g, seat, out[self._moves_size(g) :])
         k = min(self.last, len(value.moves))
         if not k:
             return
         # Each move's kind and cards are the first columns of its row (`CardGame.move_row`):
-        # one gather for the moves, one for the seats, not three writes a move.
+        # one gather for the moves, one write of every 1.0 (the seats, the choices, what was
+        # in force), not writes a move.
         n, size = g.players, g.move_size + len(self.then)
         base = n + len(g.kinds) + g.card_width  # then the choice, then what was in force
         moves = value.moves[: -k - 1 : -1]
         rows = np.concatenate([m.row for m in moves]).reshape(k, -1)
         view = out[: self.last * size].reshape(self.last, size)
         view[:k, n:base] = rows[:, : base - n]
-        newest = value.seats[: -k - 1 : -1]
-        out[[i * size + (who - seat) % n for i, who in enumerate(newest)]] = 1.0
+        ones = [i * size + (who - seat) % n for i, who in enumerate(value.seats[: -k - 1 : -1])]
         if g.choices:
-            for i, m in enumerate(moves):
-                if m.choice >= 0:
-                    view[i, base + m.choice] = 1.0
+            ones += [i * size + base + m.choice for i, m in enumerate(moves) if m.choice >= 0]
         if self.then:
-            view[np.arange(k), g.move_size + np.array(value.then[: -k - 1 : -1])] = 1.0
+            at = g.move_size
+            ones += [i * size + at + t for i, t in enumerate(value.then[: -k - 1 : -1])]
+        out[ones] = 1.0
 
-    def _encode_recency(self, value: Trace, g: CardGame, seat: int, out: np.ndarray) -> None:
+    def _encode_recency(self, value: Trace, g: GameView, seat: int, out: np.ndarray) -> None:
         # A loop over the listed moves, newest first (UNO's engine lists 16; a doudizhu trace
         # is ~50): the first of each (seat, kind, in force) met is its latest.
         n, kinds, faced = g.players, len(g.kinds), max(1, len(self.then))
         since = [0] * n  # each seat's own moves newer than the one looked at
-        for i in range(len(value.moves) - 1, -1, -1):
-            who = value.seats[i]
-            j = (((who - seat) % n) * kinds + value.moves[i].kind) * faced
-            j += value.then[i] if value.then is not None else 0
-            if not out[j]:
-                out[j] = 1.0 / (1 + since[who])
+        latest: dict[int, float] = {}  # (in Python: a numpy item read or write is ~0.1 us)
+        seats, moves, then = value.seats, value.moves, value.then
+        for i in range(len(moves) - 1, -1, -1):
+            who = seats[i]
+            j = (((who - seat) % n) * kinds + moves[i].kind) * faced
+            j += then[i] if then is not None else 0
+            if j not in latest:
+                latest[j] = 1.0 / (1 + since[who])
             since[who] += 1
+        if latest:
+            out[list(latest)] = list(latest.values())
