@@ -6,7 +6,9 @@
    payoff against the rules.
 3. When training ends, the final version plays the rules over HTTP (`frozen@<version>` seats,
    not recorded) and `runs/<timestamp>/report.json` and `learning_curve.png` are written.
-"""
+
+Why ~430 lines in one module: the demo is one job read in order (start, train, play, report);
+split, a newcomer would chase one run through several files."""
 
 from __future__ import annotations
 

@@ -8,7 +8,10 @@ from the counters the service already keeps (`DecisionService.health()`, the tra
 table `EXPORTED` below: a metric name is a promise to dashboards and alerts, so renaming an
 internal stats key must not rename it (tests/test_metrics.py fails when a snapshot number is
 neither exported nor listed in `NOT_EXPORTED`, and when the exported names change).
-"""
+
+Why ~430 lines in one module: the exported table and the text it writes are one contract with
+the dashboards and the alert rules; split, a name could be exported in one file and documented
+in another."""
 
 from __future__ import annotations
 

@@ -16,7 +16,10 @@ Retry-After), and `search(...)`, which answers within the decision's deadline or
 deadline too: a request that waited in the queue past it is dropped at once, and one that
 waited part of it searches for the rest only, so a queue behind a busy pool sheds load
 instead of growing.
-"""
+
+Why ~570 lines in one module: the local processes, the Ray actors and `SearchSeats` share one
+request, one deadline rule and one worker protocol; split, the deadline arithmetic would be
+read apart from the pools that honour it."""
 
 from __future__ import annotations
 

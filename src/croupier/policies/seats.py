@@ -40,7 +40,9 @@ version, temperature and rules share the arena calibrated for it: `policies/tier
 
 One grammar (`parse_spec`) checks every spec's syntax, for a game's seats and for the
 server's `--seat-mix` alike; resolving a spec against the loaded versions comes after.
-"""
+
+Why ~450 lines in one module: one grammar of seat specs (`parse_spec`, the published pattern,
+the labels and their inverse); split, the pattern could admit a spec the parser refuses."""
 
 from __future__ import annotations
 
