@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +128,14 @@ def test_serve_sets_adapters_side_by_side_with_their_cpu_ratio():
     assert ratios(results)["100"]["cpu c@DoudizhuCardsCandidates/c@doudizhu"] == 540 / 500
     paced = [dataclasses.replace(r, think_ms=100.0) for r in results]
     assert ratios(paced)["100"] == {"cpu c@DoudizhuCardsCandidates/c@doudizhu think 100ms": 1.08}
+
+
+@pytest.mark.unit
+def test_a_report_is_saved_into_a_folder_that_did_not_exist(tmp_path):
+    from croupier.bench.plotting import save_report
+
+    path = tmp_path / "new" / "deeper" / "report.json"
+    drawn: list[Path] = []
+    report = save_report({"a": 1}, path, lambda r, png: drawn.append(png))
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert report["saved"] == str(path) and drawn == [path.with_suffix(".png")]

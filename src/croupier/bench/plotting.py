@@ -39,7 +39,8 @@ def save_report(
     report: dict[str, Any], path: Path, plot: Callable[[dict[str, Any], Path], None]
 ) -> dict[str, Any]:
     """A benchmark's result as `path` (JSON) and its figure beside it (`plot`, same name,
-    .png); the report, with where it was saved."""
+    .png); the report, with where it was saved (its folder made if missing: `--out DIR`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, default=float))
     plot(report, path.with_suffix(".png"))
     report["saved"] = str(path)
