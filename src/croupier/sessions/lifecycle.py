@@ -257,9 +257,9 @@ class GameKeeper:
     async def _labels_of(self, game_ids: list[str]) -> None:
         """Wait for the searches still labelling these games' steps (expert iteration), each
         bounded by its own deadline; an unknown or ended game is left to `_close_game`."""
-        pending = [f for g in game_ids if (f := self.games.pending_labels(g))]
+        pending = [f for game_id in game_ids for f in self.games.pending_labels(game_id)]
         if pending:
-            await asyncio.wait([f for fs in pending for f in fs])
+            await asyncio.wait(pending)
 
     def _close_game(
         self, game_id: str, payoffs: dict[str, float]
