@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from ray.rllib.connectors.connector_v2 import ConnectorV2
+
+from croupier.trainer.episode_columns import EpisodeColumn
 
 # The batch column: the hand's discounted return at its first step, NaN elsewhere.
 HAND_RETURN = "hand_return"
@@ -34,34 +35,18 @@ def hand_return_column(rewards: np.ndarray, gamma: float, whole: bool, steps: in
     return column
 
 
-class HandReturns(ConnectorV2):
+class HandReturns(EpisodeColumn):
     """Learner connector piece adding `HAND_RETURN` to the train batch."""
+
+    column = HAND_RETURN
 
     def __init__(self, *args: Any, gamma: float = 1.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gamma = float(gamma)
 
-    def __call__(
-        self,
-        *,
-        rl_module: Any,
-        batch: dict[str, Any],
-        episodes: list[Any],
-        explore: bool | None = None,
-        shared_data: dict | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        for episode in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False):
-            steps = len(episode)
-            # PPO's learner has already added one artificial step (reward 0) to every episode
-            # (`AddOneTsToEpisodesAndTruncate`); it adds nothing to the sum.
-            whole = episode.t_started == 0 and episode.is_terminated
-            rewards = episode.get_rewards(slice(0, steps)) if whole else ()
-            self.add_n_batch_items(
-                batch,
-                HAND_RETURN,
-                items_to_add=hand_return_column(rewards, self.gamma, whole, steps),
-                num_items=steps,
-                single_agent_episode=episode,
-            )
-        return batch
+    def values(self, episode: Any, steps: int) -> np.ndarray:
+        # PPO's learner has already added one artificial step (reward 0) to every episode
+        # (`AddOneTsToEpisodesAndTruncate`); it adds nothing to the sum.
+        whole = episode.t_started == 0 and episode.is_terminated
+        rewards = episode.get_rewards(slice(0, steps)) if whole else ()
+        return hand_return_column(rewards, self.gamma, whole, steps)

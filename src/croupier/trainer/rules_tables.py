@@ -15,41 +15,25 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from ray.rllib.connectors.connector_v2 import ConnectorV2
 
 from croupier.policies.tables import RULES_TABLE as RULES
+from croupier.trainer.episode_columns import EpisodeColumn
 
 # The batch column: 1.0 where the step's hand was played with only the rules as opponents.
 RULES_TABLE = "rules_table"
 
 
-class RulesTables(ConnectorV2):
+class RulesTables(EpisodeColumn):
     """Learner connector piece adding `RULES_TABLE` to the train batch. `untagged`: the table
     an episode that carries none was played at ("": unknown, not the rules; the in-process
     trainer's seat env knows its opponent for every episode it makes)."""
+
+    column = RULES_TABLE
 
     def __init__(self, *args: Any, untagged: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.untagged = untagged
 
-    def __call__(
-        self,
-        *,
-        rl_module: Any,
-        batch: dict[str, Any],
-        episodes: list[Any],
-        explore: bool | None = None,
-        shared_data: dict | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        for episode in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False):
-            table = episode.custom_data.get("table") or self.untagged
-            steps = len(episode)  # PPO's artificial last step included, as every column's
-            self.add_n_batch_items(
-                batch,
-                RULES_TABLE,
-                items_to_add=np.full(steps, float(table == RULES), np.float32),
-                num_items=steps,
-                single_agent_episode=episode,
-            )
-        return batch
+    def values(self, episode: Any, steps: int) -> np.ndarray:
+        table = episode.custom_data.get("table") or self.untagged
+        return np.full(steps, float(table == RULES), np.float32)
