@@ -38,14 +38,69 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 APT_TIMEOUT_S = 600
+# The tools some tests need, by Debian package, in the order they are installed: the small
+# ones first (promtool for the alert and metrics tests), Chromium (the dashboard's browser
+# test) last. On a fresh machine `apt_tool` would install each inside its test, a worker of
+# two blocked on the download for minutes; `pytest_configure` starts them all at once in the
+# background instead, while the tests that need none run.
+TOOL_PACKAGES = {"promtool": "prometheus", "node": "nodejs", "npm": "npm", "chromium": "chromium"}
+TOOLS_DIR_ENV = "CROUPIER_TOOLS_INSTALLING"  # the background install's folder, for the workers
+TYPESCRIPT_PROJECT = Path(__file__).resolve().parent / "typescript"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start installing the missing tools in the background, once (the controller, not an
+    xdist worker: the workers inherit the folder's name through the environment), as root
+    where apt-get runs; each package writes `<package>.done` (apt-get's exit status) there
+    when installed, and the TypeScript check's `npm ci` follows Node's."""
+    import shlex
+    import shutil
+
+    if hasattr(config, "workerinput") or os.environ.get(TOOLS_DIR_ENV):
+        return
+    missing = [pkg for tool, pkg in TOOL_PACKAGES.items() if shutil.which(tool) is None]
+    if not missing or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return
+    folder = tempfile.mkdtemp(prefix="croupier-tools-")
+    steps = ["apt-get update -q"]
+    for pkg in dict.fromkeys(missing):  # in TOOL_PACKAGES' order, once each
+        done = shlex.quote(f"{folder}/{pkg}.done")
+        steps.append(f"apt-get install -y -q {pkg}; echo $? > {done}.tmp; mv {done}.tmp {done}")
+        if pkg == "npm":
+            project = shlex.quote(str(TYPESCRIPT_PROJECT))
+            steps[-1] = steps[-1].replace(
+                "; echo $?", f" && (cd {project} && npm ci --no-audit --no-fund); echo $?"
+            )
+    log = open(f"{folder}/install.log", "wb")  # noqa: SIM115 (the background process holds it)
+    subprocess.Popen(["bash", "-c", "; ".join(steps)], stdout=log, stderr=subprocess.STDOUT,
+                     env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+                     start_new_session=True)  # fmt: skip
+    os.environ[TOOLS_DIR_ENV] = folder
+
+
+def _wait_for_background_install(packages: tuple[str, ...]) -> None:
+    """Wait (bounded) until the background install (`pytest_configure`) has tried `packages`."""
+    folder = os.environ.get(TOOLS_DIR_ENV)
+    if not folder:
+        return
+    deadline = time.monotonic() + APT_TIMEOUT_S
+    pending = [p for p in packages if p in TOOL_PACKAGES.values()]
+    while pending and time.monotonic() < deadline:
+        pending = [p for p in pending if not Path(folder, f"{p}.done").exists()]
+        time.sleep(0.5 if pending else 0)
 
 
 def apt_tool(binaries: tuple[str, ...], packages: tuple[str, ...]) -> list[str]:
     """The paths of `binaries`, installed from Debian's `packages` first when one is missing
-    (a fresh CI machine: the project's tests install the tools they need); a skip saying why
-    where apt-get cannot run (not root, no apt) or the install fails."""
+    (a fresh CI machine: the project's tests install the tools they need, in the background
+    from the session's start: `pytest_configure`); a skip saying why where apt-get cannot run
+    (not root, no apt) or the install fails."""
     import shutil
 
+    found = [shutil.which(b) for b in binaries]
+    if all(found):
+        return [str(f) for f in found]
+    _wait_for_background_install(packages)
     found = [shutil.which(b) for b in binaries]
     if all(found):
         return [str(f) for f in found]
@@ -60,6 +115,11 @@ def apt_tool(binaries: tuple[str, ...], packages: tuple[str, ...]) -> list[str]:
     if not all(found):
         pytest.skip(f"apt-get installed {packages} but {binaries} are not all on PATH")
     return [str(f) for f in found]
+
+
+def promtool() -> str:
+    """Prometheus's promtool (Debian's prometheus package), installed when missing."""
+    return apt_tool(("promtool",), ("prometheus",))[0]
 
 
 @contextlib.contextmanager

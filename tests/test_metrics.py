@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from croupier.api.metrics import EXPORTED, NOT_EXPORTED, endpoint_of, numeric_paths
 from croupier.dashboard.history import quantile
 from croupier.local_server import free_port
+from tests.conftest import promtool
 from tests.helpers.prometheus import parse, value
 
 SERVER_METRICS = [
@@ -374,27 +374,11 @@ def test_healthz_keeps_the_trainers_address_and_error_to_key_holders(inprocess):
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _promtool() -> str:
-    """promtool, installed through `make tools` (Debian's prometheus package) when missing."""
-    found = shutil.which("promtool")
-    if found:
-        return found
-    if shutil.which("apt-get") is None:
-        pytest.skip(
-            "NOT CHECKED: promtool is missing and apt-get is not available to install it "
-            "(install Prometheus's promtool to lint /metrics)"
-        )
-    out = subprocess.run(["make", "-s", "tools"], cwd=ROOT, capture_output=True, text=True)
-    found = shutil.which("promtool")
-    assert found, f"`make tools` did not install promtool:\n{out.stdout}\n{out.stderr}"
-    return found
-
-
 @pytest.mark.integration
 def test_promtool_check_metrics_is_clean(inprocess, leduc_states, tmp_path) -> None:
     """`promtool check metrics` on a scrape with every family present (traffic, a trainer
     link, a production version): no naming or type problems."""
-    promtool = _promtool()
+    tool = promtool()
     trainer = f"127.0.0.1:{free_port()}"  # nothing listens: the link's numbers are there
 
     async def run(c, service) -> str:
@@ -405,7 +389,7 @@ def test_promtool_check_metrics_is_clean(inprocess, leduc_states, tmp_path) -> N
     text = inprocess(run, trainer=trainer, data_dir=tmp_path / "data")
     assert "croupier_episodes_put_seconds_count" in text
     out = subprocess.run(
-        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+        [tool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr
 

@@ -99,6 +99,51 @@ def test_the_search_finds_the_move_its_base_policy_misses():
     assert player.fallbacks == 0
 
 
+class TwoCoins(Gamble):
+    """Two hidden coins, each +1 or -1: `left` (the rules' move) pays the first, `right` the
+    second plus `edge`. At `edge` 0 the moves are worth the same, yet in a few worlds one
+    always looks luckier."""
+
+    def __init__(self, edge: float = 0.0) -> None:
+        self.edge = edge
+        super().__init__()
+
+    def reset(self, seed: int | None = None) -> None:
+        if seed is not None:
+            self._rng.seed(seed)
+        self.coins, self.move = [self._rng.choice((-1, 1)) for _ in range(2)], None
+
+    def state(self, seat: int) -> dict:
+        return {"legal_actions": ["left", "right"]}
+
+    def step(self, action) -> None:  # noqa: ANN001
+        self.move = action
+
+    def payoffs(self) -> list[float]:
+        won = self.coins[0] if self.move == "left" else self.coins[1] + self.edge
+        return [won, -won]
+
+    def resample(self, state: dict, rng: random.Random) -> None:
+        self.coins, self.move = [rng.choice((-1, 1)) for _ in range(2)], None
+
+
+def test_the_base_move_stays_unless_another_beats_it_beyond_chance():
+    """Moves worth the same: a search taking the best mean of 16 worlds swaps the base's move
+    for the luckier one about half the time; by the paired difference's standard error it
+    keeps the base's move (within chance: ~1 in 6 at one error). A move worth 1.5 more on
+    average is taken every time."""
+
+    def choices(edge: float, confidence: float) -> list[str]:
+        player = SearchPlayer(TwoCoins(edge), lambda s: "left", SearchSpec(rollouts=16, ms=5000),
+                              seed=7, confidence=confidence)  # fmt: skip
+        return [player({"legal_actions": ["left", "right"]}) for _ in range(200)]
+
+    swapped = choices(0.0, 0.0).count("right")
+    assert 70 < swapped < 130
+    assert choices(0.0, 1.0).count("right") < 50
+    assert choices(1.5, 1.0) == ["right"] * 200
+
+
 def test_successive_halving_spends_the_budget_on_the_contenders():
     """Kuhn, first to act with a queen (two moves): one round, every world for both. With a
     king facing a bet there is nothing to halve either; the budget is rollouts x moves."""

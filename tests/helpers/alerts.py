@@ -11,7 +11,6 @@ clauses included, on numbers the processes produced.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import httpx
 import yaml
 
+from tests.conftest import promtool
 from tests.helpers.prometheus import parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,21 +83,6 @@ def expected(alert: str, **labels: str) -> dict[str, Any]:
         "exp_labels": {**rule.get("labels", {}), **labels},
         "exp_annotations": {k: _render(v, labels) for k, v in rule["annotations"].items()},
     }
-
-
-def promtool() -> str:
-    """promtool, installed through `make tools` (Debian's prometheus package) when missing."""
-    import pytest
-
-    found = shutil.which("promtool")
-    if found:
-        return found
-    if shutil.which("apt-get") is None:
-        pytest.skip("NOT CHECKED: promtool is missing and apt-get is not available")
-    out = subprocess.run(["make", "-s", "tools"], cwd=ROOT, capture_output=True, text=True)
-    found = shutil.which("promtool")
-    assert found, f"`make tools` did not install promtool:\n{out.stdout}\n{out.stderr}"
-    return found
 
 
 def check_alerts(

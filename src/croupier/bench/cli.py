@@ -246,6 +246,10 @@ def bench_search(
     weights_dir: Annotated[
         Path | None, typer.Option(help="A version base's folder (a server's weights dir)")
     ] = None,
+    side: Annotated[
+        str | None,
+        typer.Option(help="Search every seat of one side (doudizhu's landlord, peasant)"),
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
     """The search seat's strength against milliseconds per decision (docs/search.md)."""
@@ -253,7 +257,7 @@ def bench_search(
 
     splits = SPLITS if split == "both" else (split,)
     run = SearchBench(game, seat, [int(b) for b in budgets.split(",") if b.strip()], opponent,
-                      hands, seed, splits, weights_dir)  # fmt: skip
+                      hands, seed, splits, weights_dir, side)  # fmt: skip
     try:
         report = run_search_bench(run, out)
     except ValueError as e:

@@ -12,6 +12,10 @@ between the two. Each point also says what it cost: the measured milliseconds pe
 hands played out per decision, and the decisions whose deadline passed before one world was
 played in full (the base's move then).
 
+`side` (doudizhu's `landlord`, `peasant`: `Simulator.roles`) puts the search seat on every
+seat of that side and the opponent on the rest, and scores the side's win rate on the same
+deals (`side_score`: a side played alone has no par), the base alone beside it as ever.
+
 `split` compares the two ways of spreading a decision's budget over its moves: successive
 halving (the seat's) and an even split (every move on the same worlds); on a game of two
 moves a decision they are the same (one round).
@@ -29,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from croupier.bench.evaluate import duplicate_score, opponent_player
+from croupier.bench.evaluate import duplicate_score, opponent_player, side_score
 from croupier.bench.plotting import legend, pyplot, save, save_report
 from croupier.games.registry import load_simulator
 from croupier.policies.learned import read_weights_dir
@@ -51,6 +55,17 @@ class SearchBench:
     seed: int = 1
     splits: tuple[str, ...] = ("halving",)
     weights_dir: Path | None = None  # a version base's (`frozen@N`, `learned@latest`)
+    side: str | None = None  # the search on one side's seats (`Simulator.roles`), its win rate
+
+
+def _score(run: SearchBench, a: Any, b: Any) -> dict[str, Any]:
+    """A against B: the strength score over duplicate sets, or with `side` the side's win
+    rate (as `mean` and `ci95`, so every point reads alike) beside its payoff."""
+    if run.side is None:
+        return duplicate_score(run.game, a, b, run.hands, run.seed)
+    won = side_score(run.game, a, b, run.hands, run.side, run.seed)
+    return {**won, "mean": won["win"], "ci95": won["win_ci95"],
+            "score": f"the {run.side} side's win rate (no par: a side played alone)"}  # fmt: skip
 
 
 def _checked(run: SearchBench) -> Any:
@@ -96,7 +111,7 @@ def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
     spec, base, prior = _base(run, _checked(run))
     b = opponent_player(run.game, run.opponent, run.seed)
     print(f"{run.game}: the base ({spec.base}) alone vs {run.opponent}...", flush=True)
-    alone = duplicate_score(run.game, base, b, run.hands, run.seed)
+    alone = _score(run, base, b)
     points = []
     for split in run.splits:
         for ms in run.budgets_ms:
@@ -104,7 +119,7 @@ def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
             player = SearchPlayer(load_simulator(run.game), base, seat, seed=run.seed,
                                   halving=split == "halving", prior=prior)  # fmt: skip
             t0 = time.monotonic()
-            score = duplicate_score(run.game, player, b, run.hands, run.seed)
+            score = _score(run, player, b)
             decided = max(player.decisions, 1)
             point = {
                 "split": split,
@@ -122,15 +137,18 @@ def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
                     f"hands played out a decision, {player.fallbacks} fallbacks")  # fmt: skip
             print(f"  {split} {ms} ms: {score['mean']:+.4f} ± {score['ci95']:.4f} ({cost})",
                   flush=True)  # fmt: skip
+    where = f"on the {run.side} side, its win rate" if run.side else "duplicate sets"
     report = {
         "run": {**asdict(run), "weights_dir": str(run.weights_dir) if run.weights_dir else None},
         "setting": f"{spec.base}'s search seat vs {run.opponent}, in-process, one core, "
-        f"{run.hands} hands a point (duplicate sets, the same deals at every point)",
+        f"{run.hands} hands a point ({where}, the same deals at every point)",
         "base_alone": alone,
         "points": points,
     }
     base_name = spec.base.partition(":")[0].partition("@")[0]  # rules, random, frozen
-    name = re.sub(r"[^a-z0-9]+", "-", f"search-{run.game.rsplit(':', 1)[-1]}-{base_name}".lower())
+    side = f"-{run.side}" if run.side else ""
+    name = f"search-{run.game.rsplit(':', 1)[-1]}-{base_name}{side}"
+    name = re.sub(r"[^a-z0-9]+", "-", name.lower())
     return save_report(report, out / f"{name.strip('-')}.json", plot)
 
 
@@ -152,7 +170,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
                     label=f"search ({split}), at budgets {budgets} ms")  # fmt: skip
     ax.set_xscale("log")
     ax.set_xlabel("milliseconds per decision (measured, one core)")
-    ax.set_ylabel(f"strength score vs {report['run']['opponent']} (95% CI)")
+    side = report["run"].get("side")
+    measure = f"the {side} side's win rate" if side else "strength score"
+    ax.set_ylabel(f"{measure} vs {report['run']['opponent']} (95% CI)")
     title = f"{report['run']['game']}: {report['setting']}"
     ax.set_title(textwrap.fill(title, 110), fontsize=7)
     legend(ax)

@@ -23,13 +23,18 @@ to a base that does where hidden information decides the hand.
 3. the budget: `rollouts` hands per move on average (`rollouts` x moves in all), spent by
    successive halving (Karnin et al. 2013): rounds of equal budget, each playing the moves
    still in on new worlds and keeping the better half, so the close contenders get the most
-   worlds (an even split, every move on the same `rollouts` worlds, is `halving=False`);
+   worlds (an even split, every move on the same `rollouts` worlds, is `halving=False`); the
+   base's own move is never dropped, so the choice below compares it on every world;
 4. the deadline: checked before every playout; at it the search stops and decides on the
    worlds every remaining move has played in full (a world half-played is dropped, so every
    mean compared is over the same worlds);
-5. the choice: the remaining move with the best mean payoff to the acting seat's team (ties
-   to the base's own move). No world finished: no choice (the caller answers the base's move
-   as a fallback).
+5. the choice: the remaining move with the best mean payoff to the acting seat's team, taken
+   only when it beats the base's own move on the same worlds by more than `confidence`
+   standard errors of their paired difference; else the base's move. A handful of worlds
+   cannot tell near-equal moves apart, and a search that swaps the base's move for the
+   luckiest of them plays worse than its base (crazy eights, where drawing and playing are
+   often within a few hundredths: see docs/search.md). No world finished: no choice (the
+   caller answers the base's move as a fallback).
 
 The base policy plays inside the rollouts with numpy's global generator seeded per world
 (`rules_seeded`): the rules bots that draw (RLCard's) and the `random` base draw the same in
@@ -58,6 +63,9 @@ Act = Callable[[dict[str, Any]], Any]  # an engine state in, the engine's action
 # A state in, a score per legal move (in `legal_actions`' order, higher: more likely best):
 # a version's logits, say. Which moves a search over many keeps (`candidate_moves`).
 Prior = Callable[[dict[str, Any]], Sequence[float]]
+# Standard errors by which a move must beat the base's own move (their paired difference over
+# the same worlds) to be chosen over it (step 5).
+CONFIDENCE = 1.0
 
 
 @dataclass
@@ -128,6 +136,7 @@ def search(
     deadline: float,
     halving: bool = True,
     prior: Prior | None = None,
+    confidence: float = CONFIDENCE,
 ) -> SearchResult:
     """The search seat's move in `state` (what the seat to act was sent), by rollouts of
     `base` on `table` (set to each world in turn: its hand is lost), stopping at `deadline`
@@ -141,8 +150,9 @@ def search(
         base_move = base(state)
     moves = candidate_moves(state, base_move, spec.top, rng, prior)
     first = moves[0] if base_move not in legal else legal.index(base_move)
-    sums = dict.fromkeys(moves, 0.0)
-    worlds = dict.fromkeys(moves, 0)
+    # each move's payoff in each world it played, in order: two moves still in played the
+    # same worlds, so the k-th values of two moves pair up (step 5)
+    played: dict[int, list[float]] = {m: [] for m in moves}
     # 3. the budget: rounds of equal size, the better half of the moves kept after each
     alive = list(moves)
     budget = spec.rollouts * len(moves)
@@ -167,24 +177,43 @@ def search(
             if stopped:
                 break
             for move, value in zip(alive, values, strict=True):
-                sums[move] += value
-                worlds[move] += 1
+                played[move].append(value)
             spent += len(alive)
         if stopped:
             break
-        if r < rounds - 1:  # keep the better half (ties: the earlier move in `moves`)
-            alive = sorted(alive, key=lambda m: -sums[m] / max(worlds[m], 1))[
-                : max(1, math.ceil(len(alive) / 2))
-            ]
+        if r < rounds - 1:  # keep the better half (ties: the earlier move), and the base's
+            half = max(1, math.ceil(len(alive) / 2))
+            kept = sorted(alive, key=lambda m: -_mean(played[m]))[:half]
+            alive = [m for m in alive if m in kept or m == first]
     # 5. the choice, among the moves still in (all played in the same worlds)
-    means = [sums[m] / worlds[m] if worlds[m] else float("nan") for m in moves]
-    result = SearchResult(None, moves, means, [worlds[m] for m in moves], playouts, not stopped)
-    if worlds[alive[0]] == 0:
+    means = [_mean(played[m]) if played[m] else float("nan") for m in moves]
+    worlds = [len(played[m]) for m in moves]
+    result = SearchResult(None, moves, means, worlds, playouts, not stopped)
+    if not played[alive[0]]:
         return result
-    best = max(sums[m] / worlds[m] for m in alive)
-    tied = [m for m in alive if sums[m] / worlds[m] == best]
-    result.move = first if first in tied else tied[0]
+    best = max(alive, key=lambda m: (_mean(played[m]), m == first))
+    sure = first not in alive or _beats(played[best], played[first], confidence)
+    result.move = best if sure else first
     return result
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("-inf")
+
+
+def _beats(move: list[float], base: list[float], confidence: float) -> bool:
+    """Whether `move` beats `base` over the worlds both played, by more than `confidence`
+    standard errors of the paired difference (a difference the same in every world is
+    certain: no error)."""
+    diffs = [a - b for a, b in zip(move, base, strict=False)]
+    n = len(diffs)
+    if n == 0:
+        return False
+    mean = sum(diffs) / n
+    if n == 1:
+        return mean > 0 and confidence <= 0
+    var = sum((d - mean) ** 2 for d in diffs) / (n - 1)
+    return mean > confidence * math.sqrt(var / n)
 
 
 class SearchPlayer:
@@ -192,14 +221,15 @@ class SearchPlayer:
     its own table of `game`, `base` playing the rollouts, `spec`'s budget and deadline."""
 
     def __init__(self, table: Simulator, base: Act, spec: SearchSpec, seed: int = 0,
-                 halving: bool = True, prior: Prior | None = None):  # fmt: skip
+                 halving: bool = True, prior: Prior | None = None,
+                 confidence: float = CONFIDENCE):  # fmt: skip
         if not table.resamples():
             raise ValueError(
                 f"{type(table).__name__} cannot set a table from a seat's view "
                 "(Simulator.resample): its game cannot be searched"
             )
         self.table, self.base, self.spec, self.halving = table, base, spec, halving
-        self.prior = prior
+        self.prior, self.confidence = prior, confidence
         self.rng = random.Random(seed)
         self.decisions = 0
         self.fallbacks = 0  # deadlines passed with no world played in full: the base answered
@@ -209,7 +239,8 @@ class SearchPlayer:
     def __call__(self, state: dict[str, Any]) -> Any:
         t0 = time.monotonic()
         result = search(self.table, state, self.base, self.spec, self.rng,
-                        t0 + self.spec.ms / 1000.0, self.halving, self.prior)  # fmt: skip
+                        t0 + self.spec.ms / 1000.0, self.halving, self.prior,
+                        self.confidence)  # fmt: skip
         self.decisions += 1
         self.seconds += time.monotonic() - t0
         self.playouts += result.playouts

@@ -1,0 +1,44 @@
+"""`croupier bench search` (`bench/search.py`): the search seat's points against its base alone,
+on duplicate sets or on one side's seats."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from croupier.bench.search import SearchBench, run_search_bench
+
+
+def test_the_search_finds_the_gamble_its_base_never_takes(tmp_path) -> None:
+    # Gambling is worth +0.5 a hand and the rules always play safe (0): the rules alone
+    # score 0 against themselves, the search over them gambles.
+    run = SearchBench("tests.helpers.search_games:GambleAdapter", "search:rollouts=64",
+                      budgets_ms=[50], hands=200, seed=3)  # fmt: skip
+    report = run_search_bench(run, tmp_path)
+    assert report["base_alone"]["mean"] == 0.0
+    (point,) = report["points"]
+    assert point["score"]["mean"] - point["score"]["ci95"] > 0.1
+    assert point["decisions"] > 0 and point["playouts_per_decision"] > 1
+    saved = json.loads((tmp_path / "search-gambleadapter-rules.json").read_text())
+    assert saved["points"][0]["seat"] == "search:base=rules:rollouts=64:ms=50:top=8"
+
+
+def test_a_side_scores_its_win_rate_on_that_sides_seats(tmp_path) -> None:
+    run = SearchBench("doudizhu", "search:rollouts=2", budgets_ms=[20], hands=4, seed=5,
+                      side="peasant")  # fmt: skip
+    report = run_search_bench(run, tmp_path)
+    alone, (point,) = report["base_alone"], report["points"]
+    for score in (alone, point["score"]):
+        assert score["side"] == "peasant" and score["n"] == 4
+        assert score["mean"] == score["win"] and 0.0 <= score["win"] <= 1.0
+    # Two peasants a hand, both searched: more decisions than hands.
+    assert point["decisions"] > 4
+    assert "peasant side" in report["setting"]
+    assert (tmp_path / "search-doudizhu-rules-peasant.json").exists()
+
+
+def test_a_side_the_game_does_not_have_is_refused_by_name(tmp_path) -> None:
+    run = SearchBench("doudizhu", "search:rollouts=2", budgets_ms=[20], hands=2, side="dealer")
+    with pytest.raises(ValueError, match="no side 'dealer'"):
+        run_search_bench(run, tmp_path)
