@@ -482,7 +482,6 @@ _SLOW_MODULES_FIRST = (
     "test_state_schema",  # 298
     "test_trainer_link",  # 199
     "test_strength_any_game",  # 128
-    "test_dashboard_browser",  # 117
     "test_tune",  # 102
     "test_pretrain",  # 95
     "test_dispatch_caps",  # the three instruction-set reruns: ~60 on a quiet box
@@ -503,11 +502,18 @@ _SLOW_MODULES_FIRST = (
 )
 
 
+# The modules whose tests need a tool a fresh machine installs (`TOOL_PACKAGES`), collected
+# last: by then the background install started with the session is done, and no worker waits
+# on a download while others run out of modules.
+_TOOL_MODULES_LAST = ("test_alerts", "test_metrics", "test_typescript_client",
+                      "test_dashboard_browser")  # fmt: skip
+
+
 def _collection_rank(item: pytest.Item) -> int:
-    stem = item.path.stem
-    return (
-        _SLOW_MODULES_FIRST.index(stem) if stem in _SLOW_MODULES_FIRST else len(_SLOW_MODULES_FIRST)
-    )
+    stem, first = item.path.stem, len(_SLOW_MODULES_FIRST)
+    if stem in _TOOL_MODULES_LAST:
+        return first + 1 + _TOOL_MODULES_LAST.index(stem)
+    return _SLOW_MODULES_FIRST.index(stem) if stem in _SLOW_MODULES_FIRST else first
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -13,14 +13,16 @@ from croupier.bench.search import SearchBench, run_search_bench
 def test_the_search_finds_the_gamble_its_base_never_takes(tmp_path) -> None:
     # Gambling is worth +0.5 a hand and the rules always play safe (0): the rules alone
     # score 0 against themselves, the search over them gambles.
+    # The best mean, and the best beyond one standard error: a point each, both gamble.
     run = SearchBench("tests.helpers.search_games:GambleAdapter", "search:rollouts=64",
-                      budgets_ms=[50], hands=200, seed=3)  # fmt: skip
+                      budgets_ms=[50], hands=200, seed=3, confidences=(0.0, 1.0))  # fmt: skip
     report = run_search_bench(run, tmp_path)
     assert report["base_alone"]["mean"] == 0.0
-    (point,) = report["points"]
-    assert point["score"]["mean"] - point["score"]["ci95"] > 0.1
-    assert point["decisions"] > 0 and point["playouts_per_decision"] > 1
-    saved = json.loads((tmp_path / "search-gambleadapter-rules.json").read_text())
+    assert [p["confidence"] for p in report["points"]] == [0.0, 1.0]
+    for point in report["points"]:
+        assert point["score"]["mean"] - point["score"]["ci95"] > 0.1
+        assert point["decisions"] > 0 and point["playouts_per_decision"] > 1
+    saved = json.loads((tmp_path / "search-gamble-rules.json").read_text())
     assert saved["points"][0]["seat"] == "search:base=rules:rollouts=64:ms=50:top=8"
 
 
@@ -36,6 +38,12 @@ def test_a_side_scores_its_win_rate_on_that_sides_seats(tmp_path) -> None:
     assert point["decisions"] > 4
     assert "peasant side" in report["setting"]
     assert (tmp_path / "search-doudizhu-rules-peasant.json").exists()
+
+
+def test_a_confidence_outside_its_bounds_is_refused(tmp_path) -> None:
+    run = SearchBench("tests.helpers.search_games:GambleAdapter", "search", confidences=(-1.0,))
+    with pytest.raises(ValueError, match="standard errors"):
+        run_search_bench(run, tmp_path)
 
 
 def test_a_side_the_game_does_not_have_is_refused_by_name(tmp_path) -> None:

@@ -29,6 +29,7 @@ def test_bench_strength_takes_a_game_through_its_simulator(tmp_path):
         final_games=400,
         tables=16,
         ray_cpus=2,
+        search="search:base=rules:rollouts=4:ms=20",
     )
     report = bench_strength(run, tmp_path)
 
@@ -71,6 +72,23 @@ def test_bench_strength_takes_a_game_through_its_simulator(tmp_path):
         assert report[key]["below_resolution"] > 0, key  # the smallest dip a point shows
     # The setup before the clock (servers, trainer, the clone) is measured and said apart.
     assert report["external"]["setup_s"] > 0 and "of setup before it not counted" in text
+    # The search seat's level before any training, on the same deals as the finals: Kuhn's
+    # rules answer themselves best, so the search over them keeps their moves (0.0).
+    searched = report["search"]
+    assert searched["seat"] == "search:base=rules:rollouts=4:ms=20:top=8"
+    assert searched["score"]["n"] >= 400 and searched["decisions"] > 0
+    assert abs(searched["score"]["mean"]) <= searched["score"]["ci95"] + 0.05
+    assert "with no training" in text
+
+
+def test_a_search_seat_it_cannot_score_is_refused_before_any_run(tmp_path):
+    refusals = (("rules", "not a search seat"), ("search:base=frozen@3", "base=rules or"))
+    for seat, why in refusals:
+        result = CliRunner().invoke(
+            app, ["bench", "strength", "--game", SIMULATOR, "--search", seat,
+                  "--out", str(tmp_path)],
+        )  # fmt: skip
+        assert result.exit_code == 2 and why in result.output, result.output
 
 
 def test_a_game_it_cannot_load_is_a_one_line_error(tmp_path):

@@ -178,6 +178,13 @@ def bench_strength(
             "--serve-arg=--search-labels --serve-arg=search:ms=100, expert iteration)"
         ),
     ] = None,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            help="A search seat (search:...) scored on the final deals before training: the "
+            "level at minute 0, drawn beside the network (simulator games)"
+        ),
+    ] = None,
     out: Path = Path("bench/results"),
 ) -> None:
     """Strength against the rules through the external path (simulator games: beside RLlib
@@ -217,6 +224,7 @@ def bench_strength(
         train_args=list(train_arg or []),
         league_sides=[side_map(mix, "--league-sides") for mix in league_sides or []],
         serve_args=list(serve_arg or []),
+        search=search,
     )
     try:
         report = run(settings, out)
@@ -250,15 +258,20 @@ def bench_search(
         str | None,
         typer.Option(help="Search every seat of one side (doudizhu's landlord, peasant)"),
     ] = None,
+    confidence: Annotated[
+        str,
+        typer.Option(help="Standard errors a move must beat the base's by, comma separated"),
+    ] = "1",
     out: Path = Path("bench/results"),
 ) -> None:
     """The search seat's strength against milliseconds per decision (docs/search.md)."""
     from croupier.bench.search import SPLITS, SearchBench, run_search_bench
 
     splits = SPLITS if split == "both" else (split,)
-    run = SearchBench(game, seat, [int(b) for b in budgets.split(",") if b.strip()], opponent,
-                      hands, seed, splits, weights_dir, side)  # fmt: skip
     try:
+        run = SearchBench(game, seat, [int(b) for b in budgets.split(",") if b.strip()],
+                          opponent, hands, seed, splits, weights_dir, side,
+                          tuple(float(c) for c in confidence.split(",") if c.strip()))  # fmt: skip
         report = run_search_bench(run, out)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None

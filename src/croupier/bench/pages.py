@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -215,6 +216,17 @@ def bench_pages(minutes: float, out_dir: Path, games: int = 16) -> dict[str, Any
                 time.sleep(5)
             end = time.time()
             alerts = _query(prom_url, "ALERTS", start=t0, end=end, step=SCRAPE_S)
+            # What the fallback rules read, over the run (a restarted server's since its start).
+            served = {
+                name: {
+                    " ".join((r["metric"].get("fleet", ""), r["metric"].get("instance", ""))):
+                    float(r["value"][1])
+                    for r in _query(prom_url, f"sum by (fleet, instance) ({metric})", time=end)
+                }
+                for name, metric in (("decisions", "croupier_decisions_total"),
+                                     ("fallbacks", "croupier_fallbacks_total"))
+            }  # fmt: skip
+            load_average = os.getloadavg()
             engine_codes = [e.poll() for e in engines]
         finally:
             for proc in reversed(procs):
@@ -242,6 +254,12 @@ def bench_pages(minutes: float, out_dir: Path, games: int = 16) -> dict[str, Any
             if f["labels"].get("alertstate") == "firing" and f["labels"].get("severity") == "ticket"
         ),  # fmt: skip
         "alerts": fired,
+        "served": served,
+        "load_average_at_end": {
+            "1m": load_average[0],
+            "5m": load_average[1],
+            "15m": load_average[2],
+        },  # fmt: skip
         "engines_still_running_at_end": [c is None for c in engine_codes],
         "log_tail": log_tail if fired else "",
     }

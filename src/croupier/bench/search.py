@@ -35,9 +35,9 @@ from typing import Any
 
 from croupier.bench.evaluate import duplicate_score, opponent_player, side_score
 from croupier.bench.plotting import legend, pyplot, save, save_report
-from croupier.games.registry import load_simulator
+from croupier.games.registry import load_adapter, load_simulator
 from croupier.policies.learned import read_weights_dir
-from croupier.policies.search import SearchPlayer
+from croupier.policies.search import CONFIDENCE, SearchPlayer
 from croupier.policies.search_pool import Searcher
 from croupier.policies.seats import SEARCH, BadPolicySpec, parse_spec
 
@@ -54,6 +54,9 @@ class SearchBench:
     hands: int = 2000
     seed: int = 1
     splits: tuple[str, ...] = ("halving",)
+    # Standard errors a move must beat the base's own by (`policies/search.py` CONFIDENCE,
+    # the seat's): each a point of its own at every budget (0: the best mean, always).
+    confidences: tuple[float, ...] = (CONFIDENCE,)
     weights_dir: Path | None = None  # a version base's (`frozen@N`, `learned@latest`)
     side: str | None = None  # the search on one side's seats (`Simulator.roles`), its win rate
 
@@ -68,7 +71,8 @@ def _score(run: SearchBench, a: Any, b: Any) -> dict[str, Any]:
             "score": f"the {run.side} side's win rate (no par: a side played alone)"}  # fmt: skip
 
 
-def _checked(run: SearchBench) -> Any:
+def checked_spec(run: SearchBench) -> Any:
+    """The run's search spec, or ValueError saying what cannot be measured."""
     try:
         spec = parse_spec(run.seat).search
     except BadPolicySpec as e:
@@ -77,6 +81,8 @@ def _checked(run: SearchBench) -> Any:
         raise ValueError(f"{run.seat!r} is not a search seat ({SEARCH}:...)")
     if not run.budgets_ms or any(not 1 <= b <= 10_000 for b in run.budgets_ms):
         raise ValueError("budgets are milliseconds, 1 to 10000")
+    if not run.confidences or any(not 0 <= c <= 10 for c in run.confidences):
+        raise ValueError("confidences are standard errors, 0 to 10")
     if unknown := set(run.splits) - set(SPLITS):
         raise ValueError(f"unknown splits {sorted(unknown)}; one of {list(SPLITS)}")
     if not load_simulator(run.game).resamples():
@@ -107,36 +113,49 @@ def _base(run: SearchBench, spec: Any) -> tuple[Any, Any, Any]:
     return spec, searcher.base(spec.base), searcher.priors[spec.base]
 
 
+def score_point(run: SearchBench, spec: Any, ms: int, split: str = "halving",
+                confidence: float = CONFIDENCE) -> dict[str, Any]:  # fmt: skip
+    """The search seat at `ms` a decision against the run's opponent: its score (`_score`)
+    and what a decision cost."""
+    spec, base, prior = _base(run, spec)
+    seat = dataclasses.replace(spec, ms=ms)
+    player = SearchPlayer(load_simulator(run.game), base, seat, seed=run.seed,
+                          halving=split == "halving", prior=prior,
+                          confidence=confidence)  # fmt: skip
+    t0 = time.monotonic()
+    score = _score(run, player, opponent_player(run.game, run.opponent, run.seed))
+    decided = max(player.decisions, 1)
+    return {
+        "split": split,
+        "confidence": confidence,
+        "budget_ms": ms,
+        "seat": seat.spec(),
+        "score": score,
+        "decisions": player.decisions,
+        "ms_per_decision": 1000.0 * player.seconds / decided,
+        "playouts_per_decision": player.playouts / decided,
+        "fallbacks": player.fallbacks,
+        "seconds": time.monotonic() - t0,
+    }
+
+
 def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
-    spec, base, prior = _base(run, _checked(run))
+    spec, base, _ = _base(run, checked_spec(run))
     b = opponent_player(run.game, run.opponent, run.seed)
     print(f"{run.game}: the base ({spec.base}) alone vs {run.opponent}...", flush=True)
     alone = _score(run, base, b)
     points = []
     for split in run.splits:
-        for ms in run.budgets_ms:
-            seat = dataclasses.replace(spec, ms=ms)
-            player = SearchPlayer(load_simulator(run.game), base, seat, seed=run.seed,
-                                  halving=split == "halving", prior=prior)  # fmt: skip
-            t0 = time.monotonic()
-            score = _score(run, player, b)
-            decided = max(player.decisions, 1)
-            point = {
-                "split": split,
-                "budget_ms": ms,
-                "seat": seat.spec(),
-                "score": score,
-                "decisions": player.decisions,
-                "ms_per_decision": 1000.0 * player.seconds / decided,
-                "playouts_per_decision": player.playouts / decided,
-                "fallbacks": player.fallbacks,
-                "seconds": time.monotonic() - t0,
-            }
-            points.append(point)
-            cost = (f"{point['ms_per_decision']:.1f} ms, {point['playouts_per_decision']:.0f} "
-                    f"hands played out a decision, {player.fallbacks} fallbacks")  # fmt: skip
-            print(f"  {split} {ms} ms: {score['mean']:+.4f} ± {score['ci95']:.4f} ({cost})",
-                  flush=True)  # fmt: skip
+        for confidence in run.confidences:
+            for ms in run.budgets_ms:
+                point = score_point(run, spec, ms, split, confidence)
+                points.append(point)
+                score = point["score"]
+                cost = (f"{point['ms_per_decision']:.1f} ms, "
+                        f"{point['playouts_per_decision']:.0f} hands played out a decision, "
+                        f"{point['fallbacks']} fallbacks")  # fmt: skip
+                print(f"  {split} confidence {confidence:g} {ms} ms: {score['mean']:+.4f} ± "
+                      f"{score['ci95']:.4f} ({cost})", flush=True)  # fmt: skip
     where = f"on the {run.side} side, its win rate" if run.side else "duplicate sets"
     report = {
         "run": {**asdict(run), "weights_dir": str(run.weights_dir) if run.weights_dir else None},
@@ -147,7 +166,7 @@ def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
     }
     base_name = spec.base.partition(":")[0].partition("@")[0]  # rules, random, frozen
     side = f"-{run.side}" if run.side else ""
-    name = f"search-{run.game.rsplit(':', 1)[-1]}-{base_name}{side}"
+    name = f"search-{load_adapter(run.game).name}-{base_name}{side}"
     name = re.sub(r"[^a-z0-9]+", "-", name.lower())
     return save_report(report, out / f"{name.strip('-')}.json", plot)
 
@@ -159,15 +178,18 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ax.axhline(alone["mean"], color="grey", ls="--", lw=1,
                label=f"the base alone: {alone['mean']:+.3f} ± {alone['ci95']:.3f}")  # fmt: skip
     ax.axhline(0.0, color="black", lw=0.5)
-    for split in SPLITS:
-        points = [p for p in report["points"] if p["split"] == split]
-        if not points:
-            continue
+
+    def line(point: dict[str, Any]) -> tuple[str, float]:
+        return point["split"], point.get("confidence", CONFIDENCE)
+
+    for split, confidence in dict.fromkeys(map(line, report["points"])):
+        points = [p for p in report["points"] if line(p) == (split, confidence)]
         xs = [p["ms_per_decision"] for p in points]
         ys = [p["score"]["mean"] for p in points]
         budgets = [p["budget_ms"] for p in points]
+        label = f"search ({split}, confidence {confidence:g}), at budgets {budgets} ms"
         ax.errorbar(xs, ys, yerr=[p["score"]["ci95"] for p in points], marker="o", capsize=3,
-                    label=f"search ({split}), at budgets {budgets} ms")  # fmt: skip
+                    label=label)  # fmt: skip
     ax.set_xscale("log")
     ax.set_xlabel("milliseconds per decision (measured, one core)")
     side = report["run"].get("side")

@@ -118,6 +118,10 @@ class StrengthRun:
     league_sides: list[dict[str, str]] = field(default_factory=list)
     # More `croupier serve` flags for the external server (e.g. `--league-sampling fsp`).
     serve_args: list[str] = field(default_factory=list)
+    # A search seat (`search:base=rules:...`, docs/search.md) scored against the rules on the
+    # final deals before any training: the level the game's simulator gives at minute 0,
+    # drawn beside the network's curve (simulator games).
+    search: str | None = None
 
     @property
     def served(self) -> str:
@@ -289,6 +293,28 @@ def bench_strength(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     return save_report(report, path, plot)
 
 
+def check_search_seat(game: str, seat: str) -> None:
+    """A search seat `bench strength` can score on `game`: ValueError before any run starts."""
+    from croupier.bench.search import SearchBench, checked_spec
+
+    spec = checked_spec(SearchBench(game, seat))
+    if spec.base not in ("rules", "random"):
+        raise ValueError(
+            f"--search {seat}: base=rules or base=random here (before training there is no "
+            "version to search over; `croupier bench search --weights-dir` takes one)"
+        )
+
+
+def score_search_seat(game: str, seat: str, hands: int, seed: int) -> dict[str, Any]:
+    """The search seat, at its own `ms`, against the rules on `hands` duplicate hands: its
+    strength score and what a decision cost (`bench/search.py`, in-process on one core)."""
+    from croupier.bench.search import SearchBench, checked_spec, score_point
+
+    run = SearchBench(game, seat, hands=hands, seed=seed)
+    spec = checked_spec(run)
+    return score_point(run, spec, spec.ms)
+
+
 def check_league_sides(league_sides: list[dict[str, str]]) -> None:
     """ValueError unless each league table is a seating the engine plays (`seatings`), each
     policy a seat spec the server takes: before any run, not as failed hands after it."""
@@ -363,6 +389,8 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     name = load_simulator(run.served).name  # ValueError (a clear CLI error) without one
     if run.league_sides:
         raise ValueError("--league-sides: doudizhu only (bench league: leduc)")
+    if run.search:
+        check_search_seat(run.served, run.search)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = new_run_dir(out_dir, stamp)
@@ -372,6 +400,10 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
     train_args = train_flags(run.train) + anchor_flags(run) + preset_flags(run)
     print(f"the rules' own record ({run.final_games} hands)...", flush=True)
     record = rules_record(run.served, run.final_games, seed=1)  # the deals `_scored` plays
+    searched = None
+    if run.search:
+        print(f"{run.search} ({run.final_games} hands, before training)...", flush=True)
+        searched = score_search_seat(run.served, run.search, run.final_games, seed=1)
     print(f"external path: {run.minutes:g} min, learned seat vs the rules...", flush=True)
     snapshots = Snapshots(run_dir / "weights", run_dir / "snapshots", run.eval_every_s)
     with snapshots:
@@ -422,6 +454,8 @@ def bench_strength_simulated(run: StrengthRun, out_dir: Path) -> dict[str, Any]:
             "final": _scored(run.served, spec, weights, run.final_games),
         },
     }
+    if searched is not None:
+        report["search"] = searched
     if run.anchor is not False:
         print(f"anchor (RLlib in-process on the simulator): {run.minutes:g} min...", flush=True)
         anchor = run_rllib_anchor(
@@ -474,6 +508,13 @@ def plot_simulated(report: dict[str, Any], path: Path) -> None:
                 fmt="o" if how == "sampled" else "s",
                 label=f"{key} final, {how}",
             )
+    if "search" in report:  # the search seat's level, there from minute 0
+        s = report["search"]
+        mean, ci = s["score"]["mean"], s["score"]["ci95"]
+        ax.axhspan(mean - ci, mean + ci, color="C2", alpha=0.15)
+        cost = f"{s['ms_per_decision']:.0f} ms a decision"
+        label = f"{s['seat']}, no training: {mean:+.3f} ± {ci:.3f} ({cost})"
+        ax.axhline(mean, c="C2", lw=1, label=label)
     record = report["rules_record_detail"]
     ax.axhline(report["rules_record"], c="gray", ls="--", lw=0.8,
                label=f"the rules' own record ({record['mean']:+.3f} ± {record['ci95']:.3f}; "
@@ -536,6 +577,10 @@ def format_report(report: dict[str, Any]) -> str:
             for key in ("external", "anchor") if key in report
             for how, f in report[key]["final"].items()
         ]  # fmt: skip
+        if "search" in report:
+            s = report["search"]
+            rows.append(f"{s['seat']:<62} {s['score']['mean']:+.3f} ± {s['score']['ci95']:.3f} "
+                        f"with no training ({s['ms_per_decision']:.0f} ms a decision)")  # fmt: skip
         record = report["rules_record_detail"]
         rows.append(f"the rules' own record: {record['mean']:+.3f} ± {record['ci95']:.3f} "
                     f"(raw payoff {record['payoff']:+.3f} a hand against themselves)")  # fmt: skip
