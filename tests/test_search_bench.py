@@ -50,3 +50,20 @@ def test_a_side_the_game_does_not_have_is_refused_by_name(tmp_path) -> None:
     run = SearchBench("doudizhu", "search:rollouts=2", budgets_ms=[20], hands=2, side="dealer")
     with pytest.raises(ValueError, match="no side 'dealer'"):
         run_search_bench(run, tmp_path)
+
+
+def test_the_command_line_reaches_the_bench_with_its_options(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from croupier.cli import app
+
+    args = ["bench", "search", "--game", "tests.helpers.search_games:GambleAdapter",
+            "--seat", "search:rollouts=8", "--budgets", "20", "--hands", "8",
+            "--confidence", "0,2", "--out", str(tmp_path)]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "search-gamble-rules.json").read_text())
+    assert report["run"]["confidences"] == [0.0, 2.0] and report["run"]["hands"] == 8
+    assert report["run"]["weights_dir"] is None and report["run"]["side"] is None
+    bad = CliRunner().invoke(app, [*args[:-4], "--confidence", "x", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "Invalid value" in bad.output, bad.output

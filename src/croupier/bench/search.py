@@ -54,11 +54,11 @@ class SearchBench:
     hands: int = 2000
     seed: int = 1
     splits: tuple[str, ...] = ("halving",)
+    weights_dir: Path | None = None  # a version base's (`frozen@N`, `learned@latest`)
+    side: str | None = None  # the search on one side's seats (`Simulator.roles`), its win rate
     # Standard errors a move must beat the base's own by (`policies/search.py` CONFIDENCE,
     # the seat's): each a point of its own at every budget (0: the best mean, always).
     confidences: tuple[float, ...] = (CONFIDENCE,)
-    weights_dir: Path | None = None  # a version base's (`frozen@N`, `learned@latest`)
-    side: str | None = None  # the search on one side's seats (`Simulator.roles`), its win rate
 
 
 def _score(run: SearchBench, a: Any, b: Any) -> dict[str, Any]:
