@@ -49,7 +49,9 @@ def test_learned_decisions_carry_the_searchs_choice_and_keep_their_own_move(inpr
 
     played, records, stats, metrics = inprocess(
         body, game=GAMBLE, data_dir=tmp_path, search_workers=1,
-        search_labels="search:base=rules:rollouts=32:ms=400", search_label_share=1.0,
+        # 256 worlds a move: the gamble's +0.5 then beats playing safe by ~9 standard errors,
+        # so the search's confidence rule never keeps the rules' move (at 32: ~1% a label)
+        search_labels="search:base=rules:rollouts=256:ms=400", search_label_share=1.0,
     )  # fmt: skip
     assert set(played) == {"safe", "gamble"}  # the policy's own samples, not the search's
     assert len(records) == HANDS
