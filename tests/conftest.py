@@ -63,14 +63,13 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     folder = tempfile.mkdtemp(prefix="croupier-tools-")
     steps = ["apt-get update -q"]
+    npm_ci = f"cd {shlex.quote(str(TYPESCRIPT_PROJECT))} && npm ci --no-audit --no-fund"
     for pkg in dict.fromkeys(missing):  # in TOOL_PACKAGES' order, once each
-        done = shlex.quote(f"{folder}/{pkg}.done")
-        steps.append(f"apt-get install -y -q {pkg}; echo $? > {done}.tmp; mv {done}.tmp {done}")
+        install = f"apt-get install -y -q {pkg}"
         if pkg == "npm":
-            project = shlex.quote(str(TYPESCRIPT_PROJECT))
-            steps[-1] = steps[-1].replace(
-                "; echo $?", f" && (cd {project} && npm ci --no-audit --no-fund); echo $?"
-            )
+            install += f" && ({npm_ci})"
+        done = shlex.quote(f"{folder}/{pkg}.done")
+        steps.append(f"{install}; echo $? > {done}.tmp; mv {done}.tmp {done}")
     log = open(f"{folder}/install.log", "wb")  # noqa: SIM115 (the background process holds it)
     subprocess.Popen(["bash", "-c", "; ".join(steps)], stdout=log, stderr=subprocess.STDOUT,
                      env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},

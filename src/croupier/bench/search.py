@@ -93,7 +93,7 @@ def checked_spec(run: SearchBench) -> Any:
     return spec
 
 
-def _base(run: SearchBench, spec: Any) -> tuple[Any, Any, Any]:
+def resolve_base(run: SearchBench, spec: Any) -> tuple[Any, Any, Any]:
     """The spec (its `learned@latest` base: the newest version in the weights dir), the base
     policy and its prior (a version's; None for the rules and random play)."""
     if spec.base in ("rules", "random"):
@@ -113,11 +113,12 @@ def _base(run: SearchBench, spec: Any) -> tuple[Any, Any, Any]:
     return spec, searcher.base(spec.base), searcher.priors[spec.base]
 
 
-def score_point(run: SearchBench, spec: Any, ms: int, split: str = "halving",
+def score_point(run: SearchBench, based: tuple[Any, Any, Any], ms: int, split: str = "halving",
                 confidence: float = CONFIDENCE) -> dict[str, Any]:  # fmt: skip
     """The search seat at `ms` a decision against the run's opponent: its score (`_score`)
-    and what a decision cost."""
-    spec, base, prior = _base(run, spec)
+    and what a decision cost. `based`: `resolve_base`'s spec, base and prior (resolved once
+    a run: a version base loads its weights)."""
+    spec, base, prior = based
     seat = dataclasses.replace(spec, ms=ms)
     player = SearchPlayer(load_simulator(run.game), base, seat, seed=run.seed,
                           halving=split == "halving", prior=prior,
@@ -140,7 +141,8 @@ def score_point(run: SearchBench, spec: Any, ms: int, split: str = "halving",
 
 
 def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
-    spec, base, _ = _base(run, checked_spec(run))
+    based = resolve_base(run, checked_spec(run))
+    spec, base, _ = based
     b = opponent_player(run.game, run.opponent, run.seed)
     print(f"{run.game}: the base ({spec.base}) alone vs {run.opponent}...", flush=True)
     alone = _score(run, base, b)
@@ -148,7 +150,7 @@ def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
     for split in run.splits:
         for confidence in run.confidences:
             for ms in run.budgets_ms:
-                point = score_point(run, spec, ms, split, confidence)
+                point = score_point(run, based, ms, split, confidence)
                 points.append(point)
                 score = point["score"]
                 cost = (f"{point['ms_per_decision']:.1f} ms, "

@@ -308,11 +308,11 @@ def check_search_seat(game: str, seat: str) -> None:
 def score_search_seat(game: str, seat: str, hands: int, seed: int) -> dict[str, Any]:
     """The search seat, at its own `ms`, against the rules on `hands` duplicate hands: its
     strength score and what a decision cost (`bench/search.py`, in-process on one core)."""
-    from croupier.bench.search import SearchBench, checked_spec, score_point
+    from croupier.bench.search import SearchBench, checked_spec, resolve_base, score_point
 
     run = SearchBench(game, seat, hands=hands, seed=seed)
-    spec = checked_spec(run)
-    return score_point(run, spec, spec.ms)
+    based = resolve_base(run, checked_spec(run))
+    return score_point(run, based, based[0].ms)
 
 
 def check_league_sides(league_sides: list[dict[str, str]]) -> None:
