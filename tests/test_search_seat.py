@@ -453,3 +453,32 @@ def test_a_search_over_the_newest_version_is_served_pinned_to_it(inprocess, tmp_
     assert not answer["fallback"], (answer, stats)
     assert answer["action"] == "call" and answer["version"] == 3
     assert stats["decisions"]["version"] == 1 and stats["failed"] == 0
+
+
+@pytest.mark.integration
+def test_a_tier_can_be_a_search_over_a_version(inprocess, tmp_path):
+    """A calibration whose tier 5 is a search (`tiers calibrate --search-rollouts`): `tier:5`
+    is searched by the workers over that version's play, answered as `tier:5`."""
+    from croupier.policies.tiers import TierSetting, write_calibration
+
+    weights = _kuhn_versions(tmp_path / "data" / "weights", (1, 3))
+    settings = [TierSetting(1, rules_share=0.5), TierSetting(1), TierSetting(3, 2.0),
+                TierSetting(3), TierSetting(3, temperature=0.0, rollouts=8)]  # fmt: skip
+    tiers = [{"tier": i + 1, **s.to_dict()} for i, s in enumerate(settings)]
+    write_calibration(weights, {"format": 1, "production": 3, "tiers": tiers})
+
+    async def body(client, service):
+        await asyncio.to_thread(service.search.start)
+        r = await client.post(
+            "/v1/games", json={"game": "kuhn-poker", "seats": {"0": "tier:5", "1": "rules"}}
+        )
+        assert r.status_code == 201, r.text
+        state = {"card": "K", "history": ["bet"], "legal_actions": ["call", "fold"]}
+        d = await client.post(f"/v1/games/{r.json()['game_id']}/decide",
+                              json={"seat": "0", "state": state})  # fmt: skip
+        return d.json(), service.health()["search"]
+
+    answer, stats = inprocess(body, game=KUHN, data_dir=tmp_path / "data", search_workers=1)
+    assert not answer["fallback"] and answer["policy"] == "tier:5", (answer, stats)
+    assert answer["action"] == "call" and answer["version"] == 3
+    assert stats["decisions"]["version"] == 1 and stats["failed"] == 0

@@ -17,6 +17,7 @@ from croupier.arena.tiers import Measured, candidate_settings, choose, ordered
 from croupier.policies.rollout.live import player_of
 from croupier.policies.seats import (
     BadPolicySpec,
+    SearchSpec,
     SeatUnavailable,
     parse_seat_mix,
     parse_seat_policy,
@@ -173,6 +174,29 @@ def test_candidates_cover_history_temperature_and_the_rules_mix():
     assert {s.temperature for s in best} >= {0.0, 1.0, 2.0, 4.0}
     assert {s.rules_share for s in best} >= {0.2, 0.4, 0.6, 0.8}
     assert len(settings) == len(set(settings))
+    assert not any(s.rollouts for s in settings)  # searches only where asked
+    searched = candidate_settings([3, 20], 20, search_rollouts=(8, 32))
+    assert [s.spec() for s in searched if s.rollouts] == [
+        "search:base=frozen@20:greedy:rollouts=8:ms=200:top=8",
+        "search:base=frozen@20:greedy:rollouts=32:ms=200:top=8",
+    ]
+
+
+def test_a_search_tier_is_a_search_over_its_version_and_reads_back():
+    setting = TierSetting(3, temperature=0.0, rollouts=8)
+    assert parse_spec(setting.spec()).search == SearchSpec(base="frozen@3:greedy", rollouts=8)
+    assert TierSetting.of(setting.to_dict()) == setting
+    policy = setting.policy(5)
+    assert (policy.kind, policy.version, policy.label()) == ("search", 3, "tier:5")
+    assert policy.search is not None and policy.search.base_version == 3
+    assert TierSetting(3, rollouts=8).spec().startswith("search:base=frozen@3:rollouts=8")
+    # A calibration written before search tiers (no `rollouts`) reads as it did.
+    old = {k: v for k, v in TierSetting(2, 2.0).to_dict().items() if k != "rollouts"}
+    assert TierSetting.of(old) == TierSetting(2, 2.0)
+    for bad in ({"rollouts": 8, "rules_share": 0.2}, {"rollouts": 8, "temperature": 2.0},
+                {"rollouts": 4097}, {"rollouts": -1}):  # fmt: skip
+        with pytest.raises(BadCalibration):
+            TierSetting(3, **bad)
 
 
 def test_calibration_chooses_settings_monotonically():

@@ -335,3 +335,40 @@ def test_crazy_eights_worlds_have_the_true_stock_while_the_moves_reach_the_deal(
             checked += 1
             table.step(rng.choice(state["legal_actions"]))
     assert checked > 300
+
+
+@needs_spiel
+def test_crazy_eights_worlds_hold_nothing_the_bot_could_have_played_when_it_drew() -> None:
+    """The bot draws or passes only when no card goes: a world's opponent hand holds no card
+    that goes on its last draw or pass listed, and the true hand always passes the check
+    (the inference never rules out the world that is)."""
+    from examples.crazy_eights.adapter import eights_rules
+    from examples.crazy_eights.game import (
+        CrazyEightsSimulator,
+        _hand_drawn_as_seen,
+        _no_play,
+        _playable,
+    )
+
+    table, world, rng, checked = CrazyEightsSimulator(), CrazyEightsSimulator(), random.Random(3), 0
+    for hand in range(30):
+        table.reset(hand)
+        while not table.is_over():
+            seat = table.current_player()
+            state = table.state(seat)
+            other, seen = 1 - seat, _no_play(state["moves"], 1 - seat)
+            if seen:
+                rank, suit, _ = seen[-1]
+                truth = table.hands[other]
+                assert not any(_playable(c, rank, suit) for c in truth), (truth, seen)
+                for r, s, late in seen[:-1]:
+                    assert sum(not _playable(c, r, s) for c in truth) >= len(truth) - late
+                world.resample(state, rng)
+                dealt = world._position.hands[other]
+                assert len(dealt) == len(truth)
+                assert not any(_playable(c, rank, suit) for c in dealt), (dealt, seen)
+                checked += 1
+            table.step(eights_rules(state))
+    assert checked > 200
+    # An opponent that is not the bot (it drew holding what goes): dealt as dealt.
+    assert _hand_drawn_as_seen(["C8", "D8"], 1, [("8", "C", 0)], rng) is None

@@ -4,7 +4,9 @@ rules, from about the rules' level to the best version (`policies/tiers.py` serv
 1. Candidates, from the server's loaded versions up to the best one (production, else the
    newest): a few versions spread over the history, sampled; the best version greedy, sampled
    and at temperatures 2 and 4 (wider, weaker); the best version mixed with the rules at
-   shares 0.2 to 0.8 of its decisions.
+   shares 0.2 to 0.8 of its decisions; where asked (`search_rollouts`), a search over the
+   best version's greedy play at each of those rollouts (above it, where the game's search
+   wins: docs/search.md).
 2. Each candidate plays the rules in the arena (`arena/arena.py`, through the server, as a
    `frozen@V[:greedy|:temp=T][:rules=P]` seat): croupier's one strength score
    (`arena/duplicate.py`) with its 95% CI over duplicate sets.
@@ -75,6 +77,7 @@ def candidate_settings(
     history: int = HISTORY,
     temperatures: Sequence[float] = TEMPERATURES,
     rules_shares: Sequence[float] = RULES_SHARES,
+    search_rollouts: Sequence[int] = (),
 ) -> list[TierSetting]:
     """The settings to measure (see the module doc); `versions`: the loaded ones."""
     past = sorted(v for v in set(versions) if v <= best)
@@ -84,6 +87,7 @@ def candidate_settings(
     out = [TierSetting(v) for v in sorted(picks)]
     out += [TierSetting(best, temperature=t) for t in temperatures]
     out += [TierSetting(best, rules_share=p) for p in rules_shares]
+    out += [TierSetting(best, temperature=0.0, rollouts=n) for n in search_rollouts]
     return list(dict.fromkeys(out))  # in order, once each
 
 

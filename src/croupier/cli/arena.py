@@ -351,11 +351,18 @@ def tiers_calibrate(
             "doudizhu's landlord); promote --auto --tiers-dir keeps it"
         ),
     ] = None,
+    search_rollouts: Annotated[
+        str,
+        typer.Option(
+            help="Also a search over the best version's greedy play, at each of these "
+            "rollouts a move (comma separated; the server needs --search-workers)"
+        ),
+    ] = "",
 ) -> None:
     """Measure candidate settings (versions of the history, temperatures, shares of the
-    rules) against the rules in the arena, choose five strictly ordered tiers from about the
-    rules' level to the best version, measure them again and write them for the server (it
-    re-reads the file). Run it after every promotion (or promote --auto --tiers-dir DIR).
+    rules, searches where asked) against the rules in the arena, choose five strictly ordered
+    tiers from about the rules' level to the best, measure them again and write them for the
+    server (it re-reads the file). Run it after every promotion (or promote --auto --tiers-dir DIR).
     Exit 1 when the five are not strictly ordered with 95% CIs apart."""
     import uvloop
 
@@ -363,6 +370,10 @@ def tiers_calibrate(
     from croupier.arena.tiers import calibrate, format_calibration
     from croupier.client import CroupierError
 
+    try:
+        rollouts = [int(n) for n in search_rollouts.split(",") if n.strip()]
+    except ValueError:
+        raise typer.BadParameter("--search-rollouts: whole numbers, comma separated") from None
     try:
         calibration = uvloop.run(
             calibrate(
@@ -376,6 +387,7 @@ def tiers_calibrate(
                 seed=seed,
                 progress=lambda line: typer.echo(line, err=True),
                 side=side,
+                candidates={"search_rollouts": rollouts},
             )  # fmt: skip
         )
     except (ArenaError, CroupierError, ValueError, OSError) as e:

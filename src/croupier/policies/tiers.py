@@ -8,6 +8,11 @@ A tier's setting is three knobs a seat spec already spells (`policies/seats.py`)
     frozen@V:temp=T           sampled from softmax(logits / T): above 1 weaker, towards uniform
     frozen@V:...:rules=P      with probability P per decision the rules act instead
 
+or, above the best version, a search over its play (`policies/search.py`; a game whose
+simulator deals worlds, a server with search workers):
+
+    search:base=frozen@V[:greedy]:rollouts=N    N worlds a move searched, played out by V
+
 `croupier tiers calibrate` (`arena/tiers.py`) measures candidate settings in the arena against
 the rules (the strength score, `arena/duplicate.py`, with its 95% CI), chooses five whose
 strengths are strictly ordered with CIs apart, measures those again on fresh deals, and writes
@@ -44,8 +49,12 @@ from typing import Any
 
 from croupier.policies.learned import PolicyVersions
 from croupier.policies.seats import (
+    GREEDY,
+    MAX_SEARCH_ROLLOUTS,
     MAX_TEMPERATURE,
+    SEARCH,
     TIERS,
+    SearchSpec,
     SeatPolicy,
     SeatUnavailable,
     tuning_suffix,
@@ -65,11 +74,14 @@ class BadCalibration(ValueError):
 
 @dataclass(frozen=True)
 class TierSetting:
-    """One way to play: version, temperature (0: greedy) and the rules' share of decisions."""
+    """One way to play: version, temperature (0: greedy) and the rules' share of decisions;
+    or, with `rollouts` (0: none), a search over the version's play (greedy or as trained),
+    that many worlds a move."""
 
     version: int
     temperature: float = 1.0
     rules_share: float = 0.0
+    rollouts: int = 0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.version, int) and self.version >= 0):
@@ -78,18 +90,31 @@ class TierSetting:
             raise BadCalibration(f"a tier's temperature is 0 to 100, got {self.temperature!r}")
         if not (0.0 <= self.rules_share <= 1.0):
             raise BadCalibration(f"a tier's rules share is 0 to 1, got {self.rules_share!r}")
+        if not (isinstance(self.rollouts, int) and 0 <= self.rollouts <= MAX_SEARCH_ROLLOUTS):
+            raise BadCalibration(f"a tier's rollouts are 0 to 4096, got {self.rollouts!r}")
+        if self.rollouts and (self.temperature not in (0.0, 1.0) or self.rules_share):
+            # A search's base is a version as trained or greedy: no other tuning.
+            raise BadCalibration("a search tier plays its version greedy or as trained alone")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
+    def _search(self) -> SearchSpec:
+        base = f"frozen@{self.version}" + (f":{GREEDY}" if self.greedy else "")
+        return SearchSpec(base=base, rollouts=self.rollouts)
+
     def spec(self) -> str:
         """The seat spec that plays this setting (what the arena seats while calibrating)."""
+        if self.rollouts:
+            return self._search().spec()
         temperature = 1.0 if self.greedy else self.temperature
         return f"frozen@{self.version}" + tuning_suffix(self.greedy, temperature, self.rules_share)
 
     def policy(self, tier: int) -> SeatPolicy:
         """The seat `tier:N` plays: never recorded (its actions are not the learner's samples)."""
+        if self.rollouts:
+            return SeatPolicy(SEARCH, self.version, channel=f"tier:{tier}", search=self._search())
         return SeatPolicy(
             "frozen",
             self.version,
@@ -104,7 +129,12 @@ class TierSetting:
         if not isinstance(data, dict):
             raise BadCalibration(f"a tier is an object, got {type(data).__name__}")
         try:
-            return cls(int(data["version"]), float(data["temperature"]), float(data["rules_share"]))
+            return cls(
+                int(data["version"]),
+                float(data["temperature"]),
+                float(data["rules_share"]),
+                int(data.get("rollouts", 0)),  # a calibration before search tiers has none
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise BadCalibration(f"a tier needs version, temperature and rules_share: {e}") from e
 
