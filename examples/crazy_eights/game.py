@@ -25,6 +25,10 @@ STOCK = 52 - 2 * 7 - 1  # after the deal and the first card turned up
 # mixed play (the rules' moves and random ones); with them the stock's size is off by 8.7
 # cards on average, not 13.3.
 HIDDEN_DRAWS = 13
+# Deals of the opponent's hand tried against what its earlier draws and passes say before one
+# is kept as it comes (`_hand_drawn_as_seen`).
+HAND_TRIES = 20
+ORDER = {card: i for i, card in enumerate(GAME.deck.cards)}  # a dealt hand's order
 
 
 def _spiel() -> Any:
@@ -83,6 +87,14 @@ class CrazyEightsSimulator(Simulator):
         confirm."""
         world = GAME.deal_unseen(state, rng)
         moves, seat = [list(m) for m in state["moves"]], world.seat
+        other = 1 - seat
+        pool = world.hands[other] + world.rest
+        hand = _hand_drawn_as_seen(pool, len(world.hands[other]), _no_play(moves, other), rng)
+        if hand is not None:  # the rest stays in random order: the stock is drawn from it
+            kept = set(hand)
+            world.hands[other][:] = sorted(hand, key=ORDER.__getitem__)
+            world.rest[:] = [c for c in pool if c not in kept]
+            rng.shuffle(world.rest)
         plays = sum(m[1].startswith("play ") for m in moves)
         drawn = sum(m[1] == "draw" for m in moves)
         if len(moves) >= MOVES_SENT:  # older moves unseen: see HIDDEN_DRAWS
@@ -159,3 +171,46 @@ class CrazyEightsSimulator(Simulator):
     def payoffs(self) -> list[float]:
         returns = self._position.returns() if self._position is not None else self.s.returns()
         return [r / SCALE for r in returns]
+
+
+def _playable(card: str, top_rank: str, suit: str) -> bool:
+    return card[1] == "8" or card[0] == suit or card[1] == top_rank
+
+
+def _no_play(moves: list[list[Any]], seat: int) -> list[tuple[str, str, int]]:
+    """When `seat` drew or passed in the moves listed, and so (as the bot plays: it draws
+    only when no card goes) held nothing playable: (the top card's rank, the suit in force,
+    the draws `seat` made after), in order. Moves before the first play listed are left out
+    (the top card then is not in the moves)."""
+    top = suit = ""
+    out: list[tuple[str, str, int]] = []
+    for who, move in moves:
+        if move.startswith("play "):
+            top, suit = move[6], move[5]
+        elif move.startswith("suit:"):
+            suit = move[5]
+        elif who == seat and top:  # a draw or a pass
+            out = [(r, s, late + (move == "draw")) for r, s, late in out]
+            out.append((top, suit, 0))
+    return out
+
+
+def _hand_drawn_as_seen(
+    pool: list[str], n: int, no_play: list[tuple[str, str, int]], rng: random.Random
+) -> list[str] | None:
+    """The opponent's `n` cards from `pool` (what the seat cannot see, in random order) as
+    its draws and passes say: none of them goes on its last one (every card it holds was
+    held then, or drawn after in the same turn and unplayable too), and of the cards held
+    at an earlier one, at least `n` less its draws since do not go on it. None: no draw or
+    pass listed, or too few cards fit (an opponent that is not the bot): deal as dealt."""
+    if not no_play:
+        return None
+    (rank, suit, _), earlier = no_play[-1], no_play[:-1]
+    fit = [c for c in pool if not _playable(c, rank, suit)]
+    if len(fit) < n:
+        return None
+    for _ in range(HAND_TRIES):  # bounded: the last deal tried is kept
+        hand = rng.sample(fit, n)
+        if all(sum(not _playable(c, r, s) for c in hand) >= n - late for r, s, late in earlier):
+            break
+    return hand
