@@ -17,7 +17,7 @@ its gradient none), and RLCard's UNO offers one legal action in ~61% of decision
 that arrives with it is added to the seat's last recorded step, as any reward between two of
 its decisions is. An engine may equally apply forced moves itself (docs/adapter.md).
 
-Why ~520 lines in one module: the four paths share one step record and end in one `_finish`,
+Why ~790 lines in one module: the five paths share one step record and end in one `_finish`,
 which counts, records and answers; split, a path's recording would be read apart from the
 answer it belongs to.
 """
