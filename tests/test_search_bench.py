@@ -40,6 +40,20 @@ def test_a_side_scores_its_win_rate_on_that_sides_seats(tmp_path) -> None:
     assert (tmp_path / "search-doudizhu-rules-peasant.json").exists()
 
 
+def test_a_sweep_of_rollouts_is_a_point_each_at_every_budget(tmp_path) -> None:
+    run = SearchBench("tests.helpers.search_games:GambleAdapter", "search:rollouts=64",
+                      budgets_ms=[50], hands=40, seed=3, rollouts=(2, 16))  # fmt: skip
+    report = run_search_bench(run, tmp_path)
+    assert [p["rollouts"] for p in report["points"]] == [2, 16]
+    assert [p["seat"].split(":")[2] for p in report["points"]] == ["rollouts=2", "rollouts=16"]
+    two, sixteen = (p["playouts_per_decision"] for p in report["points"])
+    assert two <= 2 * 2 < sixteen  # two moves a decision: at most 2 x 2 hands played out
+    assert (tmp_path / "search-gamble-rules-rollouts.json").exists()
+    with pytest.raises(ValueError, match="worlds a move"):
+        run_search_bench(SearchBench("tests.helpers.search_games:GambleAdapter", "search",
+                                     rollouts=(0,)), tmp_path)  # fmt: skip
+
+
 def test_a_confidence_outside_its_bounds_is_refused(tmp_path) -> None:
     run = SearchBench("tests.helpers.search_games:GambleAdapter", "search", confidences=(-1.0,))
     with pytest.raises(ValueError, match="standard errors"):

@@ -262,6 +262,10 @@ def bench_search(
         str,
         typer.Option(help="Standard errors a move must beat the base's by, comma separated"),
     ] = "1",
+    rollouts: Annotated[
+        str,
+        typer.Option(help="Worlds a move, comma separated: a point each at every budget"),
+    ] = "",
     out: Path = Path("bench/results"),
 ) -> None:
     """The search seat's strength against milliseconds per decision (docs/search.md)."""
@@ -271,7 +275,8 @@ def bench_search(
     try:
         run = SearchBench(game, seat, [int(b) for b in budgets.split(",") if b.strip()],
                           opponent, hands, seed, splits, weights_dir, side,
-                          tuple(float(c) for c in confidence.split(",") if c.strip()))  # fmt: skip
+                          tuple(float(c) for c in confidence.split(",") if c.strip()),
+                          tuple(int(r) for r in rollouts.split(",") if r.strip()))  # fmt: skip
         report = run_search_bench(run, out)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None

@@ -16,6 +16,10 @@ played in full (the base's move then).
 seat of that side and the opponent on the rest, and scores the side's win rate on the same
 deals (`side_score`: a side played alone has no par), the base alone beside it as ever.
 
+`rollouts` (several: each a point at every budget) sweeps the worlds a move instead of the
+deadline: a fixed number of hands played out a decision, so a loaded machine changes what a
+point costs in milliseconds, not how it plays (a sweep of budgets is the machine's speed too).
+
 `split` compares the two ways of spreading a decision's budget over its moves: successive
 halving (the seat's) and an even split (every move on the same worlds); on a game of two
 moves a decision they are the same (one round).
@@ -26,6 +30,7 @@ The game needs a simulator that sets a table from a seat's view (`Simulator.resa
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import textwrap
 import time
@@ -39,7 +44,7 @@ from croupier.games.registry import load_adapter, load_simulator
 from croupier.policies.learned import read_weights_dir
 from croupier.policies.search import CONFIDENCE, SearchPlayer
 from croupier.policies.search_pool import Searcher
-from croupier.policies.seats import SEARCH, BadPolicySpec, parse_spec
+from croupier.policies.seats import MAX_SEARCH_ROLLOUTS, SEARCH, BadPolicySpec, parse_spec
 
 SPLITS = ("halving", "even")
 
@@ -59,6 +64,8 @@ class SearchBench:
     # Standard errors a move must beat the base's own by (`policies/search.py` CONFIDENCE,
     # the seat's): each a point of its own at every budget (0: the best mean, always).
     confidences: tuple[float, ...] = (CONFIDENCE,)
+    # Worlds a move (the seat's `rollouts`), each a point at every budget (empty: the seat's).
+    rollouts: tuple[int, ...] = ()
 
 
 def _score(run: SearchBench, a: Any, b: Any) -> dict[str, Any]:
@@ -83,6 +90,8 @@ def checked_spec(run: SearchBench) -> Any:
         raise ValueError("budgets are milliseconds, 1 to 10000")
     if not run.confidences or any(not 0 <= c <= 10 for c in run.confidences):
         raise ValueError("confidences are standard errors, 0 to 10")
+    if any(not 1 <= r <= MAX_SEARCH_ROLLOUTS for r in run.rollouts):
+        raise ValueError(f"rollouts are worlds a move, 1 to {MAX_SEARCH_ROLLOUTS}")
     if unknown := set(run.splits) - set(SPLITS):
         raise ValueError(f"unknown splits {sorted(unknown)}; one of {list(SPLITS)}")
     if not load_simulator(run.game).resamples():
@@ -113,13 +122,20 @@ def resolve_base(run: SearchBench, spec: Any) -> tuple[Any, Any, Any]:
     return spec, searcher.base(spec.base), searcher.priors[spec.base]
 
 
-def score_point(run: SearchBench, based: tuple[Any, Any, Any], ms: int, split: str = "halving",
-                confidence: float = CONFIDENCE) -> dict[str, Any]:  # fmt: skip
-    """The search seat at `ms` a decision against the run's opponent: its score (`_score`)
-    and what a decision cost. `based`: `resolve_base`'s spec, base and prior (resolved once
-    a run: a version base loads its weights)."""
+def score_point(
+    run: SearchBench,
+    based: tuple[Any, Any, Any],
+    ms: int,
+    split: str = "halving",
+    confidence: float = CONFIDENCE,
+    rollouts: int | None = None,
+) -> dict[str, Any]:
+    """The search seat at `ms` a decision (and `rollouts` worlds a move, else the seat's)
+    against the run's opponent: its score (`_score`) and what a decision cost. `based`:
+    `resolve_base`'s spec, base and prior (resolved once a run: a version base loads its
+    weights)."""
     spec, base, prior = based
-    seat = dataclasses.replace(spec, ms=ms)
+    seat = dataclasses.replace(spec, ms=ms, rollouts=rollouts or spec.rollouts)
     player = SearchPlayer(load_simulator(run.game), base, seat, seed=run.seed,
                           halving=split == "halving", prior=prior,
                           confidence=confidence)  # fmt: skip
@@ -130,6 +146,7 @@ def score_point(run: SearchBench, based: tuple[Any, Any, Any], ms: int, split: s
         "split": split,
         "confidence": confidence,
         "budget_ms": ms,
+        "rollouts": seat.rollouts,
         "seat": seat.spec(),
         "score": score,
         "decisions": player.decisions,
@@ -149,14 +166,15 @@ def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
     points = []
     for split in run.splits:
         for confidence in run.confidences:
-            for ms in run.budgets_ms:
-                point = score_point(run, based, ms, split, confidence)
+            for rollouts, ms in itertools.product(run.rollouts or (None,), run.budgets_ms):
+                point = score_point(run, based, ms, split, confidence, rollouts)
                 points.append(point)
                 score = point["score"]
                 cost = (f"{point['ms_per_decision']:.1f} ms, "
                         f"{point['playouts_per_decision']:.0f} hands played out a decision, "
                         f"{point['fallbacks']} fallbacks")  # fmt: skip
-                print(f"  {split} confidence {confidence:g} {ms} ms: {score['mean']:+.4f} ± "
+                at = f"rollouts {point['rollouts']} {ms} ms"
+                print(f"  {split} confidence {confidence:g} {at}: {score['mean']:+.4f} ± "
                       f"{score['ci95']:.4f} ({cost})", flush=True)  # fmt: skip
     where = f"on the {run.side} side, its win rate" if run.side else "duplicate sets"
     report = {
@@ -168,7 +186,8 @@ def run_search_bench(run: SearchBench, out: Path) -> dict[str, Any]:
     }
     base_name = spec.base.partition(":")[0].partition("@")[0]  # rules, random, frozen
     side = f"-{run.side}" if run.side else ""
-    name = f"search-{load_adapter(run.game).name}-{base_name}{side}"
+    sweep = "-rollouts" if len(run.rollouts) > 1 else ""
+    name = f"search-{load_adapter(run.game).name}-{base_name}{side}{sweep}"
     name = re.sub(r"[^a-z0-9]+", "-", name.lower())
     return save_report(report, out / f"{name.strip('-')}.json", plot)
 
@@ -188,8 +207,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
         points = [p for p in report["points"] if line(p) == (split, confidence)]
         xs = [p["ms_per_decision"] for p in points]
         ys = [p["score"]["mean"] for p in points]
-        budgets = [p["budget_ms"] for p in points]
-        label = f"search ({split}, confidence {confidence:g}), at budgets {budgets} ms"
+        budgets = sorted({p["budget_ms"] for p in points})
+        rollouts = sorted({p.get("rollouts") for p in points if p.get("rollouts")})
+        label = (f"search ({split}, confidence {confidence:g}), at budgets {budgets} ms"
+                 + (f", {rollouts} worlds a move" if len(rollouts) > 1 else ""))  # fmt: skip
         ax.errorbar(xs, ys, yerr=[p["score"]["ci95"] for p in points], marker="o", capsize=3,
                     label=label)  # fmt: skip
     ax.set_xscale("log")
