@@ -338,37 +338,40 @@ def test_crazy_eights_worlds_have_the_true_stock_while_the_moves_reach_the_deal(
 
 
 @needs_spiel
-def test_crazy_eights_worlds_hold_nothing_the_bot_could_have_played_when_it_drew() -> None:
-    """The bot draws or passes only when no card goes: a world's opponent hand holds no card
-    that goes on its last draw or pass listed, and the true hand always passes the check
-    (the inference never rules out the world that is)."""
+def test_crazy_eights_worlds_hold_what_the_bots_moves_showed() -> None:
+    """The bot draws or passes only when no card goes, plays an 8 only when nothing else goes
+    and names the suit it holds most: a world's opponent hand agrees with each such move
+    since which it drew nothing, and the true hand agrees with every check (the inference
+    never rules out the world that is)."""
     from examples.crazy_eights.adapter import eights_rules
-    from examples.crazy_eights.game import (
-        CrazyEightsSimulator,
-        _hand_drawn_as_seen,
-        _no_play,
-        _playable,
-    )
+    from examples.crazy_eights.game import CrazyEightsSimulator, _hand_drawn_as_seen, shown
 
-    table, world, rng, checked = CrazyEightsSimulator(), CrazyEightsSimulator(), random.Random(3), 0
-    for hand in range(30):
+    table, world, rng = CrazyEightsSimulator(), CrazyEightsSimulator(), random.Random(3)
+    checked = {"draw or pass": 0, "an 8": 0, "a suit named": 0}
+    for hand in range(40):
         table.reset(hand)
         while not table.is_over():
             seat = table.current_player()
             state = table.state(seat)
-            other, seen = 1 - seat, _no_play(state["moves"], 1 - seat)
-            if seen:
-                rank, suit, _ = seen[-1]
+            other = 1 - seat
+            moves, named = shown(state["moves"], other)
+            if moves or named:
                 truth = table.hands[other]
-                assert not any(_playable(c, rank, suit) for c in truth), (truth, seen)
-                for r, s, late in seen[:-1]:
-                    assert sum(not _playable(c, r, s) for c in truth) >= len(truth) - late
+                for x in moves:
+                    assert sum(map(x.fits, truth)) >= len(truth) - x.late, (truth, x)
+                    checked["an 8" if x.plain else "draw or pass"] += not x.late
+                for x in named:
+                    assert x.late or x.fits(truth), (truth, x)
+                    checked["a suit named"] += not x.late
                 world.resample(state, rng)
                 dealt = world._position.hands[other]
                 assert len(dealt) == len(truth)
-                assert not any(_playable(c, rank, suit) for c in dealt), (dealt, seen)
-                checked += 1
+                for x in (x for x in moves if not x.late):  # what went then: none of it dealt
+                    went = [c for c in dealt if c[0] == x.suit or c[1] in (x.rank, "8")]
+                    assert went == ([c for c in went if c[1] == "8"] if x.plain else []), (x, dealt)
             table.step(eights_rules(state))
-    assert checked > 200
+    assert min(checked.values()) > 20, checked
     # An opponent that is not the bot (it drew holding what goes): dealt as dealt.
-    assert _hand_drawn_as_seen(["C8", "D8"], 1, [("8", "C", 0)], rng) is None
+    from examples.crazy_eights.game import Shown
+
+    assert _hand_drawn_as_seen(["C8", "D8"], 1, ([Shown("8", "C", False, 0)], []), rng) is None

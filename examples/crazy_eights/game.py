@@ -12,10 +12,11 @@ number for it plus 2: `position.py`), the first out nothing. Payoffs are OpenSpi
 from __future__ import annotations
 
 import random
-from typing import Any
+from collections import Counter
+from typing import Any, NamedTuple
 
 from croupier.games.simulator import Simulator
-from examples.crazy_eights.adapter import GAME
+from examples.crazy_eights.adapter import GAME, SUITS
 from examples.crazy_eights.position import MAX_DRAWS, MAX_PLAYS, MOVES_SENT, EightsPosition
 
 SCALE = 100.0  # OpenSpiel's points per payoff unit: a hand of points is ~0.5 to 4
@@ -89,7 +90,7 @@ class CrazyEightsSimulator(Simulator):
         moves, seat = [list(m) for m in state["moves"]], world.seat
         other = 1 - seat
         pool = world.hands[other] + world.rest
-        hand = _hand_drawn_as_seen(pool, len(world.hands[other]), _no_play(moves, other), rng)
+        hand = _hand_drawn_as_seen(pool, len(world.hands[other]), shown(moves, other), rng)
         if hand is not None:  # the rest stays in random order: the stock is drawn from it
             kept = set(hand)
             world.hands[other][:] = sorted(hand, key=ORDER.__getitem__)
@@ -177,40 +178,84 @@ def _playable(card: str, top_rank: str, suit: str) -> bool:
     return card[1] == "8" or card[0] == suit or card[1] == top_rank
 
 
-def _no_play(moves: list[list[Any]], seat: int) -> list[tuple[str, str, int]]:
-    """When `seat` drew or passed in the moves listed, and so (as the bot plays: it draws
-    only when no card goes) held nothing playable: (the top card's rank, the suit in force,
-    the draws `seat` made after), in order. Moves before the first play listed are left out
-    (the top card then is not in the moves)."""
+class Shown(NamedTuple):
+    """What one of the opponent's moves showed of the hand it held then, as the bot plays:
+    a draw or a pass, that no card went on (`rank`, `suit`: the top card's rank and the suit
+    in force then); an 8 played (`plain`), that no card but an 8 went. `late`: its draws
+    since (cards it may hold now that it did not hold then)."""
+
+    rank: str
+    suit: str
+    plain: bool
+    late: int
+
+    def fits(self, card: str) -> bool:
+        """Whether the hand held then may have held `card`."""
+        return (self.plain and card[1] == "8") or not _playable(card, self.rank, self.suit)
+
+
+class Named(NamedTuple):
+    """A suit the opponent named: the suit it then held most of, but for 8s (the first in
+    clubs, diamonds, hearts, spades order of the most held); `played`: the cards it played
+    since, held then; `late`: its draws since."""
+
+    suit: str
+    played: list[str]
+    late: int
+
+    def fits(self, hand: list[str]) -> bool:
+        held = Counter(c[0] for c in (*hand, *self.played) if c[1] != "8")
+        return max(SUITS, key=held.__getitem__) == self.suit
+
+
+def shown(moves: list[list[Any]], seat: int) -> tuple[list[Shown], list[Named]]:
+    """What `seat`'s moves listed showed of its hand (see `Shown`, `Named`), in order. Moves
+    before the first play listed are left out (the top card then is not in the moves)."""
     top = suit = ""
-    out: list[tuple[str, str, int]] = []
+    out: list[Shown] = []
+    named: list[Named] = []
     for who, move in moves:
+        if who == seat and move == "draw":  # each earlier one: a card it may not have held
+            out = [x._replace(late=x.late + 1) for x in out]
+            named = [x._replace(late=x.late + 1) for x in named]
         if move.startswith("play "):
+            if who == seat:
+                for x in named:
+                    x.played.append(move[5:])
+                if top and move[6] == "8":
+                    out.append(Shown(top, suit, True, 0))
             top, suit = move[6], move[5]
         elif move.startswith("suit:"):
             suit = move[5]
+            if who == seat:
+                named.append(Named(suit, [], 0))
         elif who == seat and top:  # a draw or a pass
-            out = [(r, s, late + (move == "draw")) for r, s, late in out]
-            out.append((top, suit, 0))
-    return out
+            out.append(Shown(top, suit, False, 0))
+    return out, named
 
 
 def _hand_drawn_as_seen(
-    pool: list[str], n: int, no_play: list[tuple[str, str, int]], rng: random.Random
+    pool: list[str], n: int, seen: tuple[list[Shown], list[Named]], rng: random.Random
 ) -> list[str] | None:
     """The opponent's `n` cards from `pool` (what the seat cannot see, in random order) as
-    its draws and passes say: none of them goes on its last one (every card it holds was
-    held then, or drawn after in the same turn and unplayable too), and of the cards held
-    at an earlier one, at least `n` less its draws since do not go on it. None: no draw or
-    pass listed, or too few cards fit (an opponent that is not the bot): deal as dealt."""
-    if not no_play:
+    its moves showed (`shown`): with no draw since a move, every card it holds was held then
+    (a card drawn later in that turn went on nothing either, or was played), so each card
+    dealt fits that move; with draws since, at least `n` less them do; the suit it named
+    with no draw since is the one its hand and its plays since hold most of. None: nothing
+    shown, or too few cards fit (an opponent that is not the bot): deal as dealt."""
+    moves, named = seen
+    if not moves and not named:
         return None
-    (rank, suit, _), earlier = no_play[-1], no_play[:-1]
-    fit = [c for c in pool if not _playable(c, rank, suit)]
+    exact = [x for x in moves if not x.late]
+    fit = [c for c in pool if all(x.fits(c) for x in exact)]
     if len(fit) < n:
         return None
+    earlier = [x for x in moves if x.late]
+    named = [x for x in named if not x.late]
     for _ in range(HAND_TRIES):  # bounded: the last deal tried is kept
         hand = rng.sample(fit, n)
-        if all(sum(not _playable(c, r, s) for c in hand) >= n - late for r, s, late in earlier):
+        if all(sum(map(x.fits, hand)) >= n - x.late for x in earlier) and all(
+            x.fits(hand) for x in named
+        ):
             break
     return hand
