@@ -189,6 +189,7 @@ def test_a_search_tier_is_a_search_over_its_version_and_reads_back():
     policy = setting.policy(5)
     assert (policy.kind, policy.version, policy.label()) == ("search", 3, "tier:5")
     assert policy.search is not None and policy.search.base_version == 3
+    assert player_of(policy) == setting.spec()  # the live arena names the setting played
     assert TierSetting(3, rollouts=8).spec().startswith("search:base=frozen@3:rollouts=8")
     # A calibration written before search tiers (no `rollouts`) reads as it did.
     old = {k: v for k, v in TierSetting(2, 2.0).to_dict().items() if k != "rollouts"}

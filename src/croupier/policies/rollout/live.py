@@ -55,8 +55,8 @@ def player_of(policy: SeatPolicy) -> str:
         name = f"frozen@{policy.version}"
     elif policy.kind == "learned":
         name = "learned@latest"
-    elif policy.search is not None:  # a search seat: its settings in full, one name each
-        return policy.label()
+    elif policy.search is not None:  # a search seat (a tier's too): its settings in full
+        return policy.search.spec()
     else:
         name = policy.kind
     # A tuned seat (a tier: `:temp=T`, `:rules=P`) plays yet another policy: its own name,
