@@ -40,8 +40,8 @@ tools:
 # reruns in it, where the suite before took 877 s and the reruns another ~24 s a cap. On the
 # quiet box the same day: `make test` 7 min 32 s (pytest 446 s, 998 passed), where a fresh
 # clone's took 13 min 48 s before (pytest 12:47 and the reruns after it); `.venv` from
-# nothing adds ~1 min here. A fresh clone later the same day, `time make test`: 8 min 17 s
-# (pytest 443 s, 1,006 passed). Tools the tests need (promtool, Node, Chromium) install in the
+# nothing adds ~1 min here. A fresh clone later the same day, `time make test`: 8 min 13 s
+# (pytest 438 s, 1,009 passed). Tools the tests need (promtool, Node, Chromium) install in the
 # background from the start when missing, and their modules run last (tests/conftest.py).
 test: setup
 	$(PY) -m ruff check src tests examples experiments
