@@ -58,6 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if hasattr(config, "workerinput") or os.environ.get(TOOLS_DIR_ENV):
         return
+    if not _may_collect_tool_tests(config):  # the kernel tests alone start no apt-get
+        return
     missing = [pkg for tool, pkg in TOOL_PACKAGES.items() if shutil.which(tool) is None]
     if not missing or os.geteuid() != 0 or not shutil.which("apt-get"):
         return
@@ -75,6 +77,22 @@ def pytest_configure(config: pytest.Config) -> None:
                      env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
                      start_new_session=True)  # fmt: skip
     os.environ[TOOLS_DIR_ENV] = folder
+
+
+def _may_collect_tool_tests(config: pytest.Config) -> bool:
+    """Whether the paths pytest was given (its `testpaths` when none) hold a module that
+    needs a tool (`_TOOL_MODULES_LAST`): a run of other modules installs nothing beside them
+    (an apt-get of Chromium on 2 cores slowed the servers those tests start)."""
+    for arg in config.args or [str(config.rootpath / "tests")]:
+        path = Path(arg.partition("::")[0])
+        if not path.is_absolute():
+            path = Path(config.invocation_params.dir, path)
+        if path.is_dir():
+            if any(next(path.rglob(f"{stem}.py"), None) for stem in _TOOL_MODULES_LAST):
+                return True
+        elif path.stem in _TOOL_MODULES_LAST:
+            return True
+    return False
 
 
 def _wait_for_background_install(packages: tuple[str, ...]) -> None:
