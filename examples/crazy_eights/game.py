@@ -17,7 +17,13 @@ from typing import Any, NamedTuple
 
 from croupier.games.simulator import Simulator
 from examples.crazy_eights.adapter import GAME, SUITS
-from examples.crazy_eights.position import MAX_DRAWS, MAX_PLAYS, MOVES_SENT, EightsPosition
+from examples.crazy_eights.position import (
+    MAX_DRAWS,
+    MAX_PLAYS,
+    MOVES_SENT,
+    EightsPosition,
+    goes_on,
+)
 
 SCALE = 100.0  # OpenSpiel's points per payoff unit: a hand of points is ~0.5 to 4
 STOCK = 52 - 2 * 7 - 1  # after the deal and the first card turned up
@@ -174,10 +180,6 @@ class CrazyEightsSimulator(Simulator):
         return [r / SCALE for r in returns]
 
 
-def _playable(card: str, top_rank: str, suit: str) -> bool:
-    return card[1] == "8" or card[0] == suit or card[1] == top_rank
-
-
 class Shown(NamedTuple):
     """What one of the opponent's moves showed of the hand it held then, as the bot plays:
     a draw or a pass, that no card went on (`rank`, `suit`: the top card's rank and the suit
@@ -191,7 +193,7 @@ class Shown(NamedTuple):
 
     def fits(self, card: str) -> bool:
         """Whether the hand held then may have held `card`."""
-        return (self.plain and card[1] == "8") or not _playable(card, self.rank, self.suit)
+        return (self.plain and card[1] == "8") or not goes_on(card, self.rank, self.suit)
 
 
 class Named(NamedTuple):
@@ -214,24 +216,27 @@ def shown(moves: list[list[Any]], seat: int) -> tuple[list[Shown], list[Named]]:
     top = suit = ""
     out: list[Shown] = []
     named: list[Named] = []
+    draws = 0  # `seat`'s so far: each one's `late` is the draws after it
     for who, move in moves:
-        if who == seat and move == "draw":  # each earlier one: a card it may not have held
-            out = [x._replace(late=x.late + 1) for x in out]
-            named = [x._replace(late=x.late + 1) for x in named]
         if move.startswith("play "):
             if who == seat:
                 for x in named:
                     x.played.append(move[5:])
                 if top and move[6] == "8":
-                    out.append(Shown(top, suit, True, 0))
+                    out.append(Shown(top, suit, True, draws))
             top, suit = move[6], move[5]
         elif move.startswith("suit:"):
             suit = move[5]
             if who == seat:
-                named.append(Named(suit, [], 0))
-        elif who == seat and top:  # a draw or a pass
-            out.append(Shown(top, suit, False, 0))
-    return out, named
+                named.append(Named(suit, [], draws))
+        elif who == seat:  # a draw or a pass (a draw's own card comes after what it showed)
+            draws += move == "draw"
+            if top:
+                out.append(Shown(top, suit, False, draws))
+    # Each recorded `seat`'s draws up to it: now the draws since.
+    return [x._replace(late=draws - x.late) for x in out], [
+        x._replace(late=draws - x.late) for x in named
+    ]
 
 
 def _hand_drawn_as_seen(

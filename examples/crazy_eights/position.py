@@ -27,6 +27,11 @@ POINTS = {
 NAMES = ["suit:" + s for s in SUITS]
 
 
+def goes_on(card: str, top_rank: str, suit: str) -> bool:
+    """Whether `card` may be played: an 8, or of the suit in force, or of the top card's rank."""
+    return card[1] == "8" or card[0] == suit or card[1] == top_rank
+
+
 class EightsPosition:
     """A hand from a position: `hands` (each seat's cards, in the order held), `stock`
     (drawn from its end), the `top` card and the `suit` in force, `turn`, `nominate` (the
@@ -68,7 +73,7 @@ class EightsPosition:
         if self.nominate:
             return list(NAMES)
         rank, suit = self.top[1], self.suit
-        cards = [c for c in self.hands[self.turn] if c[1] == "8" or c[0] == suit or c[1] == rank]
+        cards = [c for c in self.hands[self.turn] if goes_on(c, rank, suit)]
         legal = ["play " + c for c in sorted(cards, key=NUMBER.__getitem__)]
         if self.stock and self.draws != MAX_DRAWS:
             legal.append("draw")

@@ -91,7 +91,9 @@ class TierSetting:
         if not (0.0 <= self.rules_share <= 1.0):
             raise BadCalibration(f"a tier's rules share is 0 to 1, got {self.rules_share!r}")
         if not (isinstance(self.rollouts, int) and 0 <= self.rollouts <= MAX_SEARCH_ROLLOUTS):
-            raise BadCalibration(f"a tier's rollouts are 0 to 4096, got {self.rollouts!r}")
+            raise BadCalibration(
+                f"a tier's rollouts are 0 to {MAX_SEARCH_ROLLOUTS}, got {self.rollouts!r}"
+            )
         if self.rollouts and (self.temperature not in (0.0, 1.0) or self.rules_share):
             # A search's base is a version as trained or greedy: no other tuning.
             raise BadCalibration("a search tier plays its version greedy or as trained alone")
