@@ -81,3 +81,34 @@ def test_the_command_line_reaches_the_bench_with_its_options(tmp_path) -> None:
     assert report["run"]["weights_dir"] is None and report["run"]["side"] is None
     bad = CliRunner().invoke(app, [*args[:-4], "--confidence", "x", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "Invalid value" in bad.output, bad.output
+
+
+def test_the_ceiling_searches_the_table_as_it_is(tmp_path) -> None:
+    """`bench/tools/search_ceiling.py`: on the gamble the true card decides, so the seat
+    gambles exactly when it wins, never when it loses; the score and the moves it changed
+    are in the file it writes."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench/tools/search_ceiling.py"
+    spec = importlib.util.spec_from_file_location("search_ceiling", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    from tests.helpers.search_games import Gamble
+
+    table = Gamble()
+    seat = tool.TrueTableSearch(table, lambda state: "safe")
+    for deal in range(40):
+        table.reset(deal)
+        assert seat({"legal_actions": ["safe", "gamble"]}) == (
+            "gamble" if table.card == "win" else "safe"
+        )
+    assert 0 < seat.changed < seat.decisions == 40
+    out = tmp_path / "ceiling.json"
+    game = "tests.helpers.search_games:GambleAdapter"
+    assert tool.main(["--game", game, "--hands", "200", "--out", str(out)]) == 0
+    (point,) = json.loads(out.read_text())["points"]
+    # Each gamble it took won 1 (the rules' safe play: 0), scored as half of A - B: a deal
+    # whose card wins is worth +0.5.
+    assert point["changed"] > 50
+    assert point["score"]["mean"] == pytest.approx(point["changed"] / point["decisions"] / 2)

@@ -42,11 +42,17 @@ def test_search_specs_parse_with_defaults_and_resume_from_their_label():
     # The label an answer carries seats the same search on another server (failover).
     assert resumed_seat_policy(policy.label(), None, record=True, served=lambda v: v) == policy
     assert parse_seat_mix("search:ms=100,rules") == ["search:ms=100", "rules"]
+    # Another policy for the other seats: spelt after the base, and only when given.
+    versus = parse_spec("search:base=frozen@3:greedy:vs=rules:rollouts=8").search
+    assert versus == SearchSpec(base="frozen@3:greedy", vs="rules", rollouts=8)
+    assert versus.spec() == "search:base=frozen@3:greedy:vs=rules:rollouts=8:ms=200:top=8"
+    assert parse_spec(versus.spec()).search == versus
     bad_specs = (
         "search:", "search:ms=0", "search:ms=10001", "search:rollouts=0", "search:rollouts=4097",
         "search:top=1", "search:top=65", "search:ms=50:rollouts=8", "search:base=frozen@-3",
         "search:greedy", "search:base=rules:greedy", "search:rollouts=08", "search@1",
-        "searching", "search:base=rules:base=random",
+        "searching", "search:base=rules:base=random", "search:vs=frozen@2", "search:vs=",
+        "search:rollouts=8:vs=rules", "search:vs=rules:base=random", "search:vs=rules:greedy",
     )  # fmt: skip
     for bad in bad_specs:
         with pytest.raises(BadPolicySpec):
@@ -57,7 +63,8 @@ def test_search_specs_parse_with_defaults_and_resume_from_their_label():
 _PARTS = [
     "base=rules", "base=random", "base=frozen@1", "base=", "rollouts=1", "rollouts=64",
     "rollouts=4096", "rollouts=4097", "rollouts=0", "rollouts=01", "ms=1", "ms=250", "ms=10000",
-    "ms=10001", "ms=-5", "top=2", "top=64", "top=65", "greedy", "ms= 5", "",
+    "ms=10001", "ms=-5", "top=2", "top=64", "top=65", "greedy", "ms= 5", "", "vs=rules",
+    "vs=random", "vs=frozen@1", "vs=",
 ]  # fmt: skip
 
 
@@ -142,6 +149,28 @@ def test_the_base_move_stays_unless_another_beats_it_beyond_chance():
     assert 70 < swapped < 130
     assert choices(0.0, 1.0).count("right") < 50
     assert choices(1.5, 1.0) == ["right"] * 200
+
+
+def timid_kuhn(state: dict) -> str:
+    """Never bets or calls: checks, else folds."""
+    return "check" if "check" in state["legal_actions"] else "fold"
+
+
+def test_the_other_seats_play_the_vs_policy_in_the_rollouts():
+    """Kuhn, first to act with the jack (it loses every showdown), the base timid. Against its
+    own timid play a bet always takes the pot (+1 against -1 checked down); against a loose
+    opponent (`vs`: bets, calls) the bet is called (-2) and a check loses 1, folded to its bet:
+    the same base searches to a bluff or to a check by whom it plays against."""
+    from tests.helpers.search_games import loose_rules
+
+    table = ResamplingKuhn()
+    state = {"card": "J", "history": [], "legal_actions": ["check", "bet"]}
+    spec, deadline = SearchSpec(rollouts=8), time.monotonic() + 5.0
+    alone = search(table, state, timid_kuhn, spec, random.Random(0), deadline)
+    assert state["legal_actions"][alone.move] == "bet" and alone.means == [-1.0, 1.0]
+    versus = search(table, state, timid_kuhn, spec, random.Random(0), deadline,
+                    others=loose_rules)  # fmt: skip
+    assert state["legal_actions"][versus.move] == "check" and versus.means == [-1.0, -2.0]
 
 
 def test_successive_halving_spends_the_budget_on_the_contenders():
@@ -412,6 +441,13 @@ def test_a_worker_plays_a_version_from_the_weights_dir(tmp_path):
         # A king facing a bet: calling wins whatever the version plays after; folding loses 1.
         assert result.complete and state["legal_actions"][result.move] == "call", result
     assert set(searcher.priors) == {"frozen@3:greedy", "frozen@3"}
+    # `vs=rules`: the version plays the searching seat's moves, the rules every other's.
+    rules, seen = searcher.bases["rules"], []
+    searcher.bases["rules"] = lambda s: seen.append(len(s["history"]) % 2) or rules(s)
+    opening = {"card": "Q", "history": [], "legal_actions": ["check", "bet"]}
+    spec = SearchSpec(base="frozen@3:greedy", vs="rules", rollouts=16, ms=5000)
+    assert searcher.search(SearchRequest(opening, spec, 5.0, time.time(), seed=2)).complete
+    assert seen and set(seen) == {1}
     with pytest.raises(ValueError, match="v00000009"):  # not on disk: the caller falls back
         searcher.search(SearchRequest(state, SearchSpec(base="frozen@9"), 5.0, time.time(), 0))
 

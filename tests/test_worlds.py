@@ -339,23 +339,23 @@ def test_crazy_eights_worlds_have_the_true_stock_while_the_moves_reach_the_deal(
 
 @needs_spiel
 def test_crazy_eights_worlds_hold_what_the_bots_moves_showed() -> None:
-    """The bot draws or passes only when no card goes, plays an 8 only when nothing else goes
-    and names the suit it holds most: a world's opponent hand agrees with each such move
-    since which it drew nothing, and the true hand agrees with every check (the inference
-    never rules out the world that is)."""
+    """The bot draws or passes only when no card goes, plays an 8 only when nothing else goes,
+    names the suit it holds most and plays the highest card of the suit it holds most: a
+    world's opponent hand agrees with each such move since which it drew nothing, and the
+    true hand agrees with every check (the inference never rules out the world that is)."""
     from examples.crazy_eights.adapter import eights_rules
     from examples.crazy_eights.game import CrazyEightsSimulator, _hand_drawn_as_seen, shown
 
     table, world, rng = CrazyEightsSimulator(), CrazyEightsSimulator(), random.Random(3)
-    checked = {"draw or pass": 0, "an 8": 0, "a suit named": 0}
+    checked = {"draw or pass": 0, "an 8": 0, "a suit named": 0, "a card chosen": 0}
     for hand in range(40):
         table.reset(hand)
         while not table.is_over():
             seat = table.current_player()
             state = table.state(seat)
             other = 1 - seat
-            moves, named = shown(state["moves"], other)
-            if moves or named:
+            moves, named, chose = shown(state["moves"], other)
+            if moves or named or chose:
                 truth = table.hands[other]
                 for x in moves:
                     assert sum(map(x.fits, truth)) >= len(truth) - x.late, (truth, x)
@@ -363,6 +363,9 @@ def test_crazy_eights_worlds_hold_what_the_bots_moves_showed() -> None:
                 for x in named:
                     assert x.late or x.fits(truth), (truth, x)
                     checked["a suit named"] += not x.late
+                for x in chose:
+                    assert x.late or x.fits(truth), (truth, x)
+                    checked["a card chosen"] += not x.late
                 world.resample(state, rng)
                 dealt = world._position.hands[other]
                 assert len(dealt) == len(truth)
@@ -372,6 +375,15 @@ def test_crazy_eights_worlds_hold_what_the_bots_moves_showed() -> None:
             table.step(eights_rules(state))
     assert min(checked.values()) > 20, checked
     # An opponent that is not the bot (it drew holding what goes): dealt as dealt.
-    from examples.crazy_eights.game import Shown
+    from examples.crazy_eights.game import Chose, Seen, Shown
 
-    assert _hand_drawn_as_seen(["C8", "D8"], 1, ([Shown("8", "C", False, 0)], []), rng) is None
+    assert (
+        _hand_drawn_as_seen(["C8", "D8"], 1, Seen([Shown("8", "C", False, 0)], [], []), rng) is None
+    )
+    # The bot plays, of the cards that go, the one of the suit it holds most, the highest: on
+    # the king of clubs it played the king of hearts, so it held no more clubs than hearts
+    # (and no higher club as many), nor a king of a suit it held more of.
+    king = Chose("HK", "K", "C", [], 0)
+    assert king.fits(["H3", "ST"]) and king.fits(["CQ", "S8"]) and king.fits(["H2", "H3", "CA"])
+    assert not king.fits(["CQ", "C3"]) and not king.fits(["SK", "ST", "S2"])
+    assert not king.fits(["CA"]) and not king.fits(["H2", "C3", "CA"])

@@ -21,6 +21,7 @@ from examples.crazy_eights.position import (
     MAX_DRAWS,
     MAX_PLAYS,
     MOVES_SENT,
+    RANKS,
     EightsPosition,
     goes_on,
 )
@@ -210,20 +211,54 @@ class Named(NamedTuple):
         return max(SUITS, key=held.__getitem__) == self.suit
 
 
-def shown(moves: list[list[Any]], seat: int) -> tuple[list[Shown], list[Named]]:
-    """What `seat`'s moves listed showed of its hand (see `Shown`, `Named`), in order. Moves
-    before the first play listed are left out (the top card then is not in the moves)."""
+class Chose(NamedTuple):
+    """A card not an 8 the opponent played (`card`, on `rank` and `suit` in force): of the
+    cards not 8s that went then, the one of the suit it held most of, the highest of those;
+    `played`: the cards it played since, held then; `late`: its draws since."""
+
+    card: str
+    rank: str
+    suit: str
+    played: list[str]
+    late: int
+
+    def fits(self, hand: list[str]) -> bool:
+        held = [*hand, *self.played, self.card]  # the hand it chose from
+        suits = Counter(c[0] for c in held if c[1] != "8")
+
+        def order(card: str) -> tuple[int, int]:
+            return suits[card[0]], RANKS.index(card[1])
+
+        went = (c for c in held if c[1] != "8" and goes_on(c, self.rank, self.suit))
+        return all(order(c) <= order(self.card) for c in went)
+
+
+class Seen(NamedTuple):
+    """What the opponent's moves listed showed (`shown`), each kind in order."""
+
+    moves: list[Shown]
+    named: list[Named]
+    chose: list[Chose]
+
+
+def shown(moves: list[list[Any]], seat: int) -> Seen:
+    """What `seat`'s moves listed showed of its hand (see `Shown`, `Named`, `Chose`), in
+    order. Moves before the first play listed are left out (the top card then is not in the
+    moves)."""
     top = suit = ""
     out: list[Shown] = []
     named: list[Named] = []
+    chose: list[Chose] = []
     draws = 0  # `seat`'s so far: each one's `late` is the draws after it
     for who, move in moves:
         if move.startswith("play "):
             if who == seat:
-                for x in named:
+                for x in (*named, *chose):
                     x.played.append(move[5:])
                 if top and move[6] == "8":
                     out.append(Shown(top, suit, True, draws))
+                elif top:
+                    chose.append(Chose(move[5:], top, suit, [], draws))
             top, suit = move[6], move[5]
         elif move.startswith("suit:"):
             suit = move[5]
@@ -234,33 +269,32 @@ def shown(moves: list[list[Any]], seat: int) -> tuple[list[Shown], list[Named]]:
             if top:
                 out.append(Shown(top, suit, False, draws))
     # Each recorded `seat`'s draws up to it: now the draws since.
-    return [x._replace(late=draws - x.late) for x in out], [
-        x._replace(late=draws - x.late) for x in named
-    ]
+    return Seen(*([x._replace(late=draws - x.late) for x in kind] for kind in (out, named, chose)))
 
 
 def _hand_drawn_as_seen(
-    pool: list[str], n: int, seen: tuple[list[Shown], list[Named]], rng: random.Random
+    pool: list[str], n: int, seen: Seen, rng: random.Random
 ) -> list[str] | None:
     """The opponent's `n` cards from `pool` (what the seat cannot see, in random order) as
     its moves showed (`shown`): with no draw since a move, every card it holds was held then
     (a card drawn later in that turn went on nothing either, or was played), so each card
     dealt fits that move; with draws since, at least `n` less them do; the suit it named
-    with no draw since is the one its hand and its plays since hold most of. None: nothing
-    shown, or too few cards fit (an opponent that is not the bot): deal as dealt."""
-    moves, named = seen
-    if not moves and not named:
+    and the card it chose with no draw since are what its hand and its plays since would
+    have the bot name and choose. None: nothing shown, or too few cards fit (an opponent that
+    is not the bot): deal as dealt."""
+    moves, named, chose = seen
+    if not moves and not named and not chose:
         return None
     exact = [x for x in moves if not x.late]
     fit = [c for c in pool if all(x.fits(c) for x in exact)]
     if len(fit) < n:
         return None
     earlier = [x for x in moves if x.late]
-    named = [x for x in named if not x.late]
+    whole = [x for x in (*named, *chose) if not x.late]  # checked on the whole hand
     for _ in range(HAND_TRIES):  # bounded: the last deal tried is kept
         hand = rng.sample(fit, n)
         if all(sum(map(x.fits, hand)) >= n - x.late for x in earlier) and all(
-            x.fits(hand) for x in named
+            x.fits(hand) for x in whole
         ):
             break
     return hand

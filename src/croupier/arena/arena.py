@@ -15,7 +15,7 @@ played fixed), `frozen@<version>` (as the server's seat spec names a fixed versi
 `learned@<version>` is accepted as a deprecated alias), `production` and `tier:N` (a
 calibrated difficulty tier). A model's name may end in `:greedy`: that seat plays the
 version's most likely legal action; or in `:temp=T` and/or `:rules=P` (a tier's knobs:
-`policies/seats.py`). `search[:base=B][:rollouts=N][:ms=D][:top=K]`: the search seat
+`policies/seats.py`). `search[:base=B][:vs=O][:rollouts=N][:ms=D][:top=K]`: the search seat
 (`policies/search.py`), seated once the server's search workers are warm (its first search
 seat starts them: the match waits for them, `SEARCH_START_S` at most).
 """

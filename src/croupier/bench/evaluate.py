@@ -15,7 +15,7 @@ from typing import Any
 from croupier.arena.duplicate import SCORE_MEANING, Hand, score_summary, set_outcome
 from croupier.games.base import rules_seeded
 from croupier.games.registry import load_adapter, load_simulator
-from croupier.games.simulator import side_seats
+from croupier.games.simulator import Simulator, side_seats
 from croupier.policies.learned import PolicyVersions, WeightsState
 from croupier.policies.module import ModelSpec
 from croupier.stats import Mean
@@ -76,11 +76,12 @@ def _play_hand(game: str, table: Any, deal: int, a: Act, b: Act, mine: list[int]
     return [float(p) for p in table.payoffs()]
 
 
-def duplicate_score(game: str, a: Act, b: Act, hands: int, seed: int = 0) -> dict[str, Any]:
-    """A against B over `hands` hands (whole duplicate sets) on the simulator, scored by the
-    strength score; also A's raw payoff per hand (a different number outside two-player
-    zero-sum games: said beside it)."""
-    table = load_simulator(game)
+def duplicate_score(game: str, a: Act, b: Act, hands: int, seed: int = 0,
+                    table: Simulator | None = None) -> dict[str, Any]:  # fmt: skip
+    """A against B over `hands` hands (whole duplicate sets) on the simulator (`table`, else
+    a new one), scored by the strength score; also A's raw payoff per hand (a different
+    number outside two-player zero-sum games: said beside it)."""
+    table = table if table is not None else load_simulator(game)
     table.reset(seed * 1_000_003)
     per_set = max(1, len(table.teams()))
     values: list[float] = []
@@ -114,13 +115,15 @@ def duplicate_score(game: str, a: Act, b: Act, hands: int, seed: int = 0) -> dic
     }
 
 
-def side_score(game: str, a: Act, b: Act, hands: int, side: str, seed: int = 0) -> dict[str, Any]:
+def side_score(game: str, a: Act, b: Act, hands: int, side: str, seed: int = 0,
+               table: Simulator | None = None) -> dict[str, Any]:  # fmt: skip
     """A on every seat of one side (`Simulator.roles`: doudizhu's "peasant") against B on the
-    rest, `hands` deals: A's win rate (its team scored more than the other teams' mean, as
-    `set_outcome` counts a win) and raw payoff per hand, each with a 95% CI over hands. No par:
-    a side played alone has none (B never plays it), so this is a payoff against a fixed
-    opponent, read beside another A's on the same deals (the same `seed`)."""
-    table = load_simulator(game)
+    rest, `hands` deals (on `table`, else a new one): A's win rate (its team scored more than
+    the other teams' mean, as `set_outcome` counts a win) and raw payoff per hand, each with a
+    95% CI over hands. No par: a side played alone has none (B never plays it), so this is a
+    payoff against a fixed opponent, read beside another A's on the same deals (the same
+    `seed`)."""
+    table = table if table is not None else load_simulator(game)
     win, payoff = Mean(), Mean()
     for k in range(hands):
         deal = seed * 1_000_003 + k

@@ -61,7 +61,7 @@ def eval_cmd(
         typer.Option(
             "--a",
             help="rules, random, learned@latest, frozen@N, production (a model's name may end "
-            "in :greedy), search[:base=B][:rollouts=N][:ms=D][:top=K] (docs/search.md)",
+            "in :greedy), search[:base=B][:vs=O][:rollouts=N][:ms=D][:top=K] (docs/search.md)",
         ),
     ] = "learned@latest",
     b: Annotated[str, typer.Option("--b", help="The opponent (same names)")] = "rules",

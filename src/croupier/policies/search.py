@@ -3,7 +3,8 @@
 A seat that sees only its own cards cannot search the game tree itself, but it can search
 worlds: hands consistent with what it sees (`Simulator.resample`: the unseen cards dealt at
 random). In each world every candidate move is played and the hand played out to its end by a
-base policy (the game's rules) for every seat; the move whose mean payoff is best is chosen.
+base policy (the game's rules) for every seat (or the base for the searching seat and another
+policy, `vs`, for the rest); the move whose mean payoff is best is chosen.
 Rolling out a base policy from each move and taking the best is one step of policy
 iteration: the result plays at least as well as the base wherever the worlds are
 representative (Tesauro & Galperin 1996, backgammon rollouts; Ginsberg's GIB, bridge; the
@@ -88,13 +89,17 @@ def random_base(state: dict[str, Any]) -> Any:
     return legal[np.random.randint(len(legal))]
 
 
-def playout(table: Simulator, base: Act, seed: int) -> list[float]:
-    """Play the hand `table` holds to its end, every seat by `base`; every seat's payoff."""
+def playout(table: Simulator, base: Act, seed: int, seat: int | None = None,
+            others: Act | None = None) -> list[float]:  # fmt: skip
+    """Play the hand `table` holds to its end, `seat` by `base` and every other seat by
+    `others` (None: every seat by `base`); every seat's payoff."""
     with rules_seeded(seed % 2**32):
         for _ in range(MAX_MOVES_PER_HAND):
             if table.is_over():
                 return [float(p) for p in table.payoffs()]
-            table.step(base(table.state(table.current_player())))
+            player = table.current_player()
+            act = base if others is None or player == seat else others
+            table.step(act(table.state(player)))
     raise RuntimeError(f"a {table.name} playout ran past {MAX_MOVES_PER_HAND} moves")
 
 
@@ -137,11 +142,12 @@ def search(
     halving: bool = True,
     prior: Prior | None = None,
     confidence: float = CONFIDENCE,
+    others: Act | None = None,
 ) -> SearchResult:
     """The search seat's move in `state` (what the seat to act was sent), by rollouts of
-    `base` on `table` (set to each world in turn: its hand is lost), stopping at `deadline`
-    (`time.monotonic()`); `prior` picks the moves searched when there are more than
-    `spec.top`. See the module doc for the steps."""
+    `base` on `table` (set to each world in turn: its hand is lost), the other seats by
+    `others` when given, stopping at `deadline` (`time.monotonic()`); `prior` picks the moves
+    searched when there are more than `spec.top`. See the module doc for the steps."""
     legal = state["legal_actions"]
     if len(legal) == 1:
         return SearchResult(0, [0], complete=True)
@@ -172,7 +178,8 @@ def search(
                 table.resample(state, random.Random(seed))
                 seat = table.current_player()
                 table.step(legal[move])
-                values.append(team_value(table, seat, playout(table, base, seed)))
+                payoffs = playout(table, base, seed, seat, others)
+                values.append(team_value(table, seat, payoffs))
                 playouts += 1
             if stopped:
                 break
@@ -222,14 +229,14 @@ class SearchPlayer:
 
     def __init__(self, table: Simulator, base: Act, spec: SearchSpec, seed: int = 0,
                  halving: bool = True, prior: Prior | None = None,
-                 confidence: float = CONFIDENCE):  # fmt: skip
+                 confidence: float = CONFIDENCE, others: Act | None = None):  # fmt: skip
         if not table.resamples():
             raise ValueError(
                 f"{type(table).__name__} cannot set a table from a seat's view "
                 "(Simulator.resample): its game cannot be searched"
             )
         self.table, self.base, self.spec, self.halving = table, base, spec, halving
-        self.prior, self.confidence = prior, confidence
+        self.prior, self.confidence, self.others = prior, confidence, others
         self.rng = random.Random(seed)
         self.decisions = 0
         self.fallbacks = 0  # deadlines passed with no world played in full: the base answered
@@ -240,7 +247,7 @@ class SearchPlayer:
         t0 = time.monotonic()
         result = search(self.table, state, self.base, self.spec, self.rng,
                         t0 + self.spec.ms / 1000.0, self.halving, self.prior,
-                        self.confidence)  # fmt: skip
+                        self.confidence, self.others)  # fmt: skip
         self.decisions += 1
         self.seconds += time.monotonic() - t0
         self.playouts += result.playouts

@@ -151,10 +151,12 @@ class Searcher:
         left = request.budget_s - waited
         if left <= 0:
             return SearchResult(None)
-        base = self.base(request.spec.base)
-        rng, prior = random.Random(request.seed), self.priors.get(request.spec.base)
+        spec = request.spec
+        base, others = self.base(spec.base), self.base(spec.vs) if spec.vs else None
+        rng, prior = random.Random(request.seed), self.priors.get(spec.base)
         deadline = time.monotonic() + left
-        return search(self.table, request.state, base, request.spec, rng, deadline, prior=prior)
+        return search(self.table, request.state, base, spec, rng, deadline, prior=prior,
+                      others=others)  # fmt: skip
 
     def warm_up(self) -> bool:
         """One small search on a fresh deal: the first rules decision loads what it loads;
@@ -497,8 +499,8 @@ class SearchSeats:
             except ValueError as e:
                 self._problem = f"a search seat needs the game's simulator: {e}"
             self._checked = True
-        if self._problem is None and spec.base == "rules" and not self.has_rules:
-            return f"{self.game} has no rules policy to play the rollouts: use base=random"
+        if self._problem is None and "rules" in (spec.base, spec.vs) and not self.has_rules:
+            return f"{self.game} has no rules policy to play the rollouts: use random"
         if self._problem is None and spec.base_version is not None and self.weights_dir is None:
             return (
                 "a search over a version needs the server's weights dir (--weights-dir or "

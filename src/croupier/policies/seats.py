@@ -21,12 +21,13 @@
   per decision the rules' action instead. Never recorded (neither is the learner's sample).
   The knobs a difficulty tier is built from (`policies/tiers.py`)
 
-Search (`policies/search.py`): `search:base=B:rollouts=N:ms=D:top=K`, every part optional
-(in this order; defaults `base=rules`, `rollouts=64`, `ms=200`, `top=8`): for each legal move
-(at most K of them), N worlds consistent with what the seat sees, the move played out by the
-base policy B (`rules`, `random`, or a version: `frozen@N`, `production`,
-`learned@latest`, resolved at the game's start, `:greedy` or sampled) for every seat, the best
-mean chosen; the base policy's move
+Search (`policies/search.py`): `search:base=B:vs=O:rollouts=N:ms=D:top=K`, every part
+optional (in this order; defaults `base=rules`, `rollouts=64`, `ms=200`, `top=8`): for each
+legal move (at most K of them), N worlds consistent with what the seat sees, the move played
+out by the base policy B (`rules`, `random`, or a version: `frozen@N`, `production`,
+`learned@latest`, resolved at the game's start, `:greedy` or sampled) for the searching seat
+and by O (`rules` or `random`; without `vs`, B) for the others, the best mean chosen; the
+base policy's move
 answered (`"fallback": true`) when D milliseconds pass first. An opponent and evaluation seat,
 never recorded; a game whose simulator cannot set a table from a seat's view
 (`Simulator.resample`) cannot seat it (409).
@@ -79,17 +80,23 @@ class SeatUnavailable(BadPolicySpec):
 
 @dataclass(frozen=True, slots=True)
 class SearchSpec:
-    """A search seat's settings (`search:base=B:rollouts=N:ms=D:top=K`): what it plays out,
-    in how many worlds, within how many milliseconds, over how many moves at most."""
+    """A search seat's settings (`search:base=B:vs=O:rollouts=N:ms=D:top=K`): what it plays
+    out, in how many worlds, within how many milliseconds, over how many moves at most."""
 
-    base: str = "rules"  # the policy every seat plays in the rollouts (SEARCH_BASES)
+    base: str = "rules"  # the policy the searching seat plays in the rollouts (SEARCH_BASES)
+    # The other seats' policy in the rollouts (SEARCH_BASES); None: the base. A version trained
+    # on one side (doudizhu's landlord) has never played the other: its rollouts model the
+    # opponents by the rules.
+    vs: str | None = None
     rollouts: int = 64  # worlds per move searched (the same worlds for every move)
     ms: int = 200  # the decision's deadline: past it the base policy's move is answered
     top: int = 8  # moves searched at most; the rest are not (the base's own move always is)
 
     def spec(self) -> str:
         """The seat spec spelt in full (what `label()` answers and `parse_spec` reads back)."""
-        return f"{SEARCH}:base={self.base}:rollouts={self.rollouts}:ms={self.ms}:top={self.top}"
+        vs = f":vs={self.vs}" if self.vs is not None else ""
+        return (f"{SEARCH}:base={self.base}{vs}:rollouts={self.rollouts}:ms={self.ms}"
+                f":top={self.top}")  # fmt: skip
 
     @property
     def base_version(self) -> int | None:
@@ -118,8 +125,8 @@ _ROLLOUTS = r"(?:[1-9][0-9]{0,2}|[1-3][0-9]{3}|40[0-8][0-9]|409[0-6])"  # 1..409
 _MS = r"(?:[1-9][0-9]{0,3}|10000)"  # 1..10000
 _TOP = r"(?:[2-9]|[1-5][0-9]|6[0-4])"  # 2..64
 _SEARCH = (
-    rf"{SEARCH}(?::base=(?:{'|'.join(SEARCH_BASES)}|{_VERSION_BASE}))?(?::rollouts={_ROLLOUTS})?"
-    rf"(?::ms={_MS})?(?::top={_TOP})?"
+    rf"{SEARCH}(?::base=(?:{'|'.join(SEARCH_BASES)}|{_VERSION_BASE}))?"
+    rf"(?::vs=(?:{'|'.join(SEARCH_BASES)}))?(?::rollouts={_ROLLOUTS})?(?::ms={_MS})?(?::top={_TOP})?"
 )
 
 # Every well-formed seat spec (`parse_spec`'s grammar), as the API documents it.
@@ -263,7 +270,7 @@ def parse_spec(text: str) -> SeatSpec:
         raise BadPolicySpec(
             f"unknown seat policy {text!r}: use rules, random, best-response, learned, "
             "learned@latest, frozen@N or frozen@-K (or production, canary, shadow[@latest|@N], "
-            "league, tier:N, search[:base=B][:rollouts=N][:ms=D][:top=K])"
+            "league, tier:N, search[:base=B][:vs=O][:rollouts=N][:ms=D][:top=K])"
         )
     name, _, arg = body.partition("@")
     if name in ("rules", "random", BEST_RESPONSE, "production", "canary", "league") and not arg:
@@ -295,12 +302,14 @@ def parse_spec(text: str) -> SeatSpec:
 
 
 def _search_spec(text: str) -> SearchSpec:
-    """`search[:base=B][:rollouts=N][:ms=D][:top=K]` (that order; omitted parts default)."""
+    """`search[:base=B][:vs=O][:rollouts=N][:ms=D][:top=K]` (that order; omitted parts
+    default)."""
     if not well_formed_spec(text):
         raise BadPolicySpec(
-            f"unknown seat policy {text!r}: a search seat is search[:base=B][:rollouts=N]"
+            f"unknown seat policy {text!r}: a search seat is search[:base=B][:vs=O][:rollouts=N]"
             f"[:ms=D][:top=K], in that order: B one of {', '.join(SEARCH_BASES)}, frozen@V, "
-            f"production, learned@latest (a version's optionally :greedy), N 1 to "
+            f"production, learned@latest (a version's optionally :greedy), O one of "
+            f"{', '.join(SEARCH_BASES)}, N 1 to "
             f"{MAX_SEARCH_ROLLOUTS}, D 1 to {MAX_SEARCH_MS} (milliseconds), K 2 to "
             f"{MAX_SEARCH_TOP}"
         )
@@ -314,6 +323,7 @@ def _search_spec(text: str) -> SearchSpec:
     defaults = SearchSpec()
     return SearchSpec(
         base=parts.get("base", defaults.base),
+        vs=parts.get("vs", defaults.vs),
         rollouts=int(parts.get("rollouts", defaults.rollouts)),
         ms=int(parts.get("ms", defaults.ms)),
         top=int(parts.get("top", defaults.top)),
