@@ -27,10 +27,9 @@ legal move (at most K of them), N worlds consistent with what the seat sees, the
 out by the base policy B (`rules`, `random`, or a version: `frozen@N`, `production`,
 `learned@latest`, resolved at the game's start, `:greedy` or sampled) for the searching seat
 and by O (`rules` or `random`; without `vs`, B) for the others, the best mean chosen; the
-base policy's move
-answered (`"fallback": true`) when D milliseconds pass first. An opponent and evaluation seat,
-never recorded; a game whose simulator cannot set a table from a seat's view
-(`Simulator.resample`) cannot seat it (409).
+base policy's move answered (`"fallback": true`) when D milliseconds pass first. An opponent
+and evaluation seat, never recorded; a game whose simulator cannot set a table from a seat's
+view (`Simulator.resample`) cannot seat it (409).
 
 Rollout specs (the same grammar; `policies/rollout/` resolves them to the above, per game):
 `production` (the version the production channel points at), `canary` (production for a
