@@ -441,6 +441,7 @@ def test_a_worker_plays_a_version_from_the_weights_dir(tmp_path):
         # A king facing a bet: calling wins whatever the version plays after; folding loses 1.
         assert result.complete and state["legal_actions"][result.move] == "call", result
     assert set(searcher.priors) == {"frozen@3:greedy", "frozen@3"}
+    assert list(searcher._networks) == [3]  # one read of version 3 for both (warm for either)
     # `vs=rules`: the version plays the searching seat's moves, the rules every other's.
     rules, seen = searcher.bases["rules"], []
     searcher.bases["rules"] = lambda s: seen.append(len(s["history"]) % 2) or rules(s)

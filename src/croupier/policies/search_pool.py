@@ -33,6 +33,7 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -89,6 +90,10 @@ class Searcher:
     weights_dir: Path | None = None  # where a version base's weights are (the server's)
     bases: dict[str, Act] = field(default_factory=dict)
     priors: dict[str, Prior] = field(default_factory=dict)
+    # The versions' networks read (`_version_logits`), the newest used last.
+    _networks: dict[int, Callable[[dict[str, Any]], np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         self.table = load_simulator(self.game)
@@ -115,19 +120,8 @@ class Searcher:
         version = SearchSpec(base=name).base_version
         if version is None or self.weights_dir is None:
             raise ValueError(f"no base policy {name!r} here (a version needs a weights dir)")
-        from croupier.policies.learned import PolicyVersions
-        from croupier.policies.module import ModelSpec
-        from croupier.policies.weights_file import read_weights, weights_path
-
-        meta = orjson.loads((self.weights_dir / "latest.json").read_bytes())
-        versions = PolicyVersions(self.adapter, ModelSpec.from_dict(meta["spec"]))
-        versions.install(version, read_weights(weights_path(self.weights_dir, version)))
-        module = versions.resolve(version)[1]
+        logits = self._version_logits(version)
         adapter, greedy = self.adapter, name.endswith(":greedy")
-
-        def logits(state: dict[str, Any]) -> np.ndarray:
-            obs, mask = adapter.encode(state)
-            return np.asarray(versions.act_rows(module, [obs], [mask], explore=False).logits[0])
 
         def act(state: dict[str, Any]) -> Any:
             row = logits(state)  # illegal moves at the float minimum: never drawn
@@ -144,6 +138,32 @@ class Searcher:
             self.priors.pop(old, None)
         self.bases[name], self.priors[name] = act, prior
         return act
+
+    def _version_logits(self, version: int) -> Callable[[dict[str, Any]], np.ndarray]:
+        """Version `version`'s logits for a state, its network read from the weights dir once
+        for its greedy and sampled bases alike (the warm-up loads the newest: a greedy search
+        over it, a tier's, then starts warm)."""
+        held = self._networks.pop(version, None)
+        if held is None:
+            from croupier.policies.learned import PolicyVersions
+            from croupier.policies.module import ModelSpec
+            from croupier.policies.weights_file import read_weights, weights_path
+
+            assert self.weights_dir is not None
+            meta = orjson.loads((self.weights_dir / "latest.json").read_bytes())
+            versions = PolicyVersions(self.adapter, ModelSpec.from_dict(meta["spec"]))
+            versions.install(version, read_weights(weights_path(self.weights_dir, version)))
+            module, adapter = versions.resolve(version)[1], self.adapter
+
+            def held(state: dict[str, Any]) -> np.ndarray:
+                obs, mask = adapter.encode(state)
+                rows = versions.act_rows(module, [obs], [mask], explore=False)
+                return np.asarray(rows.logits[0])
+
+        self._networks[version] = held  # the newest used last: the oldest go first
+        for old in list(self._networks)[:-VERSIONS_HELD]:
+            del self._networks[old]
+        return held
 
     def search(self, request: SearchRequest) -> SearchResult:
         """The search, within what is left of the request's budget (none: no search)."""
