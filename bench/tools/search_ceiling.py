@@ -32,8 +32,8 @@ import numpy as np
 
 from croupier.bench.evaluate import duplicate_score, opponent_player, side_score
 from croupier.games.registry import load_simulator
-from croupier.games.simulator import MAX_MOVES_PER_HAND, Simulator
-from croupier.policies.search import team_value
+from croupier.games.simulator import Simulator
+from croupier.policies.search import play_to_end, team_value
 
 
 class TrueTableSearch:
@@ -60,11 +60,7 @@ class TrueTableSearch:
         seat = world.current_player()
         np.random.set_state(drawn)
         world.step(move)
-        for _ in range(MAX_MOVES_PER_HAND):
-            if world.is_over():
-                return team_value(world, seat, [float(p) for p in world.payoffs()])
-            world.step(self.rules(world.state(world.current_player())))
-        raise RuntimeError(f"a {world.name} playout ran past {MAX_MOVES_PER_HAND} moves")
+        return team_value(world, seat, play_to_end(world, self.rules))
 
 
 def ceiling(game: str, hands: int, seed: int, side: str | None) -> dict[str, Any]:

@@ -92,14 +92,21 @@ def random_base(state: dict[str, Any]) -> Any:
 def playout(table: Simulator, base: Act, seed: int, seat: int | None = None,
             others: Act | None = None) -> list[float]:  # fmt: skip
     """Play the hand `table` holds to its end, `seat` by `base` and every other seat by
-    `others` (None: every seat by `base`); every seat's payoff."""
+    `others` (None: every seat by `base`), numpy's draws seeded by `seed`; every seat's
+    payoff."""
     with rules_seeded(seed % 2**32):
-        for _ in range(MAX_MOVES_PER_HAND):
-            if table.is_over():
-                return [float(p) for p in table.payoffs()]
-            player = table.current_player()
-            act = base if others is None or player == seat else others
-            table.step(act(table.state(player)))
+        return play_to_end(table, base, seat, others)
+
+
+def play_to_end(table: Simulator, base: Act, seat: int | None = None,
+                others: Act | None = None) -> list[float]:  # fmt: skip
+    """`playout` on numpy's draws as they stand."""
+    for _ in range(MAX_MOVES_PER_HAND):
+        if table.is_over():
+            return [float(p) for p in table.payoffs()]
+        player = table.current_player()
+        act = base if others is None or player == seat else others
+        table.step(act(table.state(player)))
     raise RuntimeError(f"a {table.name} playout ran past {MAX_MOVES_PER_HAND} moves")
 
 
