@@ -161,8 +161,9 @@ def test_crazy_eights_position_plays_openspiel_s_rules_move_by_move() -> None:
         position = EightsPosition(
             [list(h) for h in table.hands], stock, table.top, legal["suit"], seat,
             legal["phase"] == "nominate", len(played), draws if stock else 5,
-            run if not stock else 0, [list(m) for m in table.moves],
+            run if not stock else 0, [list(m) for m in table.moves], list(table.pile),
         )  # fmt: skip
+        assert table.pile == [first_up, *played][:-1]  # the pile: all played but the top card
         s = table.s
         for _ in range(3_000):
             assert position.is_over() == s.is_terminal()

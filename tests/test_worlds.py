@@ -60,7 +60,7 @@ GAMES: dict[str, tuple[str, int, Any]] = {
     "crazy-eights": (
         "examples.crazy_eights.adapter:CrazyEights",
         3,
-        lambda s: sorted(set(_plays(s["moves"])) | {s["top"]}),
+        lambda s: [*s["played"], s["top"]],
     ),
 }
 OPENSPIEL = {"hearts-openspiel", "crazy-eights"}
@@ -316,25 +316,36 @@ def test_simulators_without_resample_say_so() -> None:
 
 
 @needs_spiel
-def test_crazy_eights_worlds_have_the_true_stock_while_the_moves_reach_the_deal() -> None:
-    """Its state lists 16 moves: until they no longer reach the deal, the stock's size and
-    the plays so far are known exactly, and a world has them."""
+def test_crazy_eights_worlds_have_the_true_stock_and_plays() -> None:
+    """Its state sends the discard pile: a world's stock is as long as the true one, its
+    cards those nobody has seen, and it counts the cards played so far (the 100th ends the
+    hand), however far the moves listed are from the deal."""
     from examples.crazy_eights.game import CrazyEightsSimulator
+    from examples.crazy_eights.position import NUMBER  # every card
 
-    table, world, rng, checked = CrazyEightsSimulator(), CrazyEightsSimulator(), random.Random(5), 0
+    table, world, rng = CrazyEightsSimulator(), CrazyEightsSimulator(), random.Random(5)
+    checked = late = 0
     for hand in range(40):
         table.reset(hand)
-        while not table.is_over() and len(table.moves) < 16:
-            state = table.state(table.current_player())
+        for _ in range(200):  # bounded: a hand ends by the 100th card played
+            if table.is_over():
+                break
+            seat = table.current_player()
+            state = table.state(seat)
             world.resample(state, rng)
             plays = [m for m in table.moves if m[1].startswith("play ")]
-            drawn = sum(m[1] == "draw" for m in table.moves)
             position = world._position
             assert position is not None
-            assert (len(position.stock), position.plays) == (37 - drawn, len(plays))
+            seen = {*table.hands[seat], *table.pile, table.top}
+            unseen = [c for c in NUMBER if c not in seen]
+            stock = len(unseen) - len(table.hands[1 - seat])
+            assert (len(position.stock), position.plays) == (stock, len(plays))
+            assert not set(position.stock) & seen
+            assert position.state(seat)["played"] == state["played"]
             checked += 1
+            late += len(table.moves) > 16
             table.step(rng.choice(state["legal_actions"]))
-    assert checked > 300
+    assert checked > 1_000 and late > 300
 
 
 @needs_spiel

@@ -19,6 +19,7 @@ from croupier.games.cards import (
     Hand,
     History,
     Kind,
+    Pile,
     Seat,
     SeatNumbers,
     TopCard,
@@ -33,6 +34,10 @@ GAME = CardGame(
         Seat("seat"),
         Hand("hand", max_cards=51),
         TopCard("top"),
+        # The discard pile under the top card: every card played but the last, and the card
+        # first turned up. Public at the table, so sent: without it a seat's worlds deal the
+        # opponent cards long played (the moves list only the latest).
+        Pile("played", max_cards=51),
         Choice("suit", options=tuple(SUITS)),  # the suit in force (an 8's named one)
         Choice("phase", options=("play", "nominate")),
         SeatNumbers("num_cards", high=51),
@@ -50,9 +55,9 @@ GAME = CardGame(
     # The first out wins the other's points, at most the deck's 508 (OpenSpiel's / 100).
     payoff_range=(-5.08, 5.08),
     max_legal=52,
-    # Played cards stay out (no reshuffle): the moves listed are gone; older plays and the
-    # stock are the rest.
-    unseen=Unseen(hands="num_cards", gone=("moves",)),
+    # Played cards stay out (no reshuffle): the pile and the top card are counted; the stock
+    # and the opponent's hand are the rest.
+    unseen=Unseen(hands="num_cards"),
 )
 
 

@@ -18,8 +18,6 @@ from typing import Any, NamedTuple
 from croupier.games.simulator import Simulator
 from examples.crazy_eights.adapter import GAME, SUITS
 from examples.crazy_eights.position import (
-    MAX_DRAWS,
-    MAX_PLAYS,
     MOVES_SENT,
     RANKS,
     EightsPosition,
@@ -27,12 +25,6 @@ from examples.crazy_eights.position import (
 )
 
 SCALE = 100.0  # OpenSpiel's points per payoff unit: a hand of points is ~0.5 to 4
-STOCK = 52 - 2 * 7 - 1  # after the deal and the first card turned up
-# Draws (and as many plays) a world adds before a state's 16 moves, beyond the fewest that
-# square the cards held: that bound fell short by 13 draws on average over 16,000 states of
-# mixed play (the rules' moves and random ones); with them the stock's size is off by 8.7
-# cards on average, not 13.3.
-HIDDEN_DRAWS = 13
 # Deals of the opponent's hand tried against what its earlier draws and passes say before one
 # is kept as it comes (`_hand_drawn_as_seen`).
 HAND_TRIES = 20
@@ -62,6 +54,7 @@ class CrazyEightsSimulator(Simulator):
         self.s = self.game.new_initial_state()
         self.hands: list[list[str]] = [[], []]
         self.top: str | None = None
+        self.pile: list[str] = []  # the discard pile under the top card
         self.moves: list[list[Any]] = []
         self.dealer, self.dealt, self.drawer = 0, 0, -1
         self._position: EightsPosition | None = None  # a world `resample` set plays on there
@@ -85,14 +78,11 @@ class CrazyEightsSimulator(Simulator):
         self.drawer = -1
 
     def resample(self, state: dict[str, Any], rng: random.Random) -> None:
-        """The opponent's hand dealt from what this seat cannot see (`GAME.deal_unseen`),
-        the stock drawn from the rest, played on by `EightsPosition` (OpenSpiel's state
-        cannot be set from a position). Besides the cards, the stock's size and the cards
-        played so far (the 100th ends the hand) are hidden once the state's 16 moves no
-        longer reach the deal: the fewest plays and draws that account for the cards in
-        hand, plus `HIDDEN_DRAWS` of each (exact while the moves reach the deal). This
-        turn's draws and the passes in a row are read from the moves, as the legal moves
-        confirm."""
+        """The opponent's hand dealt from what this seat cannot see (`GAME.deal_unseen`: not
+        in its hand, on the pile or on top), the stock the rest in random order, played on by
+        `EightsPosition` (OpenSpiel's state cannot be set from a position). The pile says how
+        many cards were played (the 100th ends the hand); this turn's draws and the passes
+        in a row are read from the moves, as the legal moves confirm."""
         world = GAME.deal_unseen(state, rng)
         moves, seat = [list(m) for m in state["moves"]], world.seat
         other = 1 - seat
@@ -103,29 +93,20 @@ class CrazyEightsSimulator(Simulator):
             world.hands[other][:] = sorted(hand, key=ORDER.__getitem__)
             world.rest[:] = [c for c in pool if c not in kept]
             rng.shuffle(world.rest)
-        plays = sum(m[1].startswith("play ") for m in moves)
-        drawn = sum(m[1] == "draw" for m in moves)
-        if len(moves) >= MOVES_SENT:  # older moves unseen: see HIDDEN_DRAWS
-            more = 14 - sum(state["num_cards"]) - plays + drawn  # plays less draws unseen
-            hidden = max(-more, 0) + HIDDEN_DRAWS
-            drawn, plays = drawn + hidden, min(plays + more + hidden, MAX_PLAYS - 1)
-        legal = state["legal_actions"]
-        stock = min(max(STOCK - drawn, 0, "draw" in legal), len(world.rest))
+        plays = len(state["played"])  # the first card turned up is under them, the last on top
         draws = 0
         for who, move in reversed(moves):
             if who != seat or move != "draw":
                 break
             draws += 1
-        if "pass" in legal and draws < MAX_DRAWS:
-            stock = 0  # a pass before 5 draws: the stock is empty
         passes = 0
-        for _, move in reversed(moves if not stock else []):
+        for _, move in reversed(moves if not world.rest else []):
             if move != "pass":
                 break
             passes += 1
         self._position = EightsPosition(
-            world.hands, world.rest[:stock], state["top"], state["suit"], seat,
-            state["phase"] == "nominate", plays, draws, passes, moves,
+            world.hands, world.rest, state["top"], state["suit"], seat,
+            state["phase"] == "nominate", plays, draws, passes, moves, list(state["played"]),
         )  # fmt: skip
 
     def current_player(self) -> int:
@@ -150,9 +131,10 @@ class CrazyEightsSimulator(Simulator):
         hands = self.hands
         suit = self.s.observation_string(seat).split("Previous suit: ")[1][0]
         legal = list(self._legal())
-        return {"seat": seat, "hand": list(hands[seat]), "top": self.top, "suit": suit,
+        return {"seat": seat, "hand": list(hands[seat]), "top": self.top,
+                "played": list(self.pile), "suit": suit,
                 "phase": "nominate" if legal[0].startswith("suit") else "play",
-                "num_cards": [len(h) for h in hands], "moves": self.moves[-16:],
+                "num_cards": [len(h) for h in hands], "moves": self.moves[-MOVES_SENT:],
                 "legal_actions": legal}  # fmt: skip
 
     def step(self, action: Any) -> None:
@@ -165,6 +147,7 @@ class CrazyEightsSimulator(Simulator):
         seat = self.current_player()
         self.moves.append([seat, action])
         if action.startswith("play "):
+            self.pile.append(self.top)
             self.top = action[5:]
             self.hands[seat].remove(self.top)
         self.drawer = seat if action == "draw" else -1

@@ -37,10 +37,10 @@ class EightsPosition:
     (drawn from its end), the `top` card and the `suit` in force, `turn`, `nominate` (the
     seat to act names a suit), `plays` (cards played so far: the 100th ends the hand),
     `draws` (this turn's), `passes` (in a row, the stock empty), `moves` (as a state lists
-    them)."""
+    them), `played` (the discard pile under the top card)."""
 
     __slots__ = ("hands", "stock", "top", "suit", "turn", "nominate", "plays", "draws",
-                 "passes", "moves", "over")  # fmt: skip
+                 "passes", "moves", "played", "over")  # fmt: skip
 
     def __init__(
         self,
@@ -54,10 +54,11 @@ class EightsPosition:
         draws: int,
         passes: int,
         moves: list[list[Any]],
+        played: list[str],
     ):
         self.hands, self.stock, self.top, self.suit, self.turn = hands, stock, top, suit, turn
         self.nominate, self.plays, self.draws, self.passes = nominate, plays, draws, passes
-        self.moves, self.over = moves, False
+        self.moves, self.played, self.over = moves, played, False
 
     def current_player(self) -> int:
         return self.turn
@@ -84,7 +85,8 @@ class EightsPosition:
     def state(self, seat: int) -> dict[str, Any]:
         """The JSON `CrazyEightsSimulator.state` sends."""
         return {"seat": seat, "hand": list(self.hands[seat]), "top": self.top,
-                "suit": self.suit, "phase": "nominate" if self.nominate else "play",
+                "played": list(self.played), "suit": self.suit,
+                "phase": "nominate" if self.nominate else "play",
                 "num_cards": [len(h) for h in self.hands], "moves": self.moves[-MOVES_SENT:],
                 "legal_actions": self.legal_actions()}  # fmt: skip
 
@@ -109,14 +111,15 @@ class EightsPosition:
         elif self.nominate:
             self.suit, self.nominate, self.turn = action[5:], False, 1 - me
         else:
-            played = action[5:]
-            self.hands[me].remove(played)
+            card = action[5:]
+            self.hands[me].remove(card)
             self.plays += 1
             self.draws = 0
-            self.top, self.suit = played, played[0]
+            self.played.append(self.top)
+            self.top, self.suit = card, card[0]
             if not self.hands[me] or self.plays >= MAX_PLAYS:
                 self.over = True
-            elif played[1] == "8":
+            elif card[1] == "8":
                 self.nominate = True
             else:
                 self.turn = 1 - me

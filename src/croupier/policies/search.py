@@ -8,9 +8,11 @@ policy, `vs`, for the rest); the move whose mean payoff is best is chosen.
 Rolling out a base policy from each move and taking the best is one step of policy
 iteration: the result plays at least as well as the base wherever the worlds are
 representative (Tesauro & Galperin 1996, backgammon rollouts; Ginsberg's GIB, bridge; the
-determinized search of skat programs). It knows nothing of what the other seats' moves say
-about their hands (every world is dealt uniformly, "strategy fusion" and all), so it can lose
-to a base that does where hidden information decides the hand.
+determinized search of skat programs). Its worlds know of the other seats' moves what the
+game's `resample` reads from them (uniform deals unless the table weighs them: crazy eights'
+reads its opponent's draws, 8s, suits named and plays); beyond that a deal the other seats'
+play made unlikely counts as much as any, so it can lose to a base that reads the table
+better where hidden information decides the hand.
 
 `search(...)` below is the whole algorithm, in order:
 
