@@ -82,7 +82,7 @@ class CrazyEightsSimulator(Simulator):
         in its hand, on the pile or on top), the stock the rest in random order, played on by
         `EightsPosition` (OpenSpiel's state cannot be set from a position). The pile says how
         many cards were played (the 100th ends the hand); this turn's draws and the passes
-        in a row are read from the moves, as the legal moves confirm."""
+        in a row are read from the moves."""
         world = GAME.deal_unseen(state, rng)
         moves, seat = [list(m) for m in state["moves"]], world.seat
         other = 1 - seat
