@@ -521,9 +521,11 @@ _SLOW_MODULES_FIRST = (
 
 # The modules whose tests need a tool a fresh machine installs (`TOOL_PACKAGES`), collected
 # last: by then the background install started with the session is done, and no worker waits
-# on a download while others run out of modules.
-_TOOL_MODULES_LAST = ("test_alerts", "test_metrics", "test_typescript_client",
-                      "test_dashboard_browser")  # fmt: skip
+# on a download while others run out of modules. Among them the slowest first: the browser
+# test (~57 s of one core, two Chromium runs) taken last kept one worker busy for it while
+# the other had nothing left.
+_TOOL_MODULES_LAST = ("test_dashboard_browser", "test_alerts", "test_metrics",
+                      "test_typescript_client")  # fmt: skip
 
 
 def _collection_rank(item: pytest.Item) -> int:
