@@ -143,27 +143,29 @@ class Searcher:
         """Version `version`'s logits for a state, its network read from the weights dir once
         for its greedy and sampled bases alike (the warm-up loads the newest: a greedy search
         over it, a tier's, then starts warm)."""
-        held = self._networks.pop(version, None)
-        if held is None:
-            from croupier.policies.learned import PolicyVersions
-            from croupier.policies.module import ModelSpec
-            from croupier.policies.weights_file import read_weights, weights_path
-
-            assert self.weights_dir is not None
-            meta = orjson.loads((self.weights_dir / "latest.json").read_bytes())
-            versions = PolicyVersions(self.adapter, ModelSpec.from_dict(meta["spec"]))
-            versions.install(version, read_weights(weights_path(self.weights_dir, version)))
-            module, adapter = versions.resolve(version)[1], self.adapter
-
-            def held(state: dict[str, Any]) -> np.ndarray:
-                obs, mask = adapter.encode(state)
-                rows = versions.act_rows(module, [obs], [mask], explore=False)
-                return np.asarray(rows.logits[0])
-
-        self._networks[version] = held  # the newest used last: the oldest go first
+        logits = self._networks.pop(version, None) or self._read_network(version)
+        self._networks[version] = logits  # the newest used last: the oldest go first
         for old in list(self._networks)[:-VERSIONS_HELD]:
             del self._networks[old]
-        return held
+        return logits
+
+    def _read_network(self, version: int) -> Callable[[dict[str, Any]], np.ndarray]:
+        """Version `version`'s network from the weights dir, as a state's logits."""
+        from croupier.policies.learned import PolicyVersions
+        from croupier.policies.module import ModelSpec
+        from croupier.policies.weights_file import read_weights, weights_path
+
+        assert self.weights_dir is not None
+        meta = orjson.loads((self.weights_dir / "latest.json").read_bytes())
+        versions = PolicyVersions(self.adapter, ModelSpec.from_dict(meta["spec"]))
+        versions.install(version, read_weights(weights_path(self.weights_dir, version)))
+        module, adapter = versions.resolve(version)[1], self.adapter
+
+        def logits(state: dict[str, Any]) -> np.ndarray:
+            obs, mask = adapter.encode(state)
+            return np.asarray(versions.act_rows(module, [obs], [mask], explore=False).logits[0])
+
+        return logits
 
     def search(self, request: SearchRequest) -> SearchResult:
         """The search, within what is left of the request's budget (none: no search)."""
