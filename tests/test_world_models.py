@@ -160,7 +160,7 @@ def test_crazy_eights_position_plays_openspiel_s_rules_move_by_move() -> None:
             run += 1
         position = EightsPosition(
             [list(h) for h in table.hands], stock, table.top, legal["suit"], seat,
-            legal["phase"] == "nominate", len(played), draws if stock else 5,
+            legal["phase"] == "nominate", draws if stock else 5,
             run if not stock else 0, [list(m) for m in table.moves], list(table.pile),
         )  # fmt: skip
         assert table.pile == [first_up, *played][:-1]  # the pile: all played but the top card

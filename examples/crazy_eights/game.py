@@ -81,8 +81,8 @@ class CrazyEightsSimulator(Simulator):
         """The opponent's hand dealt from what this seat cannot see (`GAME.deal_unseen`: not
         in its hand, on the pile or on top), the stock the rest in random order, played on by
         `EightsPosition` (OpenSpiel's state cannot be set from a position). The pile says how
-        many cards were played (the 100th ends the hand); this turn's draws and the passes
-        in a row are read from the moves."""
+        many cards were played (a card each, the first turned up under them: the 100th ends
+        the hand); this turn's draws and the passes in a row are read from the moves."""
         world = GAME.deal_unseen(state, rng)
         moves, seat = [list(m) for m in state["moves"]], world.seat
         other = 1 - seat
@@ -93,7 +93,6 @@ class CrazyEightsSimulator(Simulator):
             world.hands[other][:] = sorted(hand, key=ORDER.__getitem__)
             world.rest[:] = [c for c in pool if c not in kept]
             rng.shuffle(world.rest)
-        plays = len(state["played"])  # the first card turned up is under them, the last on top
         draws = 0
         for who, move in reversed(moves):
             if who != seat or move != "draw":
@@ -106,7 +105,7 @@ class CrazyEightsSimulator(Simulator):
             passes += 1
         self._position = EightsPosition(
             world.hands, world.rest, state["top"], state["suit"], seat,
-            state["phase"] == "nominate", plays, draws, passes, moves, list(state["played"]),
+            state["phase"] == "nominate", draws, passes, moves, list(state["played"]),
         )  # fmt: skip
 
     def current_player(self) -> int:

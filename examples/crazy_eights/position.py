@@ -35,12 +35,12 @@ def goes_on(card: str, top_rank: str, suit: str) -> bool:
 class EightsPosition:
     """A hand from a position: `hands` (each seat's cards, in the order held), `stock`
     (drawn from its end), the `top` card and the `suit` in force, `turn`, `nominate` (the
-    seat to act names a suit), `plays` (cards played so far: the 100th ends the hand),
-    `draws` (this turn's), `passes` (in a row, the stock empty), `moves` (as a state lists
-    them), `played` (the discard pile under the top card)."""
+    seat to act names a suit), `draws` (this turn's), `passes` (in a row, the stock
+    empty), `moves` (as a state lists them), `played` (the discard pile under the top card:
+    a card for each one played, the first turned up under them)."""
 
-    __slots__ = ("hands", "stock", "top", "suit", "turn", "nominate", "plays", "draws",
-                 "passes", "moves", "played", "over")  # fmt: skip
+    __slots__ = ("hands", "stock", "top", "suit", "turn", "nominate", "draws", "passes",
+                 "moves", "played", "over")  # fmt: skip
 
     def __init__(
         self,
@@ -50,18 +50,22 @@ class EightsPosition:
         suit: str,
         turn: int,
         nominate: bool,
-        plays: int,
         draws: int,
         passes: int,
         moves: list[list[Any]],
         played: list[str],
     ):
         self.hands, self.stock, self.top, self.suit, self.turn = hands, stock, top, suit, turn
-        self.nominate, self.plays, self.draws, self.passes = nominate, plays, draws, passes
+        self.nominate, self.draws, self.passes = nominate, draws, passes
         self.moves, self.played, self.over = moves, played, False
 
     def current_player(self) -> int:
         return self.turn
+
+    @property
+    def plays(self) -> int:
+        """Cards played so far (the 100th ends the hand)."""
+        return len(self.played)
 
     def is_over(self) -> bool:
         return self.over
@@ -113,7 +117,6 @@ class EightsPosition:
         else:
             card = action[5:]
             self.hands[me].remove(card)
-            self.plays += 1
             self.draws = 0
             self.played.append(self.top)
             self.top, self.suit = card, card[0]
