@@ -143,6 +143,7 @@ EXPORTED_NAMES = [
     "croupier_search_late_total",
     "croupier_search_labels_total",
     "croupier_search_labels_missed_total",
+    "croupier_search_labels_kept_base_total",
     "croupier_search_decision_seconds",
     "croupier_search_failed_total",
     "croupier_search_workers_died_total",

@@ -343,10 +343,19 @@ class ServerConfig:
         None,
         "A search seat spec (search:base=rules:rollouts=N:ms=D) that labels a share of the "
         "learned seats' recorded decisions with its choice, for the trainer's distillation "
-        "term (expert iteration); such a decision waits for its search (ms at most)",
+        "term (expert iteration); the label joins its step when the search answers (ms at "
+        "most), the seat playing its own move meanwhile",
     )
     search_label_share: float = setting(
         0.25, "Share of the learned seats' recorded decisions --search-labels labels"
+    )
+    # A search over the rules keeps the rules' move wherever no other beats it beyond
+    # chance (~93% of OpenSpiel Hearts' decisions): such labels teach the rules, which PPO
+    # is there to move past. Departures alone carry what the search adds.
+    search_label_departures: bool = setting(
+        False,
+        "Label only the decisions where the search's choice departs from its base policy's "
+        "move (what the search adds), not those where it kept the base's",
     )
     # None: `record: rules` games are refused.
     offline_dir: Path | None = setting(

@@ -113,6 +113,7 @@ EXPORTED: tuple[Exported, ...] = (
     _c("search_late", "search", "late"),
     _c("search_labels", "search", "labels"),
     _c("search_labels_missed", "search", "labels_missed"),
+    _c("search_labels_kept_base", "search", "labels_kept_base"),
     _s("search_decision_seconds", ("search", "answered"), ("search", "seconds")),
     _c("search_failed", "search", "failed"),
     _c("search_workers_died", "search", "workers_died"),

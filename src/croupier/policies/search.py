@@ -82,6 +82,7 @@ class SearchResult:
     worlds: list[int] = field(default_factory=list)  # each one's worlds played
     playouts: int = 0  # hands played out in all
     complete: bool = False  # the whole budget was spent before the deadline
+    base: int | None = None  # the base policy's move (a position): what `move` departs from
 
 
 def random_base(state: dict[str, Any]) -> Any:
@@ -159,7 +160,7 @@ def search(
     searched when there are more than `spec.top`. See the module doc for the steps."""
     legal = state["legal_actions"]
     if len(legal) == 1:
-        return SearchResult(0, [0], complete=True)
+        return SearchResult(0, [0], complete=True, base=0)
     # 1. the moves
     with rules_seeded(rng.getrandbits(32)):
         base_move = base(state)
@@ -204,7 +205,7 @@ def search(
     # 5. the choice, among the moves still in (all played in the same worlds)
     means = [_mean(played[m]) if played[m] else float("nan") for m in moves]
     worlds = [len(played[m]) for m in moves]
-    result = SearchResult(None, moves, means, worlds, playouts, not stopped)
+    result = SearchResult(None, moves, means, worlds, playouts, not stopped, first)
     if not played[alive[0]]:
         return result
     best = max(alive, key=lambda m: (_mean(played[m]), m == first))

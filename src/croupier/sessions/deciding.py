@@ -222,6 +222,8 @@ class Decider:
         )
         self.labels_given = 0
         self.labels_missed = 0
+        # Searches that kept their base's move, not labelled under --search-label-departures.
+        self.labels_kept_base = 0
         self.search_late = 0  # answered past the seat's deadline (the tests hold it at 0)
         self.search_seconds = 0.0  # received to answered, summed over search decisions
         self.search_max_ms = 0.0
@@ -514,6 +516,9 @@ class Decider:
         result = None if teacher.cancelled() or teacher.exception() else teacher.result()
         if result is None or result.move is None:
             self.labels_missed += 1
+            return
+        if self.config.search_label_departures and result.move == result.base:
+            self.labels_kept_base += 1
             return
         value = step.state["legal_actions"][result.move]
         recorder.label(at, self.adapter.action_index(value, step.state))

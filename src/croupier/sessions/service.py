@@ -127,6 +127,7 @@ class DecisionService:
             # workers were starting).
             "labels": decider.labels_given,
             "labels_missed": decider.labels_missed,
+            "labels_kept_base": decider.labels_kept_base,  # --search-label-departures
             "answered": sum(decider.search_decisions.values()),
             "seconds": decider.search_seconds,
             "max_ms": decider.search_max_ms,
