@@ -89,12 +89,10 @@ def test_departures_only_label_where_the_search_left_its_bases_move(inprocess, t
 
 @pytest.mark.integration
 def test_no_labels_without_the_setting_and_none_at_share_zero(inprocess, tmp_path):
-    seats = SEATS
-
     async def body(client, service):
         state = Gamble().state(0)
         for _ in range(5):
-            r = await client.post("/v1/games", json={"game": "gamble", "seats": seats})
+            r = await client.post("/v1/games", json={"game": "gamble", "seats": SEATS})
             game_id = r.json()["game_id"]
             await client.post(f"/v1/games/{game_id}/decide", json={"seat": "0", "state": state})
             await client.post(f"/v1/games/{game_id}/end", json={"payoffs": {"0": 0, "1": 0}})

@@ -350,8 +350,8 @@ class ServerConfig:
         0.25, "Share of the learned seats' recorded decisions --search-labels labels"
     )
     # A search over the rules keeps the rules' move wherever no other beats it beyond
-    # chance (~93% of OpenSpiel Hearts' decisions): such labels teach the rules, which PPO
-    # is there to move past. Departures alone carry what the search adds.
+    # chance (~96% of the searches while training on OpenSpiel's Hearts): such labels teach the
+    # rules, which PPO is there to move past. Departures alone carry what the search adds.
     search_label_departures: bool = setting(
         False,
         "Label only the decisions where the search's choice departs from its base policy's "
