@@ -321,7 +321,7 @@ def test_crazy_eights_worlds_have_the_true_stock_and_plays() -> None:
     cards those nobody has seen, and it counts the cards played so far (the 100th ends the
     hand), however far the moves listed are from the deal."""
     from examples.crazy_eights.game import CrazyEightsSimulator
-    from examples.crazy_eights.position import NUMBER  # every card
+    from examples.crazy_eights.position import MOVES_SENT, NUMBER  # NUMBER: every card
 
     table, world, rng = CrazyEightsSimulator(), CrazyEightsSimulator(), random.Random(5)
     checked = late = 0
@@ -343,7 +343,7 @@ def test_crazy_eights_worlds_have_the_true_stock_and_plays() -> None:
             assert not set(position.stock) & seen
             assert position.state(seat)["played"] == state["played"]
             checked += 1
-            late += len(table.moves) > 16
+            late += len(table.moves) > MOVES_SENT  # the moves listed no longer reach the deal
             table.step(rng.choice(state["legal_actions"]))
     assert checked > 1_000 and late > 300
 

@@ -205,7 +205,7 @@ def search(
     # 5. the choice, among the moves still in (all played in the same worlds)
     means = [_mean(played[m]) if played[m] else float("nan") for m in moves]
     worlds = [len(played[m]) for m in moves]
-    result = SearchResult(None, moves, means, worlds, playouts, not stopped, first)
+    result = SearchResult(None, moves, means, worlds, playouts, not stopped, base=first)
     if not played[alive[0]]:
         return result
     best = max(alive, key=lambda m: (_mean(played[m]), m == first))
